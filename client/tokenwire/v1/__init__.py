@@ -1,0 +1,1 @@
+"""Generated tokenwire.v1 protobuf and gRPC code (make proto)."""

@@ -1,0 +1,118 @@
+"""Server lifecycle: engine start, warm-up, gRPC server, health, shutdown.
+
+Shutdown order: health NOT_SERVING -> server.stop(grace) (in-flight calls
+may finish; the rest are cancelled, which aborts their engine requests) ->
+engine shutdown.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import signal
+from collections.abc import Callable
+from dataclasses import dataclass
+
+import grpc
+from grpc_health.v1 import health, health_pb2, health_pb2_grpc
+from grpc_reflection.v1alpha import reflection
+
+from tokenwire.server.domain import Engine, EngineRequest, GenerationParams, RenderOptions
+from tokenwire.server.servicer import ServingState, TokenwireServicer
+from tokenwire.server.settings import ServerSettings
+from tokenwire.v1 import service_pb2, service_pb2_grpc
+
+log = logging.getLogger("tokenwire.server")
+
+SERVICE_NAME = service_pb2.DESCRIPTOR.services_by_name["TokenwireService"].full_name
+
+
+def make_engine(settings: ServerSettings) -> Engine:
+    from tokenwire.server.vllm_engine import VllmEngine
+
+    return VllmEngine(settings)
+
+
+async def warm_up(engine: Engine) -> None:
+    """One request with logprobs through the whole engine path: compiles the
+    logprobs kernel and surfaces faults that only show on a first request."""
+    prompt = engine.render_chat([{"role": "user", "content": "Hello"}], RenderOptions())
+    params = GenerationParams(temperature=0.0, max_tokens=2, logprobs=1)
+    request = EngineRequest("warmup", prompt, params, stream=False)
+    async for _ in engine.generate(request):
+        pass
+
+
+@dataclass
+class RunningServer:
+    server: grpc.aio.Server
+    port: int
+    engine: Engine
+    state: ServingState
+    health: health.aio.HealthServicer  # type: ignore[name-defined]
+
+    async def set_serving(self, serving: bool) -> None:
+        self.state.serving = serving
+        status = (
+            health_pb2.HealthCheckResponse.SERVING
+            if serving
+            else health_pb2.HealthCheckResponse.NOT_SERVING
+        )
+        for name in ("", SERVICE_NAME):
+            await self.health.set(name, status)
+
+    async def stop(self, grace: float) -> None:
+        await self.set_serving(False)
+        await self.server.stop(grace)
+        self.engine.shutdown()
+
+
+async def start(settings: ServerSettings, engine: Engine) -> RunningServer:
+    """Start the gRPC server on an already built engine (NOT_SERVING until
+    the warm-up went through)."""
+    options = [
+        ("grpc.max_receive_message_length", settings.max_message_bytes),
+        ("grpc.max_send_message_length", settings.max_message_bytes),
+        ("grpc.so_reuseport", 0),
+    ]
+    server = grpc.aio.server(options=options)
+    state = ServingState()
+    service_pb2_grpc.add_TokenwireServiceServicer_to_server(
+        TokenwireServicer(engine, settings, state), server
+    )
+    health_servicer = health.aio.HealthServicer()
+    health_pb2_grpc.add_HealthServicer_to_server(health_servicer, server)
+    reflection.enable_server_reflection(
+        (SERVICE_NAME, health.SERVICE_NAME, reflection.SERVICE_NAME), server
+    )
+    port = server.add_insecure_port(f"{settings.host}:{settings.port}")
+    if port == 0:
+        raise RuntimeError(f"could not listen on {settings.host}:{settings.port}")
+    await server.start()
+    running = RunningServer(server, port, engine, state, health_servicer)
+    await running.set_serving(False)
+    if settings.warmup:
+        await warm_up(engine)
+    await running.set_serving(True)
+    log.info("tokenwire serving %s on %s:%d", settings.resolved_served_name(), settings.host, port)
+    return running
+
+
+async def serve(
+    settings: ServerSettings, engine_factory: Callable[[ServerSettings], Engine] = make_engine
+) -> None:
+    """Run until SIGTERM/SIGINT, then shut down gracefully."""
+    stop = asyncio.Event()
+    loop = asyncio.get_running_loop()
+    for sig in (signal.SIGTERM, signal.SIGINT):
+        loop.add_signal_handler(sig, stop.set)
+    engine = engine_factory(settings)
+    try:
+        running = await start(settings, engine)
+    except BaseException:
+        engine.shutdown()
+        raise
+    print(f"tokenwire: serving on {settings.host}:{running.port}", flush=True)
+    await stop.wait()
+    log.info("shutting down (grace %.1fs)", settings.grace_seconds)
+    await running.stop(settings.grace_seconds)

@@ -1,0 +1,294 @@
+"""Domain outputs -> chat protobuf responses (unary and streamed chunks)."""
+
+from __future__ import annotations
+
+import dataclasses
+import time
+from google.protobuf import struct_pb2
+
+from tokenwire.server.chat_request import ChatPlan
+from tokenwire.server.domain import ChoiceOutput, Engine, EngineOutput, EngineTimes, PositionLogprobs
+from tokenwire.v1 import chat_pb2, common_pb2
+
+
+def stop_reason_value(reason: int | str | None) -> struct_pb2.Value | None:
+    if reason is None:
+        return None
+    if isinstance(reason, str):
+        return struct_pb2.Value(string_value=reason)
+    return struct_pb2.Value(number_value=float(reason))
+
+
+def token_logprob(engine: Engine, pos: PositionLogprobs, top_k: int) -> common_pb2.TokenLogProb:
+    entry = common_pb2.TokenLogProb(
+        token=engine.token_text(pos.token_id),
+        logprob=pos.logprob,
+        bytes=engine.token_bytes(pos.token_id),
+        token_id=pos.token_id,
+    )
+    if top_k > 0:
+        for cand in pos.top[:top_k]:
+            entry.top_logprobs.add(
+                token=engine.token_text(cand.token_id),
+                logprob=cand.logprob,
+                bytes=engine.token_bytes(cand.token_id),
+                token_id=cand.token_id,
+            )
+    return entry
+
+
+def choice_logprobs(
+    engine: Engine, positions: list[PositionLogprobs] | None, top_k: int
+) -> common_pb2.ChoiceLogProbs:
+    return common_pb2.ChoiceLogProbs(
+        content=[token_logprob(engine, p, top_k) for p in positions or []]
+    )
+
+
+def usage(prompt_len: int, completion_len: int, cached: int) -> common_pb2.Usage:
+    return common_pb2.Usage(
+        prompt_tokens=prompt_len,
+        completion_tokens=completion_len,
+        total_tokens=prompt_len + completion_len,
+        prompt_tokens_details=common_pb2.PromptTokensDetails(cached_tokens=cached),
+    )
+
+
+def timing(received: float, times: EngineTimes | None, first_seen: float | None) -> common_pb2.Timing:
+    finished = time.time()
+    t = common_pb2.Timing(request_received_seconds=received, finished_seconds=finished)
+    first = (times.first_token if times else None) or first_seen
+    if first:
+        t.first_token_seconds = first
+    t.total_ms = (finished - received) * 1000.0
+    if times:
+        arrival = times.arrival or received
+        if times.scheduled:
+            t.queue_ms = max(0.0, (times.scheduled - arrival) * 1000.0)
+            if first:
+                t.prefill_ms = max(0.0, (first - times.scheduled) * 1000.0)
+        if first and times.last_token:
+            t.decode_ms = max(0.0, (times.last_token - first) * 1000.0)
+    return t
+
+
+@dataclasses.dataclass
+class ChoiceAccumulator:
+    """Everything generated so far for one choice (cumulative)."""
+
+    index: int
+    token_ids: list[int] = dataclasses.field(default_factory=list)
+    logprobs: list[float] = dataclasses.field(default_factory=list)
+    text_parts: list[str] = dataclasses.field(default_factory=list)
+    finish_reason: str | None = None
+    stop_reason: int | str | None = None
+
+    def add(self, out: ChoiceOutput) -> None:
+        self.token_ids.extend(out.token_ids)
+        if out.logprobs is not None:
+            self.logprobs.extend(p.logprob for p in out.logprobs)
+        if out.text:
+            self.text_parts.append(out.text)
+        if out.finish_reason is not None:
+            self.finish_reason = out.finish_reason
+            self.stop_reason = out.stop_reason
+
+
+def choice_nvext(plan: ChatPlan, acc: ChoiceAccumulator, prompt_ids: list[int]) -> chat_pb2.ChoiceNvExt | None:
+    fields = plan.extra_fields
+    if not fields & {"completion_token_ids", "engine_data", "stop_reason"}:
+        return None
+    nv = chat_pb2.ChoiceNvExt()
+    if "completion_token_ids" in fields:
+        nv.completion_token_ids.extend(acc.token_ids)
+    if "engine_data" in fields:
+        nv.engine_data.prompt_token_ids.extend(prompt_ids)
+        nv.engine_data.completion_token_ids.extend(acc.token_ids)
+        nv.engine_data.completion_logprobs.extend(acc.logprobs)
+        nv.engine_data.finished = acc.finish_reason is not None
+    if "stop_reason" in fields:
+        sr = stop_reason_value(acc.stop_reason)
+        if sr is not None:
+            nv.stop_reason.CopyFrom(sr)
+    return nv
+
+
+def response_nvext(
+    plan: ChatPlan,
+    worker_id: str,
+    *,
+    prompt_ids: list[int] | None,
+    mirror: chat_pb2.ChoiceNvExt | None,
+    timing_msg: common_pb2.Timing | None,
+) -> chat_pb2.NvExtResponse | None:
+    """The top-level nvext: prompt ids, timing, worker id, n = 1 mirror."""
+    fields = plan.extra_fields
+    nv = chat_pb2.NvExtResponse()
+    used = False
+    if prompt_ids is not None and "prompt_token_ids" in fields:
+        nv.prompt_token_ids.extend(prompt_ids)
+        used = True
+    if timing_msg is not None and "timing" in fields:
+        nv.timing.CopyFrom(timing_msg)
+        used = True
+    if timing_msg is not None and "worker_id" in fields:
+        nv.worker_id = worker_id
+        used = True
+    if mirror is not None and plan.params.n == 1:
+        nv.completion_token_ids.extend(mirror.completion_token_ids)
+        if mirror.HasField("engine_data"):
+            nv.engine_data.CopyFrom(mirror.engine_data)
+        if mirror.HasField("stop_reason"):
+            nv.stop_reason.CopyFrom(mirror.stop_reason)
+        used = True
+    return nv if used else None
+
+
+def _finish_reason(reason: str | None) -> str:
+    if reason is None:
+        return ""
+    return reason
+
+
+def build_chat_response(
+    plan: ChatPlan, engine: Engine, final: EngineOutput, *, created: int, worker_id: str,
+    first_seen: float | None,
+) -> chat_pb2.CreateChatCompletionResponse:
+    resp = chat_pb2.CreateChatCompletionResponse(
+        id=plan.request_id,
+        object="chat.completion",
+        created=created,
+        model=plan.model,
+        system_fingerprint=f"tokenwire-{plan.model}",
+    )
+    completion_len = 0
+    mirror = None
+    for out in sorted(final.choices, key=lambda c: c.index):
+        acc = ChoiceAccumulator(out.index)
+        acc.add(out)
+        completion_len += len(out.token_ids)
+        choice = resp.choices.add(
+            index=out.index,
+            message=chat_pb2.ResponseMessage(role="assistant", content=out.text),
+            finish_reason=_finish_reason(out.finish_reason),
+        )
+        sr = stop_reason_value(out.stop_reason)
+        if sr is not None:
+            choice.stop_reason.CopyFrom(sr)
+        if plan.logprobs:
+            choice.logprobs.CopyFrom(choice_logprobs(engine, out.logprobs, plan.top_logprobs))
+        if plan.ids_wanted:
+            choice.token_ids.extend(out.token_ids)
+        nv = choice_nvext(plan, acc, final.prompt_token_ids)
+        if nv is not None:
+            choice.nvext.CopyFrom(nv)
+            if out.index == 0:
+                mirror = nv
+    if plan.return_token_ids:
+        resp.prompt_token_ids.extend(final.prompt_token_ids)
+    if final.prompt_logprobs is not None:
+        k = plan.params.prompt_logprobs or 0
+        for pos in final.prompt_logprobs:
+            if pos is None:
+                resp.prompt_logprobs.add()
+            else:
+                resp.prompt_logprobs.append(token_logprob(engine, pos, k))
+    resp.usage.CopyFrom(usage(len(final.prompt_token_ids), completion_len, final.num_cached_tokens))
+    nvr = response_nvext(
+        plan, worker_id, prompt_ids=final.prompt_token_ids, mirror=mirror,
+        timing_msg=timing(plan.received, final.times, first_seen),
+    )
+    if nvr is not None:
+        resp.nvext.CopyFrom(nvr)
+    return resp
+
+
+class ChatStreamBuilder:
+    """Turns a sequence of delta EngineOutputs into chunk messages."""
+
+    def __init__(self, plan: ChatPlan, engine: Engine, *, created: int, worker_id: str):
+        self.plan = plan
+        self.engine = engine
+        self.created = created
+        self.worker_id = worker_id
+        self.accs = {i: ChoiceAccumulator(i) for i in range(plan.params.n)}
+        self.first_seen: float | None = None
+        self.prompt_ids: list[int] = plan.prompt_token_ids
+        self.cached = 0
+        self.times: EngineTimes | None = None
+        self._mirror: chat_pb2.ChoiceNvExt | None = None
+
+    def _chunk(self) -> chat_pb2.StreamChatCompletionResponse:
+        return chat_pb2.StreamChatCompletionResponse(
+            id=self.plan.request_id,
+            object="chat.completion.chunk",
+            created=self.created,
+            model=self.plan.model,
+            system_fingerprint=f"tokenwire-{self.plan.model}",
+        )
+
+    def first_chunk(self) -> chat_pb2.StreamChatCompletionResponse:
+        chunk = self._chunk()
+        for i in range(self.plan.params.n):
+            chunk.choices.add(index=i, delta=chat_pb2.ChatCompletionDelta(role="assistant", content=""))
+        if self.plan.return_token_ids:
+            chunk.prompt_token_ids.extend(self.prompt_ids)
+        if "prompt_token_ids" in self.plan.extra_fields:
+            chunk.nvext.prompt_token_ids.extend(self.prompt_ids)
+        return chunk
+
+    def on_output(self, out: EngineOutput) -> chat_pb2.StreamChatCompletionResponse | None:
+        if self.first_seen is None and any(c.token_ids for c in out.choices):
+            self.first_seen = time.time()
+        if out.prompt_token_ids:
+            self.prompt_ids = out.prompt_token_ids
+        self.cached = out.num_cached_tokens
+        if out.times is not None:
+            self.times = out.times
+        chunk = self._chunk()
+        plan = self.plan
+        for c in out.choices:
+            acc = self.accs.setdefault(c.index, ChoiceAccumulator(c.index))
+            acc.add(c)
+            if not c.token_ids and not c.text and c.finish_reason is None:
+                continue
+            ch = chunk.choices.add(index=c.index, delta=chat_pb2.ChatCompletionDelta(content=c.text))
+            if plan.ids_wanted:
+                ch.token_ids.extend(c.token_ids)
+            if plan.logprobs:
+                ch.logprobs.CopyFrom(choice_logprobs(self.engine, c.logprobs, plan.top_logprobs))
+            if c.finish_reason is not None:
+                ch.finish_reason = c.finish_reason
+                sr = stop_reason_value(c.stop_reason)
+                if sr is not None:
+                    ch.stop_reason.CopyFrom(sr)
+                nv = choice_nvext(plan, acc, self.prompt_ids)
+                if nv is not None:
+                    ch.nvext.CopyFrom(nv)
+                    if c.index == 0:
+                        self._mirror = nv
+        if plan.continuous_usage and chunk.choices:
+            chunk.usage.CopyFrom(self._usage())
+        if out.finished:
+            nvr = response_nvext(
+                plan, self.worker_id, prompt_ids=None, mirror=self._mirror,
+                timing_msg=timing(plan.received, self.times, self.first_seen),
+            )
+            if nvr is not None:
+                chunk.nvext.CopyFrom(nvr)
+        if not chunk.choices and not chunk.HasField("nvext"):
+            return None
+        return chunk
+
+    def _usage(self) -> common_pb2.Usage:
+        completion = sum(len(a.token_ids) for a in self.accs.values())
+        return usage(len(self.prompt_ids), completion, self.cached)
+
+    def usage_chunk(self) -> chat_pb2.StreamChatCompletionResponse:
+        chunk = self._chunk()
+        chunk.usage.CopyFrom(self._usage())
+        return chunk
+
+    def completion_ids(self) -> dict[int, list[int]]:
+        return {i: a.token_ids for i, a in self.accs.items()}
+

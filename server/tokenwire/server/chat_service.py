@@ -1,0 +1,55 @@
+"""Running a validated chat plan on the engine: unary and streaming."""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator
+
+from tokenwire.server.chat_request import ChatPlan
+from tokenwire.server.chat_response import ChatStreamBuilder, build_chat_response
+from tokenwire.server.domain import Engine, EngineOutput, EngineRequest
+from tokenwire.server.errors import Internal
+from tokenwire.v1 import chat_pb2
+
+
+def engine_request(plan: ChatPlan, *, stream: bool) -> EngineRequest:
+    return EngineRequest(
+        request_id=plan.request_id,
+        prompt_token_ids=plan.prompt_token_ids,
+        params=plan.params,
+        cache_salt=plan.cache_salt,
+        priority=plan.priority,
+        stream=stream,
+    )
+
+
+async def run_chat(
+    engine: Engine, plan: ChatPlan, *, worker_id: str
+) -> chat_pb2.CreateChatCompletionResponse:
+    created = int(plan.received)
+    final: EngineOutput | None = None
+    async for out in engine.generate(engine_request(plan, stream=False)):
+        final = out
+    if final is None or not final.finished:
+        raise Internal("the engine ended the request without a final output")
+    return build_chat_response(
+        plan, engine, final, created=created, worker_id=worker_id, first_seen=None
+    )
+
+
+async def stream_chat(
+    engine: Engine, plan: ChatPlan, *, worker_id: str
+) -> AsyncIterator[chat_pb2.StreamChatCompletionResponse]:
+    builder = ChatStreamBuilder(plan, engine, created=int(plan.received), worker_id=worker_id)
+    yield builder.first_chunk()
+    finished = False
+    async for out in engine.generate(engine_request(plan, stream=True)):
+        chunk = builder.on_output(out)
+        if chunk is not None:
+            yield chunk
+        finished = out.finished
+    if not finished:
+        raise Internal("the engine ended the stream without finishing the request")
+    if plan.include_usage:
+        yield builder.usage_chunk()
+
+

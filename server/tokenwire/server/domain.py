@@ -1,0 +1,166 @@
+"""Engine-neutral request and output types.
+
+The servicer converts protobuf to these and back; the engine adapter turns
+them into vLLM calls. Nothing here imports vLLM or protobuf.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import AsyncIterator
+from typing import Any, Protocol
+
+# Floor for non-finite logprobs: JSON has no -inf.
+LOGPROB_FLOOR = -9999.0
+
+
+@dataclasses.dataclass
+class StructuredOutput:
+    """A constraint on the output: exactly one field is set."""
+
+    json_schema: dict[str, Any] | None = None
+    json_object: bool = False
+
+
+@dataclasses.dataclass
+class GenerationParams:
+    """Sampling parameters in engine terms (vLLM SamplingParams names)."""
+
+    n: int = 1
+    temperature: float = 1.0
+    top_p: float = 1.0
+    top_k: int = 0
+    min_p: float = 0.0
+    presence_penalty: float = 0.0
+    frequency_penalty: float = 0.0
+    repetition_penalty: float = 1.0
+    max_tokens: int = 16
+    min_tokens: int = 0
+    seed: int | None = None
+    stop: list[str] = dataclasses.field(default_factory=list)
+    stop_token_ids: list[int] = dataclasses.field(default_factory=list)
+    ignore_eos: bool = False
+    logprobs: int | None = None  # None: none; 0: sampled token; k: + top k
+    prompt_logprobs: int | None = None
+    skip_special_tokens: bool = True
+    spaces_between_special_tokens: bool = True
+    include_stop_str_in_output: bool = False
+    logit_bias: dict[int, float] = dataclasses.field(default_factory=dict)
+    thinking_token_budget: int | None = None
+    structured: StructuredOutput | None = None
+    detokenize: bool = True
+
+
+@dataclasses.dataclass
+class EngineRequest:
+    request_id: str
+    prompt_token_ids: list[int]
+    params: GenerationParams
+    cache_salt: str | None = None
+    priority: int = 0
+    stream: bool = True  # True: deltas; False: one final output
+
+
+@dataclasses.dataclass
+class Candidate:
+    token_id: int
+    logprob: float
+    rank: int | None
+
+
+@dataclasses.dataclass
+class PositionLogprobs:
+    """Logprob of the sampled token at one position and its alternatives."""
+
+    token_id: int
+    logprob: float
+    rank: int | None
+    top: list[Candidate]  # the top-k alternatives, most likely first
+
+
+@dataclasses.dataclass
+class ChoiceOutput:
+    """New (stream) or complete (final) output of one choice."""
+
+    index: int
+    token_ids: list[int]
+    text: str
+    logprobs: list[PositionLogprobs] | None = None
+    finish_reason: str | None = None  # stop, length, abort, error...
+    stop_reason: int | str | None = None  # matched stop id or string
+
+    @property
+    def finished(self) -> bool:
+        return self.finish_reason is not None
+
+
+@dataclasses.dataclass
+class EngineTimes:
+    """Engine-side timestamps, seconds since the Unix epoch (None: unknown)."""
+
+    arrival: float | None = None
+    scheduled: float | None = None
+    first_token: float | None = None
+    last_token: float | None = None
+
+
+@dataclasses.dataclass
+class EngineOutput:
+    choices: list[ChoiceOutput]
+    prompt_token_ids: list[int]
+    num_cached_tokens: int
+    finished: bool
+    prompt_logprobs: list[PositionLogprobs | None] | None = None
+    times: EngineTimes | None = None
+
+
+@dataclasses.dataclass
+class RenderOptions:
+    add_generation_prompt: bool = True
+    continue_final_message: bool = False
+    chat_template: str | None = None
+    template_kwargs: dict[str, Any] = dataclasses.field(default_factory=dict)
+    tools: list[dict[str, Any]] | None = None
+
+
+class Engine(Protocol):
+    """What the serving layer needs from an engine (vLLM or a fake)."""
+
+    @property
+    def model_path(self) -> str: ...
+
+    @property
+    def max_model_len(self) -> int: ...
+
+    @property
+    def vocab_size(self) -> int: ...
+
+    def generate(self, request: EngineRequest) -> AsyncIterator[EngineOutput]:
+        """Run a request; cancelling the consumer aborts it in the engine."""
+        ...
+
+    async def abort(self, request_id: str) -> None: ...
+
+    def num_unfinished_requests(self) -> int: ...
+
+    def encode(self, text: str, add_special_tokens: bool) -> list[int]: ...
+
+    def decode(self, token_ids: list[int], skip_special_tokens: bool = False) -> str: ...
+
+    def token_text(self, token_id: int) -> str:
+        """The text of one token decoded alone (may hold U+FFFD)."""
+        ...
+
+    def token_bytes(self, token_id: int) -> bytes:
+        """The exact bytes one token stands for."""
+        ...
+
+    def render_chat(self, messages: list[dict[str, Any]], options: RenderOptions) -> list[int]:
+        """Render messages with the chat template and tokenize the result."""
+        ...
+
+    async def check_health(self) -> None:
+        """Raise when the engine cannot serve."""
+        ...
+
+    def shutdown(self) -> None: ...

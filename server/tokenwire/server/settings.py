@@ -1,0 +1,97 @@
+"""The one settings object of the server, and the CLI parser that fills it."""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import os
+import pathlib
+
+
+@dataclasses.dataclass(frozen=True)
+class ServerSettings:
+    """Everything the server needs to start. Defaults suit the CPU demo."""
+
+    # Model / engine.
+    model: str | None = None  # None: the demo model built by `make model`.
+    served_model_name: str = ""  # "" : the model folder's name.
+    dtype: str = "float32"  # CPU needs float32 (bf16 misbehaves); GPU: "auto".
+    max_model_len: int = 2048
+    kv_cache_bytes: int = 256 * 1024 * 1024  # CPU needs an explicit size; 0 = engine default.
+    gpu_memory_utilization: float = 0.9  # GPU only.
+    block_size: int = 32  # Prefix-cache granularity (CPU default 128).
+    enable_prefix_caching: bool = True
+    logprobs_mode: str = "processed_logprobs"  # or raw_logprobs, raw_logits, processed_logits
+    max_logprobs: int = 20
+    max_num_seqs: int = 256
+    scheduling_policy: str = "priority"  # "fcfs" or "priority" (needed for `priority`)
+    enforce_eager: bool = True
+    seed: int = 0
+    warmup: bool = True
+
+    # Request limits.
+    max_n: int = 16
+    max_stop_token_ids: int = 256
+    max_stop_strings: int = 16
+    max_top_logprobs: int = 20
+
+    # gRPC server.
+    host: str = "127.0.0.1"
+    port: int = 50051
+    max_message_bytes: int = 16 * 1024 * 1024
+    grace_seconds: float = 10.0
+    worker_id: str = ""  # "" : hostname:pid.
+    log_level: str = "INFO"
+
+    def resolved_model(self) -> str:
+        if self.model:
+            return self.model
+        from tokenwire.server.demo_model import demo_model_path
+
+        return str(demo_model_path())
+
+    def resolved_served_name(self) -> str:
+        if self.served_model_name:
+            return self.served_model_name
+        return pathlib.Path(self.resolved_model().rstrip("/")).name
+
+    def resolved_worker_id(self) -> str:
+        if self.worker_id:
+            return self.worker_id
+        return f"{os.uname().nodename}:{os.getpid()}"
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    """Add one flag per settings field (``--max-model-len`` for max_model_len)."""
+    defaults = ServerSettings()
+    helps = {
+        "model": "model folder (default: the demo model; built by `make model`)",
+        "served_model_name": "name clients use in `model` (default: folder name)",
+        "dtype": "engine dtype: float32 on CPU, auto/bfloat16 on GPU",
+        "kv_cache_bytes": "KV cache size in bytes (CPU); 0 leaves it to the engine (GPU)",
+        "block_size": "KV block size in tokens; only whole blocks are prefix-cached",
+        "logprobs_mode": "processed_logprobs (after temperature/penalties; what RL ratios want) or raw_logprobs",
+        "scheduling_policy": "fcfs or priority",
+        "enforce_eager": "skip graph capture / compilation",
+        "host": "listen address (loopback by default)",
+        "port": "listen port (0 picks a free one)",
+        "grace_seconds": "how long in-flight calls may finish on shutdown",
+        "warmup": "send a warm-up request (with logprobs) before reporting SERVING",
+    }
+    for field in dataclasses.fields(ServerSettings):
+        flag = "--" + field.name.replace("_", "-")
+        default = getattr(defaults, field.name)
+        if isinstance(default, bool):
+            parser.add_argument(
+                flag, dest=field.name, default=default, action=argparse.BooleanOptionalAction,
+                help=helps.get(field.name, ""),
+            )
+        else:
+            typ = type(default) if default is not None else str
+            parser.add_argument(flag, dest=field.name, type=typ, default=default,
+                                help=helps.get(field.name, ""))
+
+
+def from_namespace(ns: argparse.Namespace) -> ServerSettings:
+    values = {f.name: getattr(ns, f.name) for f in dataclasses.fields(ServerSettings)}
+    return ServerSettings(**values)

@@ -1,0 +1,78 @@
+"""Validation helpers: each failure is an InvalidArgument naming the field
+and the rule it broke."""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Iterable
+
+from tokenwire.server.errors import InvalidArgument
+
+
+def finite(param: str, value: float) -> float:
+    if not math.isfinite(value):
+        raise InvalidArgument(f"{param} must be a finite number, got {value}", param=param)
+    return float(value)
+
+
+def in_range(
+    param: str,
+    value: float,
+    lo: float | None = None,
+    hi: float | None = None,
+    *,
+    lo_open: bool = False,
+) -> float:
+    finite(param, value)
+    if lo is not None and (value <= lo if lo_open else value < lo):
+        rule = f"> {lo}" if lo_open else f">= {lo}"
+        raise InvalidArgument(f"{param} must be {rule}, got {value}", param=param)
+    if hi is not None and value > hi:
+        raise InvalidArgument(f"{param} must be <= {hi}, got {value}", param=param)
+    return float(value)
+
+
+def int_range(param: str, value: int, lo: int | None = None, hi: int | None = None) -> int:
+    if lo is not None and value < lo:
+        raise InvalidArgument(f"{param} must be >= {lo}, got {value}", param=param)
+    if hi is not None and value > hi:
+        raise InvalidArgument(f"{param} must be <= {hi}, got {value}", param=param)
+    return int(value)
+
+
+def token_ids(param: str, ids: Iterable[int], vocab_size: int) -> list[int]:
+    out = list(ids)
+    for i, tid in enumerate(out):
+        if tid >= vocab_size:
+            raise InvalidArgument(
+                f"{param}[{i}] = {tid} is not a token id: the vocabulary has "
+                f"{vocab_size} ids (0..{vocab_size - 1})",
+                param=param,
+            )
+    return out
+
+
+def prompt_fits(param: str, prompt_len: int, max_model_len: int) -> None:
+    if prompt_len == 0:
+        raise InvalidArgument(f"{param}: the prompt is empty (0 tokens)", param=param)
+    if prompt_len >= max_model_len:
+        raise InvalidArgument(
+            f"{param}: the prompt is {prompt_len} tokens; the context window is "
+            f"{max_model_len} tokens and at least one must be left to generate",
+            param=param,
+        )
+
+
+def max_tokens(param: str, requested: int | None, prompt_len: int, max_model_len: int) -> int:
+    room = max_model_len - prompt_len
+    if requested is None:
+        return room
+    if requested < 1:
+        raise InvalidArgument(f"{param} must be >= 1, got {requested}", param=param)
+    if requested > room:
+        raise InvalidArgument(
+            f"{param} = {requested} does not fit: the prompt is {prompt_len} tokens and "
+            f"the context window is {max_model_len} (at most {room} may be generated)",
+            param=param,
+        )
+    return requested

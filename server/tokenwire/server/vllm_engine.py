@@ -1,0 +1,264 @@
+"""The engine adapter: the only module that imports vLLM.
+
+Runs vLLM's AsyncLLM in-process (its engine core is a spawned subprocess)
+and translates between the domain types and vLLM's.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import math
+import os
+import time
+from collections.abc import AsyncIterator
+from typing import Any
+
+from tokenwire.server import errors
+from tokenwire.server.domain import (
+    LOGPROB_FLOOR,
+    Candidate,
+    ChoiceOutput,
+    EngineOutput,
+    EngineRequest,
+    EngineTimes,
+    GenerationParams,
+    PositionLogprobs,
+    RenderOptions,
+)
+from tokenwire.server.settings import ServerSettings
+from tokenwire.server.tokenizer_ops import TokenizerOps
+
+log = logging.getLogger("tokenwire.engine")
+
+
+def _engine_env(settings: ServerSettings) -> None:
+    # On CPU, let OpenMP use every core unless the operator said otherwise
+    # ("auto" reserves one of two cores, halving decode speed here).
+    os.environ.setdefault("VLLM_CPU_OMP_THREADS_BIND", "nobind")
+    os.environ.setdefault("VLLM_LOGGING_LEVEL", "WARNING")
+
+
+class VllmEngine:
+    """vLLM AsyncLLM behind the domain Engine protocol."""
+
+    def __init__(self, settings: ServerSettings):
+        _engine_env(settings)
+        from vllm.engine.arg_utils import AsyncEngineArgs
+        from vllm.v1.engine.async_llm import AsyncLLM
+
+        self._settings = settings
+        self._model_path = settings.resolved_model()
+        kwargs: dict[str, Any] = dict(
+            model=self._model_path,
+            served_model_name=settings.resolved_served_name(),
+            dtype=settings.dtype,
+            max_model_len=settings.max_model_len,
+            block_size=settings.block_size,
+            enable_prefix_caching=settings.enable_prefix_caching,
+            logprobs_mode=settings.logprobs_mode,
+            max_logprobs=settings.max_logprobs,
+            max_num_seqs=settings.max_num_seqs,
+            scheduling_policy=settings.scheduling_policy,
+            enforce_eager=settings.enforce_eager,
+            seed=settings.seed,
+            gpu_memory_utilization=settings.gpu_memory_utilization,
+            disable_log_stats=True,
+        )
+        if settings.kv_cache_bytes:
+            kwargs["kv_cache_memory_bytes"] = settings.kv_cache_bytes
+        args = AsyncEngineArgs(**kwargs)
+        self._llm = AsyncLLM.from_engine_args(args)
+        self._max_model_len = int(self._llm.model_config.max_model_len)
+        self._tok = TokenizerOps(self._llm.get_tokenizer())
+        self._vocab_size = max(int(self._llm.model_config.get_vocab_size()), self._tok.size)
+
+    # -- properties -------------------------------------------------------
+    @property
+    def model_path(self) -> str:
+        return self._model_path
+
+    @property
+    def max_model_len(self) -> int:
+        return self._max_model_len
+
+    @property
+    def vocab_size(self) -> int:
+        return self._vocab_size
+
+    # -- tokenizer --------------------------------------------------------
+    def encode(self, text: str, add_special_tokens: bool) -> list[int]:
+        return self._tok.encode(text, add_special_tokens)
+
+    def decode(self, token_ids: list[int], skip_special_tokens: bool = False) -> str:
+        return self._tok.decode(token_ids, skip_special_tokens)
+
+    def token_text(self, token_id: int) -> str:
+        return self._tok.token_text(token_id)
+
+    def token_bytes(self, token_id: int) -> bytes:
+        return self._tok.token_bytes(token_id)
+
+    def render_chat(self, messages: list[dict[str, Any]], options: RenderOptions) -> list[int]:
+        return self._tok.render_chat(messages, options)
+
+    # -- generation -------------------------------------------------------
+    def _sampling_params(self, p: GenerationParams, stream: bool) -> Any:
+        from vllm.sampling_params import RequestOutputKind, SamplingParams, StructuredOutputsParams
+
+        structured = None
+        if p.structured is not None:
+            if p.structured.json_schema is not None:
+                structured = StructuredOutputsParams(json=p.structured.json_schema)
+            elif p.structured.json_object:
+                structured = StructuredOutputsParams(json_object=True)
+        return SamplingParams(
+            n=p.n,
+            temperature=p.temperature,
+            top_p=p.top_p,
+            top_k=p.top_k if p.top_k > 0 else 0,
+            min_p=p.min_p,
+            presence_penalty=p.presence_penalty,
+            frequency_penalty=p.frequency_penalty,
+            repetition_penalty=p.repetition_penalty,
+            max_tokens=p.max_tokens,
+            min_tokens=p.min_tokens,
+            seed=p.seed,
+            stop=list(p.stop) or None,
+            stop_token_ids=list(p.stop_token_ids) or None,
+            ignore_eos=p.ignore_eos,
+            logprobs=p.logprobs,
+            prompt_logprobs=p.prompt_logprobs,
+            skip_special_tokens=p.skip_special_tokens,
+            spaces_between_special_tokens=p.spaces_between_special_tokens,
+            include_stop_str_in_output=p.include_stop_str_in_output,
+            logit_bias=dict(p.logit_bias) or None,
+            thinking_token_budget=p.thinking_token_budget,
+            structured_outputs=structured,
+            detokenize=p.detokenize,
+            output_kind=RequestOutputKind.DELTA if stream else RequestOutputKind.FINAL_ONLY,
+        )
+
+    async def generate(self, request: EngineRequest) -> AsyncIterator[EngineOutput]:
+        from vllm.inputs.engine import tokens_input
+
+        sp = self._sampling_params(request.params, request.stream)
+        prompt = tokens_input(list(request.prompt_token_ids), cache_salt=request.cache_salt or None)
+        # Offset turning the engine core's monotonic stamps into wall time.
+        wall_offset = time.time() - time.monotonic()
+        try:
+            async for out in self._llm.generate(
+                prompt, sp, request.request_id, priority=request.priority
+            ):
+                yield _convert_output(out, wall_offset)
+        except asyncio.CancelledError:
+            raise
+        except Exception as exc:
+            raise _map_engine_error(exc) from exc
+
+    async def abort(self, request_id: str) -> None:
+        await self._llm.abort(request_id)
+
+    def num_unfinished_requests(self) -> int:
+        return int(self._llm.get_num_unfinished_requests())
+
+    async def check_health(self) -> None:
+        try:
+            await self._llm.check_health()
+        except Exception as exc:
+            raise errors.Unavailable(f"engine is not healthy: {exc}") from exc
+
+    def shutdown(self) -> None:
+        self._llm.shutdown()
+
+
+def _finite(x: float) -> float:
+    if math.isnan(x):
+        return LOGPROB_FLOOR
+    if math.isinf(x):
+        return LOGPROB_FLOOR if x < 0 else 0.0
+    return max(float(x), LOGPROB_FLOOR)
+
+
+def _position(sampled: int, entry: Any) -> PositionLogprobs:
+    """One position of vLLM logprobs ({token_id: Logprob}) to the domain."""
+    if entry is None:
+        return PositionLogprobs(sampled, LOGPROB_FLOOR, None, [])
+    sampled_lp = entry.get(sampled)
+    ranked = sorted(
+        (Candidate(tid, _finite(lp.logprob), lp.rank) for tid, lp in entry.items()),
+        key=lambda c: (c.rank if c.rank is not None else 1 << 30),
+    )
+    return PositionLogprobs(
+        sampled,
+        _finite(sampled_lp.logprob) if sampled_lp is not None else LOGPROB_FLOOR,
+        sampled_lp.rank if sampled_lp is not None else None,
+        ranked,
+    )
+
+
+def _convert_output(out: Any, wall_offset: float) -> EngineOutput:
+    choices = []
+    for c in out.outputs:
+        ids = list(c.token_ids)
+        lps = None
+        if c.logprobs is not None:
+            lps = [_position(tid, c.logprobs[i]) for i, tid in enumerate(ids)]
+        choices.append(
+            ChoiceOutput(
+                index=c.index,
+                token_ids=ids,
+                text=c.text or "",
+                logprobs=lps,
+                finish_reason=c.finish_reason,
+                stop_reason=c.stop_reason,
+            )
+        )
+    prompt_lps = None
+    if out.prompt_logprobs is not None:
+        prompt_ids = out.prompt_token_ids or []
+        prompt_lps = [
+            None if entry is None else _position(prompt_ids[i], entry)
+            for i, entry in enumerate(out.prompt_logprobs)
+        ]
+    times = None
+    m = getattr(out, "metrics", None)
+    if m is not None:
+
+        def wall(ts: float) -> float | None:
+            return ts + wall_offset if ts else None
+
+        times = EngineTimes(
+            arrival=getattr(m, "arrival_time", None) or None,
+            scheduled=wall(getattr(m, "scheduled_ts", 0.0)),
+            first_token=wall(getattr(m, "first_token_ts", 0.0)),
+            last_token=wall(getattr(m, "last_token_ts", 0.0)),
+        )
+    return EngineOutput(
+        choices=choices,
+        prompt_token_ids=list(out.prompt_token_ids or []),
+        num_cached_tokens=int(out.num_cached_tokens or 0),
+        finished=bool(out.finished),
+        prompt_logprobs=prompt_lps,
+        times=times,
+    )
+
+
+def _map_engine_error(exc: BaseException) -> errors.TokenwireError:
+    """vLLM exceptions to tokenwire errors (validation, overload, death)."""
+    from vllm.exceptions import GracefulHTTPError, VLLMClientError, VLLMValidationError
+    from vllm.v1.engine.exceptions import EngineDeadError
+
+    if isinstance(exc, errors.TokenwireError):
+        return exc
+    if isinstance(exc, EngineDeadError):
+        return errors.Unavailable(f"the engine died: {exc}", reason="ENGINE_DEAD")
+    if isinstance(exc, VLLMValidationError):
+        return errors.InvalidArgument(f"rejected by the engine: {exc}", param=exc.parameter)
+    if isinstance(exc, VLLMClientError):
+        return errors.InvalidArgument(f"rejected by the engine: {exc}")
+    if isinstance(exc, GracefulHTTPError):
+        if int(exc.http_status) in (429, 503):
+            return errors.ResourceExhausted(f"the engine is full: {exc.message}")
+        return errors.Unavailable(exc.message)
+    return errors.Internal(f"engine error: {type(exc).__name__}: {exc}")
