@@ -28,6 +28,10 @@ SERVICE_NAME = service_pb2.DESCRIPTOR.services_by_name["TokenwireService"].full_
 
 
 def make_engine(settings: ServerSettings) -> Engine:
+    if settings.engine == "fake":
+        from tokenwire.server.fake_engine import FakeEngine
+
+        return FakeEngine(max_model_len=settings.max_model_len, block_size=settings.block_size)
     from tokenwire.server.vllm_engine import VllmEngine
 
     return VllmEngine(settings)

@@ -13,6 +13,7 @@ class ServerSettings:
     """Everything the server needs to start. Defaults suit the CPU demo."""
 
     # Model / engine.
+    engine: str = "vllm"  # "vllm", or "fake" (deterministic, for tests and gateway work)
     model: str | None = None  # None: the demo model built by `make model`.
     served_model_name: str = ""  # "" : the model folder's name.
     dtype: str = "float32"  # CPU needs float32 (bf16 misbehaves); GPU: "auto".

@@ -1,0 +1,244 @@
+"""A deterministic in-process engine for fast tests of the serving layer.
+
+Byte-level tokenizer (id = byte + 3; 0 <unk>, 1 <|im_start|>, 2 <|im_end|>
+which is also EOS), a ChatML template, and a "model" that answers every
+prompt with a fixed text per choice, then EOS. It honours max_tokens,
+min_tokens, ignore_eos, stop strings, stop_token_ids, n, logprobs, cache
+salts (a block-level prefix cache) and cancellation, so everything above the
+engine can be tested without vLLM. Never a substitute for the real engine in
+integration tests.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from collections.abc import AsyncIterator
+from typing import Any
+
+from tokenwire.server import errors
+from tokenwire.server.domain import (
+    Candidate,
+    ChoiceOutput,
+    EngineOutput,
+    EngineRequest,
+    EngineTimes,
+    PositionLogprobs,
+    RenderOptions,
+)
+
+UNK, IM_START, IM_END = 0, 1, 2
+SPECIALS = {UNK: "<unk>", IM_START: "<|im_start|>", IM_END: "<|im_end|>"}
+VOCAB = 300
+EOS = IM_END
+REPLIES = ["Hello from the fake engine.", "Another answer here.", "Third reply!"]
+
+
+class FakeEngine:
+    def __init__(
+        self, *, max_model_len: int = 512, block_size: int = 16, token_delay: float = 0.0
+    ):
+        self._max_model_len = max_model_len
+        self.block_size = block_size
+        self.token_delay = token_delay
+        self.running: set[str] = set()
+        self.aborted: list[str] = []
+        self.requests: list[EngineRequest] = []
+        self._cache: set[tuple[str, tuple[int, ...]]] = set()
+        self.healthy = True
+
+    # -- properties -------------------------------------------------------
+    @property
+    def model_path(self) -> str:
+        return "/fake/model"
+
+    @property
+    def max_model_len(self) -> int:
+        return self._max_model_len
+
+    @property
+    def vocab_size(self) -> int:
+        return VOCAB
+
+    # -- tokenizer --------------------------------------------------------
+    def encode(self, text: str, add_special_tokens: bool) -> list[int]:
+        ids: list[int] = [IM_START] if add_special_tokens else []
+        i = 0
+        while i < len(text):
+            for tid, tok in SPECIALS.items():
+                if text.startswith(tok, i):
+                    ids.append(tid)
+                    i += len(tok)
+                    break
+            else:
+                ids.extend(b + 3 for b in text[i].encode())
+                i += 1
+        return ids
+
+    def decode(self, token_ids: list[int], skip_special_tokens: bool = False) -> str:
+        out = bytearray()
+        for t in token_ids:
+            if t in SPECIALS:
+                if not skip_special_tokens:
+                    out += SPECIALS[t].encode()
+            elif 3 <= t < 259:
+                out.append(t - 3)
+        return out.decode(errors="replace")
+
+    def token_text(self, token_id: int) -> str:
+        return self.decode([token_id])
+
+    def token_bytes(self, token_id: int) -> bytes:
+        if 3 <= token_id < 259:
+            return bytes([token_id - 3])
+        return SPECIALS.get(token_id, "").encode()
+
+    def render_chat(self, messages: list[dict[str, Any]], options: RenderOptions) -> list[int]:
+        text = ""
+        for i, m in enumerate(messages):
+            last = i == len(messages) - 1
+            text += f"<|im_start|>{m['role']}\n{m['content']}"
+            if not (last and options.continue_final_message):
+                text += "<|im_end|>\n"
+        if options.tools:
+            text = f"<|im_start|>system\ntools: {len(options.tools)}<|im_end|>\n" + text
+        if options.add_generation_prompt:
+            text += "<|im_start|>assistant\n"
+        return self.encode(text, add_special_tokens=False)
+
+    # -- generation -------------------------------------------------------
+    def _cached_tokens(self, prompt: list[int], salt: str | None) -> int:
+        cached = 0
+        key = salt or ""
+        for end in range(self.block_size, len(prompt) + 1, self.block_size):
+            if (key, tuple(prompt[:end])) in self._cache:
+                cached = end
+            else:
+                break
+        for end in range(self.block_size, len(prompt) + 1, self.block_size):
+            self._cache.add((key, tuple(prompt[:end])))
+        return cached
+
+    @staticmethod
+    def _logprob(pos: int, k: int, sampled: int) -> PositionLogprobs:
+        lp = -0.1 * (pos % 7) - 0.01
+        top = [Candidate(sampled, lp, 1)]
+        top += [Candidate(3 + (sampled + j) % 256, lp - j, 1 + j) for j in range(1, k)]
+        return PositionLogprobs(sampled, lp, 1, top)
+
+    def _plan_choice(self, request: EngineRequest, index: int) -> list[int]:
+        p = request.params
+        reply = self.encode(REPLIES[index % len(REPLIES)], add_special_tokens=False)
+        ids = reply + ([] if p.ignore_eos else [EOS])
+        while len(ids) < max(p.max_tokens, 0) and p.ignore_eos:
+            ids += reply
+        while len(ids) < p.min_tokens:
+            ids.insert(len(ids) - 1, reply[len(ids) % len(reply)])
+        return ids
+
+    async def generate(self, request: EngineRequest) -> AsyncIterator[EngineOutput]:
+        if not self.healthy:
+            raise errors.Unavailable("the engine died: fake engine is down", reason="ENGINE_DEAD")
+        if request.request_id in self.running:
+            raise errors.InvalidArgument(f"request id {request.request_id} is in use", param="request_id")
+        self.requests.append(request)
+        self.running.add(request.request_id)
+        p = request.params
+        arrival = time.time()
+        cached = self._cached_tokens(request.prompt_token_ids, request.cache_salt)
+        plans = [self._plan_choice(request, i) for i in range(p.n)]
+        emitted = [0] * p.n
+        texts = [""] * p.n  # text sent so far
+        full = [""] * p.n  # all text generated so far
+        done: list[ChoiceOutput | None] = [None] * p.n
+        first_token = None
+        try:
+            step = 0
+            while any(d is None for d in done):
+                if self.token_delay:
+                    await asyncio.sleep(self.token_delay)
+                else:
+                    await asyncio.sleep(0)
+                deltas: list[ChoiceOutput] = []
+                for i in range(p.n):
+                    if done[i] is not None:
+                        continue
+                    tid = plans[i][step] if step < len(plans[i]) else plans[i][-1]
+                    emitted[i] += 1
+                    text = "" if tid in SPECIALS else self.decode([tid])
+                    finish = None
+                    stop_reason: int | str | None = None
+                    if tid == EOS and not p.ignore_eos and emitted[i] > p.min_tokens:
+                        finish = "stop"
+                        text = ""
+                    elif tid in p.stop_token_ids and emitted[i] > p.min_tokens:
+                        finish, stop_reason, text = "stop", tid, ""
+                    full[i] += text
+                    visible = full[i]
+                    for s in p.stop:
+                        cut = full[i].find(s)
+                        if cut >= 0:
+                            visible = full[i][: cut + (len(s) if p.include_stop_str_in_output else 0)]
+                            finish, stop_reason = "stop", s
+                            break
+                    if finish is None and emitted[i] >= p.max_tokens:
+                        finish = "length"
+                    # Like vLLM, hold back text that could start a stop string.
+                    hold = 0 if finish else max((len(x) - 1 for x in p.stop), default=0)
+                    upto = max(len(texts[i]), len(visible) - hold)
+                    text = visible[len(texts[i]):upto]
+                    texts[i] += text
+                    lps = [self._logprob(step, p.logprobs + 1, tid)] if p.logprobs is not None else None
+                    out = ChoiceOutput(i, [tid], text, lps, finish, stop_reason)
+                    if finish is not None:
+                        done[i] = out
+                    deltas.append(out)
+                first_token = first_token or time.time()
+                step += 1
+                finished = all(d is not None for d in done)
+                if request.stream:
+                    yield EngineOutput(
+                        deltas, list(request.prompt_token_ids), cached, finished,
+                        times=EngineTimes(arrival, arrival, first_token, time.time()),
+                    )
+            if not request.stream:
+                yield self._final(request, plans, emitted, texts, done, cached, arrival, first_token)
+        except asyncio.CancelledError:
+            self.aborted.append(request.request_id)
+            raise
+        finally:
+            self.running.discard(request.request_id)
+
+    def _final(
+        self, request: EngineRequest, plans: list[list[int]], emitted: list[int], texts: list[str],
+        done: list[ChoiceOutput | None], cached: int, arrival: float, first_token: float | None,
+    ) -> EngineOutput:
+        p = request.params
+        choices = []
+        for i in range(p.n):
+            ids = [plans[i][j] if j < len(plans[i]) else plans[i][-1] for j in range(emitted[i])]
+            d = done[i]
+            assert d is not None
+            lps = (
+                [self._logprob(j, p.logprobs + 1, t) for j, t in enumerate(ids)]
+                if p.logprobs is not None
+                else None
+            )
+            choices.append(ChoiceOutput(i, ids, texts[i], lps, d.finish_reason, d.stop_reason))
+        return EngineOutput(
+            choices, list(request.prompt_token_ids), cached, True,
+            times=EngineTimes(arrival, arrival, first_token, time.time()),
+        )
+
+    async def abort(self, request_id: str) -> None:
+        self.running.discard(request_id)
+
+    def num_unfinished_requests(self) -> int:
+        return len(self.running)
+
+    async def check_health(self) -> None:
+        if not self.healthy:
+            raise errors.Unavailable("fake engine is down")
+
+    def shutdown(self) -> None:
+        self.running.clear()

