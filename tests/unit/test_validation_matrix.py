@@ -14,12 +14,12 @@ USER = [{"role": "user", "content": "hi"}]
 # (case id, request fields, expected code, expected ErrorInfo param)
 CHAT_CASES = [
     ("unknown-extra-field", {"nvext": {"extra_fields": ["engine_data", "bogus"]}}, "INVALID_ARGUMENT", "nvext.extra_fields"),
-    ("token-id-beyond-vocab", {"nvext": {"token_data": [5, 300]}}, "INVALID_ARGUMENT", "nvext.token_data"),
+    ("token-id-beyond-vocab", {"nvext": {"token_data": [5, 10**6]}}, "INVALID_ARGUMENT", "nvext.token_data"),
     ("stop-id-beyond-vocab", {"stop_token_ids": [10**6]}, "INVALID_ARGUMENT", "stop_token_ids"),
     ("no-messages", {"messages": []}, "INVALID_ARGUMENT", "messages"),
     ("empty-prompt-raw", {"messages": [{"role": "user", "content": ""}], "nvext": {"use_raw_prompt": True}}, "INVALID_ARGUMENT", "messages"),
     ("prompt-plus-max-tokens-too-long", {"max_tokens": 100000}, "INVALID_ARGUMENT", "max_tokens"),
-    ("prompt-too-long", {"nvext": {"token_data": [5] * 600}}, "INVALID_ARGUMENT", "nvext.token_data"),
+    ("prompt-too-long", {"nvext": {"token_data": [5] * 5000}}, "INVALID_ARGUMENT", "nvext.token_data"),
     ("max-tokens-zero", {"max_tokens": 0}, "INVALID_ARGUMENT", "max_tokens"),
     ("max-tokens-negative", {"max_completion_tokens": -5}, "INVALID_ARGUMENT", "max_completion_tokens"),
     ("n-zero", {"n": 0}, "INVALID_ARGUMENT", "n"),
