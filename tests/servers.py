@@ -108,7 +108,7 @@ class ProcessServer:
         env.setdefault("TORCHINDUCTOR_CACHE_DIR", str(ROOT / ".cache" / "inductor"))
         self.log_path = ROOT / ".cache" / f"test-server-{self.port}.log"
         self.log_path.parent.mkdir(parents=True, exist_ok=True)
-        log = open(self.log_path, "wb")  # noqa: SIM115 - lives as long as the server
+        log = open(self.log_path, "wb")
         cmd = [sys.executable, "-m", "tokenwire.cli", "serve", "--port", str(self.port), *self.args]
         self.proc = subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT, env=env)
         try:

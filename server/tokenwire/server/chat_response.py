@@ -4,10 +4,17 @@ from __future__ import annotations
 
 import dataclasses
 import time
+
 from google.protobuf import struct_pb2
 
 from tokenwire.server.chat_request import ChatPlan
-from tokenwire.server.domain import ChoiceOutput, Engine, EngineOutput, EngineTimes, PositionLogprobs
+from tokenwire.server.domain import (
+    ChoiceOutput,
+    Engine,
+    EngineOutput,
+    EngineTimes,
+    PositionLogprobs,
+)
 from tokenwire.v1 import chat_pb2, common_pb2
 
 

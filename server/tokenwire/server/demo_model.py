@@ -79,13 +79,13 @@ def build_demo(dest: pathlib.Path) -> pathlib.Path:
         log.info("dequantizing %s", gguf.name)
         tok = AutoTokenizer.from_pretrained(gguf.parent, gguf_file=gguf.name)
         quantized = AutoModelForCausalLM.from_pretrained(
-            gguf.parent, gguf_file=gguf.name, torch_dtype=torch.float32
+            gguf.parent, gguf_file=gguf.name, dtype=torch.float32
         )
         config = AutoConfig.from_pretrained(gguf.parent, gguf_file=gguf.name)
         if hasattr(config, "quantization_config"):
             delattr(config, "quantization_config")
         config.torch_dtype = "float32"
-        model = AutoModelForCausalLM.from_config(config, torch_dtype=torch.float32)
+        model = AutoModelForCausalLM.from_config(config, dtype=torch.float32)
         missing, unexpected = model.load_state_dict(quantized.state_dict(), strict=False)
         if unexpected or [m for m in missing if "lm_head" not in m]:
             raise RuntimeError(f"state dict mismatch: missing={missing} unexpected={unexpected}")
@@ -121,7 +121,6 @@ def build_tiny(dest: pathlib.Path, tokenizer_from: pathlib.Path) -> pathlib.Path
         bos_token_id=tok.bos_token_id,
         eos_token_id=tok.eos_token_id,
         tie_word_embeddings=True,
-        torch_dtype="float32",
     )
     torch.manual_seed(0)
     model = LlamaForCausalLM(config)
