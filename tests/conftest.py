@@ -30,7 +30,10 @@ def fake_engine() -> FakeEngine:
 
 @pytest.fixture(scope="session")
 def fake_server(fake_engine: FakeEngine) -> collections.abc.Iterator[ThreadServer]:
-    settings = ServerSettings(engine="fake", port=0, max_model_len=512, served_model_name="fake-model")
+    settings = ServerSettings(
+        engine="fake", port=0, max_model_len=512, served_model_name="fake-model",
+        reasoning_parser="fake",  # lets max_thinking_tokens through to the fake engine
+    )
     server = ThreadServer(settings, fake_engine).start()
     yield server
     server.stop()

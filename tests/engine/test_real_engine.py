@@ -250,3 +250,32 @@ def test_grpcurl_lists_and_calls_through_reflection(real_server) -> None:
     assert "Paris" in resp["choices"][0]["message"]["content"]
     assert resp["choices"][0]["token_ids"][-1] == EOS
     assert resp["prompt_token_ids"]
+
+
+def test_thinking_budget_needs_reasoning_parser(real_stub) -> None:
+    with pytest.raises(grpc.RpcError) as exc_info:
+        real_stub.CreateChatCompletion(chat_request(nvext={"max_thinking_tokens": 8}), timeout=30)
+    assert exc_info.value.code() == grpc.StatusCode.INVALID_ARGUMENT
+    assert error_info(exc_info.value).metadata["param"] == "nvext.max_thinking_tokens"
+
+
+def test_structured_output_json_schema(real_stub) -> None:
+    schema = {"type": "object", "properties": {"city": {"type": "string", "maxLength": 12}},
+              "required": ["city"], "additionalProperties": False}
+    resp = real_stub.CreateChatCompletion(
+        chat_request(temperature=0, max_tokens=40,
+                     response_format={"type": "json_schema", "json_schema": {"name": "c", "schema": schema}}),
+        timeout=120,
+    )
+    data = json.loads(resp.choices[0].message.content)
+    assert isinstance(data["city"], str)
+
+
+def test_priority_and_prompt_logprobs(real_stub) -> None:
+    resp = real_stub.CreateChatCompletion(
+        chat_request(temperature=0, max_tokens=4, priority=-1, prompt_logprobs=1, return_token_ids=True),
+        timeout=120,
+    )
+    assert len(resp.prompt_logprobs) == len(resp.prompt_token_ids)
+    assert not resp.prompt_logprobs[0].HasField("logprob")  # the first prompt token has none
+    assert [e.token_id for e in resp.prompt_logprobs[1:]] == list(resp.prompt_token_ids[1:])

@@ -54,6 +54,22 @@ class ChatPlan:
         )
 
 
+def _ints_back(value: Any) -> Any:
+    """google.protobuf.Struct holds every number as a double: give integral
+    values back as ints (JSON Schema wants `maxLength: 12`, not 12.0)."""
+    if isinstance(value, float) and value.is_integer() and abs(value) < 2**53:
+        return int(value)
+    if isinstance(value, dict):
+        return {k: _ints_back(v) for k, v in value.items()}
+    if isinstance(value, list):
+        return [_ints_back(v) for v in value]
+    return value
+
+
+def struct_to_dict(message: struct_pb2.Struct) -> dict[str, Any]:
+    return dict(_ints_back(json_format.MessageToDict(message)))
+
+
 def check_model(requested: str, served: str) -> str:
     if requested and requested != served:
         raise NotFound(
@@ -182,7 +198,7 @@ def tools_to_dicts(tools: Sequence[chat_pb2.Tool]) -> list[dict[str, Any]] | Non
         if t.function.description:
             fn["description"] = t.function.description
         if t.function.HasField("parameters"):
-            fn["parameters"] = json_format.MessageToDict(t.function.parameters)
+            fn["parameters"] = struct_to_dict(t.function.parameters)
         out.append({"type": "function", "function": fn})
     return out
 
@@ -201,7 +217,7 @@ def check_tool_choice(value: struct_pb2.Value, tools: list[dict[str, Any]] | Non
             raise InvalidArgument("tool_choice 'required' needs tools", param="tool_choice")
         return
     if kind == "struct_value":
-        d = json_format.MessageToDict(value.struct_value)
+        d = struct_to_dict(value.struct_value)
         name = (d.get("function") or {}).get("name")
         known = {t["function"]["name"] for t in tools or []}
         if d.get("type") != "function" or not isinstance(name, str) or name not in known:
@@ -225,7 +241,7 @@ def structured_output(rf: chat_pb2.ResponseFormat) -> StructuredOutput | None:
                 "response_format.json_schema.schema is required for type 'json_schema'",
                 param="response_format",
             )
-        return StructuredOutput(json_schema=json_format.MessageToDict(rf.json_schema.schema))
+        return StructuredOutput(json_schema=struct_to_dict(rf.json_schema.schema))
     raise InvalidArgument(
         f"response_format.type '{rf.type}' is not one of text, json_object, json_schema",
         param="response_format",
@@ -318,6 +334,12 @@ def sampling_from_chat(
             )
         p.logit_bias[int(tid)] = v.in_range(f"logit_bias[{tid}]", bias, -100.0, 100.0)
     if nv.HasField("max_thinking_tokens"):
+        if not settings.reasoning_parser:
+            raise InvalidArgument(
+                "nvext.max_thinking_tokens needs a reasoning model: start the server with "
+                "--reasoning-parser NAME",
+                param="nvext.max_thinking_tokens",
+            )
         p.thinking_token_budget = int(nv.max_thinking_tokens)
     if req.HasField("response_format"):
         p.structured = structured_output(req.response_format)
@@ -373,7 +395,7 @@ def build_chat_plan(
             prompt = engine.encode(text, add_special_tokens=add_special)
         else:
             kwargs = (
-                json_format.MessageToDict(req.chat_template_kwargs)
+                struct_to_dict(req.chat_template_kwargs)
                 if req.HasField("chat_template_kwargs")
                 else {}
             )

@@ -82,6 +82,11 @@ def _sampling(sp: common_pb2.SamplingParams, settings: ServerSettings, vocab: in
             raise InvalidArgument(f"logit_bias key {tid} is not a token id", param=pre + "logit_bias")
         p.logit_bias[int(tid)] = v.in_range(pre + f"logit_bias[{tid}]", bias, -100.0, 100.0)
     if sp.HasField("thinking_token_budget"):
+        if not settings.reasoning_parser:
+            raise InvalidArgument(
+                "sampling_params.thinking_token_budget needs --reasoning-parser",
+                param=pre + "thinking_token_budget",
+            )
         p.thinking_token_budget = v.int_range(pre + "thinking_token_budget", sp.thinking_token_budget, 0)
     return p
 

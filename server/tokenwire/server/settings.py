@@ -27,6 +27,7 @@ class ServerSettings:
     max_num_seqs: int = 256
     scheduling_policy: str = "priority"  # "fcfs" or "priority" (needed for `priority`)
     enforce_eager: bool = True
+    reasoning_parser: str = ""  # vLLM reasoning parser name; needed for max_thinking_tokens
     seed: int = 0
     warmup: bool = True
 

@@ -2,10 +2,13 @@
 
 from __future__ import annotations
 
-from google.protobuf import json_format
-
 from tokenwire.server import validation as v
-from tokenwire.server.chat_request import check_model, messages_to_dicts, tools_to_dicts
+from tokenwire.server.chat_request import (
+    check_model,
+    messages_to_dicts,
+    struct_to_dict,
+    tools_to_dicts,
+)
 from tokenwire.server.domain import Engine, RenderOptions
 from tokenwire.server.errors import InvalidArgument
 from tokenwire.v1 import tokenize_pb2
@@ -34,7 +37,7 @@ def tokenize(
             continue_final_message=cont,
             chat_template=req.chat_template if req.HasField("chat_template") else None,
             template_kwargs=(
-                json_format.MessageToDict(req.chat_template_kwargs)
+                struct_to_dict(req.chat_template_kwargs)
                 if req.HasField("chat_template_kwargs")
                 else {}
             ),

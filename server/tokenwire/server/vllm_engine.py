@@ -65,6 +65,8 @@ class VllmEngine:
             gpu_memory_utilization=settings.gpu_memory_utilization,
             disable_log_stats=True,
         )
+        if settings.reasoning_parser:
+            kwargs["reasoning_parser"] = settings.reasoning_parser
         if settings.kv_cache_bytes:
             kwargs["kv_cache_memory_bytes"] = settings.kv_cache_bytes
         args = AsyncEngineArgs(**kwargs)
