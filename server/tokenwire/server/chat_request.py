@@ -44,6 +44,7 @@ class ChatPlan:
     include_usage: bool
     continuous_usage: bool
     speculative_prefill: bool
+    parse_tool_calls: bool = False
     received: float = dataclasses.field(default_factory=time.time)
 
     @property
@@ -365,6 +366,13 @@ def build_chat_plan(
         )
     params, want_lp, top = sampling_from_chat(req, settings, engine.vocab_size)
 
+    # Tool calls are parsed from the output when tools are offered and the
+    # tool choice is not "none" (whether or not the prompt was rendered here).
+    tools = tools_to_dicts(req.tools)
+    if req.HasField("tool_choice"):
+        check_tool_choice(req.tool_choice, tools)
+    parse_tool_calls = bool(tools) and req.tool_choice.string_value != "none"
+
     # The prompt: token ids as given, raw text, or the rendered template.
     if len(nv.token_data) > 0:
         prompt_param = "nvext.token_data"
@@ -372,9 +380,6 @@ def build_chat_plan(
     else:
         prompt_param = "messages"
         messages = messages_to_dicts(req.messages)
-        tools = tools_to_dicts(req.tools)
-        if req.HasField("tool_choice"):
-            check_tool_choice(req.tool_choice, tools)
         add_gen = req.add_generation_prompt if req.HasField("add_generation_prompt") else True
         cont = req.continue_final_message if req.HasField("continue_final_message") else False
         if cont:
@@ -450,4 +455,5 @@ def build_chat_plan(
         include_usage=bool(req.stream_options.include_usage),
         continuous_usage=bool(req.stream_options.continuous_usage_stats),
         speculative_prefill=bool(nv.agent_hints.speculative_prefill),
+        parse_tool_calls=parse_tool_calls,
     )

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import dataclasses
 import time
+from typing import Any
 
 from google.protobuf import struct_pb2
 
@@ -15,6 +16,7 @@ from tokenwire.server.domain import (
     EngineTimes,
     PositionLogprobs,
 )
+from tokenwire.server.tool_calls import ParsedCall, StreamParser, parse_text
 from tokenwire.v1 import chat_pb2, common_pb2
 
 
@@ -151,10 +153,21 @@ def response_nvext(
     return nv if used else None
 
 
-def _finish_reason(reason: str | None) -> str:
+def _finish_reason(reason: str | None, tool_calls: int = 0) -> str:
     if reason is None:
         return ""
+    if reason == "stop" and tool_calls:
+        return "tool_calls"
     return reason
+
+
+def _add_calls(target: Any, calls: list[ParsedCall], first_index: int, *, indexed: bool) -> None:
+    for k, call in enumerate(calls):
+        tc = target.add(id=call.id, type="function")
+        tc.function.name = call.name
+        tc.function.arguments = call.arguments
+        if indexed:
+            tc.index = first_index + k
 
 
 def build_chat_response(
@@ -174,10 +187,15 @@ def build_chat_response(
         acc = ChoiceAccumulator(out.index)
         acc.add(out)
         completion_len += len(out.token_ids)
+        content, calls = parse_text(out.text) if plan.parse_tool_calls else (out.text, [])
+        message = chat_pb2.ResponseMessage(role="assistant")
+        if content or not calls:
+            message.content = content
+        _add_calls(message.tool_calls, calls, 0, indexed=False)
         choice = resp.choices.add(
             index=out.index,
-            message=chat_pb2.ResponseMessage(role="assistant", content=out.text),
-            finish_reason=_finish_reason(out.finish_reason),
+            message=message,
+            finish_reason=_finish_reason(out.finish_reason, len(calls)),
         )
         sr = stop_reason_value(out.stop_reason)
         if sr is not None:
@@ -224,6 +242,9 @@ class ChatStreamBuilder:
         self.cached = 0
         self.times: EngineTimes | None = None
         self._mirror: chat_pb2.ChoiceNvExt | None = None
+        self.tool_parsers = (
+            {i: StreamParser() for i in range(plan.params.n)} if plan.parse_tool_calls else {}
+        )
 
     def _chunk(self) -> chat_pb2.StreamChatCompletionResponse:
         return chat_pb2.StreamChatCompletionResponse(
@@ -259,13 +280,15 @@ class ChatStreamBuilder:
             acc.add(c)
             if not c.token_ids and not c.text and c.finish_reason is None:
                 continue
-            ch = chunk.choices.add(index=c.index, delta=chat_pb2.ChatCompletionDelta(content=c.text))
+            ch = chunk.choices.add(index=c.index)
+            self._set_text(ch, c)
             if plan.ids_wanted:
                 ch.token_ids.extend(c.token_ids)
             if plan.logprobs:
                 ch.logprobs.CopyFrom(choice_logprobs(self.engine, c.logprobs, plan.top_logprobs))
             if c.finish_reason is not None:
-                ch.finish_reason = c.finish_reason
+                parser = self.tool_parsers.get(c.index)
+                ch.finish_reason = _finish_reason(c.finish_reason, parser.calls if parser else 0)
                 sr = stop_reason_value(c.stop_reason)
                 if sr is not None:
                     ch.stop_reason.CopyFrom(sr)
@@ -286,6 +309,18 @@ class ChatStreamBuilder:
         if not chunk.choices and not chunk.HasField("nvext"):
             return None
         return chunk
+
+    def _set_text(self, ch: chat_pb2.ChatCompletionChunkChoice, c: ChoiceOutput) -> None:
+        parser = self.tool_parsers.get(c.index)
+        if parser is None:
+            ch.delta.content = c.text
+            return
+        before = parser.calls
+        content, calls = parser.feed(c.text)
+        if c.finish_reason is not None:
+            content += parser.flush()
+        ch.delta.content = content
+        _add_calls(ch.delta.tool_calls, calls, before, indexed=True)
 
     def _usage(self) -> common_pb2.Usage:
         completion = sum(len(a.token_ids) for a in self.accs.values())

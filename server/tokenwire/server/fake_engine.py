@@ -101,7 +101,8 @@ class FakeEngine:
             if not (last and options.continue_final_message):
                 text += "<|im_end|>\n"
         if options.tools:
-            text = f"<|im_start|>system\ntools: {len(options.tools)}<|im_end|>\n" + text
+            names = ",".join(t["function"]["name"] for t in options.tools)
+            text = f"<|im_start|>system\ntools: {names}<|im_end|>\n" + text
         if options.add_generation_prompt:
             text += "<|im_start|>assistant\n"
         return self.encode(text, add_special_tokens=False)
@@ -128,7 +129,12 @@ class FakeEngine:
 
     def _plan_choice(self, request: EngineRequest, index: int) -> list[int]:
         p = request.params
-        reply = self.encode(REPLIES[index % len(REPLIES)], add_special_tokens=False)
+        reply_text = REPLIES[index % len(REPLIES)]
+        prompt_text = self.decode(request.prompt_token_ids)
+        if "tools: " in prompt_text:  # answer with a Hermes-style call of the first tool
+            name = prompt_text.split("tools: ", 1)[1].split(",", 1)[0].split("<", 1)[0]
+            reply_text = f'Let me check.<tool_call>{{"name": "{name}", "arguments": {{"city": "Paris"}}}}</tool_call>'
+        reply = self.encode(reply_text, add_special_tokens=False)
         ids = reply + ([] if p.ignore_eos else [EOS])
         while len(ids) < max(p.max_tokens, 0) and p.ignore_eos:
             ids += reply
