@@ -31,7 +31,11 @@ def make_engine(settings: ServerSettings) -> Engine:
     if settings.engine == "fake":
         from tokenwire.server.fake_engine import FakeEngine
 
-        return FakeEngine(max_model_len=settings.max_model_len, block_size=settings.block_size)
+        return FakeEngine(
+            max_model_len=settings.max_model_len,
+            block_size=settings.block_size,
+            token_delay=settings.fake_token_delay,
+        )
     from tokenwire.server.vllm_engine import VllmEngine
 
     return VllmEngine(settings)

@@ -14,6 +14,7 @@ class ServerSettings:
 
     # Model / engine.
     engine: str = "vllm"  # "vllm", or "fake" (deterministic, for tests and gateway work)
+    fake_token_delay: float = 0.0  # seconds per token of the fake engine
     model: str | None = None  # None: the demo model built by `make model`.
     served_model_name: str = ""  # "" : the model folder's name.
     dtype: str = "float32"  # CPU needs float32 (bf16 misbehaves); GPU: "auto".
