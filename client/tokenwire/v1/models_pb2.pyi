@@ -49,15 +49,21 @@ class GetStatsRequest(_message.Message):
     def __init__(self) -> None: ...
 
 class GetStatsResponse(_message.Message):
-    __slots__ = ("engine_requests", "active_calls", "worker_id", "model", "serving")
+    __slots__ = ("engine_requests", "active_calls", "worker_id", "model", "serving", "sessions", "speculative_prefills", "continuation_tokens")
     ENGINE_REQUESTS_FIELD_NUMBER: _ClassVar[int]
     ACTIVE_CALLS_FIELD_NUMBER: _ClassVar[int]
     WORKER_ID_FIELD_NUMBER: _ClassVar[int]
     MODEL_FIELD_NUMBER: _ClassVar[int]
     SERVING_FIELD_NUMBER: _ClassVar[int]
+    SESSIONS_FIELD_NUMBER: _ClassVar[int]
+    SPECULATIVE_PREFILLS_FIELD_NUMBER: _ClassVar[int]
+    CONTINUATION_TOKENS_FIELD_NUMBER: _ClassVar[int]
     engine_requests: int
     active_calls: int
     worker_id: str
     model: str
     serving: bool
-    def __init__(self, engine_requests: _Optional[int] = ..., active_calls: _Optional[int] = ..., worker_id: _Optional[str] = ..., model: _Optional[str] = ..., serving: _Optional[bool] = ...) -> None: ...
+    sessions: int
+    speculative_prefills: int
+    continuation_tokens: int
+    def __init__(self, engine_requests: _Optional[int] = ..., active_calls: _Optional[int] = ..., worker_id: _Optional[str] = ..., model: _Optional[str] = ..., serving: _Optional[bool] = ..., sessions: _Optional[int] = ..., speculative_prefills: _Optional[int] = ..., continuation_tokens: _Optional[int] = ...) -> None: ...

@@ -6,6 +6,7 @@ import warnings
 from tokenwire.v1 import chat_pb2 as tokenwire_dot_v1_dot_chat__pb2
 from tokenwire.v1 import generate_pb2 as tokenwire_dot_v1_dot_generate__pb2
 from tokenwire.v1 import models_pb2 as tokenwire_dot_v1_dot_models__pb2
+from tokenwire.v1 import session_pb2 as tokenwire_dot_v1_dot_session__pb2
 from tokenwire.v1 import tokenize_pb2 as tokenwire_dot_v1_dot_tokenize__pb2
 
 GRPC_GENERATED_VERSION = '1.85.1'
@@ -89,6 +90,11 @@ class TokenwireServiceStub:
                 request_serializer=tokenwire_dot_v1_dot_models__pb2.GetStatsRequest.SerializeToString,
                 response_deserializer=tokenwire_dot_v1_dot_models__pb2.GetStatsResponse.FromString,
                 _registered_method=True)
+        self.Session = channel.stream_stream(
+                '/tokenwire.v1.TokenwireService/Session',
+                request_serializer=tokenwire_dot_v1_dot_session__pb2.SessionRequest.SerializeToString,
+                response_deserializer=tokenwire_dot_v1_dot_session__pb2.SessionResponse.FromString,
+                _registered_method=True)
 
 
 class TokenwireServiceServicer:
@@ -167,6 +173,17 @@ class TokenwireServiceServicer:
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
+    def Session(self, request_iterator, context):
+        """A bidirectional session: start chat and generate requests tagged with
+        client-chosen ids, cancel them by id, continue a finished request turn
+        by turn with only the new tokens or messages. Requests run
+        concurrently; closing or dropping the stream aborts them all. No REST
+        binding (bidirectional streams do not transcode). See session.proto.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
 
 def add_TokenwireServiceServicer_to_server(servicer, server):
     rpc_method_handlers = {
@@ -214,6 +231,11 @@ def add_TokenwireServiceServicer_to_server(servicer, server):
                     servicer.GetStats,
                     request_deserializer=tokenwire_dot_v1_dot_models__pb2.GetStatsRequest.FromString,
                     response_serializer=tokenwire_dot_v1_dot_models__pb2.GetStatsResponse.SerializeToString,
+            ),
+            'Session': grpc.stream_stream_rpc_method_handler(
+                    servicer.Session,
+                    request_deserializer=tokenwire_dot_v1_dot_session__pb2.SessionRequest.FromString,
+                    response_serializer=tokenwire_dot_v1_dot_session__pb2.SessionResponse.SerializeToString,
             ),
     }
     generic_handler = grpc.method_handlers_generic_handler(
@@ -466,6 +488,33 @@ class TokenwireService:
             '/tokenwire.v1.TokenwireService/GetStats',
             tokenwire_dot_v1_dot_models__pb2.GetStatsRequest.SerializeToString,
             tokenwire_dot_v1_dot_models__pb2.GetStatsResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def Session(request_iterator,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.stream_stream(
+            request_iterator,
+            target,
+            '/tokenwire.v1.TokenwireService/Session',
+            tokenwire_dot_v1_dot_session__pb2.SessionRequest.SerializeToString,
+            tokenwire_dot_v1_dot_session__pb2.SessionResponse.FromString,
             options,
             channel_credentials,
             insecure,
