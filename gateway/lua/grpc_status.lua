@@ -1,0 +1,47 @@
+-- Upstream-side filter (between the gRPC-JSON transcoder and the router).
+--
+-- It sees the raw gRPC response before the transcoder does, so it sees the
+-- gRPC status first: in the headers of a trailers-only response, or in the
+-- trailers of a normal one. For transcoded REST calls (marked by
+-- openai_rest.lua with dynamic metadata "tokenwire.rest") it records the
+-- status in that namespace:
+--   grpc_status   the numeric gRPC status code, as a string
+--   grpc_message  grpc-message (percent-encoded, as on the wire)
+--   grpc_details  grpc-status-details-bin (base64 google.rpc.Status)
+-- openai_rest.lua renders these as the OpenAI error shape; for a stream it
+-- reads them when the transcoder closes the JSON array, which happens in
+-- the transcoder's encodeTrailers, after this filter has run on the trailers.
+-- Native gRPC calls pass through untouched.
+
+local NS = "tokenwire.rest"
+
+-- Record the status found in `src` (headers or trailers); false if none.
+-- The metadata handle is taken afresh: handles do not survive a yield.
+local function record(handle, src)
+  local status = src:get("grpc-status")
+  if status == nil then
+    return false
+  end
+  local meta = handle:streamInfo():dynamicMetadata()
+  meta:set(NS, "grpc_status", status)
+  if status ~= "0" then
+    meta:set(NS, "grpc_message", src:get("grpc-message") or "")
+    meta:set(NS, "grpc_details", src:get("grpc-status-details-bin") or "")
+  end
+  return true
+end
+
+function envoy_on_response(handle)
+  if handle:streamInfo():dynamicMetadata():get(NS) == nil then
+    return -- native gRPC pass-through
+  end
+  if record(handle, handle:headers()) then
+    return -- trailers-only response
+  end
+  for _ in handle:bodyChunks() do
+  end
+  local trailers = handle:trailers()
+  if trailers ~= nil then
+    record(handle, trailers)
+  end
+end

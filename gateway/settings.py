@@ -1,0 +1,67 @@
+"""The gateway settings and the CLI flags that fill them."""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import pathlib
+
+PACKAGE_DIR = pathlib.Path(__file__).resolve().parent
+
+
+@dataclasses.dataclass(frozen=True)
+class GatewaySettings:
+    """Where Envoy listens, where the tokenwire server is, and the limits."""
+
+    listen_host: str = "127.0.0.1"
+    listen_port: int = 8080  # REST (HTTP/1.1) and gRPC (h2c) on the same port
+    upstream_host: str = "127.0.0.1"
+    upstream_port: int = 50051  # the tokenwire gRPC server
+    descriptor: str = str(PACKAGE_DIR / "tokenwire.pb")  # written by `make proto`
+    admin_port: int = -1  # Envoy admin on listen_host; -1: none, 0: any free port
+    max_request_bytes: int = 16 * 1024 * 1024  # larger bodies get 413
+    stream_idle_timeout_s: int = 3600  # a unary completion is silent until done
+    max_requests: int = 4096  # concurrent upstream requests before 503
+    max_connections: int = 10000  # open client connections
+    concurrency: int = 1  # Envoy worker threads
+    log_level: str = "warning"
+    config_dir: str = ""  # where the rendered config goes; "" : a temporary folder
+
+
+HELPS = {
+    "listen_port": "REST and gRPC port of the gateway",
+    "upstream_port": "port of the running tokenwire gRPC server",
+    "descriptor": "descriptor set for the transcoder (make proto writes it)",
+    "admin_port": "Envoy admin port on listen-host (-1: no admin, 0: any free port)",
+    "max_request_bytes": "largest request body; larger ones get 413",
+    "stream_idle_timeout_s": "seconds a call may stay silent before Envoy ends it",
+    "max_requests": "concurrent upstream requests before Envoy answers 503",
+    "max_connections": "open client connections Envoy accepts",
+    "concurrency": "Envoy worker threads",
+    "log_level": "Envoy log level (trace, debug, info, warning, error, critical, off)",
+    "config_dir": "write the rendered Envoy config here (default: a temporary folder)",
+}
+
+
+def add_arguments(
+    parser: argparse.ArgumentParser, *, prefix: str = "", exclude: tuple[str, ...] = ()
+) -> None:
+    """One flag per field: ``--listen-port`` for listen_port (with a prefix:
+    ``--gateway-listen-port``). Excluded fields keep their defaults unless
+    the caller sets ``gateway_<name>`` on the namespace."""
+    defaults = GatewaySettings()
+    for field in dataclasses.fields(GatewaySettings):
+        if field.name in exclude:
+            parser.set_defaults(**{"gateway_" + field.name: getattr(defaults, field.name)})
+            continue
+        flag = "--" + prefix + field.name.replace("_", "-")
+        default = getattr(defaults, field.name)
+        parser.add_argument(
+            flag, dest="gateway_" + field.name, type=type(default), default=default,
+            help=HELPS.get(field.name, ""),
+        )
+
+
+def from_namespace(ns: argparse.Namespace) -> GatewaySettings:
+    values = {f.name: getattr(ns, "gateway_" + f.name) for f in dataclasses.fields(GatewaySettings)}
+    return GatewaySettings(**values)

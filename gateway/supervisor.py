@@ -1,0 +1,93 @@
+"""`tokenwire up`: the server and the gateway together, stopped together.
+
+The server starts first (as `tokenwire serve` in a subprocess); Envoy starts
+once the server reports SERVING. SIGINT/SIGTERM, or either process exiting,
+stops both: Envoy first (no new REST calls), then the server (graceful:
+in-flight calls may finish within its grace period).
+"""
+
+from __future__ import annotations
+
+import signal
+import subprocess
+import sys
+import threading
+import time
+from collections.abc import Sequence
+
+from tokenwire.gateway.process import EnvoyProcess
+from tokenwire.gateway.settings import GatewaySettings
+
+
+def wait_serving(address: str, proc: subprocess.Popen[bytes], stop: threading.Event,
+                 timeout: float) -> bool:
+    """Poll grpc.health.v1 until SERVING; False if stopped or the server died."""
+    import grpc
+    from grpc_health.v1 import health_pb2, health_pb2_grpc
+
+    deadline = time.monotonic() + timeout
+    with grpc.insecure_channel(address) as channel:
+        stub = health_pb2_grpc.HealthStub(channel)
+        while not stop.is_set() and proc.poll() is None:
+            try:
+                resp = stub.Check(health_pb2.HealthCheckRequest(service=""), timeout=2)
+                if resp.status == health_pb2.HealthCheckResponse.SERVING:
+                    return True
+            except grpc.RpcError:
+                pass
+            if time.monotonic() > deadline:
+                raise TimeoutError(f"the server on {address} was not SERVING after {timeout}s")
+            stop.wait(0.5)
+    return False
+
+
+def stop_server(proc: subprocess.Popen[bytes], timeout: float) -> int:
+    if proc.poll() is None:
+        proc.send_signal(signal.SIGTERM)
+        try:
+            return proc.wait(timeout)
+        except subprocess.TimeoutExpired:
+            print("tokenwire up: the server did not stop in time; killing it", file=sys.stderr)
+            proc.kill()
+    return proc.wait()
+
+
+def run(serve_argv: Sequence[str], gateway: GatewaySettings, *, start_timeout: float = 900,
+        stop_timeout: float = 120) -> int:
+    """Run `tokenwire serve <serve_argv>` and Envoy in front of it until a
+    signal or until one of them exits. Returns an exit status."""
+    stop = threading.Event()
+
+    def on_signal(signum: int, frame: object) -> None:
+        stop.set()
+
+    previous = {s: signal.signal(s, on_signal) for s in (signal.SIGINT, signal.SIGTERM)}
+    server = subprocess.Popen([sys.executable, "-m", "tokenwire.cli", "serve", *serve_argv])
+    envoy = EnvoyProcess(gateway)
+    upstream = f"{gateway.upstream_host}:{gateway.upstream_port}"
+    status = 0
+    try:
+        if not wait_serving(upstream, server, stop, start_timeout):
+            return 0 if stop.is_set() else (server.returncode or 1)
+        envoy.start()
+        print(
+            f"tokenwire up: REST on {envoy.url}/v1 (OpenAI base_url), gRPC on {upstream} "
+            f"and through {envoy.address}; Ctrl-C stops both",
+            flush=True,
+        )
+        while not stop.is_set():
+            if server.poll() is not None:
+                print(f"tokenwire up: the server exited ({server.returncode})", file=sys.stderr)
+                status = server.returncode or 1
+                break
+            if envoy.proc is not None and envoy.proc.poll() is not None:
+                print(f"tokenwire up: envoy exited ({envoy.proc.returncode})", file=sys.stderr)
+                status = envoy.proc.returncode or 1
+                break
+            stop.wait(0.2)
+    finally:
+        envoy.stop()
+        stop_server(server, stop_timeout)
+        for s, handler in previous.items():
+            signal.signal(s, handler)
+    return status
