@@ -11,7 +11,7 @@ TINY_DIR := .models/tiny-random-llama
 export TORCHINDUCTOR_CACHE_DIR ?= $(CURDIR)/.cache/inductor
 export VLLM_CACHE_ROOT ?= $(CURDIR)/.cache/vllm
 
-.PHONY: setup venv model tiny-model proto run serve test test-unit lint clean
+.PHONY: setup venv model tiny-model proto run serve gateway test test-unit lint clean
 
 setup: venv model
 
@@ -41,9 +41,16 @@ proto: venv
 
 # Server on the demo model (gRPC on 127.0.0.1:50051).
 serve: setup
-	$(VENV)/bin/tokenwire serve
+	$(VENV)/bin/tokenwire serve $(SERVE_ARGS)
 
-run: serve
+# Server + gateway: gRPC on 127.0.0.1:50051, OpenAI REST (and gRPC) through
+# Envoy on http://127.0.0.1:8080; Ctrl-C (or SIGTERM) stops both.
+run: setup
+	$(VENV)/bin/tokenwire up $(SERVE_ARGS)
+
+# The gateway alone, for a server already running on 127.0.0.1:50051.
+gateway: venv
+	$(VENV)/bin/tokenwire gateway $(GATEWAY_ARGS)
 
 test: setup
 	$(PY) -m pytest -q -ra $(PYTEST_ARGS)
@@ -52,7 +59,7 @@ test-unit: venv
 	$(PY) -m pytest -q -m "not engine and not gateway" $(PYTEST_ARGS)
 
 lint: venv
-	$(VENV)/bin/ruff check client server tests tools
+	$(VENV)/bin/ruff check client server gateway tests tools
 	$(VENV)/bin/mypy
 
 clean:
