@@ -4,14 +4,14 @@ PYTHON ?= python3
 VENV ?= .venv
 PY := $(VENV)/bin/python
 EXTRAS ?= cpu,model,gateway,dev
-STAMP := $(VENV)/.installed-$(subst $(comma),-,$(EXTRAS))
 comma := ,
+STAMP := $(VENV)/.installed-$(subst $(comma),-,$(EXTRAS))
 MODEL_DIR := .models/SmolLM2-135M-Instruct
 TINY_DIR := .models/tiny-random-llama
 export TORCHINDUCTOR_CACHE_DIR ?= $(CURDIR)/.cache/inductor
 export VLLM_CACHE_ROOT ?= $(CURDIR)/.cache/vllm
 
-.PHONY: setup venv model tiny-model proto run serve gateway test test-unit lint clean
+.PHONY: setup venv model tiny-model proto run serve gateway test test-unit lint bench clean
 
 setup: venv model
 
@@ -57,6 +57,11 @@ test: setup
 
 test-unit: venv
 	$(PY) -m pytest -q -m "not engine and not gateway" $(PYTEST_ARGS)
+
+# Serving-layer benchmark (several minutes): bench/out/results.{json,md,png}.
+bench: venv tiny-model
+	$(PY) -m pip install -q -e ".[bench]"
+	$(PY) -m bench.run $(BENCH_ARGS)
 
 lint: venv
 	$(VENV)/bin/ruff check client server gateway tests tools
