@@ -72,6 +72,7 @@ class RunningServer:
     async def stop(self, grace: float) -> None:
         await self.set_serving(False)
         await self.server.stop(grace)
+        await self.state.cancel_background()
         self.engine.shutdown()
 
 

@@ -48,6 +48,16 @@ class NotFound(TokenwireError):
     reason = "NOT_FOUND"
 
 
+class Cancelled(TokenwireError):
+    code = grpc.StatusCode.CANCELLED
+    reason = "CANCELLED"
+
+
+class FailedPrecondition(TokenwireError):
+    code = grpc.StatusCode.FAILED_PRECONDITION
+    reason = "FAILED_PRECONDITION"
+
+
 class ResourceExhausted(TokenwireError):
     code = grpc.StatusCode.RESOURCE_EXHAUSTED
     reason = "RESOURCE_EXHAUSTED"

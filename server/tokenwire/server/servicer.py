@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import time
 from collections.abc import AsyncIterator, Iterator
@@ -10,16 +11,21 @@ import grpc
 
 from tokenwire.server.chat_request import build_chat_plan
 from tokenwire.server.chat_service import run_chat, stream_chat
+from tokenwire.server.continuation_store import ContinuationStore
 from tokenwire.server.domain import Engine
 from tokenwire.server.errors import Unavailable, stream_errors, unary_errors
 from tokenwire.server.generate_service import build_generate_plan, run_generate, stream_generate
+from tokenwire.server.prefill import Prefiller
+from tokenwire.server.session import Session, SessionDeps
 from tokenwire.server.settings import ServerSettings
 from tokenwire.server.tokenize_service import detokenize, tokenize
+from tokenwire.server.turns import TurnTemplates
 from tokenwire.v1 import (
     chat_pb2,
     generate_pb2,
     models_pb2,
     service_pb2_grpc,
+    session_pb2,
     tokenize_pb2,
 )
 
@@ -40,6 +46,15 @@ class ServingState:
         self.serving = False
         self.active_calls = 0
         self.started = int(time.time())
+        self.sessions = 0
+        self.background: set[asyncio.Task[None]] = set()  # speculative prefills
+
+    async def cancel_background(self) -> None:
+        tasks = list(self.background)
+        for task in tasks:
+            task.cancel()
+        if tasks:
+            await asyncio.wait(tasks)
 
     def admit(self) -> None:
         if not self.serving:
@@ -63,6 +78,17 @@ class TokenwireServicer(service_pb2_grpc.TokenwireServiceServicer):
         self.state = state
         self.served_model = settings.resolved_served_name()
         self.worker_id = settings.resolved_worker_id()
+        self.store = ContinuationStore(
+            max_tokens=settings.continuation_max_tokens,
+            session_max_tokens=settings.continuation_session_max_tokens,
+            session_max_requests=settings.continuation_session_max_requests,
+        )
+        turns = TurnTemplates(engine)
+        self.prefiller = Prefiller(engine, settings, state, turns)
+        self.session_deps = SessionDeps(
+            engine, settings, state, self.store, turns, self.prefiller,
+            self.served_model, self.worker_id,
+        )
 
     @unary_errors
     async def CreateChatCompletion(
@@ -73,7 +99,10 @@ class TokenwireServicer(service_pb2_grpc.TokenwireServiceServicer):
                 request, self.engine, self.settings,
                 served_model=self.served_model, tenant=tenant_of(context),
             )
-            return await run_chat(self.engine, plan, worker_id=self.worker_id)
+            engine = self.prefiller.watch(plan)
+            resp = await run_chat(engine, plan, worker_id=self.worker_id)
+            self.prefiller.after_chat(request, plan, engine)
+            return resp
 
     @stream_errors
     async def StreamChatCompletion(
@@ -84,8 +113,10 @@ class TokenwireServicer(service_pb2_grpc.TokenwireServiceServicer):
                 request, self.engine, self.settings,
                 served_model=self.served_model, tenant=tenant_of(context),
             )
-            async for chunk in stream_chat(self.engine, plan, worker_id=self.worker_id):
+            engine = self.prefiller.watch(plan)
+            async for chunk in stream_chat(engine, plan, worker_id=self.worker_id):
                 yield chunk
+            self.prefiller.after_chat(request, plan, engine)
 
     @unary_errors
     async def Generate(
@@ -109,6 +140,16 @@ class TokenwireServicer(service_pb2_grpc.TokenwireServiceServicer):
             )
             async for chunk in stream_generate(self.engine, plan):
                 yield chunk
+
+    @stream_errors
+    async def Session(
+        self, request_iterator: AsyncIterator[session_pb2.SessionRequest],
+        context: grpc.aio.ServicerContext,
+    ) -> AsyncIterator[session_pb2.SessionResponse]:
+        with self.state.call():
+            session = Session(self.session_deps, tenant=tenant_of(context))
+            async for event in session.run(request_iterator):
+                yield event
 
     @unary_errors
     async def Tokenize(
@@ -155,4 +196,7 @@ class TokenwireServicer(service_pb2_grpc.TokenwireServiceServicer):
             worker_id=self.worker_id,
             model=self.served_model,
             serving=self.state.serving,
+            sessions=self.state.sessions,
+            speculative_prefills=len(self.state.background),
+            continuation_tokens=self.store.tokens,
         )

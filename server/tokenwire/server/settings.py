@@ -38,6 +38,14 @@ class ServerSettings:
     max_stop_strings: int = 16
     max_top_logprobs: int = 20
 
+    # Sessions, continuation and speculative prefill.
+    session_max_requests: int = 1024  # running requests per session
+    continuation_max_tokens: int = 16_000_000  # ids kept for continuation, all sessions
+    continuation_session_max_tokens: int = 2_000_000  # ids kept per session
+    continuation_session_max_requests: int = 4096  # finished requests kept per session
+    speculative_prefill: bool = True  # honour nvext.agent_hints.speculative_prefill
+    speculative_prefill_priority: int = 10  # lower is served first (priority scheduler)
+
     # gRPC server.
     host: str = "127.0.0.1"
     port: int = 50051
@@ -80,6 +88,12 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         "port": "listen port (0 picks a free one)",
         "grace_seconds": "how long in-flight calls may finish on shutdown",
         "warmup": "send a warm-up request (with logprobs) before reporting SERVING",
+        "session_max_requests": "running requests one Session stream may hold",
+        "continuation_max_tokens": "token ids kept for session continuation, all sessions (LRU)",
+        "continuation_session_max_tokens": "token ids kept for continuation per session (LRU)",
+        "continuation_session_max_requests": "finished requests kept for continuation per session",
+        "speculative_prefill": "honour nvext.agent_hints.speculative_prefill (warm the next turn's prefix)",
+        "speculative_prefill_priority": "engine priority of speculative prefills (lower runs first)",
     }
     for field in dataclasses.fields(ServerSettings):
         flag = "--" + field.name.replace("_", "-")

@@ -1,0 +1,119 @@
+"""Next-turn suffixes, token-exact: what a chat template renders after an
+assistant completion, so that turn N+1 is `prompt + completion + suffix`
+without re-rendering (or re-tokenizing) the history.
+
+The template is probed once per rendering configuration with a placeholder
+conversation ``[user, assistant]``: rendered with the assistant turn left
+open (continue_final_message) and closed, the difference is what the
+template puts after an assistant's content (ChatML: ``<|im_end|>`` and
+``\\n``). New messages are rendered after the closed placeholder and cut off
+at its end. When the completion already ends with the template's
+end-of-turn id (it sampled EOS), that id is not repeated.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+from collections.abc import Sequence
+from typing import Any
+
+from tokenwire.server.chat_request import struct_to_dict, tools_to_dicts
+from tokenwire.server.domain import Engine, RenderOptions
+from tokenwire.server.errors import InvalidArgument
+from tokenwire.v1 import chat_pb2
+
+PLACEHOLDER = [
+    {"role": "user", "content": "tokenwire-turn-user"},
+    {"role": "assistant", "content": "tokenwire-turn-assistant"},
+]
+MAX_CACHED_TEMPLATES = 64
+
+
+@dataclasses.dataclass(frozen=True)
+class TurnTemplate:
+    """What one rendering configuration puts around an assistant turn."""
+
+    closed: tuple[int, ...]  # the placeholder conversation, assistant turn closed
+    close_ids: tuple[int, ...]  # what follows an assistant's content
+
+    def after(self, completion: Sequence[int]) -> list[int]:
+        """The ids the template renders after this completion, before the
+        next message (the end-of-turn id only when the completion lacks it)."""
+        close = list(self.close_ids)
+        if completion and close and completion[-1] == close[0]:
+            return close[1:]
+        return close
+
+
+def chat_render_options(req: chat_pb2.CreateChatCompletionRequest) -> RenderOptions:
+    """The rendering options a chat request asks for (template, kwargs,
+    tools, generation prompt); validated elsewhere by build_chat_plan."""
+    cont = req.continue_final_message if req.HasField("continue_final_message") else False
+    add_gen = req.add_generation_prompt if req.HasField("add_generation_prompt") else not cont
+    return RenderOptions(
+        add_generation_prompt=add_gen and not cont,
+        continue_final_message=cont,
+        chat_template=req.chat_template if req.HasField("chat_template") else None,
+        template_kwargs=(
+            struct_to_dict(req.chat_template_kwargs) if req.HasField("chat_template_kwargs") else {}
+        ),
+        tools=tools_to_dicts(req.tools),
+    )
+
+
+class TurnTemplates:
+    """Probed turn templates of one engine, cached per configuration."""
+
+    def __init__(self, engine: Engine):
+        self._engine = engine
+        self._cache: dict[str, TurnTemplate] = {}
+
+    @staticmethod
+    def _key(options: RenderOptions) -> str:
+        return json.dumps(
+            [options.chat_template, options.template_kwargs, options.tools],
+            sort_keys=True, default=str,
+        )
+
+    def get(self, options: RenderOptions) -> TurnTemplate:
+        key = self._key(options)
+        found = self._cache.get(key)
+        if found is not None:
+            return found
+
+        def render(**flags: Any) -> list[int]:
+            return self._engine.render_chat(
+                PLACEHOLDER, dataclasses.replace(options, **flags)
+            )
+
+        closed = render(add_generation_prompt=False, continue_final_message=False)
+        opened = render(add_generation_prompt=False, continue_final_message=True)
+        if closed[: len(opened)] != opened:
+            raise InvalidArgument(
+                "the chat template renders a closed assistant turn that does not extend the "
+                "open one, so it cannot render a next-turn suffix; send "
+                "continuation.suffix_token_ids instead",
+                param="continuation.messages", reason="TEMPLATE_NOT_INCREMENTAL",
+            )
+        template = TurnTemplate(tuple(closed), tuple(closed[len(opened):]))
+        if len(self._cache) >= MAX_CACHED_TEMPLATES:
+            self._cache.clear()
+        self._cache[key] = template
+        return template
+
+    def suffix(
+        self, options: RenderOptions, completion: Sequence[int], messages: list[dict[str, Any]]
+    ) -> list[int]:
+        """The ids that follow `completion` when `messages` come next."""
+        template = self.get(options)
+        full = self._engine.render_chat(PLACEHOLDER + messages, options)
+        closed = list(template.closed)
+        if full[: len(closed)] != closed:
+            raise InvalidArgument(
+                "the chat template renders earlier turns differently when more messages "
+                "follow, so the history cannot be kept token-exact; send "
+                "continuation.suffix_token_ids instead",
+                param="continuation.messages", reason="TEMPLATE_NOT_INCREMENTAL",
+            )
+        return template.after(completion) + full[len(closed):]
