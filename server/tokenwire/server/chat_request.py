@@ -45,6 +45,7 @@ class ChatPlan:
     continuous_usage: bool
     speculative_prefill: bool
     parse_tool_calls: bool = False
+    reasoning_markers: tuple[str, str] | None = None  # split reasoning_content when set
     received: float = dataclasses.field(default_factory=time.time)
 
     @property
@@ -456,4 +457,5 @@ def build_chat_plan(
         continuous_usage=bool(req.stream_options.continuous_usage_stats),
         speculative_prefill=bool(nv.agent_hints.speculative_prefill),
         parse_tool_calls=parse_tool_calls,
+        reasoning_markers=engine.reasoning_markers if settings.reasoning_parser else None,
     )

@@ -16,6 +16,7 @@ from tokenwire.server.domain import (
     EngineTimes,
     PositionLogprobs,
 )
+from tokenwire.server.reasoning import ReasoningStream, split_text
 from tokenwire.server.tool_calls import ParsedCall, StreamParser, parse_text
 from tokenwire.v1 import chat_pb2, common_pb2
 
@@ -187,10 +188,15 @@ def build_chat_response(
         acc = ChoiceAccumulator(out.index)
         acc.add(out)
         completion_len += len(out.token_ids)
-        content, calls = parse_text(out.text) if plan.parse_tool_calls else (out.text, [])
+        reasoning, text = (
+            split_text(out.text, plan.reasoning_markers) if plan.reasoning_markers else (None, out.text)
+        )
+        content, calls = parse_text(text) if plan.parse_tool_calls else (text, [])
         message = chat_pb2.ResponseMessage(role="assistant")
         if content or not calls:
             message.content = content
+        if reasoning is not None:
+            message.reasoning_content = reasoning
         _add_calls(message.tool_calls, calls, 0, indexed=False)
         choice = resp.choices.add(
             index=out.index,
@@ -244,6 +250,10 @@ class ChatStreamBuilder:
         self._mirror: chat_pb2.ChoiceNvExt | None = None
         self.tool_parsers = (
             {i: StreamParser() for i in range(plan.params.n)} if plan.parse_tool_calls else {}
+        )
+        markers = plan.reasoning_markers
+        self.reasoners = (
+            {i: ReasoningStream(markers) for i in range(plan.params.n)} if markers else {}
         )
 
     def _chunk(self) -> chat_pb2.StreamChatCompletionResponse:
@@ -311,12 +321,21 @@ class ChatStreamBuilder:
         return chunk
 
     def _set_text(self, ch: chat_pb2.ChatCompletionChunkChoice, c: ChoiceOutput) -> None:
+        text = c.text
+        reasoner = self.reasoners.get(c.index)
+        if reasoner is not None:
+            thought, text = reasoner.feed(text)
+            if c.finish_reason is not None:
+                more_thought, more_text = reasoner.flush()
+                thought, text = thought + more_thought, text + more_text
+            if thought:
+                ch.delta.reasoning_content = thought
         parser = self.tool_parsers.get(c.index)
         if parser is None:
-            ch.delta.content = c.text
+            ch.delta.content = text
             return
         before = parser.calls
-        content, calls = parser.feed(c.text)
+        content, calls = parser.feed(text)
         if c.finish_reason is not None:
             content += parser.flush()
         ch.delta.content = content

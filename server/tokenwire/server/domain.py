@@ -135,6 +135,11 @@ class Engine(Protocol):
     @property
     def vocab_size(self) -> int: ...
 
+    @property
+    def reasoning_markers(self) -> tuple[str, str]:
+        """Start and end markers of reasoning text (used with a reasoning parser)."""
+        ...
+
     def generate(self, request: EngineRequest) -> AsyncIterator[EngineOutput]:
         """Run a request; cancelling the consumer aborts it in the engine."""
         ...

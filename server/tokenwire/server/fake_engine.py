@@ -60,6 +60,10 @@ class FakeEngine:
     def vocab_size(self) -> int:
         return VOCAB
 
+    @property
+    def reasoning_markers(self) -> tuple[str, str]:
+        return ("<think>", "</think>")
+
     # -- tokenizer --------------------------------------------------------
     def encode(self, text: str, add_special_tokens: bool) -> list[int]:
         ids: list[int] = [IM_START] if add_special_tokens else []
@@ -131,6 +135,8 @@ class FakeEngine:
         p = request.params
         reply_text = REPLIES[index % len(REPLIES)]
         prompt_text = self.decode(request.prompt_token_ids)
+        if "Think first." in prompt_text:
+            reply_text = "<think>The user wants a greeting.</think>\n\nHello!"
         if "tools: " in prompt_text:  # answer with a Hermes-style call of the first tool
             name = prompt_text.split("tools: ", 1)[1].split(",", 1)[0].split("<", 1)[0]
             reply_text = f'Let me check.<tool_call>{{"name": "{name}", "arguments": {{"city": "Paris"}}}}</tool_call>'

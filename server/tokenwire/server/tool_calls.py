@@ -77,7 +77,7 @@ class StreamParser:
             start = self._buf.find(OPEN)
             if start < 0:
                 # Hold back a tail that could be the start of OPEN.
-                keep = _partial_suffix(self._buf, OPEN)
+                keep = partial_suffix(self._buf, OPEN)
                 out.append(self._buf[: len(self._buf) - keep])
                 self._buf = self._buf[len(self._buf) - keep :]
                 break
@@ -101,7 +101,8 @@ class StreamParser:
         return rest
 
 
-def _partial_suffix(text: str, token: str) -> int:
+def partial_suffix(text: str, token: str) -> int:
+    """Length of the longest tail of text that is a proper prefix of token."""
     for n in range(min(len(token) - 1, len(text)), 0, -1):
         if text.endswith(token[:n]):
             return n

@@ -74,6 +74,7 @@ class VllmEngine:
         self._max_model_len = int(self._llm.model_config.max_model_len)
         self._tok = TokenizerOps(self._llm.get_tokenizer())
         self._vocab_size = max(int(self._llm.model_config.get_vocab_size()), self._tok.size)
+        self._reasoning_markers = _reasoning_markers(settings.reasoning_parser, self._tok.raw)
 
     # -- properties -------------------------------------------------------
     @property
@@ -87,6 +88,10 @@ class VllmEngine:
     @property
     def vocab_size(self) -> int:
         return self._vocab_size
+
+    @property
+    def reasoning_markers(self) -> tuple[str, str]:
+        return self._reasoning_markers
 
     # -- tokenizer --------------------------------------------------------
     def encode(self, text: str, add_special_tokens: bool) -> list[int]:
@@ -172,6 +177,25 @@ class VllmEngine:
 
     def shutdown(self) -> None:
         self._llm.shutdown()
+
+
+def _reasoning_markers(parser_name: str, tokenizer: Any) -> tuple[str, str]:
+    """The think markers of vLLM's reasoning parser, else <think>…</think>."""
+    from tokenwire.server.reasoning import DEFAULT_MARKERS
+
+    if not parser_name:
+        return DEFAULT_MARKERS
+    try:
+        from vllm.reasoning import ReasoningParserManager
+
+        parser = ReasoningParserManager.get_reasoning_parser(parser_name)(tokenizer)
+        start, end = getattr(parser, "start_token", None), getattr(parser, "end_token", None)
+    except Exception as exc:
+        log.warning("reasoning parser %s gives no markers (%s); using <think>", parser_name, exc)
+        return DEFAULT_MARKERS
+    if isinstance(start, str) and isinstance(end, str) and start and end:
+        return (start, end)
+    return DEFAULT_MARKERS
 
 
 def _finite(x: float) -> float:
