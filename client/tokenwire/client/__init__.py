@@ -1,0 +1,48 @@
+"""The tokenwire client library: needs only grpcio and protobuf.
+
+- Client / AsyncClient: one method per RPC, typed errors, deadlines, retries
+  where safe.
+- Session / AsyncSession (client.session()): the bidirectional Session stream.
+- Conversation / AsyncConversation: multi-turn token-in/token-out rollouts.
+"""
+
+from tokenwire.client._common import RequestResult, RetryPolicy, TurnTokens
+from tokenwire.client.async_client import AsyncClient
+from tokenwire.client.conversation import AsyncConversation, Conversation, Turn
+from tokenwire.client.errors import (
+    DeadlineExceededError,
+    FailedPreconditionError,
+    InternalError,
+    InvalidArgumentError,
+    NotFoundError,
+    RequestCancelledError,
+    ResourceExhaustedError,
+    TokenwireError,
+    UnavailableError,
+)
+from tokenwire.client.session import AsyncRequestHandle, AsyncSession, RequestHandle, Session
+from tokenwire.client.sync_client import Client
+
+__all__ = [
+    "AsyncClient",
+    "AsyncConversation",
+    "AsyncRequestHandle",
+    "AsyncSession",
+    "Client",
+    "Conversation",
+    "DeadlineExceededError",
+    "FailedPreconditionError",
+    "InternalError",
+    "InvalidArgumentError",
+    "NotFoundError",
+    "RequestCancelledError",
+    "RequestHandle",
+    "RequestResult",
+    "ResourceExhaustedError",
+    "RetryPolicy",
+    "Session",
+    "TokenwireError",
+    "Turn",
+    "TurnTokens",
+    "UnavailableError",
+]

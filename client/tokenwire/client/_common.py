@@ -1,0 +1,261 @@
+"""What the sync and asyncio clients share: request building, the retry
+policy, deadlines, and reading token ids out of responses."""
+
+from __future__ import annotations
+
+import dataclasses
+import random
+import time
+from collections.abc import Iterable, Mapping, Sequence
+from typing import Any, TypeVar
+
+import grpc
+from google.protobuf import json_format
+from google.protobuf.message import Message
+
+from tokenwire.client.errors import TokenwireError
+from tokenwire.v1 import chat_pb2, generate_pb2, session_pb2
+
+DEFAULT_TARGET = "127.0.0.1:50051"
+TENANT_HEADER = "x-tenant-id"
+
+M = TypeVar("M", bound=Message)
+
+
+def build(cls: type[M], request: M | Mapping[str, Any] | None, fields: Mapping[str, Any]) -> M:
+    """A request from a message, an OpenAI-style dict, and/or keyword fields
+    (keywords win). A string `messages` is one user message."""
+    fields = dict(fields)
+    if isinstance(fields.get("messages"), str):
+        fields["messages"] = [{"role": "user", "content": fields["messages"]}]
+    if isinstance(request, Message):
+        msg = cls()
+        msg.CopyFrom(request)
+        if fields:
+            json_format.ParseDict(fields, msg)
+        return msg
+    body = dict(request or {})
+    body.update(fields)
+    if isinstance(body.get("messages"), str):
+        body["messages"] = [{"role": "user", "content": body["messages"]}]
+    return json_format.ParseDict(body, cls())
+
+
+def user(content: str) -> dict[str, str]:
+    return {"role": "user", "content": content}
+
+
+def as_messages(message: str | Mapping[str, Any] | Sequence[Mapping[str, Any]] | None) -> list[dict[str, Any]]:
+    """A str (one user message), a message dict, or a list of them."""
+    if message is None:
+        return []
+    if isinstance(message, str):
+        return [user(message)]
+    if isinstance(message, Mapping):
+        return [dict(message)]
+    return [dict(m) for m in message]
+
+
+@dataclasses.dataclass(frozen=True)
+class RetryPolicy:
+    """Retries with exponential backoff and jitter, only where safe.
+
+    Retried: UNAVAILABLE (not when the engine died) and RESOURCE_EXHAUSTED,
+    which the server returns before any work is done (not serving yet, or
+    the engine's queue is full) and the transport returns when it cannot
+    connect; for streaming RPCs only before the first message arrived.
+    Never retried: every other code, and Session streams (they hold state).
+    All attempts share the call's deadline.
+    """
+
+    max_attempts: int = 3
+    initial_backoff: float = 0.25
+    max_backoff: float = 4.0
+    multiplier: float = 2.0
+    codes: frozenset[grpc.StatusCode] = frozenset(
+        {grpc.StatusCode.UNAVAILABLE, grpc.StatusCode.RESOURCE_EXHAUSTED}
+    )
+
+    def should_retry(self, err: TokenwireError, attempt: int) -> bool:
+        return (
+            attempt < self.max_attempts
+            and err.code in self.codes
+            and err.reason != "ENGINE_DEAD"
+        )
+
+    def backoff(self, attempt: int) -> float:
+        """Seconds to wait before attempt `attempt + 1` (attempt counts from 1)."""
+        cap = min(self.max_backoff, self.initial_backoff * self.multiplier ** (attempt - 1))
+        return random.uniform(cap / 2, cap)
+
+
+NO_RETRY = RetryPolicy(max_attempts=1)
+
+
+class Deadline:
+    """An overall deadline shared by the attempts of one call."""
+
+    def __init__(self, timeout: float | None):
+        self.end = None if timeout is None else time.monotonic() + timeout
+
+    def remaining(self) -> float | None:
+        return None if self.end is None else max(0.0, self.end - time.monotonic())
+
+    def allows(self, wait: float) -> bool:
+        return self.end is None or time.monotonic() + wait < self.end
+
+
+def call_metadata(
+    base: Sequence[tuple[str, str]], tenant: str | None, extra: Iterable[tuple[str, str]] | None
+) -> tuple[tuple[str, str], ...]:
+    md = list(base)
+    if tenant:
+        md.append((TENANT_HEADER, tenant))
+    md.extend(extra or ())
+    return tuple(md)
+
+
+# -- sessions ---------------------------------------------------------------
+
+
+def continuation(
+    previous_request_id: str, *, messages: Any = None, suffix_ids: Sequence[int] | None = None,
+    choice_index: int | None = None,
+) -> session_pb2.Continuation:
+    c = session_pb2.Continuation(previous_request_id=previous_request_id)
+    if messages is not None:
+        for m in as_messages(messages):
+            json_format.ParseDict(m, c.messages.add())
+    if suffix_ids is not None:
+        c.suffix_token_ids.extend(suffix_ids)
+    if choice_index is not None:
+        c.choice_index = choice_index
+    return c
+
+
+def session_start(
+    request_id: str, *, chat: chat_pb2.CreateChatCompletionRequest | None = None,
+    generate: generate_pb2.GenerateRequest | None = None,
+    cont: session_pb2.Continuation | None = None,
+) -> session_pb2.SessionRequest:
+    start = session_pb2.SessionStart(request_id=request_id)
+    if chat is not None:
+        start.chat.CopyFrom(chat)
+    if generate is not None:
+        start.generate.CopyFrom(generate)
+    if cont is not None:
+        start.continuation.CopyFrom(cont)
+    return session_pb2.SessionRequest(start=start)
+
+
+DATA_EVENTS = ("chat_chunk", "chat_result", "generate_chunk", "generate_result")
+
+
+@dataclasses.dataclass
+class RequestResult:
+    """Everything one session request returned."""
+
+    request_id: str
+    done: session_pb2.SessionRequestDone
+    chat: chat_pb2.CreateChatCompletionResponse | None = None
+    generate: generate_pb2.GenerateResponse | None = None
+    chat_chunks: list[chat_pb2.StreamChatCompletionResponse] = dataclasses.field(default_factory=list)
+    generate_chunks: list[generate_pb2.GenerateResponse] = dataclasses.field(default_factory=list)
+
+    def add(self, event: session_pb2.SessionResponse) -> None:
+        kind = event.WhichOneof("event")
+        if kind == "chat_chunk":
+            self.chat_chunks.append(event.chat_chunk)
+        elif kind == "chat_result":
+            self.chat = event.chat_result
+        elif kind == "generate_chunk":
+            self.generate_chunks.append(event.generate_chunk)
+        elif kind == "generate_result":
+            self.generate = event.generate_result
+        elif kind == "done":
+            self.done = event.done
+
+    @property
+    def tokens(self) -> TurnTokens:
+        """Prompt ids, completion ids, logprobs and text of choice 0."""
+        if self.chat is not None:
+            t = TurnTokens.from_chat(self.chat)
+        elif self.chat_chunks:
+            t = TurnTokens.from_chat_chunks(self.chat_chunks)
+        elif self.generate is not None:
+            t = TurnTokens.from_generate([self.generate])
+        else:
+            t = TurnTokens.from_generate(self.generate_chunks)
+        if self.done.prompt_token_ids:
+            t.prompt_ids = list(self.done.prompt_token_ids)
+        return t
+
+
+@dataclasses.dataclass
+class TurnTokens:
+    """The token view of one response (choice 0): what a trainer needs."""
+
+    prompt_ids: list[int] = dataclasses.field(default_factory=list)
+    completion_ids: list[int] = dataclasses.field(default_factory=list)
+    logprobs: list[float] = dataclasses.field(default_factory=list)
+    text: str = ""
+    finish_reason: str = ""
+    cached_tokens: int = 0
+
+    @classmethod
+    def from_chat(cls, resp: chat_pb2.CreateChatCompletionResponse) -> TurnTokens:
+        t = cls(prompt_ids=list(resp.prompt_token_ids))
+        if resp.choices:
+            c = resp.choices[0]
+            t.completion_ids = list(c.token_ids)
+            t.logprobs = _chat_logprobs(c.logprobs, c.nvext)
+            t.text = c.message.content
+            t.finish_reason = c.finish_reason
+        t.cached_tokens = resp.usage.prompt_tokens_details.cached_tokens
+        return t
+
+    @classmethod
+    def from_chat_chunks(cls, chunks: Iterable[chat_pb2.StreamChatCompletionResponse]) -> TurnTokens:
+        t = cls()
+        for chunk in chunks:
+            t.add_chat_chunk(chunk)
+        return t
+
+    def add_chat_chunk(self, chunk: chat_pb2.StreamChatCompletionResponse) -> None:
+        if chunk.prompt_token_ids:
+            self.prompt_ids = list(chunk.prompt_token_ids)
+        if chunk.HasField("usage"):
+            self.cached_tokens = chunk.usage.prompt_tokens_details.cached_tokens
+        for c in chunk.choices:
+            if c.index != 0:
+                continue
+            self.completion_ids.extend(c.token_ids)
+            self.logprobs.extend(e.logprob for e in c.logprobs.content)
+            self.text += c.delta.content
+            if c.finish_reason:
+                self.finish_reason = c.finish_reason
+                if not self.logprobs and c.nvext.engine_data.completion_logprobs:
+                    self.logprobs = list(c.nvext.engine_data.completion_logprobs)
+
+    @classmethod
+    def from_generate(cls, responses: Iterable[generate_pb2.GenerateResponse]) -> TurnTokens:
+        t = cls()
+        for resp in responses:
+            if resp.prompt_token_ids:
+                t.prompt_ids = list(resp.prompt_token_ids)
+            if resp.HasField("usage"):
+                t.cached_tokens = resp.usage.prompt_tokens_details.cached_tokens
+            for c in resp.choices:
+                if c.index != 0:
+                    continue
+                t.completion_ids.extend(c.token_ids)
+                t.logprobs.extend(e.logprob for e in c.logprobs.content)
+                t.text += c.text
+                t.finish_reason = c.finish_reason or t.finish_reason
+        return t
+
+
+def _chat_logprobs(logprobs: Any, nvext: Any) -> list[float]:
+    if logprobs.content:
+        return [e.logprob for e in logprobs.content]
+    return list(nvext.engine_data.completion_logprobs)

@@ -1,0 +1,186 @@
+"""The asyncio client: the same methods as Client, awaitable (streams are
+async iterators), on a grpc.aio channel."""
+
+# `timeout` here is the gRPC deadline, sent to the server with the call.
+# ruff: noqa: ASYNC109
+
+from __future__ import annotations
+
+import asyncio
+import time
+from collections.abc import AsyncIterator, Callable, Iterable, Mapping, Sequence
+from typing import Any
+
+import grpc
+
+from tokenwire.client._common import (
+    DEFAULT_TARGET,
+    Deadline,
+    RetryPolicy,
+    build,
+    call_metadata,
+)
+from tokenwire.client.errors import TokenwireError, UnavailableError, from_rpc_error
+from tokenwire.client.session import AsyncSession
+from tokenwire.v1 import (
+    chat_pb2,
+    generate_pb2,
+    models_pb2,
+    service_pb2_grpc,
+    tokenize_pb2,
+)
+
+Metadata = Iterable[tuple[str, str]] | None
+
+
+class AsyncClient:
+    """An asyncio tokenwire client (see Client for the arguments).
+
+    Create it inside a running event loop; ``async with AsyncClient() as c``.
+    """
+
+    def __init__(
+        self, target: str = DEFAULT_TARGET, *, timeout: float | None = None,
+        retry: RetryPolicy | None = None, tenant: str | None = None,
+        metadata: Sequence[tuple[str, str]] = (), channel: grpc.aio.Channel | None = None,
+        options: Sequence[tuple[str, Any]] = (),
+    ):
+        self.target = target
+        self.timeout = timeout
+        self.retry = retry or RetryPolicy()
+        self.tenant = tenant
+        self._metadata = tuple(metadata)
+        self._own_channel = channel is None
+        self.channel = channel or grpc.aio.insecure_channel(target, options=list(options))
+        self.stub = service_pb2_grpc.TokenwireServiceStub(self.channel)
+
+    async def close(self) -> None:
+        if self._own_channel:
+            await self.channel.close()
+
+    async def __aenter__(self) -> AsyncClient:
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        await self.close()
+
+    # -- plumbing ---------------------------------------------------------
+    def _md(self, metadata: Metadata) -> tuple[tuple[str, str], ...]:
+        return call_metadata(self._metadata, self.tenant, metadata)
+
+    async def _unary(
+        self, method: Callable[..., Any], request: Any, timeout: float | None, metadata: Metadata
+    ) -> Any:
+        deadline = Deadline(self.timeout if timeout is None else timeout)
+        attempt = 1
+        while True:
+            try:
+                return await method(request, timeout=deadline.remaining(), metadata=self._md(metadata))
+            except grpc.RpcError as exc:
+                err = from_rpc_error(exc)
+                wait = self.retry.backoff(attempt)
+                if not (self.retry.should_retry(err, attempt) and deadline.allows(wait)):
+                    raise err from None
+            await asyncio.sleep(wait)
+            attempt += 1
+
+    async def _stream(
+        self, method: Callable[..., Any], request: Any, timeout: float | None, metadata: Metadata
+    ) -> AsyncIterator[Any]:
+        deadline = Deadline(self.timeout if timeout is None else timeout)
+        attempt = 1
+        while True:
+            call = method(request, timeout=deadline.remaining(), metadata=self._md(metadata))
+            received = False
+            try:
+                async for item in call:
+                    received = True
+                    yield item
+                return
+            except grpc.RpcError as exc:
+                err = from_rpc_error(exc)
+                wait = self.retry.backoff(attempt)
+                if received or not (self.retry.should_retry(err, attempt) and deadline.allows(wait)):
+                    raise err from None
+            finally:
+                call.cancel()  # a consumer that stops early aborts the engine request
+            await asyncio.sleep(wait)
+            attempt += 1
+
+    # -- chat and generate -----------------------------------------------
+    async def chat(
+        self, request: chat_pb2.CreateChatCompletionRequest | Mapping[str, Any] | None = None, /,
+        *, timeout: float | None = None, metadata: Metadata = None, **fields: Any,
+    ) -> chat_pb2.CreateChatCompletionResponse:
+        req = build(chat_pb2.CreateChatCompletionRequest, request, fields)
+        return await self._unary(self.stub.CreateChatCompletion, req, timeout, metadata)
+
+    def stream_chat(
+        self, request: chat_pb2.CreateChatCompletionRequest | Mapping[str, Any] | None = None, /,
+        *, timeout: float | None = None, metadata: Metadata = None, **fields: Any,
+    ) -> AsyncIterator[chat_pb2.StreamChatCompletionResponse]:
+        req = build(chat_pb2.CreateChatCompletionRequest, request, fields)
+        return self._stream(self.stub.StreamChatCompletion, req, timeout, metadata)
+
+    async def generate(
+        self, request: generate_pb2.GenerateRequest | Mapping[str, Any] | None = None, /,
+        *, timeout: float | None = None, metadata: Metadata = None, **fields: Any,
+    ) -> generate_pb2.GenerateResponse:
+        req = build(generate_pb2.GenerateRequest, request, fields)
+        return await self._unary(self.stub.Generate, req, timeout, metadata)
+
+    def stream_generate(
+        self, request: generate_pb2.GenerateRequest | Mapping[str, Any] | None = None, /,
+        *, timeout: float | None = None, metadata: Metadata = None, **fields: Any,
+    ) -> AsyncIterator[generate_pb2.GenerateResponse]:
+        req = build(generate_pb2.GenerateRequest, request, fields)
+        return self._stream(self.stub.StreamGenerate, req, timeout, metadata)
+
+    def session(self, *, timeout: float | None = None, metadata: Metadata = None) -> AsyncSession:
+        """A Session stream: ``async with client.session() as s``."""
+        return AsyncSession(self.stub, timeout=self.timeout if timeout is None else timeout,
+                            metadata=self._md(metadata))
+
+    # -- tokenizer and models ---------------------------------------------
+    async def tokenize(
+        self, request: tokenize_pb2.TokenizeRequest | Mapping[str, Any] | None = None, /,
+        *, timeout: float | None = None, metadata: Metadata = None, **fields: Any,
+    ) -> tokenize_pb2.TokenizeResponse:
+        req = build(tokenize_pb2.TokenizeRequest, request, fields)
+        return await self._unary(self.stub.Tokenize, req, timeout, metadata)
+
+    async def detokenize(
+        self, tokens: Sequence[int], *, model: str = "", timeout: float | None = None,
+        metadata: Metadata = None,
+    ) -> str:
+        req = tokenize_pb2.DetokenizeRequest(tokens=list(tokens), model=model)
+        resp = await self._unary(self.stub.Detokenize, req, timeout, metadata)
+        return str(resp.prompt)
+
+    async def list_models(
+        self, *, timeout: float | None = None, metadata: Metadata = None
+    ) -> models_pb2.ListModelsResponse:
+        return await self._unary(self.stub.ListModels, models_pb2.ListModelsRequest(), timeout, metadata)
+
+    async def health(
+        self, *, timeout: float | None = None, metadata: Metadata = None
+    ) -> models_pb2.GetHealthResponse:
+        return await self._unary(self.stub.GetHealth, models_pb2.GetHealthRequest(), timeout, metadata)
+
+    async def stats(
+        self, *, timeout: float | None = None, metadata: Metadata = None
+    ) -> models_pb2.GetStatsResponse:
+        return await self._unary(self.stub.GetStats, models_pb2.GetStatsRequest(), timeout, metadata)
+
+    async def wait_ready(self, timeout: float = 120.0, poll: float = 0.5) -> None:
+        end = time.monotonic() + timeout
+        while True:
+            try:
+                await self.health(timeout=min(5.0, timeout))
+                return
+            except TokenwireError as exc:
+                if time.monotonic() + poll > end:
+                    raise UnavailableError(
+                        f"{self.target} not serving after {timeout}s: {exc.message}"
+                    ) from exc
+            await asyncio.sleep(poll)

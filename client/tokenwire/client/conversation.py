@@ -1,0 +1,313 @@
+"""Multi-turn token-in/token-out conversations for RL rollouts.
+
+A Conversation keeps the exact token ids of every turn; turn N+1 is sent as
+``prompt_ids[N] + completion_ids[N] + suffix`` — never a re-rendering of the
+history — either as a Session continuation (mode "session", the default:
+only the new messages travel, the server renders them as the next-turn
+suffix) or as explicit token ids (mode "tokens": ``nvext.token_data`` on a
+plain chat call, the suffix rendered through Tokenize). Either way
+``turns[n+1].prompt_ids`` starts with ``turns[n].prompt_ids +
+turns[n].completion_ids``, and each turn carries what a trainer needs:
+``prompt_ids``, ``completion_ids`` and ``logprobs`` (from the same engine
+output as the ids).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import AsyncIterator, Iterator, Mapping, Sequence
+from typing import TYPE_CHECKING, Any
+
+from tokenwire.client._common import RequestResult, TurnTokens, as_messages
+from tokenwire.v1 import chat_pb2
+
+if TYPE_CHECKING:
+    from tokenwire.client.async_client import AsyncClient
+    from tokenwire.client.session import AsyncSession, Session
+    from tokenwire.client.sync_client import Client
+
+MODES = ("session", "tokens")
+Message = str | Mapping[str, Any] | Sequence[Mapping[str, Any]]
+
+# The placeholder conversation the next-turn suffix is cut from (the server
+# uses the same method for session continuations).
+PLACEHOLDER = [
+    {"role": "user", "content": "tokenwire-turn-user"},
+    {"role": "assistant", "content": "tokenwire-turn-assistant"},
+]
+
+
+@dataclasses.dataclass
+class Turn:
+    """One turn: the exact ids the engine consumed and produced."""
+
+    request_id: str
+    prompt_ids: list[int]
+    completion_ids: list[int]
+    logprobs: list[float]  # logprobs[i] belongs to completion_ids[i]
+    text: str
+    finish_reason: str
+    cached_tokens: int
+    suffix_ids: list[int]  # what this turn appended to the previous turn's ids
+
+
+class _Core:
+    """Request building and bookkeeping shared by both conversation classes."""
+
+    def __init__(
+        self, mode: str, system: str | None, messages: Message | None, cache_salt: str | None,
+        speculative_prefill: bool, defaults: dict[str, Any],
+    ):
+        if mode not in MODES:
+            raise ValueError(f"mode must be one of {MODES}, got {mode!r}")
+        self.mode = mode
+        self.cache_salt = cache_salt
+        self.speculative_prefill = speculative_prefill
+        self.defaults = defaults
+        self.turns: list[Turn] = []
+        self.pending: list[dict[str, Any]] = (
+            [{"role": "system", "content": system}] if system else []
+        ) + as_messages(messages)
+        self._suffix_cache: tuple[list[int], list[int]] | None = None  # (closed, opened)
+
+    @property
+    def last(self) -> Turn | None:
+        return self.turns[-1] if self.turns else None
+
+    def body(self, overrides: Mapping[str, Any], stream: bool) -> dict[str, Any]:
+        body: dict[str, Any] = {**self.defaults, **overrides}
+        body["return_token_ids"] = True
+        body.setdefault("logprobs", True)
+        if self.cache_salt:
+            body["cache_salt"] = self.cache_salt
+        if self.speculative_prefill:
+            nvext = dict(body.get("nvext") or {})
+            nvext["agent_hints"] = {**nvext.get("agent_hints", {}), "speculative_prefill": True}
+            body["nvext"] = nvext
+        if stream:
+            body["stream"] = True
+        return body
+
+    def take_messages(self, message: Message | None) -> list[dict[str, Any]]:
+        new = self.pending + as_messages(message)
+        self.pending = []
+        return new
+
+    def tokenize_requests(self, messages: list[dict[str, Any]]) -> list[dict[str, Any]]:
+        """Tokenize bodies for the suffix (the cached probes are skipped)."""
+        reqs = []
+        if self._suffix_cache is None:
+            reqs.append({"messages": PLACEHOLDER, "add_generation_prompt": False})
+            reqs.append({"messages": PLACEHOLDER, "add_generation_prompt": False,
+                         "continue_final_message": True})
+        reqs.append({"messages": PLACEHOLDER + messages, "add_generation_prompt": True})
+        return reqs
+
+    def suffix_from(self, tokenized: list[list[int]], completion: Sequence[int]) -> list[int]:
+        if self._suffix_cache is None:
+            self._suffix_cache = (tokenized[0], tokenized[1])
+        closed, opened = self._suffix_cache
+        full = tokenized[-1]
+        if closed[: len(opened)] != opened or full[: len(closed)] != closed:
+            raise ValueError(
+                "this chat template does not render turns incrementally; pass suffix_ids"
+            )
+        close = closed[len(opened):]
+        if completion and close and completion[-1] == close[0]:
+            close = close[1:]
+        return close + full[len(closed):]
+
+    def session_kwargs(
+        self, prev: Turn | None, messages: list[dict[str, Any]],
+        suffix_ids: Sequence[int] | None, body: dict[str, Any],
+    ) -> dict[str, Any]:
+        """Arguments of Session.start_chat for this turn."""
+        if prev is None:
+            return {"messages": messages, **body}
+        if suffix_ids is not None:
+            return {"continue_from": prev.request_id, "suffix_ids": list(suffix_ids), **body}
+        return {"continue_from": prev.request_id, "messages": messages, **body}
+
+    def record_session(self, prev: Turn | None, result: RequestResult) -> Turn:
+        tokens = result.tokens
+        new = list(result.done.suffix_token_ids) if prev else list(tokens.prompt_ids)
+        return self.record(result.request_id, tokens, new)
+
+    def token_body(
+        self, prev: Turn | None, messages: list[dict[str, Any]], new: list[int],
+        body: dict[str, Any],
+    ) -> dict[str, Any]:
+        """The chat body of this turn in "tokens" mode."""
+        if prev is None:
+            return {**body, "messages": messages}
+        nvext = dict(body.get("nvext") or {})
+        nvext["token_data"] = prev.prompt_ids + prev.completion_ids + new
+        return {**body, "messages": [{"role": "user", "content": ""}], "nvext": nvext}
+
+    def record(self, request_id: str, tokens: TurnTokens, suffix_ids: list[int] | None) -> Turn:
+        turn = Turn(
+            request_id=request_id,
+            prompt_ids=tokens.prompt_ids,
+            completion_ids=tokens.completion_ids,
+            logprobs=tokens.logprobs,
+            text=tokens.text,
+            finish_reason=tokens.finish_reason,
+            cached_tokens=tokens.cached_tokens,
+            suffix_ids=list(tokens.prompt_ids) if suffix_ids is None else suffix_ids,
+        )
+        self.turns.append(turn)
+        return turn
+
+
+class Conversation:
+    """A blocking multi-turn conversation (see the module docstring).
+
+        conv = Conversation(client, max_tokens=64, temperature=0.7)
+        t1 = conv.send("What is the capital of France?")
+        t2 = conv.send("And of Germany?")   # sent as turn-1 ids + the new turn
+        t2.prompt_ids, t2.completion_ids, t2.logprobs
+
+    Keyword arguments are chat request fields used on every turn (override
+    them per turn in send()). ``cache_salt`` salts every turn;
+    ``speculative_prefill`` asks the server to warm the next turn's prefix.
+    """
+
+    def __init__(
+        self, client: Client, *, mode: str = "session", system: str | None = None,
+        messages: Message | None = None, cache_salt: str | None = None,
+        speculative_prefill: bool = False, **defaults: Any,
+    ):
+        self.client = client
+        self._core = _Core(mode, system, messages, cache_salt, speculative_prefill, defaults)
+        self._session: Session | None = None
+
+    @property
+    def turns(self) -> list[Turn]:
+        return self._core.turns
+
+    def send(self, message: Message | None = None, *, suffix_ids: Sequence[int] | None = None,
+             **overrides: Any) -> Turn:
+        """Send the next turn (new messages, or raw suffix ids) and wait for it."""
+        for _ in self.stream(message, suffix_ids=suffix_ids, _stream=False, **overrides):
+            pass
+        return self._core.turns[-1]
+
+    def stream(self, message: Message | None = None, *, suffix_ids: Sequence[int] | None = None,
+               _stream: bool = True, **overrides: Any) -> Iterator[chat_pb2.StreamChatCompletionResponse]:
+        """Send the next turn, yielding its chunks as they arrive; the Turn is
+        in ``turns[-1]`` afterwards."""
+        core = self._core
+        messages = core.take_messages(message)
+        body = core.body(overrides, _stream)
+        prev = core.last
+        if core.mode == "session":
+            if self._session is None:
+                self._session = self.client.session()
+            handle = self._session.start_chat(**core.session_kwargs(prev, messages, suffix_ids, body))
+            for event in handle:
+                if event.WhichOneof("event") == "chat_chunk":
+                    yield event.chat_chunk
+            core.record_session(prev, handle.result())
+            return
+        new = None
+        if prev is not None:
+            if suffix_ids is not None:
+                new = list(suffix_ids)
+            else:
+                tokenized = [list(self.client.tokenize(r).tokens)
+                             for r in core.tokenize_requests(messages)]
+                new = core.suffix_from(tokenized, prev.completion_ids)
+        body = core.token_body(prev, messages, new or [], body)
+        if not _stream:
+            resp = self.client.chat(body)
+            core.record(resp.id, TurnTokens.from_chat(resp), new)
+            return
+        tokens, rid = TurnTokens(), ""
+        for chunk in self.client.stream_chat(body):
+            rid = chunk.id
+            tokens.add_chat_chunk(chunk)
+            yield chunk
+        core.record(rid, tokens, new)
+
+    def close(self) -> None:
+        if self._session is not None:
+            self._session.close()
+            self._session = None
+
+    def __enter__(self) -> Conversation:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+
+class AsyncConversation:
+    """The asyncio Conversation (same arguments, awaitable send/stream)."""
+
+    def __init__(
+        self, client: AsyncClient, *, mode: str = "session", system: str | None = None,
+        messages: Message | None = None, cache_salt: str | None = None,
+        speculative_prefill: bool = False, **defaults: Any,
+    ):
+        self.client = client
+        self._core = _Core(mode, system, messages, cache_salt, speculative_prefill, defaults)
+        self._session: AsyncSession | None = None
+
+    @property
+    def turns(self) -> list[Turn]:
+        return self._core.turns
+
+    async def send(self, message: Message | None = None, *,
+                   suffix_ids: Sequence[int] | None = None, **overrides: Any) -> Turn:
+        async for _ in self.stream(message, suffix_ids=suffix_ids, _stream=False, **overrides):
+            pass
+        return self._core.turns[-1]
+
+    async def stream(
+        self, message: Message | None = None, *, suffix_ids: Sequence[int] | None = None,
+        _stream: bool = True, **overrides: Any,
+    ) -> AsyncIterator[chat_pb2.StreamChatCompletionResponse]:
+        core = self._core
+        messages = core.take_messages(message)
+        body = core.body(overrides, _stream)
+        prev = core.last
+        if core.mode == "session":
+            if self._session is None:
+                self._session = await self.client.session().open()
+            handle = await self._session.start_chat(
+                **core.session_kwargs(prev, messages, suffix_ids, body))
+            async for event in handle:
+                if event.WhichOneof("event") == "chat_chunk":
+                    yield event.chat_chunk
+            core.record_session(prev, await handle.result())
+            return
+        new = None
+        if prev is not None:
+            if suffix_ids is not None:
+                new = list(suffix_ids)
+            else:
+                tokenized = [list((await self.client.tokenize(r)).tokens)
+                             for r in core.tokenize_requests(messages)]
+                new = core.suffix_from(tokenized, prev.completion_ids)
+        body = core.token_body(prev, messages, new or [], body)
+        if not _stream:
+            resp = await self.client.chat(body)
+            core.record(resp.id, TurnTokens.from_chat(resp), new)
+            return
+        tokens, rid = TurnTokens(), ""
+        async for chunk in self.client.stream_chat(body):
+            rid = chunk.id
+            tokens.add_chat_chunk(chunk)
+            yield chunk
+        core.record(rid, tokens, new)
+
+    async def close(self) -> None:
+        if self._session is not None:
+            await self._session.close()
+            self._session = None
+
+    async def __aenter__(self) -> AsyncConversation:
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        await self.close()

@@ -1,0 +1,119 @@
+"""Typed exceptions for tokenwire errors, mapped from gRPC status codes.
+
+Every error the server reports carries a ``google.rpc.ErrorInfo`` (a
+machine-readable ``reason`` and ``metadata.param``, the request field at
+fault); these exceptions expose both. Per-request errors inside a Session
+stream map to the same classes.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import grpc
+from google.rpc import code_pb2, error_details_pb2, status_pb2
+
+STATUS_DETAILS_KEY = "grpc-status-details-bin"
+
+
+class TokenwireError(Exception):
+    """A failed call: status code, message, ErrorInfo reason and param."""
+
+    code: grpc.StatusCode = grpc.StatusCode.UNKNOWN
+
+    def __init__(
+        self, message: str, *, code: grpc.StatusCode | None = None, reason: str = "",
+        param: str = "", metadata: dict[str, str] | None = None,
+    ):
+        super().__init__(message)
+        self.message = message
+        if code is not None:
+            self.code = code
+        self.reason = reason
+        self.param = param
+        self.metadata = dict(metadata or {})
+
+    def __str__(self) -> str:
+        where = f" (param {self.param})" if self.param else ""
+        reason = f" [{self.reason}]" if self.reason else ""
+        return f"{self.code.name}{reason}: {self.message}{where}"
+
+
+class InvalidArgumentError(TokenwireError):
+    code = grpc.StatusCode.INVALID_ARGUMENT
+
+
+class NotFoundError(TokenwireError):
+    code = grpc.StatusCode.NOT_FOUND
+
+
+class FailedPreconditionError(TokenwireError):
+    code = grpc.StatusCode.FAILED_PRECONDITION
+
+
+class ResourceExhaustedError(TokenwireError):
+    code = grpc.StatusCode.RESOURCE_EXHAUSTED
+
+
+class UnavailableError(TokenwireError):
+    code = grpc.StatusCode.UNAVAILABLE
+
+
+class DeadlineExceededError(TokenwireError):
+    code = grpc.StatusCode.DEADLINE_EXCEEDED
+
+
+class RequestCancelledError(TokenwireError):
+    """The request was cancelled (by this client, or its session ended)."""
+
+    code = grpc.StatusCode.CANCELLED
+
+
+class InternalError(TokenwireError):
+    code = grpc.StatusCode.INTERNAL
+
+
+_BY_CODE: dict[grpc.StatusCode, type[TokenwireError]] = {
+    cls.code: cls
+    for cls in (
+        InvalidArgumentError, NotFoundError, FailedPreconditionError, ResourceExhaustedError,
+        UnavailableError, DeadlineExceededError, RequestCancelledError, InternalError,
+    )
+}
+_BY_NUMBER = {c.value[0]: c for c in grpc.StatusCode}
+
+
+def error_for(
+    code: grpc.StatusCode, message: str, *, reason: str = "", param: str = "",
+    metadata: dict[str, str] | None = None,
+) -> TokenwireError:
+    cls = _BY_CODE.get(code, TokenwireError)
+    return cls(message, code=code, reason=reason, param=param, metadata=metadata)
+
+
+def from_rpc_error(err: grpc.RpcError) -> TokenwireError:
+    """The typed exception for a failed call (sync or asyncio)."""
+    call: Any = err
+    code = call.code() if hasattr(call, "code") else grpc.StatusCode.UNKNOWN
+    message = (call.details() if hasattr(call, "details") else None) or str(err)
+    reason, metadata = "", {}
+    for key, value in (call.trailing_metadata() if hasattr(call, "trailing_metadata") else None) or ():
+        if key == STATUS_DETAILS_KEY:
+            status = status_pb2.Status.FromString(value)
+            for detail in status.details:
+                info = error_details_pb2.ErrorInfo()
+                if detail.Unpack(info):
+                    reason, metadata = info.reason, dict(info.metadata)
+    return error_for(
+        code, message, reason=reason, param=metadata.get("param", ""), metadata=metadata
+    )
+
+
+def from_session_error(error: Any) -> TokenwireError:
+    """The typed exception for a Session `error` event (SessionRequestError)."""
+    code = _BY_NUMBER.get(int(error.code), grpc.StatusCode.UNKNOWN)
+    return error_for(code, error.message, reason=error.reason, param=error.param)
+
+
+def code_name(number: int) -> str:
+    return str(code_pb2.Code.Name(number))

@@ -1,0 +1,193 @@
+"""The blocking client: one method per RPC, typed errors, deadlines, retries
+where safe (see RetryPolicy)."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
+from typing import Any, TypeVar
+
+import grpc
+
+from tokenwire.client._common import (
+    DEFAULT_TARGET,
+    Deadline,
+    RetryPolicy,
+    build,
+    call_metadata,
+)
+from tokenwire.client.errors import TokenwireError, UnavailableError, from_rpc_error
+from tokenwire.client.session import Session
+from tokenwire.v1 import (
+    chat_pb2,
+    generate_pb2,
+    models_pb2,
+    service_pb2_grpc,
+    tokenize_pb2,
+)
+
+R = TypeVar("R")
+Metadata = Iterable[tuple[str, str]] | None
+
+
+class Client:
+    """A tokenwire client on one channel.
+
+    ``timeout`` is the default deadline of every call in seconds (None: no
+    deadline; each method takes ``timeout=`` too). ``tenant`` is sent as the
+    ``x-tenant-id`` header (it salts the prefix cache). Request methods take
+    a proto message, an OpenAI-style dict, and/or keyword fields::
+
+        client.chat(messages="What is the capital of France?", max_tokens=20,
+                    return_token_ids=True)
+    """
+
+    def __init__(
+        self, target: str = DEFAULT_TARGET, *, timeout: float | None = None,
+        retry: RetryPolicy | None = None, tenant: str | None = None,
+        metadata: Sequence[tuple[str, str]] = (), channel: grpc.Channel | None = None,
+        options: Sequence[tuple[str, Any]] = (),
+    ):
+        self.target = target
+        self.timeout = timeout
+        self.retry = retry or RetryPolicy()
+        self.tenant = tenant
+        self._metadata = tuple(metadata)
+        self._own_channel = channel is None
+        self.channel = channel or grpc.insecure_channel(target, options=list(options))
+        self.stub = service_pb2_grpc.TokenwireServiceStub(self.channel)
+
+    def close(self) -> None:
+        if self._own_channel:
+            self.channel.close()
+
+    def __enter__(self) -> Client:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    # -- plumbing ---------------------------------------------------------
+    def _md(self, metadata: Metadata) -> tuple[tuple[str, str], ...]:
+        return call_metadata(self._metadata, self.tenant, metadata)
+
+    def _unary(
+        self, method: Callable[..., R], request: Any, timeout: float | None, metadata: Metadata
+    ) -> R:
+        deadline = Deadline(self.timeout if timeout is None else timeout)
+        attempt = 1
+        while True:
+            try:
+                return method(request, timeout=deadline.remaining(), metadata=self._md(metadata))
+            except grpc.RpcError as exc:
+                err = from_rpc_error(exc)
+                wait = self.retry.backoff(attempt)
+                if not (self.retry.should_retry(err, attempt) and deadline.allows(wait)):
+                    raise err from None
+            time.sleep(wait)
+            attempt += 1
+
+    def _stream(
+        self, method: Callable[..., Any], request: Any, timeout: float | None, metadata: Metadata
+    ) -> Iterator[Any]:
+        deadline = Deadline(self.timeout if timeout is None else timeout)
+        attempt = 1
+        while True:
+            call = method(request, timeout=deadline.remaining(), metadata=self._md(metadata))
+            received = False
+            try:
+                for item in call:
+                    received = True
+                    yield item
+                return
+            except grpc.RpcError as exc:
+                err = from_rpc_error(exc)
+                wait = self.retry.backoff(attempt)
+                if received or not (self.retry.should_retry(err, attempt) and deadline.allows(wait)):
+                    raise err from None
+            finally:
+                call.cancel()  # a consumer that stops early aborts the engine request
+            time.sleep(wait)
+            attempt += 1
+
+    # -- chat and generate -----------------------------------------------
+    def chat(
+        self, request: chat_pb2.CreateChatCompletionRequest | Mapping[str, Any] | None = None, /,
+        *, timeout: float | None = None, metadata: Metadata = None, **fields: Any,
+    ) -> chat_pb2.CreateChatCompletionResponse:
+        """CreateChatCompletion."""
+        req = build(chat_pb2.CreateChatCompletionRequest, request, fields)
+        return self._unary(self.stub.CreateChatCompletion, req, timeout, metadata)
+
+    def stream_chat(
+        self, request: chat_pb2.CreateChatCompletionRequest | Mapping[str, Any] | None = None, /,
+        *, timeout: float | None = None, metadata: Metadata = None, **fields: Any,
+    ) -> Iterator[chat_pb2.StreamChatCompletionResponse]:
+        """StreamChatCompletion: chunks with text and token-id deltas."""
+        req = build(chat_pb2.CreateChatCompletionRequest, request, fields)
+        return self._stream(self.stub.StreamChatCompletion, req, timeout, metadata)
+
+    def generate(
+        self, request: generate_pb2.GenerateRequest | Mapping[str, Any] | None = None, /,
+        *, timeout: float | None = None, metadata: Metadata = None, **fields: Any,
+    ) -> generate_pb2.GenerateResponse:
+        """Generate from token ids."""
+        req = build(generate_pb2.GenerateRequest, request, fields)
+        return self._unary(self.stub.Generate, req, timeout, metadata)
+
+    def stream_generate(
+        self, request: generate_pb2.GenerateRequest | Mapping[str, Any] | None = None, /,
+        *, timeout: float | None = None, metadata: Metadata = None, **fields: Any,
+    ) -> Iterator[generate_pb2.GenerateResponse]:
+        """StreamGenerate."""
+        req = build(generate_pb2.GenerateRequest, request, fields)
+        return self._stream(self.stub.StreamGenerate, req, timeout, metadata)
+
+    def session(self, *, timeout: float | None = None, metadata: Metadata = None) -> Session:
+        """Open a Session stream (never retried). Use it as a context manager."""
+        return Session(self.stub, timeout=self.timeout if timeout is None else timeout,
+                       metadata=self._md(metadata))
+
+    # -- tokenizer and models ---------------------------------------------
+    def tokenize(
+        self, request: tokenize_pb2.TokenizeRequest | Mapping[str, Any] | None = None, /,
+        *, timeout: float | None = None, metadata: Metadata = None, **fields: Any,
+    ) -> tokenize_pb2.TokenizeResponse:
+        req = build(tokenize_pb2.TokenizeRequest, request, fields)
+        return self._unary(self.stub.Tokenize, req, timeout, metadata)
+
+    def detokenize(
+        self, tokens: Sequence[int], *, model: str = "", timeout: float | None = None,
+        metadata: Metadata = None,
+    ) -> str:
+        req = tokenize_pb2.DetokenizeRequest(tokens=list(tokens), model=model)
+        return self._unary(self.stub.Detokenize, req, timeout, metadata).prompt
+
+    def list_models(
+        self, *, timeout: float | None = None, metadata: Metadata = None
+    ) -> models_pb2.ListModelsResponse:
+        return self._unary(self.stub.ListModels, models_pb2.ListModelsRequest(), timeout, metadata)
+
+    def health(
+        self, *, timeout: float | None = None, metadata: Metadata = None
+    ) -> models_pb2.GetHealthResponse:
+        return self._unary(self.stub.GetHealth, models_pb2.GetHealthRequest(), timeout, metadata)
+
+    def stats(
+        self, *, timeout: float | None = None, metadata: Metadata = None
+    ) -> models_pb2.GetStatsResponse:
+        return self._unary(self.stub.GetStats, models_pb2.GetStatsRequest(), timeout, metadata)
+
+    def wait_ready(self, timeout: float = 120.0, poll: float = 0.5) -> None:
+        """Block until the server reports SERVING (UnavailableError after timeout)."""
+        end = time.monotonic() + timeout
+        while True:
+            try:
+                self.health(timeout=min(5.0, timeout))
+                return
+            except TokenwireError as exc:
+                if time.monotonic() + poll > end:
+                    raise UnavailableError(
+                        f"{self.target} not serving after {timeout}s: {exc.message}"
+                    ) from exc
+            time.sleep(poll)
