@@ -52,7 +52,7 @@ run: setup
 gateway: venv
 	$(VENV)/bin/tokenwire gateway $(GATEWAY_ARGS)
 
-test: setup
+test: setup tiny-model
 	$(PY) -m pytest -q -ra $(PYTEST_ARGS)
 
 test-unit: venv

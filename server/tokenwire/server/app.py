@@ -17,7 +17,11 @@ import grpc
 from grpc_health.v1 import health, health_pb2, health_pb2_grpc
 from grpc_reflection.v1alpha import reflection
 
+from tokenwire.server.admission import Admission
+from tokenwire.server.auth import ApiKeyInterceptor
 from tokenwire.server.domain import Engine, EngineRequest, GenerationParams, RenderOptions
+from tokenwire.server.guarded_engine import GuardedEngine
+from tokenwire.server.metrics import Metrics, MetricsInterceptor
 from tokenwire.server.servicer import ServingState, TokenwireServicer
 from tokenwire.server.settings import ServerSettings
 from tokenwire.v1 import service_pb2, service_pb2_grpc
@@ -58,6 +62,8 @@ class RunningServer:
     engine: Engine
     state: ServingState
     health: health.aio.HealthServicer  # type: ignore[name-defined]
+    metrics: Metrics
+    metrics_port: int = 0
 
     async def set_serving(self, serving: bool) -> None:
         self.state.serving = serving
@@ -76,6 +82,19 @@ class RunningServer:
         self.engine.shutdown()
 
 
+def _listen(server: grpc.aio.Server, settings: ServerSettings) -> int:
+    address = f"{settings.host}:{settings.port}"
+    if settings.tls_cert or settings.tls_key:
+        with open(settings.tls_key, "rb") as key, open(settings.tls_cert, "rb") as cert:
+            creds = grpc.ssl_server_credentials([(key.read(), cert.read())])
+        port = server.add_secure_port(address, creds)
+    else:
+        port = server.add_insecure_port(address)
+    if port == 0:
+        raise RuntimeError(f"could not listen on {address}")
+    return port
+
+
 async def start(settings: ServerSettings, engine: Engine) -> RunningServer:
     """Start the gRPC server on an already built engine (NOT_SERVING until
     the warm-up went through)."""
@@ -84,22 +103,30 @@ async def start(settings: ServerSettings, engine: Engine) -> RunningServer:
         ("grpc.max_send_message_length", settings.max_message_bytes),
         ("grpc.so_reuseport", 0),
     ]
-    server = grpc.aio.server(options=options)
+    metrics = Metrics()
+    interceptors: list[grpc.aio.ServerInterceptor] = [MetricsInterceptor(metrics)]
+    if settings.api_key:
+        interceptors.append(ApiKeyInterceptor(settings.api_key, open_probes=settings.open_probes))
+    server = grpc.aio.server(options=options, interceptors=interceptors)
     state = ServingState()
+    guarded = GuardedEngine(
+        engine, Admission(settings.max_concurrent_requests, settings.max_admitted_tokens), metrics
+    )
+    metrics.engine_requests.set_function(engine.num_unfinished_requests)
     service_pb2_grpc.add_TokenwireServiceServicer_to_server(
-        TokenwireServicer(engine, settings, state), server
+        TokenwireServicer(guarded, settings, state), server  # type: ignore[arg-type]
     )
     health_servicer = health.aio.HealthServicer()
     health_pb2_grpc.add_HealthServicer_to_server(health_servicer, server)
     reflection.enable_server_reflection(
         (SERVICE_NAME, health.SERVICE_NAME, reflection.SERVICE_NAME), server
     )
-    port = server.add_insecure_port(f"{settings.host}:{settings.port}")
-    if port == 0:
-        raise RuntimeError(f"could not listen on {settings.host}:{settings.port}")
+    port = _listen(server, settings)
     await server.start()
-    running = RunningServer(server, port, engine, state, health_servicer)
+    running = RunningServer(server, port, engine, state, health_servicer, metrics)
     await running.set_serving(False)
+    if settings.metrics_port:
+        running.metrics_port = metrics.serve(settings.host, settings.metrics_port)
     if settings.warmup:
         await warm_up(engine)
     await running.set_serving(True)
@@ -107,10 +134,25 @@ async def start(settings: ServerSettings, engine: Engine) -> RunningServer:
     return running
 
 
+async def watch_engine(running: RunningServer, period: float, dead: asyncio.Event) -> None:
+    """Probe the engine; when it dies, report NOT_SERVING and wake serve()."""
+    while True:
+        await asyncio.sleep(period)
+        try:
+            await running.engine.check_health()
+        except asyncio.CancelledError:
+            raise
+        except Exception as exc:
+            log.error("the engine is dead (%s): NOT_SERVING, exiting", exc)
+            await running.set_serving(False)
+            dead.set()
+            return
+
+
 async def serve(
     settings: ServerSettings, engine_factory: Callable[[ServerSettings], Engine] = make_engine
-) -> None:
-    """Run until SIGTERM/SIGINT, then shut down gracefully."""
+) -> int:
+    """Run until SIGTERM/SIGINT (exit 0) or engine death (exit 1)."""
     stop = asyncio.Event()
     loop = asyncio.get_running_loop()
     for sig in (signal.SIGTERM, signal.SIGINT):
@@ -121,7 +163,18 @@ async def serve(
     except BaseException:
         engine.shutdown()
         raise
-    print(f"tokenwire: serving on {settings.host}:{running.port}", flush=True)
-    await stop.wait()
+    scheme = "tls" if settings.tls_cert else "plaintext"
+    print(f"tokenwire: serving on {settings.host}:{running.port} ({scheme})", flush=True)
+    dead = asyncio.Event()
+    watchdog = asyncio.create_task(watch_engine(running, settings.health_check_seconds, dead))
+    stopped = asyncio.create_task(stop.wait())
+    await asyncio.wait([watchdog, stopped], return_when=asyncio.FIRST_COMPLETED)
+    watchdog.cancel()
+    stopped.cancel()
+    if dead.is_set():
+        # In-flight calls fail with UNAVAILABLE (engine dead); do not wait long.
+        await running.stop(min(1.0, settings.grace_seconds))
+        return 1
     log.info("shutting down (grace %.1fs)", settings.grace_seconds)
     await running.stop(settings.grace_seconds)
+    return 0

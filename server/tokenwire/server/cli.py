@@ -29,5 +29,4 @@ def run_serve(ns: argparse.Namespace) -> int:
         uvloop.install()
     except ImportError:  # uvloop is optional
         pass
-    asyncio.run(serve(settings))
-    return 0
+    return asyncio.run(serve(settings))

@@ -30,10 +30,18 @@ class TokenwireError(Exception):
     code: grpc.StatusCode = grpc.StatusCode.INTERNAL
     reason: str = "INTERNAL"
 
-    def __init__(self, message: str, *, param: str | None = None, reason: str | None = None):
+    def __init__(
+        self,
+        message: str,
+        *,
+        param: str | None = None,
+        reason: str | None = None,
+        retry_after: float | None = None,
+    ):
         super().__init__(message)
         self.message = message
         self.param = param
+        self.retry_after = retry_after  # seconds; sent as google.rpc.RetryInfo
         if reason is not None:
             self.reason = reason
 
@@ -77,10 +85,15 @@ def to_rich_status(err: TokenwireError) -> status_pb2.Status:
     info = error_details_pb2.ErrorInfo(reason=err.reason, domain=DOMAIN)
     if err.param:
         info.metadata["param"] = err.param
-    detail = any_pb2.Any()
-    detail.Pack(info)
+    details = [any_pb2.Any()]
+    details[0].Pack(info)
+    if err.retry_after is not None:
+        retry = error_details_pb2.RetryInfo()
+        retry.retry_delay.FromMilliseconds(int(err.retry_after * 1000))
+        details.append(any_pb2.Any())
+        details[1].Pack(retry)
     code_value = err.code.value[0]
-    return status_pb2.Status(code=code_value, message=err.message, details=[detail])
+    return status_pb2.Status(code=code_value, message=err.message, details=details)
 
 
 def classify(exc: BaseException) -> TokenwireError:
@@ -93,7 +106,7 @@ def classify(exc: BaseException) -> TokenwireError:
     return Internal(f"internal error: {type(exc).__name__}: {exc}")
 
 
-async def _abort(context: grpc.aio.ServicerContext, err: TokenwireError) -> None:
+async def abort_with(context: grpc.aio.ServicerContext, err: TokenwireError) -> None:
     status = to_rich_status(err)
     metadata = (("grpc-status-details-bin", status.SerializeToString()),)
     context.set_trailing_metadata(metadata)
@@ -115,7 +128,7 @@ def unary_errors(
         except (asyncio.CancelledError, grpc.aio.AbortError):
             raise
         except Exception as exc:
-            await _abort(context, classify(exc))
+            await abort_with(context, classify(exc))
             raise AssertionError("unreachable") from exc
 
     return wrapper
@@ -134,7 +147,7 @@ def stream_errors(
         except (asyncio.CancelledError, grpc.aio.AbortError):
             raise
         except Exception as exc:
-            await _abort(context, classify(exc))
+            await abort_with(context, classify(exc))
 
     return wrapper
 

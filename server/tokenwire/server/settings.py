@@ -46,6 +46,18 @@ class ServerSettings:
     speculative_prefill: bool = True  # honour nvext.agent_hints.speculative_prefill
     speculative_prefill_priority: int = 10  # lower is served first (priority scheduler)
 
+    # Admission control (0 = no limit).
+    max_concurrent_requests: int = 1024  # engine requests in flight
+    max_admitted_tokens: int = 0  # sum of prompt + max new tokens in flight
+
+    # Access control and observability.
+    api_key: str = ""  # "" : no key; also read from $TOKENWIRE_API_KEY
+    open_probes: bool = True  # health and reflection answer without the key
+    tls_cert: str = ""  # PEM certificate chain: serve gRPC over TLS
+    tls_key: str = ""  # PEM private key of tls_cert
+    metrics_port: int = 0  # Prometheus /metrics on host:metrics_port; 0 = off
+    health_check_seconds: float = 2.0  # engine liveness probe period
+
     # gRPC server.
     host: str = "127.0.0.1"
     port: int = 50051
@@ -111,4 +123,6 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 def from_namespace(ns: argparse.Namespace) -> ServerSettings:
     values = {f.name: getattr(ns, f.name) for f in dataclasses.fields(ServerSettings)}
+    if not values["api_key"]:
+        values["api_key"] = os.environ.get("TOKENWIRE_API_KEY", "")
     return ServerSettings(**values)

@@ -1,0 +1,83 @@
+"""API-key check on gRPC metadata (`authorization: Bearer <key>`).
+
+Constant-time comparison; health and reflection stay reachable without the
+key only when the settings say so. A rejected call gets UNAUTHENTICATED
+with an ErrorInfo (reason "UNAUTHENTICATED", param "authorization").
+"""
+
+from __future__ import annotations
+
+import hmac
+from collections.abc import Awaitable, Callable
+from typing import Any
+
+import grpc
+
+from tokenwire.server.errors import TokenwireError, abort_with
+
+OPEN_PREFIXES = ("/grpc.health.v1.Health/", "/grpc.reflection.")
+OPEN_METHODS = ("/tokenwire.v1.TokenwireService/GetHealth",)
+
+
+class Unauthenticated(TokenwireError):
+    code = grpc.StatusCode.UNAUTHENTICATED
+    reason = "UNAUTHENTICATED"
+
+
+def bearer_ok(metadata: Any, key: bytes) -> bool:
+    for name, value in metadata or ():
+        if name != "authorization":
+            continue
+        text = value.decode() if isinstance(value, bytes) else str(value)
+        scheme, _, token = text.partition(" ")
+        if scheme.lower() == "bearer" and hmac.compare_digest(token.strip().encode(), key):
+            return True
+    return False
+
+
+def is_open(method: str, open_probes: bool) -> bool:
+    return open_probes and (method.startswith(OPEN_PREFIXES) or method in OPEN_METHODS)
+
+
+class ApiKeyInterceptor(grpc.aio.ServerInterceptor):
+    def __init__(self, api_key: str, *, open_probes: bool):
+        self._key = api_key.encode()
+        self._open_probes = open_probes
+
+    async def intercept_service(
+        self,
+        continuation: Callable[[grpc.HandlerCallDetails], Awaitable[grpc.RpcMethodHandler]],
+        details: grpc.HandlerCallDetails,
+    ) -> grpc.RpcMethodHandler:
+        handler = await continuation(details)
+        if handler is None or is_open(details.method, self._open_probes):
+            return handler
+        if bearer_ok(details.invocation_metadata, self._key):
+            return handler
+        return _deny_like(handler)
+
+
+def _deny_like(handler: grpc.RpcMethodHandler) -> grpc.RpcMethodHandler:
+    err = Unauthenticated(
+        "missing or wrong API key: send metadata 'authorization: Bearer <key>'",
+        param="authorization",
+    )
+
+    async def deny(request: Any, context: grpc.aio.ServicerContext) -> Any:
+        await abort_with(context, err)
+
+    async def deny_stream(request: Any, context: grpc.aio.ServicerContext) -> Any:
+        await abort_with(context, err)
+        yield  # pragma: no cover - makes this an async generator
+
+    kwargs = dict(
+        request_deserializer=handler.request_deserializer,
+        response_serializer=handler.response_serializer,
+    )
+    if handler.unary_unary:
+        return grpc.unary_unary_rpc_method_handler(deny, **kwargs)
+    if handler.unary_stream:
+        return grpc.unary_stream_rpc_method_handler(deny_stream, **kwargs)
+    if handler.stream_unary:
+        return grpc.stream_unary_rpc_method_handler(deny, **kwargs)
+    return grpc.stream_stream_rpc_method_handler(deny_stream, **kwargs)

@@ -1,0 +1,45 @@
+"""The engine as the servicer sees it: admission control and metrics
+around every request (chat, generate, session, prefill), by delegation."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import AsyncIterator
+from typing import Any
+
+from tokenwire.server.admission import Admission
+from tokenwire.server.domain import Engine, EngineOutput, EngineRequest
+from tokenwire.server.metrics import Metrics
+
+
+class GuardedEngine:
+    def __init__(self, inner: Engine, admission: Admission, metrics: Metrics):
+        self.inner = inner
+        self.admission = admission
+        self.metrics = metrics
+
+    def __getattr__(self, name: str) -> Any:  # everything else: the engine's own
+        return getattr(self.inner, name)
+
+    async def generate(self, request: EngineRequest) -> AsyncIterator[EngineOutput]:
+        p = request.params
+        need = len(request.prompt_token_ids) + p.max_tokens * p.n
+        m = self.metrics
+        with self.admission.hold(need):
+            m.in_flight.inc()
+            m.prompt_tokens.inc(len(request.prompt_token_ids))
+            received = time.time()
+            first = True
+            try:
+                async for out in self.inner.generate(request):
+                    new = sum(len(c.token_ids) for c in out.choices)
+                    if new and first:
+                        first = False
+                        m.ttft_seconds.observe(time.time() - received)
+                        times = out.times
+                        if times and times.scheduled and times.arrival:
+                            m.queue_seconds.observe(max(0.0, times.scheduled - times.arrival))
+                    m.completion_tokens.inc(new)
+                    yield out
+            finally:
+                m.in_flight.dec()

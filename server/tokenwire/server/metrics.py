@@ -1,0 +1,107 @@
+"""Prometheus metrics, served on their own HTTP port (--metrics-port)."""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Awaitable, Callable
+from typing import Any
+
+import grpc
+import prometheus_client as prom
+
+
+class Metrics:
+    def __init__(self) -> None:
+        self.registry = prom.CollectorRegistry()
+        r = self.registry
+        self.requests = prom.Counter(
+            "tokenwire_requests", "Finished RPCs by method and status code.",
+            ["method", "code"], registry=r,
+        )
+        self.prompt_tokens = prom.Counter(
+            "tokenwire_prompt_tokens", "Prompt tokens fed to the engine.", registry=r
+        )
+        self.completion_tokens = prom.Counter(
+            "tokenwire_completion_tokens", "Tokens generated (ids sent to clients).", registry=r
+        )
+        self.in_flight = prom.Gauge(
+            "tokenwire_requests_in_flight", "Generation requests in progress.", registry=r
+        )
+        self.engine_requests = prom.Gauge(
+            "tokenwire_engine_requests", "Requests the engine holds.", registry=r
+        )
+        buckets = (0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60)
+        self.queue_seconds = prom.Histogram(
+            "tokenwire_queue_seconds", "Time in the engine queue before scheduling.",
+            buckets=buckets, registry=r,
+        )
+        self.ttft_seconds = prom.Histogram(
+            "tokenwire_time_to_first_token_seconds", "Receipt to first generated token.",
+            buckets=buckets, registry=r,
+        )
+
+    def serve(self, host: str, port: int) -> int:
+        """Start the /metrics HTTP endpoint; returns the bound port."""
+        server, _thread = prom.start_http_server(port, addr=host, registry=self.registry)
+        return int(server.server_address[1])
+
+
+def _code(context: grpc.aio.ServicerContext, failed: BaseException | None) -> str:
+    if isinstance(failed, asyncio.CancelledError):
+        return "CANCELLED"
+    code = context.code()
+    if code is None:
+        return "OK" if failed is None else "UNKNOWN"
+    return code.name if isinstance(code, grpc.StatusCode) else str(code)
+
+
+class MetricsInterceptor(grpc.aio.ServerInterceptor):
+    """Counts every finished RPC by method and status code."""
+
+    def __init__(self, metrics: Metrics):
+        self.metrics = metrics
+
+    async def intercept_service(
+        self,
+        continuation: Callable[[grpc.HandlerCallDetails], Awaitable[grpc.RpcMethodHandler]],
+        details: grpc.HandlerCallDetails,
+    ) -> grpc.RpcMethodHandler:
+        handler = await continuation(details)
+        if handler is None:
+            return handler
+        method = details.method.rsplit("/", 1)[-1]
+        counter = self.metrics.requests
+        kwargs = dict(
+            request_deserializer=handler.request_deserializer,
+            response_serializer=handler.response_serializer,
+        )
+        if handler.unary_unary or handler.stream_unary:
+            inner = handler.unary_unary or handler.stream_unary
+
+            async def unary(request: Any, context: grpc.aio.ServicerContext) -> Any:
+                failed: BaseException | None = None
+                try:
+                    return await inner(request, context)
+                except BaseException as exc:
+                    failed = exc
+                    raise
+                finally:
+                    counter.labels(method, _code(context, failed)).inc()
+
+            make = grpc.unary_unary_rpc_method_handler if handler.unary_unary else grpc.stream_unary_rpc_method_handler
+            return make(unary, **kwargs)
+        inner_stream = handler.unary_stream or handler.stream_stream
+
+        async def stream(request: Any, context: grpc.aio.ServicerContext) -> Any:
+            failed: BaseException | None = None
+            try:
+                async for item in inner_stream(request, context):
+                    yield item
+            except BaseException as exc:
+                failed = exc
+                raise
+            finally:
+                counter.labels(method, _code(context, failed)).inc()
+
+        make_s = grpc.unary_stream_rpc_method_handler if handler.unary_stream else grpc.stream_stream_rpc_method_handler
+        return make_s(stream, **kwargs)

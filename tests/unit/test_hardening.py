@@ -1,0 +1,204 @@
+"""Admission control, API key, TLS, metrics and engine death on the fake engine."""
+
+from __future__ import annotations
+
+import datetime
+import threading
+import time
+import urllib.request
+
+import grpc
+import pytest
+from google.rpc import error_details_pb2, status_pb2
+from grpc_health.v1 import health_pb2, health_pb2_grpc
+
+from tests.rpc import chat_request, error_info
+from tests.servers import ThreadServer, free_port
+from tokenwire.server.fake_engine import FakeEngine
+from tokenwire.server.settings import ServerSettings
+from tokenwire.v1 import models_pb2, service_pb2_grpc
+
+
+def _server(**kw) -> ThreadServer:
+    settings = ServerSettings(engine="fake", port=0, max_model_len=512, **kw)
+    return ThreadServer(settings, FakeEngine(max_model_len=512, token_delay=kw.pop("delay", 0.0))).start()
+
+
+def _retry_info(err: grpc.RpcError) -> error_details_pb2.RetryInfo | None:
+    for key, value in err.trailing_metadata() or ():
+        if key == "grpc-status-details-bin":
+            for d in status_pb2.Status.FromString(value).details:
+                info = error_details_pb2.RetryInfo()
+                if d.Unpack(info):
+                    return info
+    return None
+
+
+def test_admission_limit_refuses_with_retry_hint() -> None:
+    settings = ServerSettings(engine="fake", port=0, max_model_len=512, max_concurrent_requests=2)
+    engine = FakeEngine(max_model_len=512, token_delay=0.02)
+    server = ThreadServer(settings, engine).start()
+    try:
+        with grpc.insecure_channel(server.address) as ch:
+            stub = service_pb2_grpc.TokenwireServiceStub(ch)
+            calls = [stub.StreamChatCompletion(chat_request(ignore_eos=True, max_tokens=100), timeout=30)
+                     for _ in range(2)]
+            for c in calls:
+                next(c)
+            with pytest.raises(grpc.RpcError) as exc_info:
+                stub.CreateChatCompletion(chat_request(max_tokens=2), timeout=10)
+            err = exc_info.value
+            assert err.code() == grpc.StatusCode.RESOURCE_EXHAUSTED
+            assert error_info(err).reason == "TOO_MANY_REQUESTS"
+            assert _retry_info(err).retry_delay.ToMilliseconds() == 1000
+            for c in calls:
+                c.cancel()
+            deadline = time.monotonic() + 5
+            while engine.num_unfinished_requests() and time.monotonic() < deadline:
+                time.sleep(0.05)
+            assert stub.CreateChatCompletion(chat_request(max_tokens=2), timeout=10).choices
+    finally:
+        server.stop()
+
+
+def test_admitted_tokens_limit() -> None:
+    settings = ServerSettings(engine="fake", port=0, max_model_len=512, max_admitted_tokens=300)
+    server = ThreadServer(settings, FakeEngine(max_model_len=512, token_delay=0.02)).start()
+    try:
+        with grpc.insecure_channel(server.address) as ch:
+            stub = service_pb2_grpc.TokenwireServiceStub(ch)
+            first = stub.StreamChatCompletion(chat_request(ignore_eos=True, max_tokens=200), timeout=30)
+            next(first)
+            with pytest.raises(grpc.RpcError) as exc_info:
+                stub.CreateChatCompletion(chat_request(max_tokens=200), timeout=10)
+            assert error_info(exc_info.value).reason == "TOO_MANY_TOKENS"
+            first.cancel()
+    finally:
+        server.stop()
+
+
+def test_api_key() -> None:
+    server = _server(api_key="s3cret")
+    try:
+        with grpc.insecure_channel(server.address) as ch:
+            stub = service_pb2_grpc.TokenwireServiceStub(ch)
+            for meta in [(), (("authorization", "Bearer wrong"),), (("authorization", "s3cret"),)]:
+                with pytest.raises(grpc.RpcError) as exc_info:
+                    stub.CreateChatCompletion(chat_request(max_tokens=2), metadata=meta, timeout=10)
+                assert exc_info.value.code() == grpc.StatusCode.UNAUTHENTICATED
+                assert error_info(exc_info.value).metadata["param"] == "authorization"
+            with pytest.raises(grpc.RpcError) as exc_info:
+                list(stub.StreamChatCompletion(chat_request(max_tokens=2), timeout=10))
+            assert exc_info.value.code() == grpc.StatusCode.UNAUTHENTICATED
+            ok = stub.CreateChatCompletion(
+                chat_request(max_tokens=2), metadata=(("authorization", "Bearer s3cret"),), timeout=10
+            )
+            assert ok.choices
+            # probes stay open by default
+            assert stub.GetHealth(models_pb2.GetHealthRequest(), timeout=5).status == "SERVING"
+            h = health_pb2_grpc.HealthStub(ch).Check(health_pb2.HealthCheckRequest(), timeout=5)
+            assert h.status == health_pb2.HealthCheckResponse.SERVING
+    finally:
+        server.stop()
+
+
+def test_api_key_closed_probes() -> None:
+    server = _server(api_key="k", open_probes=False)
+    try:
+        with grpc.insecure_channel(server.address) as ch:
+            with pytest.raises(grpc.RpcError) as exc_info:
+                health_pb2_grpc.HealthStub(ch).Check(health_pb2.HealthCheckRequest(), timeout=5)
+            assert exc_info.value.code() == grpc.StatusCode.UNAUTHENTICATED
+    finally:
+        server.stop()
+
+
+def _self_signed(tmp_path) -> tuple[str, str, bytes]:
+    from cryptography import x509
+    from cryptography.hazmat.primitives import hashes, serialization
+    from cryptography.hazmat.primitives.asymmetric import ec
+    from cryptography.x509.oid import NameOID
+
+    key = ec.generate_private_key(ec.SECP256R1())
+    name = x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, "localhost")])
+    now = datetime.datetime.now(datetime.timezone.utc)
+    cert = (
+        x509.CertificateBuilder().subject_name(name).issuer_name(name).public_key(key.public_key())
+        .serial_number(x509.random_serial_number()).not_valid_before(now - datetime.timedelta(days=1))
+        .not_valid_after(now + datetime.timedelta(days=1))
+        .add_extension(x509.SubjectAlternativeName([x509.DNSName("localhost")]), critical=False)
+        .sign(key, hashes.SHA256())
+    )
+    pem = cert.public_bytes(serialization.Encoding.PEM)
+    (tmp_path / "cert.pem").write_bytes(pem)
+    (tmp_path / "key.pem").write_bytes(key.private_bytes(
+        serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8, serialization.NoEncryption()))
+    return str(tmp_path / "cert.pem"), str(tmp_path / "key.pem"), pem
+
+
+def test_tls(tmp_path) -> None:
+    cert, key, pem = _self_signed(tmp_path)
+    server = _server(tls_cert=cert, tls_key=key)
+    try:
+        creds = grpc.ssl_channel_credentials(root_certificates=pem)
+        with grpc.secure_channel(server.address, creds,
+                                 options=(("grpc.ssl_target_name_override", "localhost"),)) as ch:
+            resp = service_pb2_grpc.TokenwireServiceStub(ch).CreateChatCompletion(
+                chat_request(max_tokens=2), timeout=10)
+            assert resp.choices
+        with grpc.insecure_channel(server.address) as ch, pytest.raises(grpc.RpcError):
+            service_pb2_grpc.TokenwireServiceStub(ch).CreateChatCompletion(
+                chat_request(max_tokens=2), timeout=5)
+    finally:
+        server.stop()
+
+
+def test_metrics_endpoint() -> None:
+    port = free_port()
+    server = _server(metrics_port=port)
+    try:
+        with grpc.insecure_channel(server.address) as ch:
+            stub = service_pb2_grpc.TokenwireServiceStub(ch)
+            resp = stub.CreateChatCompletion(chat_request(return_token_ids=True), timeout=10)
+            with pytest.raises(grpc.RpcError):
+                stub.CreateChatCompletion(chat_request(n=0), timeout=10)
+        text = urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=5).read().decode()
+        assert 'tokenwire_requests_total{code="OK",method="CreateChatCompletion"} 1.0' in text
+        assert 'tokenwire_requests_total{code="INVALID_ARGUMENT",method="CreateChatCompletion"} 1.0' in text
+        completion = len(resp.choices[0].token_ids)
+        assert f"tokenwire_completion_tokens_total {completion}.0" in text  # warm-up not counted
+        assert "tokenwire_time_to_first_token_seconds_count 1.0" in text
+        assert "tokenwire_requests_in_flight 0.0" in text
+    finally:
+        server.stop()
+
+
+def test_engine_death_turns_health_not_serving() -> None:
+    import asyncio
+
+    from tokenwire.server.app import watch_engine
+
+    engine = FakeEngine(max_model_len=512)
+    server = ThreadServer(ServerSettings(engine="fake", port=0, max_model_len=512), engine).start()
+    try:
+        dead = threading.Event()
+
+        async def watch() -> None:
+            flag = asyncio.Event()
+            await watch_engine(server._running, 0.05, flag)  # type: ignore[arg-type]
+            if flag.is_set():
+                dead.set()
+
+        future = asyncio.run_coroutine_threadsafe(watch(), server._loop)  # type: ignore[arg-type]
+        engine.healthy = False
+        future.result(5)
+        assert dead.is_set()
+        with grpc.insecure_channel(server.address) as ch:
+            h = health_pb2_grpc.HealthStub(ch).Check(health_pb2.HealthCheckRequest(), timeout=5)
+            assert h.status == health_pb2.HealthCheckResponse.NOT_SERVING
+            with pytest.raises(grpc.RpcError) as exc_info:
+                service_pb2_grpc.TokenwireServiceStub(ch).CreateChatCompletion(
+                    chat_request(max_tokens=2), timeout=5)
+            assert exc_info.value.code() == grpc.StatusCode.UNAVAILABLE
+    finally:
+        server.stop()
