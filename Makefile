@@ -11,7 +11,7 @@ TINY_DIR := .models/tiny-random-llama
 export TORCHINDUCTOR_CACHE_DIR ?= $(CURDIR)/.cache/inductor
 export VLLM_CACHE_ROOT ?= $(CURDIR)/.cache/vllm
 
-.PHONY: setup venv model tiny-model proto run serve gateway test test-unit lint bench clean
+.PHONY: setup venv model tiny-model proto run serve gateway test test-unit lint bench load soak clean
 
 setup: venv model
 
@@ -62,6 +62,13 @@ test-unit: venv
 bench: venv tiny-model
 	$(PY) -m pip install -q -e ".[bench]"
 	$(PY) -m bench.run $(BENCH_ARGS)
+
+# Load (256 concurrent mixed streams, gRPC + REST) and a 10-minute soak, on loopback.
+load: venv tiny-model
+	$(PY) -m bench.load $(LOAD_ARGS)
+
+soak: venv tiny-model
+	$(PY) -m bench.load --soak 600 $(LOAD_ARGS)
 
 lint: venv
 	$(VENV)/bin/ruff check client server gateway tests tools
