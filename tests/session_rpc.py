@@ -99,6 +99,26 @@ class RawSession:
                 return ev
             self._buffer.append(ev)
 
+    def until(self, want: Any, timeout: float = 30) -> list[session_pb2.SessionResponse]:
+        """Events read up to (and with) the first one `want` accepts, in
+        order; events before it are returned, not left buffered."""
+        got = list(self._buffer)
+        self._buffer.clear()
+        for i, ev in enumerate(got):
+            if ev is not _STOP and want(ev):
+                self._buffer.extend(got[i + 1:])
+                return got[: i + 1]
+        if any(ev is _STOP for ev in got):
+            raise AssertionError(f"the stream ended: {self.status}")
+        while True:
+            ev = self.events.get(timeout=timeout)
+            if ev is _STOP:
+                self._buffer.append(ev)
+                raise AssertionError(f"the stream ended: {self.status}")
+            got.append(ev)
+            if want(ev):
+                return got
+
     def next(self, timeout: float = 30) -> session_pb2.SessionResponse:
         return self._take(lambda ev: True, timeout)
 

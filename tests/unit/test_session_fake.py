@@ -106,11 +106,12 @@ def test_cancel_stops_one_request_others_finish(slow_stub, slow_engine) -> None:
     s = RawSession(slow_stub)
     rids = [f"r{i}" for i in range(6)]
     s.send(*[start_chat(r, ignore_eos=True, max_tokens=60, stream=True, return_token_ids=True) for r in rids])
-    for r in rids[:3]:  # wait until each has produced something, then cancel three
-        s._take(lambda e, r=r: e.request_id == r and e.WhichOneof("event") == "chat_chunk", 10)
+    taken = []
+    for r in ("r0", "r2", "r4"):  # wait until each has produced something, then cancel them
+        taken += s.until(lambda e, r=r: e.request_id == r and e.WhichOneof("event") == "chat_chunk", 10)
     s.send(cancel("r0"), cancel("r2"), cancel("r4"), cancel("not-running"))
     s.half_close()
-    events = by_request(s.drain())
+    events = by_request(taken + s.drain())
     assert s.status is None
     for r in ("r0", "r2", "r4"):
         last = events[r][-1]
@@ -129,7 +130,7 @@ def test_cancel_stops_one_request_others_finish(slow_stub, slow_engine) -> None:
 def test_close_aborts_everything_then_ends_ok(slow_stub, slow_engine) -> None:
     s = RawSession(slow_stub)
     s.send(*[start_chat(f"c{i}", ignore_eos=True, max_tokens=200, stream=True) for i in range(3)])
-    s._take(lambda e: e.WhichOneof("event") == "chat_chunk", 10)
+    s.until(lambda e: e.WhichOneof("event") == "chat_chunk", 10)
     s.send(close(), start_chat("after-close"))
     events = by_request(s.drain())
     assert s.status is None
@@ -144,7 +145,7 @@ def test_close_aborts_everything_then_ends_ok(slow_stub, slow_engine) -> None:
 def test_dropping_the_stream_aborts_its_requests(slow_stub, slow_engine) -> None:
     s = RawSession(slow_stub)
     s.send(*[start_chat(f"d{i}", ignore_eos=True, max_tokens=300, stream=True) for i in range(3)])
-    s._take(lambda e: e.WhichOneof("event") == "chat_chunk", 10)
+    s.until(lambda e: e.WhichOneof("event") == "chat_chunk", 10)
     assert slow_stub.GetStats(models_pb2.GetStatsRequest(), timeout=5).sessions == 1
     s.call.cancel()
     stats = wait_idle(slow_stub)
