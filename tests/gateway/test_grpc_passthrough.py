@@ -72,6 +72,24 @@ def test_health_and_stats_through_envoy(via_envoy) -> None:
     assert stats.model == "fake-model"
 
 
+def test_bidirectional_stream_through_envoy(via_envoy) -> None:
+    # Server reflection is a bidirectional stream: several requests, each
+    # answered on the same open stream.
+    from grpc_reflection.v1alpha import reflection_pb2, reflection_pb2_grpc
+
+    stub = reflection_pb2_grpc.ServerReflectionStub(via_envoy)
+    asks = [
+        reflection_pb2.ServerReflectionRequest(list_services=""),
+        reflection_pb2.ServerReflectionRequest(file_containing_symbol="tokenwire.v1.TokenwireService"),
+        reflection_pb2.ServerReflectionRequest(list_services=""),
+    ]
+    answers = list(stub.ServerReflectionInfo(iter(asks), timeout=10))
+    assert len(answers) == 3
+    names = {s.name for s in answers[0].list_services_response.service}
+    assert "tokenwire.v1.TokenwireService" in names
+    assert answers[1].file_descriptor_response.file_descriptor_proto
+
+
 def _grpcurl() -> str:
     found = shutil.which("grpcurl") or str(__import__("pathlib").Path(sys.executable).parent / "grpcurl")
     if not shutil.which(found):
