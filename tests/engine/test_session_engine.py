@@ -14,6 +14,7 @@ import grpc
 import pytest
 
 from tests.node_example import ensure_node_example, run_chat_js
+from tests.readme_recipes import check_client_examples, check_grpcurl_recipes
 from tests.rpc import chat_request
 from tests.session_rpc import RawSession, by_request, cancel, kinds, start_chat
 from tokenwire.client import Client, Conversation
@@ -210,3 +211,15 @@ def test_node_client_on_the_real_engine(real_server, real_stub) -> None:
     assert text.replace("<|im_end|>", "") == r["text"]
     t1, t2 = r["session"]["turn1"], r["session"]["turn2"]
     assert t2["prompt_token_ids"] == t1["prompt_token_ids"] + t1["token_ids"] + t2["suffix_token_ids"]
+
+
+def test_readme_recipes_on_the_real_engine(real_server) -> None:
+    objects = check_grpcurl_recipes(real_server.address)
+    unary = next(o for o in objects if o.get("object") == "chat.completion")
+    assert "Paris" in unary["choices"][0]["message"]["content"]
+    assert unary["choices"][0]["token_ids"][-1] == EOS
+    session = {o["request_id"]: o for o in objects if "request_id" in o and ("done" in o or "error" in o)}
+    assert "done" in session["a"] and "done" in session["b"], session
+    outputs = check_client_examples(real_server.address)  # sampled at temperature 0.7
+    rows = [line.split(" ", 1)[0] for line in outputs[0].splitlines()[-3:]]
+    assert rows == ["0", "1", "2"], outputs[0]

@@ -3,6 +3,7 @@ subprocess against a fake-engine server)."""
 
 from __future__ import annotations
 
+import itertools
 import json
 import subprocess
 import sys
@@ -27,7 +28,7 @@ def test_chat_json_three_turns_continue_token_exactly(fake_server: ThreadServer)
         assert out.returncode == 0, out.stderr
         turns = [json.loads(line) for line in out.stdout.splitlines()]
         assert [t["turn"] for t in turns] == [1, 2, 3]
-        for a, b in zip(turns, turns[1:], strict=False):
+        for a, b in itertools.pairwise(turns):
             assert b["prompt_ids"] == a["prompt_ids"] + a["completion_ids"] + b["suffix_ids"]
         for t in turns:
             assert t["text"] == REPLY and t["completion_ids"][-1] == EOS

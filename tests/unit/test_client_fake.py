@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import asyncio
 import collections.abc
+import itertools
 import threading
 import time
 
@@ -208,7 +209,7 @@ def test_conversation_three_turns_keeps_ids(client: Client, mode: str) -> None:
         conv.send("And of Germany?")
         streamed = list(conv.stream("Which is bigger?"))
     assert streamed and len(conv.turns) == 3
-    for a, b in zip(conv.turns, conv.turns[1:], strict=False):
+    for a, b in itertools.pairwise(conv.turns):
         assert b.prompt_ids[: len(a.prompt_ids) + len(a.completion_ids)] == a.prompt_ids + a.completion_ids
         assert b.prompt_ids == a.prompt_ids + a.completion_ids + b.suffix_ids
     for t in conv.turns:
