@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
+import os
 import signal
 import sys
 import threading
@@ -56,6 +57,10 @@ def run_gateway(ns: argparse.Namespace) -> int:
     return 0 if stop.is_set() else (code or 1)
 
 
+# Passed to the server through its environment, not its (visible) command line.
+SECRET_FIELDS = {"api_key": "TOKENWIRE_API_KEY"}
+
+
 def serve_argv(ns: argparse.Namespace) -> list[str]:
     """The `tokenwire serve` flags for the server settings in `ns` (only
     those that differ from the defaults)."""
@@ -65,7 +70,7 @@ def serve_argv(ns: argparse.Namespace) -> list[str]:
     argv: list[str] = []
     for field in dataclasses.fields(ServerSettings):
         value = getattr(ns, field.name)
-        if value == getattr(defaults, field.name) or value is None:
+        if value == getattr(defaults, field.name) or value is None or field.name in SECRET_FIELDS:
             continue
         flag = "--" + field.name.replace("_", "-")
         if isinstance(value, bool):
@@ -82,4 +87,13 @@ def run_up(ns: argparse.Namespace) -> int:
         raise SystemExit("tokenwire up: give the server a fixed --port (not 0)")
     ns.gateway_upstream_host = ns.host
     ns.gateway_upstream_port = ns.port
-    return supervisor.run(serve_argv(ns), gw_settings.from_namespace(ns))
+    if ns.tls_cert and not ns.gateway_upstream_tls_ca:
+        ns.gateway_upstream_tls_ca = ns.tls_cert  # a self-signed server certificate
+    gateway = gw_settings.from_namespace(ns)
+    probe = supervisor.Probe(
+        tls_ca=gateway.upstream_tls_ca,
+        tls_server_name=gateway.upstream_tls_server_name or "localhost",
+        api_key="" if ns.open_probes else (ns.api_key or os.environ.get("TOKENWIRE_API_KEY", "")),
+    )
+    env = {var: getattr(ns, name) for name, var in SECRET_FIELDS.items() if getattr(ns, name)}
+    return supervisor.run(serve_argv(ns), gateway, probe=probe, server_env=env)

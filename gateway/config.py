@@ -72,6 +72,25 @@ def _admin_block(settings: GatewaySettings) -> str:
     return "admin:\n  address: " + json.dumps(address)
 
 
+def _upstream_tls_block(settings: GatewaySettings) -> str:
+    """The cluster's TLS transport socket (gRPC needs ALPN h2), or nothing."""
+    if not settings.upstream_tls_ca:
+        return ""
+    tls: dict = {
+        "@type": "type.googleapis.com/envoy.extensions.transport_sockets.tls.v3.UpstreamTlsContext",
+        "common_tls_context": {
+            "alpn_protocols": ["h2"],
+            "validation_context": {
+                "trusted_ca": {"filename": str(pathlib.Path(settings.upstream_tls_ca).resolve())}
+            },
+        },
+    }
+    if settings.upstream_tls_server_name:
+        tls["sni"] = settings.upstream_tls_server_name
+    socket = {"name": "envoy.transport_sockets.tls", "typed_config": tls}
+    return "    transport_socket: " + json.dumps(socket)
+
+
 def render(settings: GatewaySettings) -> str:
     """The Envoy YAML for these settings."""
     mappers = "\n".join("            - " + json.dumps(m) for m in local_reply_mappers(settings))
@@ -81,6 +100,7 @@ def render(settings: GatewaySettings) -> str:
         "listen_port": settings.listen_port,
         "upstream_host": settings.upstream_host,
         "upstream_port": settings.upstream_port,
+        "upstream_tls": _upstream_tls_block(settings),
         "descriptor": str(pathlib.Path(settings.descriptor).resolve()),
         "lua_dir": str(LUA_DIR),
         "max_request_bytes": settings.max_request_bytes,

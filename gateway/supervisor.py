@@ -8,29 +8,55 @@ in-flight calls may finish within its grace period).
 
 from __future__ import annotations
 
+import dataclasses
+import os
 import signal
 import subprocess
 import sys
 import threading
 import time
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
+from typing import Any
 
 from tokenwire.gateway.process import EnvoyProcess
 from tokenwire.gateway.settings import GatewaySettings
 
 
+@dataclasses.dataclass(frozen=True)
+class Probe:
+    """How to reach the server's health service: TLS trust and API key."""
+
+    tls_ca: str = ""  # PEM to trust; "" : plaintext
+    tls_server_name: str = "localhost"  # the name the server certificate holds
+    api_key: str = ""  # sent only when the probes are closed
+
+    def channel(self, address: str) -> Any:
+        import grpc
+
+        if not self.tls_ca:
+            return grpc.insecure_channel(address)
+        with open(self.tls_ca, "rb") as f:
+            creds = grpc.ssl_channel_credentials(root_certificates=f.read())
+        options = (("grpc.ssl_target_name_override", self.tls_server_name),)
+        return grpc.secure_channel(address, creds, options=options)
+
+    def metadata(self) -> tuple[tuple[str, str], ...]:
+        return (("authorization", f"Bearer {self.api_key}"),) if self.api_key else ()
+
+
 def wait_serving(address: str, proc: subprocess.Popen[bytes], stop: threading.Event,
-                 timeout: float) -> bool:
+                 timeout: float, probe: Probe) -> bool:
     """Poll grpc.health.v1 until SERVING; False if stopped or the server died."""
     import grpc
     from grpc_health.v1 import health_pb2, health_pb2_grpc
 
     deadline = time.monotonic() + timeout
-    with grpc.insecure_channel(address) as channel:
+    with probe.channel(address) as channel:
         stub = health_pb2_grpc.HealthStub(channel)
         while not stop.is_set() and proc.poll() is None:
             try:
-                resp = stub.Check(health_pb2.HealthCheckRequest(service=""), timeout=2)
+                resp = stub.Check(health_pb2.HealthCheckRequest(service=""), timeout=2,
+                                  metadata=probe.metadata())
                 if resp.status == health_pb2.HealthCheckResponse.SERVING:
                     return True
             except grpc.RpcError:
@@ -52,22 +78,25 @@ def stop_server(proc: subprocess.Popen[bytes], timeout: float) -> int:
     return proc.wait()
 
 
-def run(serve_argv: Sequence[str], gateway: GatewaySettings, *, start_timeout: float = 900,
+def run(serve_argv: Sequence[str], gateway: GatewaySettings, *, probe: Probe | None = None,
+        server_env: Mapping[str, str] | None = None, start_timeout: float = 900,
         stop_timeout: float = 120) -> int:
-    """Run `tokenwire serve <serve_argv>` and Envoy in front of it until a
-    signal or until one of them exits. Returns an exit status."""
+    """Run `tokenwire serve <serve_argv>` (with `server_env` added to the
+    environment) and Envoy in front of it until a signal or until one of
+    them exits. Returns an exit status."""
     stop = threading.Event()
 
     def on_signal(signum: int, frame: object) -> None:
         stop.set()
 
     previous = {s: signal.signal(s, on_signal) for s in (signal.SIGINT, signal.SIGTERM)}
-    server = subprocess.Popen([sys.executable, "-m", "tokenwire.cli", "serve", *serve_argv])
+    env = {**os.environ, **(server_env or {})}
+    server = subprocess.Popen([sys.executable, "-m", "tokenwire.cli", "serve", *serve_argv], env=env)
     envoy = EnvoyProcess(gateway)
     upstream = f"{gateway.upstream_host}:{gateway.upstream_port}"
     status = 0
     try:
-        if not wait_serving(upstream, server, stop, start_timeout):
+        if not wait_serving(upstream, server, stop, start_timeout, probe or Probe()):
             return 0 if stop.is_set() else (server.returncode or 1)
         envoy.start()
         print(

@@ -12,7 +12,8 @@
 -- * a failed call (gRPC status recorded by grpc_status.lua) becomes
 --   {"error": {"message", "type", "param", "code"}} with the HTTP status of
 --   the gRPC code; message and param come from the google.rpc.Status and
---   its google.rpc.ErrorInfo detail (metadata "param");
+--   its google.rpc.ErrorInfo detail (metadata "param"); a RetryInfo detail
+--   becomes the retry-after / retry-after-ms headers;
 -- * a stream, which the transcoder prints as one JSON array
 --   ("[{..}", ",{..}", ..., "]" written when the gRPC trailers arrive),
 --   is re-framed chunk by chunk as Server-Sent Events
@@ -137,13 +138,55 @@ local function fields(s)
 end
 
 local ERROR_INFO = "type.googleapis.com/google.rpc.ErrorInfo"
+local RETRY_INFO = "type.googleapis.com/google.rpc.RetryInfo"
 
--- message, reason, param of a serialized google.rpc.Status.
+-- The ErrorInfo reason and metadata "param".
+local function parse_error_info(bin)
+  local reason, param
+  for _, e in ipairs(fields(bin)) do
+    if e[1] == 1 then
+      reason = e[2]
+    elseif e[1] == 3 then -- metadata map entry
+      local k, v
+      for _, kv in ipairs(fields(e[2])) do
+        if kv[1] == 1 then
+          k = kv[2]
+        elseif kv[1] == 2 then
+          v = kv[2]
+        end
+      end
+      if k == "param" then
+        param = v
+      end
+    end
+  end
+  return reason, param
+end
+
+-- RetryInfo.retry_delay in milliseconds.
+local function parse_retry_info(bin)
+  for _, r in ipairs(fields(bin)) do
+    if r[1] == 1 then -- google.protobuf.Duration
+      local seconds, nanos = 0, 0
+      for _, d in ipairs(fields(r[2])) do
+        if d[1] == 1 then
+          seconds = d[2]
+        elseif d[1] == 2 then
+          nanos = d[2]
+        end
+      end
+      return seconds * 1000 + math.floor(nanos / 1000000)
+    end
+  end
+  return nil
+end
+
+-- A serialized google.rpc.Status: {message, reason, param, retry_ms}.
 local function parse_status(bin)
-  local message, reason, param
+  local out = {}
   for _, f in ipairs(fields(bin)) do
     if f[1] == 2 then
-      message = f[2]
+      out.message = f[2]
     elseif f[1] == 3 then -- details: google.protobuf.Any
       local type_url, value
       for _, a in ipairs(fields(f[2])) do
@@ -154,27 +197,13 @@ local function parse_status(bin)
         end
       end
       if type_url == ERROR_INFO and value ~= nil then
-        for _, e in ipairs(fields(value)) do
-          if e[1] == 1 then
-            reason = e[2]
-          elseif e[1] == 3 then -- metadata map entry
-            local k, v
-            for _, kv in ipairs(fields(e[2])) do
-              if kv[1] == 1 then
-                k = kv[2]
-              elseif kv[1] == 2 then
-                v = kv[2]
-              end
-            end
-            if k == "param" then
-              param = v
-            end
-          end
-        end
+        out.reason, out.param = parse_error_info(value)
+      elseif type_url == RETRY_INFO and value ~= nil then
+        out.retry_ms = parse_retry_info(value)
       end
     end
   end
-  return message, reason, param
+  return out
 end
 
 local function percent_decode(s)
@@ -183,31 +212,33 @@ local function percent_decode(s)
   end))
 end
 
--- The OpenAI error for the gRPC status recorded in `rest`: http, body.
+-- The OpenAI error for the gRPC status recorded in `rest`:
+-- http status, body, retry delay in ms (or nil).
 local function openai_error(rest)
   local code = tonumber(rest["grpc_status"] or "") or 2
   local message = percent_decode(rest["grpc_message"] or "")
-  local reason, param
+  local status = {}
   local details = rest["grpc_details"] or ""
   if details ~= "" then
-    local ok, m, r, p = pcall(parse_status, b64decode(details))
+    local ok, parsed = pcall(parse_status, b64decode(details))
     if ok then
-      if m ~= nil and m ~= "" then
-        message = m
-      end
-      reason, param = r, p
+      status = parsed
     end
+  end
+  if status.message ~= nil and status.message ~= "" then
+    message = status.message
   end
   if message == "" then
     message = "the call failed with gRPC status " .. (CODE_NAMES[code] or tostring(code))
   end
   local http = HTTP_STATUS[code] or 500
+  local reason, param = status.reason, status.param
   local code_text = reason and reason:lower() or CODE_NAMES[code] or "unknown"
   local body = '{"error":{"message":' .. json_string(message)
     .. ',"type":' .. json_string(error_type(http))
     .. ',"param":' .. (param and param ~= "" and json_string(param) or "null")
     .. ',"code":' .. json_string(code_text) .. "}}"
-  return http, body
+  return http, body, status.retry_ms
 end
 
 -- SSE re-framing of the transcoder's JSON array --------------------------
@@ -355,12 +386,16 @@ function envoy_on_response(handle)
   local status = rest["grpc_status"]
   if status ~= nil and status ~= "0" then
     -- The call failed before any response message: an HTTP error.
-    local http, body = openai_error(rest)
+    local http, body, retry_ms = openai_error(rest)
     handle:body(true):setBytes(body)
     headers = handle:headers()
     headers:replace(":status", tostring(http))
     headers:replace("content-type", "application/json")
     headers:replace("content-length", tostring(#body))
+    if retry_ms ~= nil then -- google.rpc.RetryInfo: what HTTP clients (the openai SDK) read
+      headers:replace("retry-after-ms", tostring(retry_ms))
+      headers:replace("retry-after", tostring(math.ceil(retry_ms / 1000)))
+    end
     return
   end
   if status == nil and headers:get(":status") == "400" then

@@ -3,12 +3,14 @@ stops server and gateway together (fake engine, so it is quick)."""
 
 from __future__ import annotations
 
+import os
 import signal
 import subprocess
 import sys
 import time
 
 import httpx
+import openai
 import pytest
 
 from tests.servers import free_port
@@ -17,12 +19,12 @@ from tokenwire.gateway.process import port_open
 pytestmark = pytest.mark.gateway
 
 
-def wait_rest(url: str, proc: subprocess.Popen, timeout: float = 60) -> None:
+def wait_rest(url: str, proc: subprocess.Popen, timeout: float = 60, headers=None) -> None:
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
         assert proc.poll() is None, f"tokenwire up exited with {proc.returncode}"
         try:
-            if httpx.get(f"{url}/health", timeout=2).status_code == 200:
+            if httpx.get(f"{url}/health", timeout=2, headers=headers).status_code == 200:
                 return
         except httpx.HTTPError:
             pass
@@ -53,3 +55,32 @@ def test_up_serves_rest_and_stops_both(sig) -> None:
     assert "REST on " in out
     assert not port_open("127.0.0.1", rest_port), "envoy is gone"
     assert not port_open("127.0.0.1", grpc_port), "the server is gone"
+
+
+def test_up_with_tls_and_an_api_key(tmp_path) -> None:
+    from tests.gateway.test_server_hardening import self_signed
+
+    cert, key = self_signed(tmp_path)
+    grpc_port, rest_port = free_port(), free_port()
+    cmd = [sys.executable, "-m", "tokenwire.cli", "up", "--engine", "fake",
+           "--served-model-name", "fake-model", "--port", str(grpc_port),
+           "--gateway-listen-port", str(rest_port), "--tls-cert", cert, "--tls-key", key,
+           "--no-open-probes"]
+    env = {**os.environ, "TOKENWIRE_API_KEY": "k3y"}
+    proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, env=env)
+    url = f"http://127.0.0.1:{rest_port}"
+    try:
+        wait_rest(url, proc, headers={"authorization": "Bearer k3y"})
+        assert httpx.get(f"{url}/health", timeout=5).status_code == 401
+        client = openai.OpenAI(base_url=f"{url}/v1", api_key="k3y", max_retries=0)
+        r = client.chat.completions.create(
+            model="fake-model", messages=[{"role": "user", "content": "hi"}], max_tokens=2)
+        assert r.choices[0].message.content == "He"
+        proc.send_signal(signal.SIGTERM)
+        assert proc.wait(60) == 0
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+    out = proc.stdout.read().decode() if proc.stdout else ""
+    assert "k3y" not in out
