@@ -364,3 +364,19 @@ def test_store_limits_per_session_and_global() -> None:
     with pytest.raises(NotFound) as exc_info:
         store.get("s1", "r0")
     assert exc_info.value.reason == "CONTINUATION_NOT_FOUND"
+
+
+def test_one_id_per_conversation_continues_itself(fake_stub) -> None:
+    s = RawSession(fake_stub)
+    s.send(start_chat("conv", return_token_ids=True))
+    prompts = [list(s.until_terminal("conv")[0].chat_result.prompt_token_ids)]
+    completions = []
+    for q in ("Two?", "Three?"):
+        s.send(start_chat("conv", return_token_ids=True,
+                          continuation={"previous_request_id": "conv", "messages": [{"role": "user", "content": q}]}))
+        evs = s.until_terminal("conv")
+        assert kinds(evs) == ["chat_result", "done"], evs
+        prompts.append(list(evs[0].chat_result.prompt_token_ids))
+        completions.append(list(evs[0].chat_result.choices[0].token_ids))
+    assert prompts[2][: len(prompts[1]) + len(completions[0])] == prompts[1] + completions[0]
+    s.close()

@@ -11,7 +11,7 @@ from __future__ import annotations
 from typing import Any
 
 import grpc
-from google.rpc import code_pb2, error_details_pb2, status_pb2
+from google.rpc import error_details_pb2, status_pb2
 
 STATUS_DETAILS_KEY = "grpc-status-details-bin"
 
@@ -113,7 +113,3 @@ def from_session_error(error: Any) -> TokenwireError:
     """The typed exception for a Session `error` event (SessionRequestError)."""
     code = _BY_NUMBER.get(int(error.code), grpc.StatusCode.UNKNOWN)
     return error_for(code, error.message, reason=error.reason, param=error.param)
-
-
-def code_name(number: int) -> str:
-    return str(code_pb2.Code.Name(number))

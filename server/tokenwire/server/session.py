@@ -186,7 +186,6 @@ class Session:
                 f"(--session-max-requests {self.deps.settings.session_max_requests})",
             )))
             return
-        self.deps.store.discard(self.id, rid)  # the id now names the new request
         task = asyncio.create_task(self._execute(rid, start))
         self.tasks[rid] = task
         task.add_done_callback(lambda t: self._finished(rid, t))
@@ -230,7 +229,7 @@ class Session:
                     "empty: the prompt is the earlier request's ids plus the suffix",
                     param="messages",
                 )
-            cont = self._continuation(start.continuation, chat_render_options(req))
+            cont = self._continuation(rid, start.continuation, chat_render_options(req))
             req = _copy(req)
             req.nvext.token_data.extend(cont.prompt)
         plan = build_chat_plan(
@@ -265,7 +264,7 @@ class Session:
                     "earlier request's ids plus the suffix",
                     param="token_ids",
                 )
-            cont = self._continuation(start.continuation, RenderOptions())
+            cont = self._continuation(rid, start.continuation, RenderOptions())
             req = _copy(req)
             req.token_ids.extend(cont.prompt)
         stream = bool(req.stream)
@@ -296,7 +295,7 @@ class Session:
         return done
 
     def _continuation(
-        self, c: session_pb2.Continuation, options: RenderOptions
+        self, rid: str, c: session_pb2.Continuation, options: RenderOptions
     ) -> ResolvedContinuation:
         d = self.deps
         prev = c.previous_request_id
@@ -310,7 +309,7 @@ class Session:
                 "give at most one of continuation.suffix_token_ids and continuation.messages",
                 param="continuation",
             )
-        if prev in self.tasks:
+        if prev in self.tasks and prev != rid:  # a request may continue its own id
             raise FailedPrecondition(
                 f"request '{prev}' is still running: continue it after its done event",
                 param="continuation.previous_request_id", reason="CONTINUATION_NOT_FINISHED",
