@@ -1,9 +1,10 @@
--- Client-side filter (after json_to_metadata, before the gRPC-JSON
--- transcoder): the OpenAI REST conventions the transcoder lacks.
+-- Client-side filter (before the gRPC-JSON transcoder): the OpenAI REST
+-- conventions the transcoder lacks.
 --
 -- Request: `POST /v1/chat/completions` and `POST /inference/v1/generate`
--- with "stream": true (read by json_to_metadata into "tokenwire.request")
--- go to the streaming method's binding (`...:stream`). Every REST call is
+-- with "stream": true at the top level of the JSON body (whatever the
+-- content type says) go to the streaming method's binding (`...:stream`);
+-- the transcoder then matches the new path. Every REST call is
 -- marked in dynamic metadata "tokenwire.rest" (mode "json" or "sse");
 -- native gRPC calls are left alone.
 --
@@ -21,7 +22,6 @@
 --   by "data: {"error": {..}}\n\n" when the stream ended with an error.
 
 local NS = "tokenwire.rest"
-local REQUEST_NS = "tokenwire.request"
 local STREAMABLE = { ["/v1/chat/completions"] = true, ["/inference/v1/generate"] = true }
 local GRPC_HEADERS = {
   "grpc-status", "grpc-message", "grpc-status-details-bin", "grpc-accept-encoding",
@@ -333,45 +333,70 @@ end
 
 -- Filter entry points ------------------------------------------------------
 
+-- Whether a JSON object body has `"stream": true` at its top level (a
+-- "stream" key inside a nested object does not count). Scans structural
+-- characters only, and stops at the key.
+local function stream_requested(s)
+  local root = s:find("[^%s]")
+  if root == nil or s:sub(root, root) ~= "{" then
+    return false
+  end
+  local depth, key_next, i = 1, true, root + 1
+  while true do
+    local j = s:find('[{}%[%]",]', i)
+    if j == nil then
+      return false
+    end
+    local c = s:sub(j, j)
+    if c == '"' then
+      local k = j + 1
+      while true do -- the closing quote
+        local q = s:find('["\\]', k)
+        if q == nil then
+          return false
+        end
+        if s:sub(q, q) == "\\" then
+          k = q + 2
+        else
+          k = q
+          break
+        end
+      end
+      if key_next and depth == 1 and s:sub(j + 1, k - 1) == "stream" then
+        return s:match("^%s*:%s*(%a+)", k + 1) == "true"
+      end
+      key_next = false
+      i = k + 1
+    else
+      if c == "{" or c == "[" then
+        depth = depth + 1
+      elseif c == "}" or c == "]" then
+        depth = depth - 1
+      else -- ","
+        key_next = depth == 1
+      end
+      i = j + 1
+    end
+  end
+end
+
 function envoy_on_request(handle)
   local headers = handle:headers()
   local ctype = headers:get("content-type") or ""
   if ctype:sub(1, 16) == "application/grpc" then
     return -- native gRPC pass-through
   end
-  local meta = handle:streamInfo():dynamicMetadata()
   local mode = "json"
   local path = headers:get(":path") or ""
   local base, query = path:match("^([^?]*)(.*)$")
   if headers:get(":method") == "POST" and STREAMABLE[base] then
-    local req = meta:get(REQUEST_NS)
-    if req ~= nil and req["stream"] == true then
+    local body = handle:body()
+    if body ~= nil and stream_requested(body:getBytes(0, body:length())) then
       mode = "sse"
-      headers:replace(":path", base .. ":stream" .. query)
+      handle:headers():replace(":path", base .. ":stream" .. query)
     end
   end
-  meta:set(NS, "mode", mode)
-end
-
--- Envoy's own 400 (already OpenAI-shaped by local_reply_config): when the
--- transcoder rejected a value ("max_tokens: invalid value ..."), name the
--- field in "param" as OpenAI does.
-local function name_rejected_field(handle)
-  local body = handle:body()
-  if body == nil then
-    return
-  end
-  local text = body:getBytes(0, body:length())
-  local param = text:match('"message":"([%a_][%w_%.%[%]]*): invalid value ')
-  if param == nil then
-    return
-  end
-  text = text:gsub('"param":null', function()
-    return '"param":' .. json_string(param)
-  end, 1)
-  text = text:gsub('"code":"invalid_request_body"', '"code":"invalid_type"', 1)
-  body:setBytes(text)
-  handle:headers():replace("content-length", tostring(#text))
+  handle:streamInfo():dynamicMetadata():set(NS, "mode", mode)
 end
 
 function envoy_on_response(handle)

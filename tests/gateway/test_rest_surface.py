@@ -88,10 +88,25 @@ def test_the_same_body_decides_unary_or_stream(rest) -> None:
     assert ids == unary.json()["choices"][0]["token_ids"]
 
 
-def test_stream_flag_inside_nested_objects_does_not_count(rest) -> None:
-    body = chat_body(max_tokens=2, chat_template_kwargs={"stream": True})
+def test_stream_flag_inside_nested_objects_or_text_does_not_count(rest) -> None:
+    body = chat_body('say "stream": true', max_tokens=2, chat_template_kwargs={"stream": True},
+                     stream=False)
     r = rest.post("/v1/chat/completions", json=body)
     assert r.headers["content-type"] == "application/json"
+
+
+@pytest.mark.parametrize(
+    "content_type",
+    ["application/json", "application/json; charset=utf-8", "Application/JSON", "text/plain", None],
+)
+def test_stream_flag_is_read_whatever_the_content_type(rest, content_type) -> None:
+    raw = json.dumps(chat_body(max_tokens=2, chat_template_kwargs={"stream": False})).encode()
+    raw = raw[:-1] + b',  "stream" :\ttrue }'
+    headers = {"content-type": content_type} if content_type else {}
+    r = rest.post("/v1/chat/completions", content=raw, headers=headers)
+    assert r.status_code == 200, r.text
+    assert r.headers["content-type"] == "text/event-stream"
+    assert len(sse_json(r.content)) == 3
 
 
 def test_rest_json_is_the_grpc_message_printed_by_envoy(rest, flaky_stub) -> None:
