@@ -272,3 +272,34 @@ async def test_async_session_cancel(flaky_server: ThreadServer) -> None:
             pending = await s.start_chat(messages="Hi", ignore_eos=True, max_tokens=300)
         with pytest.raises(RequestCancelledError):
             await pending.result()
+
+
+def test_api_key_tls_and_retry_info(tmp_path, monkeypatch) -> None:
+    from tests.unit.test_hardening import _self_signed
+    from tokenwire.client import ResourceExhaustedError, UnauthenticatedError
+
+    cert, key, pem = _self_signed(tmp_path)
+    settings = ServerSettings(engine="fake", port=0, max_model_len=512, api_key="sekret",
+                              tls_cert=cert, tls_key=key, max_concurrent_requests=1)
+    server = ThreadServer(settings, FakeEngine(max_model_len=512, token_delay=0.01)).start()
+    tls = {"root_certificates": pem, "options": [("grpc.ssl_target_name_override", "localhost")]}
+    try:
+        monkeypatch.delenv("TOKENWIRE_API_KEY", raising=False)
+        with Client(server.address, **tls) as c, pytest.raises(UnauthenticatedError) as exc_info:
+            c.chat(messages="Hi", max_tokens=2)
+        assert exc_info.value.reason == "UNAUTHENTICATED"
+        monkeypatch.setenv("TOKENWIRE_API_KEY", "sekret")
+        with Client(server.address, retry=RetryPolicy(max_attempts=1), **tls) as c:
+            assert c.chat(messages="Hi", max_tokens=2).choices
+            long = c.stream_chat(messages="Hi", ignore_eos=True, max_tokens=60)
+            next(long)  # holds the one admission slot for about 0.6 s
+            with pytest.raises(ResourceExhaustedError) as exc_info:
+                c.chat(messages="Hi", max_tokens=2)
+            assert exc_info.value.retry_after == 1.0
+            with Client(server.address, retry=RetryPolicy(max_attempts=3, initial_backoff=0.01), **tls) as patient:
+                start = time.monotonic()
+                assert patient.chat(messages="Hi", max_tokens=2).choices
+                assert time.monotonic() - start >= 0.9, "the server's RetryInfo delay was honoured"
+            long.close()
+    finally:
+        server.stop()

@@ -18,6 +18,7 @@ from tokenwire.client.errors import (
     RequestCancelledError,
     ResourceExhaustedError,
     TokenwireError,
+    UnauthenticatedError,
     UnavailableError,
 )
 from tokenwire.client.session import AsyncRequestHandle, AsyncSession, RequestHandle, Session
@@ -44,5 +45,6 @@ __all__ = [
     "TokenwireError",
     "Turn",
     "TurnTokens",
+    "UnauthenticatedError",
     "UnavailableError",
 ]

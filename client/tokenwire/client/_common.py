@@ -4,6 +4,7 @@ policy, deadlines, and reading token ids out of responses."""
 from __future__ import annotations
 
 import dataclasses
+import os
 import random
 import time
 from collections.abc import Iterable, Mapping, Sequence
@@ -18,6 +19,7 @@ from tokenwire.v1 import chat_pb2, generate_pb2, session_pb2
 
 DEFAULT_TARGET = "127.0.0.1:50051"
 TENANT_HEADER = "x-tenant-id"
+API_KEY_ENV = "TOKENWIRE_API_KEY"
 
 M = TypeVar("M", bound=Message)
 
@@ -83,10 +85,14 @@ class RetryPolicy:
             and err.reason != "ENGINE_DEAD"
         )
 
-    def backoff(self, attempt: int) -> float:
-        """Seconds to wait before attempt `attempt + 1` (attempt counts from 1)."""
+    def backoff(self, attempt: int, err: TokenwireError | None = None) -> float:
+        """Seconds to wait before attempt `attempt + 1` (attempt counts from
+        1); at least the server's RetryInfo delay when it sent one."""
         cap = min(self.max_backoff, self.initial_backoff * self.multiplier ** (attempt - 1))
-        return random.uniform(cap / 2, cap)
+        wait = random.uniform(cap / 2, cap)
+        if err is not None and err.retry_after:
+            wait = max(wait, err.retry_after)
+        return wait
 
 
 NO_RETRY = RetryPolicy(max_attempts=1)
@@ -103,6 +109,24 @@ class Deadline:
 
     def allows(self, wait: float) -> bool:
         return self.end is None or time.monotonic() + wait < self.end
+
+
+def base_metadata(
+    metadata: Sequence[tuple[str, str]], api_key: str | None
+) -> tuple[tuple[str, str], ...]:
+    """The client's own metadata, plus `authorization: Bearer <key>` when an
+    API key is given (or set in $TOKENWIRE_API_KEY)."""
+    key = os.environ.get(API_KEY_ENV, "") if api_key is None else api_key
+    return (*metadata, ("authorization", f"Bearer {key}")) if key else tuple(metadata)
+
+
+def credentials(
+    tls: bool, root_certificates: bytes | None
+) -> grpc.ChannelCredentials | None:
+    """TLS channel credentials (None: plaintext)."""
+    if not tls and root_certificates is None:
+        return None
+    return grpc.ssl_channel_credentials(root_certificates=root_certificates)
 
 
 def call_metadata(

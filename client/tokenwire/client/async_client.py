@@ -17,8 +17,10 @@ from tokenwire.client._common import (
     DEFAULT_TARGET,
     Deadline,
     RetryPolicy,
+    base_metadata,
     build,
     call_metadata,
+    credentials,
 )
 from tokenwire.client.errors import TokenwireError, UnavailableError, from_rpc_error
 from tokenwire.client.session import AsyncSession
@@ -43,15 +45,20 @@ class AsyncClient:
         self, target: str = DEFAULT_TARGET, *, timeout: float | None = None,
         retry: RetryPolicy | None = None, tenant: str | None = None,
         metadata: Sequence[tuple[str, str]] = (), channel: grpc.aio.Channel | None = None,
-        options: Sequence[tuple[str, Any]] = (),
+        options: Sequence[tuple[str, Any]] = (), api_key: str | None = None, tls: bool = False,
+        root_certificates: bytes | None = None,
     ):
         self.target = target
         self.timeout = timeout
         self.retry = retry or RetryPolicy()
         self.tenant = tenant
-        self._metadata = tuple(metadata)
+        self._metadata = base_metadata(metadata, api_key)
         self._own_channel = channel is None
-        self.channel = channel or grpc.aio.insecure_channel(target, options=list(options))
+        creds = credentials(tls, root_certificates)
+        self.channel = channel or (
+            grpc.aio.secure_channel(target, creds, options=list(options)) if creds
+            else grpc.aio.insecure_channel(target, options=list(options))
+        )
         self.stub = service_pb2_grpc.TokenwireServiceStub(self.channel)
 
     async def close(self) -> None:
@@ -78,7 +85,7 @@ class AsyncClient:
                 return await method(request, timeout=deadline.remaining(), metadata=self._md(metadata))
             except grpc.RpcError as exc:
                 err = from_rpc_error(exc)
-                wait = self.retry.backoff(attempt)
+                wait = self.retry.backoff(attempt, err)
                 if not (self.retry.should_retry(err, attempt) and deadline.allows(wait)):
                     raise err from None
             await asyncio.sleep(wait)
@@ -99,7 +106,7 @@ class AsyncClient:
                 return
             except grpc.RpcError as exc:
                 err = from_rpc_error(exc)
-                wait = self.retry.backoff(attempt)
+                wait = self.retry.backoff(attempt, err)
                 if received or not (self.retry.should_retry(err, attempt) and deadline.allows(wait)):
                     raise err from None
             finally:

@@ -67,6 +67,9 @@ def _common_flags(p: argparse.ArgumentParser) -> None:
     p.add_argument("--speculative-prefill", action="store_true",
                    help="ask the server to warm the next turn's prefix after each turn")
     p.add_argument("--timeout", type=float, default=300.0, help="deadline per turn in seconds")
+    p.add_argument("--api-key", help="API key (default $TOKENWIRE_API_KEY), sent as a bearer token")
+    p.add_argument("--tls", action="store_true", help="connect over TLS (system roots)")
+    p.add_argument("--tls-ca", help="PEM file of the CA to trust (implies --tls)")
 
 
 class Printer:
@@ -140,6 +143,15 @@ def turn_json(n: int, turn: Turn) -> str:
     })
 
 
+def _client(ns: argparse.Namespace) -> Client:
+    roots = None
+    if ns.tls_ca:
+        with open(ns.tls_ca, "rb") as f:
+            roots = f.read()
+    return Client(ns.server, timeout=ns.timeout, api_key=ns.api_key, tls=ns.tls,
+                  root_certificates=roots)
+
+
 def _conversation(ns: argparse.Namespace, client: Client) -> Conversation:
     fields: dict[str, Any] = {"max_tokens": ns.max_tokens}
     for name in ("temperature", "top_p", "seed"):
@@ -186,7 +198,7 @@ def run_chat(ns: argparse.Namespace, stdin: TextIO | None = None, out: TextIO | 
     paint: Callable[[str, str], str] = (
         printer.paint if printer is not None else (lambda text, *codes: text)
     )
-    with Client(ns.server, timeout=ns.timeout) as client, _conversation(ns, client) as conv:
+    with _client(ns) as client, _conversation(ns, client) as conv:
         if interactive:
             out.write(paint(f"tokenwire chat with {ns.server} — /exit or Ctrl-D to leave\n", DIM))
         while True:
@@ -223,7 +235,7 @@ def run_complete(ns: argparse.Namespace, stdin: TextIO | None = None, out: TextI
         return 2
     printer = None if ns.json else Printer(out, show_tokens=ns.show_tokens, color=_use_color(ns, out))
     try:
-        with Client(ns.server, timeout=ns.timeout) as client, _conversation(ns, client) as conv:
+        with _client(ns) as client, _conversation(ns, client) as conv:
             _one_turn(conv, message, printer, 1)
     except TokenwireError as exc:
         print(f"error: {exc}", file=sys.stderr)

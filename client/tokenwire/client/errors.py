@@ -23,7 +23,7 @@ class TokenwireError(Exception):
 
     def __init__(
         self, message: str, *, code: grpc.StatusCode | None = None, reason: str = "",
-        param: str = "", metadata: dict[str, str] | None = None,
+        param: str = "", metadata: dict[str, str] | None = None, retry_after: float | None = None,
     ):
         super().__init__(message)
         self.message = message
@@ -32,6 +32,7 @@ class TokenwireError(Exception):
         self.reason = reason
         self.param = param
         self.metadata = dict(metadata or {})
+        self.retry_after = retry_after  # seconds, from google.rpc.RetryInfo
 
     def __str__(self) -> str:
         where = f" (param {self.param})" if self.param else ""
@@ -73,11 +74,18 @@ class InternalError(TokenwireError):
     code = grpc.StatusCode.INTERNAL
 
 
+class UnauthenticatedError(TokenwireError):
+    """No or a wrong API key (`authorization: Bearer <key>`)."""
+
+    code = grpc.StatusCode.UNAUTHENTICATED
+
+
 _BY_CODE: dict[grpc.StatusCode, type[TokenwireError]] = {
     cls.code: cls
     for cls in (
         InvalidArgumentError, NotFoundError, FailedPreconditionError, ResourceExhaustedError,
         UnavailableError, DeadlineExceededError, RequestCancelledError, InternalError,
+        UnauthenticatedError,
     )
 }
 _BY_NUMBER = {c.value[0]: c for c in grpc.StatusCode}
@@ -85,10 +93,11 @@ _BY_NUMBER = {c.value[0]: c for c in grpc.StatusCode}
 
 def error_for(
     code: grpc.StatusCode, message: str, *, reason: str = "", param: str = "",
-    metadata: dict[str, str] | None = None,
+    metadata: dict[str, str] | None = None, retry_after: float | None = None,
 ) -> TokenwireError:
     cls = _BY_CODE.get(code, TokenwireError)
-    return cls(message, code=code, reason=reason, param=param, metadata=metadata)
+    return cls(message, code=code, reason=reason, param=param, metadata=metadata,
+               retry_after=retry_after)
 
 
 def from_rpc_error(err: grpc.RpcError) -> TokenwireError:
@@ -96,16 +105,20 @@ def from_rpc_error(err: grpc.RpcError) -> TokenwireError:
     call: Any = err
     code = call.code() if hasattr(call, "code") else grpc.StatusCode.UNKNOWN
     message = (call.details() if hasattr(call, "details") else None) or str(err)
-    reason, metadata = "", {}
+    reason, metadata, retry_after = "", {}, None
     for key, value in (call.trailing_metadata() if hasattr(call, "trailing_metadata") else None) or ():
         if key == STATUS_DETAILS_KEY:
             status = status_pb2.Status.FromString(value)
             for detail in status.details:
                 info = error_details_pb2.ErrorInfo()
+                retry = error_details_pb2.RetryInfo()
                 if detail.Unpack(info):
                     reason, metadata = info.reason, dict(info.metadata)
+                elif detail.Unpack(retry):
+                    retry_after = retry.retry_delay.ToMilliseconds() / 1000.0
     return error_for(
-        code, message, reason=reason, param=metadata.get("param", ""), metadata=metadata
+        code, message, reason=reason, param=metadata.get("param", ""), metadata=metadata,
+        retry_after=retry_after,
     )
 
 

@@ -13,8 +13,10 @@ from tokenwire.client._common import (
     DEFAULT_TARGET,
     Deadline,
     RetryPolicy,
+    base_metadata,
     build,
     call_metadata,
+    credentials,
 )
 from tokenwire.client.errors import TokenwireError, UnavailableError, from_rpc_error
 from tokenwire.client.session import Session
@@ -35,7 +37,9 @@ class Client:
 
     ``timeout`` is the default deadline of every call in seconds (None: no
     deadline; each method takes ``timeout=`` too). ``tenant`` is sent as the
-    ``x-tenant-id`` header (it salts the prefix cache). Request methods take
+    ``x-tenant-id`` header (it salts the prefix cache). ``api_key`` (default
+    $TOKENWIRE_API_KEY) is sent as ``authorization: Bearer``; ``tls`` /
+    ``root_certificates`` open a TLS channel. Request methods take
     a proto message, an OpenAI-style dict, and/or keyword fields::
 
         client.chat(messages="What is the capital of France?", max_tokens=20,
@@ -46,15 +50,20 @@ class Client:
         self, target: str = DEFAULT_TARGET, *, timeout: float | None = None,
         retry: RetryPolicy | None = None, tenant: str | None = None,
         metadata: Sequence[tuple[str, str]] = (), channel: grpc.Channel | None = None,
-        options: Sequence[tuple[str, Any]] = (),
+        options: Sequence[tuple[str, Any]] = (), api_key: str | None = None, tls: bool = False,
+        root_certificates: bytes | None = None,
     ):
         self.target = target
         self.timeout = timeout
         self.retry = retry or RetryPolicy()
         self.tenant = tenant
-        self._metadata = tuple(metadata)
+        self._metadata = base_metadata(metadata, api_key)
         self._own_channel = channel is None
-        self.channel = channel or grpc.insecure_channel(target, options=list(options))
+        creds = credentials(tls, root_certificates)
+        self.channel = channel or (
+            grpc.secure_channel(target, creds, options=list(options)) if creds
+            else grpc.insecure_channel(target, options=list(options))
+        )
         self.stub = service_pb2_grpc.TokenwireServiceStub(self.channel)
 
     def close(self) -> None:
@@ -81,7 +90,7 @@ class Client:
                 return method(request, timeout=deadline.remaining(), metadata=self._md(metadata))
             except grpc.RpcError as exc:
                 err = from_rpc_error(exc)
-                wait = self.retry.backoff(attempt)
+                wait = self.retry.backoff(attempt, err)
                 if not (self.retry.should_retry(err, attempt) and deadline.allows(wait)):
                     raise err from None
             time.sleep(wait)
@@ -102,7 +111,7 @@ class Client:
                 return
             except grpc.RpcError as exc:
                 err = from_rpc_error(exc)
-                wait = self.retry.backoff(attempt)
+                wait = self.retry.backoff(attempt, err)
                 if received or not (self.retry.should_retry(err, attempt) and deadline.allows(wait)):
                     raise err from None
             finally:
