@@ -399,6 +399,28 @@ function envoy_on_request(handle)
   handle:streamInfo():dynamicMetadata():set(NS, "mode", mode)
 end
 
+
+-- Envoy's own 400 (already OpenAI-shaped by local_reply_config): when the
+-- transcoder rejected a value ("max_tokens: invalid value ..."), name the
+-- field in "param" as OpenAI does.
+local function name_rejected_field(handle)
+  local body = handle:body()
+  if body == nil then
+    return
+  end
+  local text = body:getBytes(0, body:length())
+  local param = text:match('"message":"([%a_][%w_%.%[%]]*): invalid value ')
+  if param == nil then
+    return
+  end
+  text = text:gsub('"param":null', function()
+    return '"param":' .. json_string(param)
+  end, 1)
+  text = text:gsub('"code":"invalid_request_body"', '"code":"invalid_type"', 1)
+  body:setBytes(text)
+  handle:headers():replace("content-length", tostring(#text))
+end
+
 function envoy_on_response(handle)
   local rest = handle:streamInfo():dynamicMetadata():get(NS)
   if rest == nil then

@@ -14,7 +14,7 @@ import grpc
 import httpx
 import pytest
 
-from tests.gateway.envoy_fixture import start_gateway
+from tests.gateway.envoy_fixture import start_gateway, stop_gateway
 from tests.gateway.flaky_engine import FlakyEngine
 from tests.servers import ProcessServer, ThreadServer
 from tokenwire.gateway.process import EnvoyProcess
@@ -50,7 +50,7 @@ def flaky_stub(
 def gateway(flaky_server: ThreadServer) -> collections.abc.Iterator[EnvoyProcess]:
     envoy = start_gateway(flaky_server.address, max_request_bytes=BODY_LIMIT)
     yield envoy
-    envoy.stop()
+    stop_gateway(envoy)
 
 
 @pytest.fixture(scope="session")
@@ -63,4 +63,4 @@ def rest(gateway: EnvoyProcess) -> collections.abc.Iterator[httpx.Client]:
 def real_gateway(real_server: ProcessServer) -> collections.abc.Iterator[EnvoyProcess]:
     envoy = start_gateway(real_server.address)
     yield envoy
-    envoy.stop()
+    stop_gateway(envoy)

@@ -19,8 +19,19 @@ def start_gateway(upstream: str, **overrides: object) -> EnvoyProcess:
     log_path.parent.mkdir(parents=True, exist_ok=True)
     log = open(log_path, "wb")
     envoy = EnvoyProcess(settings, log=log)
+    envoy.log_path = log_path  # type: ignore[attr-defined]
     try:
         return envoy.start()
     except Exception:
         log.close()
         raise RuntimeError(f"envoy failed; log:\n{log_path.read_text()[-4000:]}") from None
+
+
+def stop_gateway(envoy: EnvoyProcess) -> None:
+    """Stop Envoy and fail if a Lua filter raised an error while it ran (Envoy
+    only logs those, and answers on as if the filter were absent)."""
+    envoy.stop()
+    log_path = envoy.log_path  # type: ignore[attr-defined]
+    errors = [line for line in log_path.read_text(errors="replace").splitlines()
+              if "[error][lua]" in line]
+    assert not errors, "Lua errors in " + str(log_path) + ":\n" + "\n".join(errors[:10])

@@ -11,7 +11,7 @@ import openai
 import pytest
 
 from tests.gateway.conftest import BODY_LIMIT
-from tests.gateway.envoy_fixture import start_gateway
+from tests.gateway.envoy_fixture import start_gateway, stop_gateway
 from tests.gateway.sse import chat_body, sse_events
 from tests.servers import free_port
 
@@ -121,7 +121,7 @@ def test_upstream_down_is_503(flaky_server) -> None:
         error = _check(r, 503, "server_error", None, "upstream_unavailable")
         assert "upstream" in error["message"]
     finally:
-        envoy.stop()
+        stop_gateway(envoy)
 
 
 @pytest.mark.parametrize(

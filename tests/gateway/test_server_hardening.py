@@ -13,7 +13,7 @@ import httpx
 import openai
 import pytest
 
-from tests.gateway.envoy_fixture import start_gateway
+from tests.gateway.envoy_fixture import start_gateway, stop_gateway
 from tests.gateway.sse import chat_body, sse_events
 from tests.servers import ThreadServer
 from tokenwire.server.fake_engine import FakeEngine
@@ -56,7 +56,7 @@ def secured(tmp_path_factory):
     server = ThreadServer(settings, FakeEngine(max_model_len=512)).start()
     envoy = start_gateway(server.address, upstream_tls_ca=cert, upstream_tls_server_name="localhost")
     yield envoy
-    envoy.stop()
+    stop_gateway(envoy)
     server.stop()
 
 
@@ -94,7 +94,7 @@ def one_slot():
     server = ThreadServer(settings, FakeEngine(max_model_len=512, token_delay=0.05)).start()
     envoy = start_gateway(server.address)
     yield envoy
-    envoy.stop()
+    stop_gateway(envoy)
     server.stop()
 
 
