@@ -51,6 +51,12 @@ def test_admission_limit_refuses_with_retry_hint() -> None:
             assert err.code() == grpc.StatusCode.RESOURCE_EXHAUSTED
             assert error_info(err).reason == "TOO_MANY_REQUESTS"
             assert _retry_info(err).retry_delay.ToMilliseconds() == 1000
+            # A refused stream fails before its first chunk (REST: a plain 429).
+            got = []
+            with pytest.raises(grpc.RpcError) as exc_info:
+                for chunk in stub.StreamChatCompletion(chat_request(max_tokens=2), timeout=10):
+                    got.append(chunk)
+            assert exc_info.value.code() == grpc.StatusCode.RESOURCE_EXHAUSTED and got == []
             for c in calls:
                 c.cancel()
             deadline = time.monotonic() + 5

@@ -6,7 +6,7 @@ from collections.abc import AsyncIterator
 
 from tokenwire.server.chat_request import ChatPlan
 from tokenwire.server.chat_response import ChatStreamBuilder, build_chat_response
-from tokenwire.server.domain import Engine, EngineOutput, EngineRequest
+from tokenwire.server.domain import Engine, EngineOutput, EngineRequest, started
 from tokenwire.server.errors import Internal
 from tokenwire.v1 import chat_pb2
 
@@ -40,9 +40,10 @@ async def stream_chat(
     engine: Engine, plan: ChatPlan, *, worker_id: str
 ) -> AsyncIterator[chat_pb2.StreamChatCompletionResponse]:
     builder = ChatStreamBuilder(plan, engine, created=int(plan.received), worker_id=worker_id)
+    outputs = await started(engine.generate(engine_request(plan, stream=True)))
     yield builder.first_chunk()
     finished = False
-    async for out in engine.generate(engine_request(plan, stream=True)):
+    async for out in outputs:
         chunk = builder.on_output(out)
         if chunk is not None:
             yield chunk

@@ -10,7 +10,7 @@ from collections.abc import AsyncIterator
 from tokenwire.server import validation as v
 from tokenwire.server.chat_request import check_model, new_request_id, stop_strings
 from tokenwire.server.chat_response import stop_reason_value, usage
-from tokenwire.server.domain import ChoiceOutput, Engine, EngineRequest, GenerationParams
+from tokenwire.server.domain import ChoiceOutput, Engine, EngineRequest, GenerationParams, started
 from tokenwire.server.errors import Internal, InvalidArgument
 from tokenwire.server.settings import ServerSettings
 from tokenwire.v1 import common_pb2, generate_pb2
@@ -192,7 +192,7 @@ async def stream_generate(
     completion = 0
     cached = 0
     finished = False
-    async for out in engine.generate(plan.request):
+    async for out in await started(engine.generate(plan.request)):
         resp = _response(plan)
         if first and plan.return_token_ids:
             resp.prompt_token_ids.extend(plan.request.prompt_token_ids)
