@@ -5,7 +5,6 @@ admission refusals with their retry hint."""
 from __future__ import annotations
 
 import datetime
-import json
 import pathlib
 
 import grpc
@@ -14,7 +13,7 @@ import openai
 import pytest
 
 from tests.gateway.envoy_fixture import start_gateway, stop_gateway
-from tests.gateway.sse import chat_body, sse_events
+from tests.gateway.sse import chat_body
 from tests.servers import ThreadServer
 from tokenwire.server.fake_engine import FakeEngine
 from tokenwire.server.settings import ServerSettings
@@ -115,13 +114,8 @@ def test_admission_refusal_is_429_with_retry_after(one_slot) -> None:
             with pytest.raises(openai.RateLimitError):
                 client.chat.completions.create(
                     model="fake-model", messages=[{"role": "user", "content": "hi"}])
-            # A stream is admitted when the engine takes it, after the server
-            # sent the role chunk: the refusal is an SSE error event (an HTTP
-            # 429 if the server ever admits before its first chunk).
+            # A stream is refused before its first chunk: a plain 429 too.
             streamed = http.post("/v1/chat/completions", json=chat_body(max_tokens=2, stream=True))
-            if streamed.status_code == 429:
-                assert streamed.json()["error"]["code"] == "too_many_requests"
-            else:
-                events = sse_events(streamed.content)
-                assert events[-1] == b"[DONE]"
-                assert json.loads(events[-2])["error"]["code"] == "too_many_requests"
+            assert streamed.status_code == 429, streamed.text
+            assert streamed.headers["retry-after"] == "1"
+            assert streamed.json()["error"]["code"] == "too_many_requests"
