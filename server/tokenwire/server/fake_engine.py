@@ -46,6 +46,7 @@ class FakeEngine:
         self.requests: list[EngineRequest] = []
         self._cache: set[tuple[str, tuple[int, ...]]] = set()
         self.healthy = True
+        self.progress: dict[str, int] = {}  # request id -> tokens generated so far
 
     # -- properties -------------------------------------------------------
     @property
@@ -177,6 +178,7 @@ class FakeEngine:
                         continue
                     tid = plans[i][step] if step < len(plans[i]) else plans[i][-1]
                     emitted[i] += 1
+                    self.progress[request.request_id] = sum(emitted)
                     text = "" if tid in SPECIALS else self.decode([tid])
                     finish = None
                     stop_reason: int | str | None = None
