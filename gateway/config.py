@@ -91,6 +91,24 @@ def _upstream_tls_block(settings: GatewaySettings) -> str:
     return "    transport_socket: " + json.dumps(socket)
 
 
+def _listen_tls_block(settings: GatewaySettings) -> str:
+    """The listener's TLS transport socket (ALPN h2 for gRPC, http/1.1 for
+    REST), or nothing."""
+    if not settings.tls_cert:
+        return ""
+    tls = {
+        "@type": "type.googleapis.com/envoy.extensions.transport_sockets.tls.v3.DownstreamTlsContext",
+        "common_tls_context": {
+            "alpn_protocols": ["h2", "http/1.1"],
+            "tls_certificates": [{
+                "certificate_chain": {"filename": str(pathlib.Path(settings.tls_cert).resolve())},
+                "private_key": {"filename": str(pathlib.Path(settings.tls_key).resolve())},
+            }],
+        },
+    }
+    return "transport_socket: " + json.dumps({"name": "envoy.transport_sockets.tls", "typed_config": tls})
+
+
 def render(settings: GatewaySettings) -> str:
     """The Envoy YAML for these settings."""
     mappers = "\n".join("            - " + json.dumps(m) for m in local_reply_mappers(settings))
@@ -101,6 +119,7 @@ def render(settings: GatewaySettings) -> str:
         "upstream_host": settings.upstream_host,
         "upstream_port": settings.upstream_port,
         "upstream_tls": _upstream_tls_block(settings),
+        "listen_tls": _listen_tls_block(settings),
         "descriptor": str(pathlib.Path(settings.descriptor).resolve()),
         "lua_dir": str(LUA_DIR),
         "max_request_bytes": settings.max_request_bytes,

@@ -50,7 +50,8 @@ class EnvoyProcess:
 
     @property
     def url(self) -> str:
-        return f"http://{self.settings.listen_host}:{self.settings.listen_port}"
+        scheme = "https" if self.settings.tls_cert else "http"
+        return f"{scheme}://{self.settings.listen_host}:{self.settings.listen_port}"
 
     @property
     def address(self) -> str:

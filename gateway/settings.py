@@ -17,6 +17,8 @@ class GatewaySettings:
     listen_port: int = 8080  # REST (HTTP/1.1) and gRPC (h2c) on the same port
     upstream_host: str = "127.0.0.1"
     upstream_port: int = 50051  # the tokenwire gRPC server
+    tls_cert: str = ""  # PEM certificate chain: serve REST/gRPC over TLS; "" : plaintext
+    tls_key: str = ""  # PEM private key of tls_cert
     upstream_tls_ca: str = ""  # PEM CA (or self-signed cert) of a TLS server; "" : plaintext
     upstream_tls_server_name: str = ""  # SNI for a TLS server (default: none)
     descriptor: str = str(PACKAGE_DIR / "tokenwire.pb")  # written by `make proto`
@@ -33,6 +35,8 @@ class GatewaySettings:
 HELPS = {
     "listen_port": "REST and gRPC port of the gateway",
     "upstream_port": "port of the running tokenwire gRPC server",
+    "tls_cert": "serve the listener over TLS with this PEM certificate chain",
+    "tls_key": "the PEM private key of --tls-cert",
     "upstream_tls_ca": "talk TLS to the server, trusting this PEM CA or self-signed certificate",
     "upstream_tls_server_name": "SNI to send to a TLS server",
     "descriptor": "descriptor set for the transcoder (make proto writes it)",
