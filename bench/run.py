@@ -285,7 +285,7 @@ def main(argv: list[str] | None = None) -> int:
             if "F" in ns.systems:
                 fport = systems.free_port()
                 smg = systems.spawn("F-smg", [
-                    str(systems.BIN / "smg"), "--host", "127.0.0.1", "--port", str(fport),
+                    str(systems.BIN / "smg"), "launch", "--host", "127.0.0.1", "--port", str(fport),
                     "--worker-urls", f"grpc://{address}", "--model-path", cfg.model,
                     "--tokenizer-path", cfg.model,
                 ], logs, systems.bench_env())
