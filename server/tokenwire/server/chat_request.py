@@ -13,6 +13,7 @@ from typing import Any
 
 from google.protobuf import json_format, struct_pb2
 
+from tokenwire.server import sampling_rules as rules
 from tokenwire.server import validation as v
 from tokenwire.server.domain import Engine, GenerationParams, RenderOptions, StructuredOutput
 from tokenwire.server.errors import InvalidArgument, NotFound
@@ -260,49 +261,25 @@ def sampling_from_chat(
     """Sampling parameters of a chat request (max_tokens is set later)."""
     nv = req.nvext
     p = GenerationParams()
-    greedy = nv.HasField("greed_sampling") and nv.greed_sampling
-    if req.HasField("n"):
-        p.n = v.int_range("n", req.n, 1, settings.max_n)
-    if req.HasField("temperature"):
-        p.temperature = v.in_range("temperature", req.temperature, 0.0, 100.0)
-    if greedy:
+    present: dict[str, tuple[str, Any]] = {
+        name: (name, getattr(req, name))
+        for name in ("n", "temperature", "top_p", "top_k", "min_p", "presence_penalty",
+                     "frequency_penalty", "repetition_penalty", "min_tokens", "prompt_logprobs")
+        if req.HasField(name)
+    }
+    for name in ("top_k", "repetition_penalty"):  # older Dynamo put these in nvext
+        if name not in present and nv.HasField(name):
+            present[name] = (f"nvext.{name}", getattr(nv, name))
+    if nv.HasField("max_thinking_tokens"):
+        present["thinking_token_budget"] = ("nvext.max_thinking_tokens", nv.max_thinking_tokens)
+    rules.apply_ranges(p, present, settings, vocab_size)
+    if nv.HasField("greed_sampling") and nv.greed_sampling:
         p.temperature = 0.0
-    if req.HasField("top_p"):
-        p.top_p = v.in_range("top_p", req.top_p, 0.0, 1.0, lo_open=True)
-    top_k = _opt(req, "top_k")
-    if top_k is None and nv.HasField("top_k"):
-        top_k = nv.top_k
-    if top_k is not None:
-        name = "top_k" if req.HasField("top_k") else "nvext.top_k"
-        p.top_k = v.int_range(name, top_k, -1, vocab_size)
-    if req.HasField("min_p"):
-        p.min_p = v.in_range("min_p", req.min_p, 0.0, 1.0)
-    if req.HasField("presence_penalty"):
-        p.presence_penalty = v.in_range("presence_penalty", req.presence_penalty, -2.0, 2.0)
-    if req.HasField("frequency_penalty"):
-        p.frequency_penalty = v.in_range("frequency_penalty", req.frequency_penalty, -2.0, 2.0)
-    rp = _opt(req, "repetition_penalty")
-    if rp is None and nv.HasField("repetition_penalty"):
-        rp = nv.repetition_penalty
-    if rp is not None:
-        name = "repetition_penalty" if req.HasField("repetition_penalty") else "nvext.repetition_penalty"
-        p.repetition_penalty = v.in_range(name, rp, 0.0, 100.0, lo_open=True)
-    if p.n > 1 and p.temperature == 0.0:
-        raise InvalidArgument(
-            "n > 1 needs temperature > 0: greedy choices would all be the same", param="n"
-        )
-    if req.HasField("min_tokens"):
-        p.min_tokens = v.int_range("min_tokens", req.min_tokens, 0)
+    rules.check_greedy_choices(p, "n")
     if req.HasField("seed"):
         p.seed = v.int_range("seed", req.seed, -(2**63), 2**63 - 1)
     p.stop = stop_strings("stop", req.stop if req.HasField("stop") else None, settings.max_stop_strings)
-    if len(req.stop_token_ids) > settings.max_stop_token_ids:
-        raise InvalidArgument(
-            f"stop_token_ids may hold at most {settings.max_stop_token_ids} ids, "
-            f"got {len(req.stop_token_ids)}",
-            param="stop_token_ids",
-        )
-    p.stop_token_ids = v.token_ids("stop_token_ids", req.stop_token_ids, vocab_size)
+    p.stop_token_ids = rules.stop_token_ids("stop_token_ids", req.stop_token_ids, settings, vocab_size)
     ignore_eos = _opt(req, "ignore_eos")
     if ignore_eos is None and nv.HasField("ignore_eos"):
         ignore_eos = nv.ignore_eos
@@ -318,31 +295,8 @@ def sampling_from_chat(
         p.logprobs = top
     if "engine_data" in set(nv.extra_fields) and p.logprobs is None:
         p.logprobs = 0  # engine_data carries the sampled tokens' logprobs
-    if req.HasField("prompt_logprobs"):
-        p.prompt_logprobs = v.int_range(
-            "prompt_logprobs", req.prompt_logprobs, 0, settings.max_top_logprobs
-        )
-    if req.HasField("skip_special_tokens"):
-        p.skip_special_tokens = req.skip_special_tokens
-    if req.HasField("spaces_between_special_tokens"):
-        p.spaces_between_special_tokens = req.spaces_between_special_tokens
-    if req.HasField("include_stop_str_in_output"):
-        p.include_stop_str_in_output = req.include_stop_str_in_output
-    for tid, bias in req.logit_bias.items():
-        if tid >= vocab_size:
-            raise InvalidArgument(
-                f"logit_bias key {tid} is not a token id (vocabulary {vocab_size})",
-                param="logit_bias",
-            )
-        p.logit_bias[int(tid)] = v.in_range(f"logit_bias[{tid}]", bias, -100.0, 100.0)
-    if nv.HasField("max_thinking_tokens"):
-        if not settings.reasoning_parser:
-            raise InvalidArgument(
-                "nvext.max_thinking_tokens needs a reasoning model: start the server with "
-                "--reasoning-parser NAME",
-                param="nvext.max_thinking_tokens",
-            )
-        p.thinking_token_budget = int(nv.max_thinking_tokens)
+    rules.copy_text_flags(p, req)
+    p.logit_bias = rules.logit_bias("logit_bias", req.logit_bias.items(), vocab_size)
     if req.HasField("response_format"):
         p.structured = structured_output(req.response_format)
     return p, want_lp, top

@@ -7,6 +7,7 @@ import dataclasses
 import time
 from collections.abc import AsyncIterator
 
+from tokenwire.server import sampling_rules as rules
 from tokenwire.server import validation as v
 from tokenwire.server.chat_request import check_model, new_request_id, stop_strings
 from tokenwire.server.chat_response import stop_reason_value, usage
@@ -31,65 +32,24 @@ class GeneratePlan:
 def _sampling(sp: common_pb2.SamplingParams, settings: ServerSettings, vocab: int) -> GenerationParams:
     p = GenerationParams()
     pre = "sampling_params."
-    if sp.HasField("n"):
-        p.n = v.int_range(pre + "n", sp.n, 1, settings.max_n)
-    if sp.HasField("temperature"):
-        p.temperature = v.in_range(pre + "temperature", sp.temperature, 0.0, 100.0)
-    if sp.HasField("top_p"):
-        p.top_p = v.in_range(pre + "top_p", sp.top_p, 0.0, 1.0, lo_open=True)
-    if sp.HasField("top_k"):
-        p.top_k = v.int_range(pre + "top_k", sp.top_k, -1, vocab)
-    if sp.HasField("min_p"):
-        p.min_p = v.in_range(pre + "min_p", sp.min_p, 0.0, 1.0)
-    if sp.HasField("presence_penalty"):
-        p.presence_penalty = v.in_range(pre + "presence_penalty", sp.presence_penalty, -2.0, 2.0)
-    if sp.HasField("frequency_penalty"):
-        p.frequency_penalty = v.in_range(pre + "frequency_penalty", sp.frequency_penalty, -2.0, 2.0)
-    if sp.HasField("repetition_penalty"):
-        p.repetition_penalty = v.in_range(
-            pre + "repetition_penalty", sp.repetition_penalty, 0.0, 100.0, lo_open=True
-        )
-    if p.n > 1 and p.temperature == 0.0:
-        raise InvalidArgument(
-            "sampling_params.n > 1 needs temperature > 0", param=pre + "n"
-        )
-    if sp.HasField("min_tokens"):
-        p.min_tokens = v.int_range(pre + "min_tokens", sp.min_tokens, 0)
+    rules.apply_ranges(p, {
+        name: (pre + name, getattr(sp, name))
+        for name in ("n", "temperature", "top_p", "top_k", "min_p", "presence_penalty",
+                     "frequency_penalty", "repetition_penalty", "min_tokens", "prompt_logprobs",
+                     "thinking_token_budget")
+        if sp.HasField(name)
+    }, settings, vocab)
+    rules.check_greedy_choices(p, pre + "n")
     if sp.HasField("seed"):
         p.seed = sp.seed
     p.stop = stop_strings(pre + "stop", sp.stop if sp.HasField("stop") else None, settings.max_stop_strings)
-    if len(sp.stop_token_ids) > settings.max_stop_token_ids:
-        raise InvalidArgument(
-            f"sampling_params.stop_token_ids may hold at most {settings.max_stop_token_ids} ids",
-            param=pre + "stop_token_ids",
-        )
-    p.stop_token_ids = v.token_ids(pre + "stop_token_ids", sp.stop_token_ids, vocab)
+    p.stop_token_ids = rules.stop_token_ids(pre + "stop_token_ids", sp.stop_token_ids, settings, vocab)
     p.ignore_eos = bool(sp.ignore_eos)
     if sp.HasField("logprobs"):
         p.logprobs = v.int_range(pre + "logprobs", sp.logprobs, 0, settings.max_top_logprobs)
-    if sp.HasField("prompt_logprobs"):
-        p.prompt_logprobs = v.int_range(
-            pre + "prompt_logprobs", sp.prompt_logprobs, 0, settings.max_top_logprobs
-        )
-    if sp.HasField("skip_special_tokens"):
-        p.skip_special_tokens = sp.skip_special_tokens
-    if sp.HasField("spaces_between_special_tokens"):
-        p.spaces_between_special_tokens = sp.spaces_between_special_tokens
-    if sp.HasField("include_stop_str_in_output"):
-        p.include_stop_str_in_output = sp.include_stop_str_in_output
-    for tid, bias in sp.logit_bias.items():
-        if tid >= vocab:
-            raise InvalidArgument(f"logit_bias key {tid} is not a token id", param=pre + "logit_bias")
-        p.logit_bias[int(tid)] = v.in_range(pre + f"logit_bias[{tid}]", bias, -100.0, 100.0)
-    if sp.HasField("thinking_token_budget"):
-        if not settings.reasoning_parser:
-            raise InvalidArgument(
-                "sampling_params.thinking_token_budget needs --reasoning-parser",
-                param=pre + "thinking_token_budget",
-            )
-        p.thinking_token_budget = v.int_range(pre + "thinking_token_budget", sp.thinking_token_budget, 0)
+    rules.copy_text_flags(p, sp)
+    p.logit_bias = rules.logit_bias(pre + "logit_bias", sp.logit_bias.items(), vocab)
     return p
-
 
 def build_generate_plan(
     req: generate_pb2.GenerateRequest,
