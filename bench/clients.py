@@ -69,6 +69,32 @@ def tokenwire_grpc(address: str) -> tuple[Driver, Callable[[], Awaitable[None]]]
     return run, channel.close
 
 
+def tokenwire_generate(address: str) -> tuple[Driver, Callable[[], Awaitable[None]]]:
+    """tokenwire's token-in/token-out StreamGenerate (no chat template, ids
+    only in and out: the like-for-like call to E)."""
+    import grpc
+
+    from tokenwire.v1 import generate_pb2, service_pb2_grpc
+
+    channel = grpc.aio.insecure_channel(address)
+    stub = service_pb2_grpc.TokenwireServiceStub(channel)
+
+    async def run(prompt: Prompt, max_tokens: int) -> Record:
+        req = generate_pb2.GenerateRequest(token_ids=prompt.ids)
+        sp = req.sampling_params
+        sp.max_tokens, sp.ignore_eos, sp.temperature, sp.seed = max_tokens, True, 1.0, 0
+        rec = Record(time.perf_counter())
+        try:
+            async for chunk in stub.StreamGenerate(req):
+                for ch in chunk.choices:
+                    rec.arrived(len(ch.token_ids))
+        except grpc.aio.AioRpcError as exc:
+            rec.error = exc.code().name
+        return rec
+
+    return run, channel.close
+
+
 def vllm_grpc(address: str) -> tuple[Driver, Callable[[], Awaitable[None]]]:
     import grpc
     from smg_grpc_proto.generated import vllm_engine_pb2, vllm_engine_pb2_grpc

@@ -9,13 +9,15 @@ from typing import Any
 
 NAMES = {
     "A": "vLLM AsyncLLM in-process",
-    "B": "tokenwire gRPC",
+    "B": "tokenwire gRPC chat",
+    "G": "tokenwire gRPC Generate (ids)",
     "C": "tokenwire REST+SSE via Envoy",
     "D": "vLLM OpenAI server SSE",
     "E": "vLLM gRPC (smg servicer)",
     "F": "smg gateway REST+SSE",
 }
-PAIRS = [("B", "A"), ("C", "A"), ("B", "E"), ("C", "F"), ("C", "D")]
+ORDER = "ABGCDEF"
+PAIRS = [("B", "A"), ("G", "A"), ("C", "A"), ("B", "E"), ("G", "E"), ("C", "F"), ("C", "D")]
 
 
 def _pct(values: list[float], q: float) -> float | None:
@@ -73,7 +75,7 @@ def table(summary: dict[str, Any]) -> str:
         "| system | conc | tok/s | xA | req/s | TTFT p50/p99 ms | ITL p50/p99 ms | CPU s/1k tok | peak RSS MiB | errors |",
         "|---|---|---|---|---|---|---|---|---|---|",
     ]
-    for system in sorted(cells):
+    for system in sorted(cells, key=ORDER.index):
         for conc, m in sorted(cells[system].items(), key=lambda kv: int(kv[0])):
             ratio = m["tok_s"] / a[conc]["tok_s"] if conc in a and a[conc]["tok_s"] else float("nan")
             lines.append(
@@ -98,7 +100,7 @@ def chart(summary: dict[str, Any], path: pathlib.Path) -> None:
 
     cells = summary["cells"]
     concs = sorted({int(c) for s in cells.values() for c in s})
-    systems = sorted(cells)
+    systems = sorted(cells, key=ORDER.index)
     fig, ax = plt.subplots(figsize=(9, 4.8))
     width = 0.8 / max(1, len(systems))
     for i, system in enumerate(systems):

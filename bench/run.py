@@ -1,7 +1,8 @@
 """`make bench`: the serving layer's cost, side by side, in one run.
 
 A  vLLM AsyncLLM in-process, no server (the limit)
-B  tokenwire, native gRPC streaming
+B  tokenwire, native gRPC streaming (chat: messages in, text + ids out)
+G  tokenwire, native gRPC StreamGenerate (ids in, ids out: E's call)
 C  tokenwire through the Envoy gateway, REST + SSE
 D  vLLM's OpenAI-compatible server, SSE with return_token_ids
 E  vLLM's gRPC mode (smg-grpc-servicer), native gRPC
@@ -35,11 +36,12 @@ OUT = systems.ROOT / "bench" / "out"
 class Workload:
     prompt_words: int = 48
     max_tokens: int = 128
-    concurrencies: tuple[int, ...] = (1, 16, 64)
+    concurrencies: tuple[int, ...] = (1, 16, 64, 256)
     reps: int = 3
 
     def requests(self, concurrency: int) -> int:
-        return max(8, 2 * concurrency)
+        # Two waves up to 64; above, one wave plus 64 (keeps c=256 to ~40 s).
+        return max(8, min(2 * concurrency, concurrency + 64))
 
 
 def make_prompts(model: str, count: int, words: int) -> list[clients.Prompt]:
@@ -211,10 +213,10 @@ def envoy_pids(proc: systems.Proc) -> list[int]:
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--model", default=str(systems.ROOT / ".models" / "tiny-random-llama"))
-    parser.add_argument("--concurrency", default="1,16,64", help="comma-separated levels")
+    parser.add_argument("--concurrency", default="1,16,64,256", help="comma-separated levels")
     parser.add_argument("--reps", type=int, default=3)
     parser.add_argument("--max-tokens", type=int, default=128)
-    parser.add_argument("--systems", default="ABCDEF")
+    parser.add_argument("--systems", default="ABGCDEF")
     parser.add_argument("--out", type=pathlib.Path, default=OUT)
     ns = parser.parse_args(argv)
     work = Workload(
@@ -233,12 +235,15 @@ def main(argv: list[str] | None = None) -> int:
     if "A" in ns.systems:
         runs += run_a(cfg, prompts, work, progress)
 
-    if "B" in ns.systems or "C" in ns.systems:
+    if any(x in ns.systems for x in "BGC"):
         procs, address = start_tokenwire(cfg, logs)
         try:
             server_pid = procs[0].popen.pid
             if "B" in ns.systems:
                 runs += measure_server("B", lambda: clients.tokenwire_grpc(address),
+                                       systems.ResourceMeter([server_pid]), prompts, work, progress)
+            if "G" in ns.systems:
+                runs += measure_server("G", lambda: clients.tokenwire_generate(address),
                                        systems.ResourceMeter([server_pid]), prompts, work, progress)
             if "C" in ns.systems:
                 gw = start_gateway(address, logs)

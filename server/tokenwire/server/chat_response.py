@@ -242,6 +242,7 @@ class ChatStreamBuilder:
         self.engine = engine
         self.created = created
         self.worker_id = worker_id
+        self._fingerprint = f"tokenwire-{plan.model}"
         self.accs = {i: ChoiceAccumulator(i) for i in range(plan.params.n)}
         self.first_seen: float | None = None
         self.prompt_ids: list[int] = plan.prompt_token_ids
@@ -262,7 +263,7 @@ class ChatStreamBuilder:
             object="chat.completion.chunk",
             created=self.created,
             model=self.plan.model,
-            system_fingerprint=f"tokenwire-{self.plan.model}",
+            system_fingerprint=self._fingerprint,
         )
 
     def first_chunk(self) -> chat_pb2.StreamChatCompletionResponse:
@@ -286,7 +287,9 @@ class ChatStreamBuilder:
         chunk = self._chunk()
         plan = self.plan
         for c in out.choices:
-            acc = self.accs.setdefault(c.index, ChoiceAccumulator(c.index))
+            acc = self.accs.get(c.index)
+            if acc is None:
+                acc = self.accs[c.index] = ChoiceAccumulator(c.index)
             acc.add(c)
             if not c.token_ids and not c.text and c.finish_reason is None:
                 continue

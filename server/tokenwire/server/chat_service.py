@@ -6,7 +6,7 @@ from collections.abc import AsyncIterator
 
 from tokenwire.server.chat_request import ChatPlan
 from tokenwire.server.chat_response import ChatStreamBuilder, build_chat_response
-from tokenwire.server.domain import Engine, EngineOutput, EngineRequest, started
+from tokenwire.server.domain import Engine, EngineOutput, EngineRequest
 from tokenwire.server.errors import Internal
 from tokenwire.v1 import chat_pb2
 
@@ -40,17 +40,29 @@ async def stream_chat(
     engine: Engine, plan: ChatPlan, *, worker_id: str
 ) -> AsyncIterator[chat_pb2.StreamChatCompletionResponse]:
     builder = ChatStreamBuilder(plan, engine, created=int(plan.received), worker_id=worker_id)
-    outputs = await started(engine.generate(engine_request(plan, stream=True)))
-    yield builder.first_chunk()
-    finished = False
-    async for out in outputs:
-        chunk = builder.on_output(out)
-        if chunk is not None:
-            yield chunk
-        finished = out.finished
+    outputs = engine.generate(engine_request(plan, stream=True))
+    try:
+        # Wait for the first output before the role chunk, so that errors
+        # raised at start (admission, a dead engine, engine-side validation)
+        # fail the call before it has sent anything: over REST they become a
+        # plain HTTP error (429/503 with retry-after), not an error event
+        # after a 200. The same iterator then goes on, with no extra layer.
+        first = await anext(outputs, None)
+        yield builder.first_chunk()
+        finished = False
+        if first is not None:
+            chunk = builder.on_output(first)
+            if chunk is not None:
+                yield chunk
+            finished = first.finished
+            async for out in outputs:
+                chunk = builder.on_output(out)
+                if chunk is not None:
+                    yield chunk
+                finished = out.finished
+    finally:
+        await outputs.aclose()  # type: ignore[attr-defined]
     if not finished:
         raise Internal("the engine ended the stream without finishing the request")
     if plan.include_usage:
         yield builder.usage_chunk()
-
-

@@ -8,9 +8,7 @@ from __future__ import annotations
 
 import dataclasses
 from collections.abc import AsyncIterator
-from typing import Any, Protocol, TypeVar
-
-T = TypeVar("T")
+from typing import Any, Protocol
 
 # Floor for non-finite logprobs: JSON has no -inf.
 LOGPROB_FLOOR = -9999.0
@@ -171,26 +169,3 @@ class Engine(Protocol):
         ...
 
     def shutdown(self) -> None: ...
-
-
-async def started(outputs: AsyncIterator[T]) -> AsyncIterator[T]:
-    """Wait for the first output before handing the stream over, so that
-    errors raised at start (admission, a dead engine, engine-side
-    validation) surface before a streaming RPC has sent anything: over REST
-    they become a plain HTTP error (429/503 with retry-after), not an error
-    event after a 200."""
-    try:
-        first = await anext(outputs)
-    except StopAsyncIteration:
-        first = None
-
-    async def chained() -> AsyncIterator[T]:
-        try:
-            if first is not None:
-                yield first
-                async for item in outputs:
-                    yield item
-        finally:
-            await outputs.aclose()  # type: ignore[attr-defined]
-
-    return chained()

@@ -211,10 +211,15 @@ class FakeEngine:
                 step += 1
                 finished = all(d is not None for d in done)
                 if request.stream:
-                    yield EngineOutput(
-                        deltas, list(request.prompt_token_ids), cached, finished,
-                        times=EngineTimes(arrival, arrival, first_token, time.time()),
-                    )
+                    # Like the vLLM adapter: prompt ids and timestamps with
+                    # the first and the last output only.
+                    if step == 1 or finished:
+                        yield EngineOutput(
+                            deltas, list(request.prompt_token_ids), cached, finished,
+                            times=EngineTimes(arrival, arrival, first_token, time.time()),
+                        )
+                    else:
+                        yield EngineOutput(deltas, [], cached, finished)
             if not request.stream:
                 yield self._final(request, plans, emitted, texts, done, cached, arrival, first_token)
         except asyncio.CancelledError:

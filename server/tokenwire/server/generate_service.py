@@ -11,7 +11,7 @@ from tokenwire.server import sampling_rules as rules
 from tokenwire.server import validation as v
 from tokenwire.server.chat_request import check_model, new_request_id, stop_strings
 from tokenwire.server.chat_response import stop_reason_value, usage
-from tokenwire.server.domain import ChoiceOutput, Engine, EngineRequest, GenerationParams, started
+from tokenwire.server.domain import ChoiceOutput, Engine, EngineRequest, GenerationParams
 from tokenwire.server.errors import Internal, InvalidArgument
 from tokenwire.server.settings import ServerSettings
 from tokenwire.v1 import common_pb2, generate_pb2
@@ -96,8 +96,9 @@ def build_generate_plan(
     )
 
 
-def _choice(plan: GeneratePlan, c: ChoiceOutput) -> generate_pb2.GenerateChoice:
-    ch = generate_pb2.GenerateChoice(index=c.index, token_ids=c.token_ids)
+def _add_choice(resp: generate_pb2.GenerateResponse, plan: GeneratePlan, c: ChoiceOutput) -> None:
+    """Append choice `c` to `resp`, built in place (no message copy)."""
+    ch = resp.choices.add(index=c.index, token_ids=c.token_ids)
     if c.finish_reason is not None:
         ch.finish_reason = c.finish_reason
         sr = stop_reason_value(c.stop_reason)
@@ -117,7 +118,6 @@ def _choice(plan: GeneratePlan, c: ChoiceOutput) -> generate_pb2.GenerateChoice:
                     top.rank = cand.rank
     if plan.output_mode == "text":
         ch.text = c.text
-    return ch
 
 
 def _response(plan: GeneratePlan) -> generate_pb2.GenerateResponse:
@@ -137,7 +137,7 @@ async def run_generate(engine: Engine, plan: GeneratePlan) -> generate_pb2.Gener
         raise Internal("the engine ended the request without a final output")
     resp = _response(plan)
     for c in sorted(final.choices, key=lambda c: c.index):
-        resp.choices.append(_choice(plan, c))
+        _add_choice(resp, plan, c)
     if plan.return_token_ids:
         resp.prompt_token_ids.extend(final.prompt_token_ids)
     completion = sum(len(c.token_ids) for c in final.choices)
@@ -152,14 +152,16 @@ async def stream_generate(
     completion = 0
     cached = 0
     finished = False
-    async for out in await started(engine.generate(plan.request)):
+    # Nothing is sent before the first output: errors at start (admission,
+    # engine validation) fail the call before its first message.
+    async for out in engine.generate(plan.request):
         resp = _response(plan)
         if first and plan.return_token_ids:
             resp.prompt_token_ids.extend(plan.request.prompt_token_ids)
         first = False
         for c in out.choices:
             if c.token_ids or c.text or c.finish_reason is not None:
-                resp.choices.append(_choice(plan, c))
+                _add_choice(resp, plan, c)
                 completion += len(c.token_ids)
         cached = out.num_cached_tokens
         finished = out.finished

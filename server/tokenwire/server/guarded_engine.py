@@ -29,17 +29,27 @@ class GuardedEngine:
             m.in_flight.inc()
             m.prompt_tokens.inc(len(request.prompt_token_ids))
             received = time.time()
-            first = True
+            produced = 0  # added to the counter once, when the request ends
             try:
                 async for out in self.inner.generate(request):
-                    new = sum(len(c.token_ids) for c in out.choices)
-                    if new and first:
-                        first = False
-                        m.ttft_seconds.observe(time.time() - received)
-                        times = out.times
-                        if times and times.scheduled and times.arrival:
-                            m.queue_seconds.observe(max(0.0, times.scheduled - times.arrival))
-                    m.completion_tokens.inc(new)
+                    if produced == 0:
+                        produced = _new_tokens(out)
+                        if produced:
+                            self._first_token(out, received)
+                    else:
+                        for c in out.choices:
+                            produced += len(c.token_ids)
                     yield out
             finally:
+                m.completion_tokens.inc(produced)
                 m.in_flight.dec()
+
+    def _first_token(self, out: EngineOutput, received: float) -> None:
+        self.metrics.ttft_seconds.observe(time.time() - received)
+        times = out.times
+        if times and times.scheduled and times.arrival:
+            self.metrics.queue_seconds.observe(max(0.0, times.scheduled - times.arrival))
+
+
+def _new_tokens(out: EngineOutput) -> int:
+    return sum(len(c.token_ids) for c in out.choices)

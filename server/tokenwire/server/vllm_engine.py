@@ -154,11 +154,15 @@ class VllmEngine:
         prompt = tokens_input(list(request.prompt_token_ids), cache_salt=request.cache_salt or None)
         # Offset turning the engine core's monotonic stamps into wall time.
         wall_offset = time.time() - time.monotonic()
+        # Prompt ids and engine timestamps go with the first and the last
+        # output only (consumers keep the first), not with every token.
+        full = True
         try:
             async for out in self._llm.generate(
                 prompt, sp, request.request_id, priority=request.priority
             ):
-                yield _convert_output(out, wall_offset)
+                yield _convert_output(out, wall_offset, full or out.finished)
+                full = False
         except asyncio.CancelledError:
             raise
         except Exception as exc:
@@ -224,23 +228,24 @@ def _position(sampled: int, entry: Any) -> PositionLogprobs:
     )
 
 
-def _convert_output(out: Any, wall_offset: float) -> EngineOutput:
+_NO_IDS: list[int] = []  # shared, never mutated
+
+
+def _convert_output(out: Any, wall_offset: float, full: bool) -> EngineOutput:
+    """One vLLM RequestOutput to the domain. `full`: also the prompt ids and
+    the engine's timestamps (first and last output of a request)."""
     choices = []
     for c in out.outputs:
-        ids = list(c.token_ids)
+        ids = c.token_ids
+        ids = ids if type(ids) is list else list(ids)
         lps = None
         if c.logprobs is not None:
             lps = [_position(tid, c.logprobs[i]) for i, tid in enumerate(ids)]
         choices.append(
-            ChoiceOutput(
-                index=c.index,
-                token_ids=ids,
-                text=c.text or "",
-                logprobs=lps,
-                finish_reason=c.finish_reason,
-                stop_reason=c.stop_reason,
-            )
+            ChoiceOutput(c.index, ids, c.text or "", lps, c.finish_reason, c.stop_reason)
         )
+    if not full:
+        return EngineOutput(choices, _NO_IDS, int(out.num_cached_tokens or 0), bool(out.finished))
     prompt_lps = None
     if out.prompt_logprobs is not None:
         prompt_ids = out.prompt_token_ids or []

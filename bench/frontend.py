@@ -1,0 +1,132 @@
+"""The serving layer's own cost, with no engine: tokenwire on its fake engine
+(one token per event-loop turn, as fast as the server can take them), driven
+by the same load drivers as `make bench`. Reports tokens/s and the CPU
+microseconds per token of the server (and of Envoy for REST).
+
+This isolates what `make bench` cannot on 2 shared cores: how much CPU the
+serving path spends per token, independent of the engine's speed.
+
+    .venv/bin/python -m bench.frontend [--concurrency 64] [--seconds 15]
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import sys
+import time
+from typing import Any
+
+import psutil
+
+from bench import clients, systems
+from bench.run import OUT, envoy_pids, start_gateway
+
+
+def _prompts(count: int, words: int) -> list[clients.Prompt]:
+    vocab = ["alpha", "beta", "gamma", "delta", "omega", "sigma", "kappa", "theta"]
+    out = []
+    for i in range(count):
+        text = f"Request {i}: " + " ".join(vocab[(i + j) % len(vocab)] for j in range(words))
+        # The fake engine's tokenizer is bytes + 3.
+        out.append(clients.Prompt(text, [b + 3 for b in text.encode()]))
+    return out
+
+
+async def _drive(driver: clients.Driver, prompts: list[clients.Prompt], conc: int,
+                 seconds: float, max_tokens: int) -> tuple[int, float]:
+    t0 = time.perf_counter()
+    tokens = 0
+    n = 0
+
+    async def worker(i: int) -> None:
+        nonlocal tokens, n
+        while time.perf_counter() - t0 < seconds:
+            rec = await driver(prompts[(i + n) % len(prompts)], max_tokens)
+            if rec.error:
+                raise RuntimeError(rec.error)
+            tokens += rec.tokens
+            n += 1
+
+    await asyncio.gather(*(worker(i) for i in range(conc)))
+    return tokens, time.perf_counter() - t0
+
+
+def measure(name: str, make: Any, groups: dict[str, list[int]], prompts: list[clients.Prompt],
+            conc: int, seconds: float, max_tokens: int) -> dict[str, Any]:
+    """Drive one path; CPU per token for each group of processes."""
+    procs = {g: [psutil.Process(p) for p in pids] for g, pids in groups.items()}
+
+    def cpu() -> dict[str, float]:
+        return {g: sum(sum(p.cpu_times()[:2]) for p in ps) for g, ps in procs.items()}
+
+    async def go() -> tuple[int, float, dict[str, float]]:
+        driver, close = make()
+        await _drive(driver, prompts, conc, 2.0, max_tokens)  # warm-up
+        c0 = cpu()
+        tokens, wall = await _drive(driver, prompts, conc, seconds, max_tokens)
+        c1 = cpu()
+        await close()
+        return tokens, wall, {g: c1[g] - c0[g] for g in c0}
+
+    tokens, wall, used = asyncio.run(go())
+    row: dict[str, Any] = {"path": name, "concurrency": conc, "tok_s": tokens / wall}
+    text = f"{name:<26} c={conc:<4} {row['tok_s']:7.0f} tok/s"
+    for g, seconds_used in used.items():
+        row[f"{g}_cpu_us_per_token"] = 1e6 * seconds_used / max(1, tokens)
+        row[f"{g}_cpu_share"] = seconds_used / wall
+        text += f"  {g}: {row[f'{g}_cpu_us_per_token']:5.1f} CPU us/token ({100 * seconds_used / wall:.0f}% of a core)"
+    print(text, flush=True)
+    return row
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--concurrency", type=int, default=64)
+    parser.add_argument("--seconds", type=float, default=15.0)
+    parser.add_argument("--max-tokens", type=int, default=128)
+    parser.add_argument("--paths", default="chat,generate,rest")
+    parser.add_argument("--out", default=str(OUT / "frontend.json"))
+    ns = parser.parse_args(argv)
+    logs = OUT / "logs"
+    port = systems.free_port()
+    server = systems.spawn("frontend-tokenwire", [
+        systems.PY, "-m", "tokenwire.cli", "serve", "--engine", "fake", "--port", str(port),
+        "--max-model-len", "4096", "--served-model-name", "fake", "--log-level", "WARNING",
+    ], logs, systems.bench_env())
+    address = f"127.0.0.1:{port}"
+    rows = []
+    prompts = _prompts(256, 48)
+    try:
+        systems.wait_until(lambda: systems.grpc_serving(address), [server], timeout=60)
+        pid = server.popen.pid
+        paths = ns.paths.split(",")
+        args = (prompts, ns.concurrency, ns.seconds, ns.max_tokens)
+        if "chat" in paths:
+            rows.append(measure("gRPC StreamChatCompletion", lambda: clients.tokenwire_grpc(address),
+                                {"server": [pid]}, *args))
+        if "generate" in paths:
+            rows.append(measure("gRPC StreamGenerate", lambda: clients.tokenwire_generate(address),
+                                {"server": [pid]}, *args))
+        if "rest" in paths:
+            gw = start_gateway(address, logs)
+            if gw is None:
+                raise RuntimeError("the gateway did not start")
+            gproc, url = gw
+            try:
+                rows.append(measure(
+                    "REST SSE via Envoy", lambda: clients.openai_sse(url, "fake", ids_field="token_ids"),
+                    {"server": [pid], "envoy": envoy_pids(gproc)}, *args,
+                ))
+            finally:
+                gproc.stop()
+    finally:
+        server.stop()
+    with open(ns.out, "w") as fh:
+        json.dump({"rows": rows, "max_tokens": ns.max_tokens}, fh, indent=1)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
