@@ -38,8 +38,8 @@ function envoy_on_response(handle)
   if record(handle, handle:headers()) then
     return -- trailers-only response
   end
-  for _ in handle:bodyChunks() do
-  end
+  -- Wait for the trailers without touching the body: the body chunks
+  -- stream through unbuffered (no Lua resume per message).
   local trailers = handle:trailers()
   if trailers ~= nil then
     record(handle, trailers)
