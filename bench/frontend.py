@@ -81,12 +81,34 @@ def measure(name: str, make: Any, groups: dict[str, list[int]], prompts: list[cl
     return row
 
 
+def _floor(logs: Any, prompts: list[clients.Prompt], ns: argparse.Namespace) -> dict[str, Any]:
+    """The same load on a bare grpc.aio server that only streams chunks."""
+    port = systems.free_port()
+    floor = systems.spawn("frontend-floor", [systems.PY, "-m", "bench.floor_server", "--port", str(port)],
+                          logs, systems.bench_env())
+    address = f"127.0.0.1:{port}"
+    try:
+        systems.wait_until(lambda: _reachable(address), [floor], timeout=60)
+        return measure("floor: bare grpc.aio stream", lambda: clients.tokenwire_grpc(address),
+                       {"server": [floor.popen.pid]}, prompts, ns.concurrency, ns.seconds, ns.max_tokens)
+    finally:
+        floor.stop()
+
+
+def _reachable(address: str) -> bool:
+    import grpc
+
+    with grpc.insecure_channel(address) as ch:
+        grpc.channel_ready_future(ch).result(timeout=2)
+    return True
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--concurrency", type=int, default=64)
     parser.add_argument("--seconds", type=float, default=15.0)
     parser.add_argument("--max-tokens", type=int, default=128)
-    parser.add_argument("--paths", default="chat,generate,rest")
+    parser.add_argument("--paths", default="floor,chat,generate,rest")
     parser.add_argument("--out", default=str(OUT / "frontend.json"))
     ns = parser.parse_args(argv)
     logs = OUT / "logs"
@@ -98,6 +120,8 @@ def main(argv: list[str] | None = None) -> int:
     address = f"127.0.0.1:{port}"
     rows = []
     prompts = _prompts(256, 48)
+    if "floor" in ns.paths.split(","):
+        rows.append(_floor(logs, prompts, ns))
     try:
         systems.wait_until(lambda: systems.grpc_serving(address), [server], timeout=60)
         pid = server.popen.pid

@@ -12,6 +12,7 @@ integration tests.
 from __future__ import annotations
 
 import asyncio
+import re
 import time
 from collections.abc import AsyncIterator
 from typing import Any
@@ -31,6 +32,8 @@ UNK, IM_START, IM_END = 0, 1, 2
 SPECIALS = {UNK: "<unk>", IM_START: "<|im_start|>", IM_END: "<|im_end|>"}
 VOCAB = 300
 EOS = IM_END
+_SPECIAL_IDS = {tok: tid for tid, tok in SPECIALS.items()}
+_SPECIAL_SPLIT = re.compile("(" + "|".join(re.escape(t) for t in SPECIALS.values()) + ")")
 REPLIES = ["Hello from the fake engine.", "Another answer here.", "Third reply!"]
 
 
@@ -68,16 +71,11 @@ class FakeEngine:
     # -- tokenizer --------------------------------------------------------
     def encode(self, text: str, add_special_tokens: bool) -> list[int]:
         ids: list[int] = [IM_START] if add_special_tokens else []
-        i = 0
-        while i < len(text):
-            for tid, tok in SPECIALS.items():
-                if text.startswith(tok, i):
-                    ids.append(tid)
-                    i += len(tok)
-                    break
+        for i, part in enumerate(_SPECIAL_SPLIT.split(text)):
+            if i % 2:  # a special token (the split pattern's group)
+                ids.append(_SPECIAL_IDS[part])
             else:
-                ids.extend(b + 3 for b in text[i].encode())
-                i += 1
+                ids.extend(b + 3 for b in part.encode())
         return ids
 
     def decode(self, token_ids: list[int], skip_special_tokens: bool = False) -> str:
@@ -165,6 +163,7 @@ class FakeEngine:
         full = [""] * p.n  # all text generated so far
         done: list[ChoiceOutput | None] = [None] * p.n
         first_token = None
+        max_hold = max((len(x) - 1 for x in p.stop), default=0)
         try:
             step = 0
             while any(d is None for d in done):
@@ -178,7 +177,7 @@ class FakeEngine:
                         continue
                     tid = plans[i][step] if step < len(plans[i]) else plans[i][-1]
                     emitted[i] += 1
-                    self.progress[request.request_id] = sum(emitted)
+                    self.progress[request.request_id] = emitted[0] if p.n == 1 else sum(emitted)
                     text = "" if tid in SPECIALS else self.decode([tid])
                     finish = None
                     stop_reason: int | str | None = None
@@ -198,7 +197,7 @@ class FakeEngine:
                     if finish is None and emitted[i] >= p.max_tokens:
                         finish = "length"
                     # Like vLLM, hold back text that could start a stop string.
-                    hold = 0 if finish else max((len(x) - 1 for x in p.stop), default=0)
+                    hold = 0 if finish else max_hold
                     upto = max(len(texts[i]), len(visible) - hold)
                     text = visible[len(texts[i]):upto]
                     texts[i] += text

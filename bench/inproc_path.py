@@ -1,0 +1,64 @@
+"""tokenwire's own Python per token, with no gRPC and no network: the fake
+engine alone, then the same requests through the serving path (plan,
+admission/metrics, chat chunk building, serialization). The difference is
+what tokenwire's code costs per token.
+
+    .venv/bin/python -m bench.inproc_path [--requests 200]
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import time
+
+from tokenwire.server.admission import Admission
+from tokenwire.server.chat_request import build_chat_plan
+from tokenwire.server.chat_service import engine_request, stream_chat
+from tokenwire.server.fake_engine import FakeEngine
+from tokenwire.server.guarded_engine import GuardedEngine
+from tokenwire.server.metrics import Metrics
+from tokenwire.server.settings import ServerSettings
+from tokenwire.v1 import chat_pb2
+
+
+def _request() -> chat_pb2.CreateChatCompletionRequest:
+    req = chat_pb2.CreateChatCompletionRequest(
+        max_tokens=128, ignore_eos=True, return_token_ids=True, temperature=1.0, seed=0
+    )
+    req.messages.add(role="user").content.string_value = "Request 1: " + " ".join(["alpha"] * 48)
+    return req
+
+
+async def measure(requests: int) -> tuple[float, float]:
+    """(fake engine us/token, serving path us/token on top of it)."""
+    engine = FakeEngine(max_model_len=4096)
+    settings = ServerSettings(engine="fake", max_model_len=4096)
+    guarded = GuardedEngine(engine, Admission(1024, 10**9), Metrics())
+    tokens = 0
+    t0 = time.perf_counter()
+    for _ in range(requests):
+        plan = build_chat_plan(_request(), engine, settings, served_model="fake", tenant=None)
+        async for out in engine.generate(engine_request(plan, stream=True)):
+            tokens += len(out.choices[0].token_ids)
+    engine_s = time.perf_counter() - t0
+    t0 = time.perf_counter()
+    for _ in range(requests):
+        plan = build_chat_plan(_request(), guarded, settings, served_model="fake", tenant=None)
+        async for chunk in stream_chat(guarded, plan, worker_id="bench"):
+            chunk.SerializeToString()
+    total_s = time.perf_counter() - t0
+    return engine_s / tokens * 1e6, (total_s - engine_s) / tokens * 1e6
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--requests", type=int, default=200)
+    ns = parser.parse_args()
+    engine_us, path_us = asyncio.run(measure(ns.requests))
+    print(f"fake engine alone: {engine_us:.1f} us/token; "
+          f"tokenwire's chat path on top (plan, admission, chunks, serialization): {path_us:.1f} us/token")
+
+
+if __name__ == "__main__":
+    main()
