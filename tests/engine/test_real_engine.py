@@ -85,6 +85,41 @@ def test_stream_ids_equal_unary_for_same_seed(real_stub) -> None:
     assert list(chunks[0].prompt_token_ids) == list(unary.prompt_token_ids)
 
 
+def test_slow_reader_gets_merged_deltas_and_every_id(real_server) -> None:
+    """When the client reads slower than the engine generates, the deltas
+    that piled up go out merged into fewer chunks, with every id, in order
+    (a small HTTP/2 window makes the server wait for the reader)."""
+    tokens = 48
+    req = chat_request(temperature=0.9, seed=99, max_tokens=tokens, ignore_eos=True,
+                       return_token_ids=True)
+    options = [("grpc.http2.lookahead_bytes", 1024), ("grpc.http2.bdp_probe", 0)]
+    with grpc.insecure_channel(real_server.address, options=options) as ch:
+        stub = service_pb2_grpc.TokenwireServiceStub(ch)
+        unary = stub.CreateChatCompletion(req, timeout=120)
+        call = stub.StreamChatCompletion(req, timeout=120)
+        chunks = [next(call)]
+        time.sleep(4)  # the engine runs ahead of this reader
+        chunks += list(call)
+    per_chunk = [len(c.choices[0].token_ids) for c in chunks if c.choices]
+    assert max(per_chunk) > 1, per_chunk
+    assert len([n for n in per_chunk if n]) < tokens  # fewer messages than tokens
+    assert stream_ids(chunks)[0] == list(unary.choices[0].token_ids)
+    assert stream_text(chunks)[0] == unary.choices[0].message.content
+
+
+def test_stream_interval_sends_k_ids_per_chunk(real_stub) -> None:
+    """vLLM's per-request stream_interval: the first id at once, then 8 ids
+    per chunk, the tail at the end; the same ids as the unary call."""
+    req = chat_request(temperature=0.9, seed=7, max_tokens=20, ignore_eos=True, return_token_ids=True)
+    unary = real_stub.CreateChatCompletion(req, timeout=120)
+    req.stream_options.stream_interval = 8
+    chunks = list(real_stub.StreamChatCompletion(req, timeout=120))
+    sizes = [len(c.choices[0].token_ids) for c in chunks if c.choices and c.choices[0].token_ids]
+    assert sizes == [1, 8, 8, 3]
+    assert stream_ids(chunks)[0] == list(unary.choices[0].token_ids)
+    assert stream_text(chunks)[0] == unary.choices[0].message.content
+
+
 def test_n2_two_indexed_id_lists(real_stub) -> None:
     req = chat_request(n=2, temperature=1.0, seed=5, max_tokens=10,
                        return_token_ids=True, nvext={"extra_fields": ["engine_data"]})

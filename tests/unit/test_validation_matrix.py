@@ -23,6 +23,8 @@ CHAT_CASES = [
     ("max-tokens-zero", {"max_tokens": 0}, "INVALID_ARGUMENT", "max_tokens"),
     ("max-tokens-negative", {"max_completion_tokens": -5}, "INVALID_ARGUMENT", "max_completion_tokens"),
     ("n-zero", {"n": 0}, "INVALID_ARGUMENT", "n"),
+    ("stream-interval-zero", {"stream_options": {"stream_interval": 0}}, "INVALID_ARGUMENT", "stream_options.stream_interval"),
+    ("stream-interval-too-big", {"stream_options": {"stream_interval": 5000}}, "INVALID_ARGUMENT", "stream_options.stream_interval"),
     ("n-too-big", {"n": 1000, "temperature": 1}, "INVALID_ARGUMENT", "n"),
     ("n-greedy", {"n": 2, "temperature": 0}, "INVALID_ARGUMENT", "n"),
     ("temperature-negative", {"temperature": -0.5}, "INVALID_ARGUMENT", "temperature"),
@@ -85,6 +87,7 @@ GENERATE_CASES = [
     ("temperature", {"token_ids": [5, 6], "sampling_params": {"temperature": -1}}, "sampling_params.temperature"),
     ("output-mode", {"token_ids": [5, 6], "output_mode": "bytes"}, "output_mode"),
     ("logprobs-limit", {"token_ids": [5, 6], "sampling_params": {"logprobs": 99}}, "sampling_params.logprobs"),
+    ("stream-interval", {"token_ids": [5, 6], "stream_options": {"stream_interval": 0}}, "stream_options.stream_interval"),
 ]
 
 

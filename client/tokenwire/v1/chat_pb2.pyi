@@ -65,12 +65,14 @@ class ChatMessage(_message.Message):
     def __init__(self, role: _Optional[str] = ..., content: _Optional[_Union[_struct_pb2.Value, _Mapping]] = ..., name: _Optional[str] = ..., tool_calls: _Optional[_Iterable[_Union[ToolCall, _Mapping]]] = ..., tool_call_id: _Optional[str] = ..., reasoning_content: _Optional[str] = ...) -> None: ...
 
 class StreamOptions(_message.Message):
-    __slots__ = ("include_usage", "continuous_usage_stats")
+    __slots__ = ("include_usage", "continuous_usage_stats", "stream_interval")
     INCLUDE_USAGE_FIELD_NUMBER: _ClassVar[int]
     CONTINUOUS_USAGE_STATS_FIELD_NUMBER: _ClassVar[int]
+    STREAM_INTERVAL_FIELD_NUMBER: _ClassVar[int]
     include_usage: bool
     continuous_usage_stats: bool
-    def __init__(self, include_usage: _Optional[bool] = ..., continuous_usage_stats: _Optional[bool] = ...) -> None: ...
+    stream_interval: int
+    def __init__(self, include_usage: _Optional[bool] = ..., continuous_usage_stats: _Optional[bool] = ..., stream_interval: _Optional[int] = ...) -> None: ...
 
 class JsonSchemaFormat(_message.Message):
     __slots__ = ("name", "description", "schema", "strict")

@@ -384,6 +384,7 @@ def build_chat_plan(
             f"min_tokens ({params.min_tokens}) exceeds max_tokens ({params.max_tokens})",
             param="min_tokens",
         )
+    params.stream_interval = v.stream_interval(req.stream_options)
 
     priority = 0
     if req.HasField("priority"):

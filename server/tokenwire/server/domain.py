@@ -49,6 +49,7 @@ class GenerationParams:
     thinking_token_budget: int | None = None
     structured: StructuredOutput | None = None
     detokenize: bool = True
+    stream_interval: int | None = None  # tokens per streamed output (None: every token)
 
 
 @dataclasses.dataclass

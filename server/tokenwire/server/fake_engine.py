@@ -32,6 +32,13 @@ UNK, IM_START, IM_END = 0, 1, 2
 SPECIALS = {UNK: "<unk>", IM_START: "<|im_start|>", IM_END: "<|im_end|>"}
 VOCAB = 300
 EOS = IM_END
+def _merge(a: ChoiceOutput, b: ChoiceOutput) -> ChoiceOutput:
+    """Two consecutive deltas of one choice as one (like vLLM's DELTA merge)."""
+    lps = None if a.logprobs is None else a.logprobs + (b.logprobs or [])
+    return ChoiceOutput(a.index, a.token_ids + b.token_ids, a.text + b.text, lps,
+                        b.finish_reason, b.stop_reason)
+
+
 _SPECIAL_IDS = {tok: tid for tid, tok in SPECIALS.items()}
 _SPECIAL_SPLIT = re.compile("(" + "|".join(re.escape(t) for t in SPECIALS.values()) + ")")
 REPLIES = ["Hello from the fake engine.", "Another answer here.", "Third reply!"]
@@ -164,6 +171,9 @@ class FakeEngine:
         done: list[ChoiceOutput | None] = [None] * p.n
         first_token = None
         max_hold = max((len(x) - 1 for x in p.stop), default=0)
+        interval = p.stream_interval or 1
+        pending: dict[int, ChoiceOutput] = {}
+        sent = since_sent = 0
         try:
             step = 0
             while any(d is None for d in done):
@@ -210,15 +220,28 @@ class FakeEngine:
                 step += 1
                 finished = all(d is not None for d in done)
                 if request.stream:
+                    # stream_interval: hold deltas back and send them merged
+                    # every k tokens, or at once when a choice finishes.
+                    for d in deltas:
+                        held = pending.get(d.index)
+                        pending[d.index] = d if held is None else _merge(held, d)
+                    since_sent += 1
+                    # Like vLLM: the first token at once, then every k tokens.
+                    if sent and since_sent < interval and not any(d.finished for d in deltas):
+                        continue
+                    since_sent = 0
+                    out_deltas = list(pending.values())
+                    pending.clear()
                     # Like the vLLM adapter: prompt ids and timestamps with
                     # the first and the last output only.
-                    if step == 1 or finished:
+                    if sent == 0 or finished:
                         yield EngineOutput(
-                            deltas, list(request.prompt_token_ids), cached, finished,
+                            out_deltas, list(request.prompt_token_ids), cached, finished,
                             times=EngineTimes(arrival, arrival, first_token, time.time()),
                         )
                     else:
-                        yield EngineOutput(deltas, [], cached, finished)
+                        yield EngineOutput(out_deltas, [], cached, finished)
+                    sent += 1
             if not request.stream:
                 yield self._final(request, plans, emitted, texts, done, cached, arrival, first_token)
         except asyncio.CancelledError:

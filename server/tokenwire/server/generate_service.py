@@ -75,6 +75,7 @@ def build_generate_plan(
         engine.max_model_len,
     )
     params.detokenize = mode == "text" or bool(params.stop)
+    params.stream_interval = v.stream_interval(req.stream_options)
     salt = tenant or req.cache_salt or None
     priority = req.priority if req.HasField("priority") else 0
     if priority and settings.scheduling_policy != "priority":

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Iterable
+from typing import Any
 
 from tokenwire.server.errors import InvalidArgument
 
@@ -76,3 +77,13 @@ def max_tokens(param: str, requested: int | None, prompt_len: int, max_model_len
             param=param,
         )
     return requested
+
+
+STREAM_INTERVAL_MAX = 1024
+
+
+def stream_interval(options: Any) -> int | None:
+    """`stream_options.stream_interval`: tokens per chunk, 1..1024 (None: unset)."""
+    if not options.HasField("stream_interval"):
+        return None
+    return int_range("stream_options.stream_interval", options.stream_interval, 1, STREAM_INTERVAL_MAX)

@@ -144,6 +144,7 @@ class VllmEngine:
             thinking_token_budget=p.thinking_token_budget,
             structured_outputs=structured,
             detokenize=p.detokenize,
+            stream_interval=p.stream_interval if stream else None,
             output_kind=RequestOutputKind.DELTA if stream else RequestOutputKind.FINAL_ONLY,
         )
 
