@@ -120,3 +120,16 @@ def test_openai_sdk_raises_on_the_error_event(gateway) -> None:
         for _ in stream:
             seen += 1
     assert seen == 4  # the role chunk and three token chunks
+
+
+def test_stream_interval_over_rest(rest) -> None:
+    body = chat_body(max_tokens=10, ignore_eos=True, stream=True, return_token_ids=True,
+                     stream_options={"stream_interval": 4})
+    r = rest.post("/v1/chat/completions", json=body)
+    assert r.status_code == 200
+    sizes = [len(c["choices"][0]["token_ids"]) for c in sse_json(r.content)
+             if c["choices"] and c["choices"][0].get("token_ids")]
+    assert sizes == [1, 4, 4, 1]
+    bad = rest.post("/v1/chat/completions", json={**body, "stream_options": {"stream_interval": 0}})
+    assert bad.status_code == 400
+    assert bad.json()["error"]["param"] == "stream_options.stream_interval"
