@@ -44,7 +44,9 @@ class Prompt:
 Driver = Callable[[Prompt, int], Awaitable[Record]]
 
 
-def tokenwire_grpc(address: str) -> tuple[Driver, Callable[[], Awaitable[None]]]:
+def tokenwire_grpc(
+    address: str, stream_interval: int | None = None
+) -> tuple[Driver, Callable[[], Awaitable[None]]]:
     import grpc
 
     from tokenwire.v1 import chat_pb2, service_pb2_grpc
@@ -57,6 +59,8 @@ def tokenwire_grpc(address: str) -> tuple[Driver, Callable[[], Awaitable[None]]]
             max_tokens=max_tokens, ignore_eos=True, return_token_ids=True, temperature=1.0, seed=0
         )
         req.messages.add(role="user").content.string_value = prompt.text
+        if stream_interval:
+            req.stream_options.stream_interval = stream_interval
         rec = Record(time.perf_counter())
         try:
             async for chunk in stub.StreamChatCompletion(req):

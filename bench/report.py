@@ -11,13 +11,14 @@ NAMES = {
     "A": "vLLM AsyncLLM in-process",
     "B": "tokenwire gRPC chat",
     "G": "tokenwire gRPC Generate (ids)",
+    "S": "tokenwire gRPC chat, 16 tokens/chunk",
     "C": "tokenwire REST+SSE via Envoy",
     "D": "vLLM OpenAI server SSE",
     "E": "vLLM gRPC (smg servicer)",
     "F": "smg gateway REST+SSE",
 }
-ORDER = "ABGCDEF"
-PAIRS = [("B", "A"), ("G", "A"), ("C", "A"), ("B", "E"), ("G", "E"), ("C", "F"), ("C", "D")]
+ORDER = "ABGSCDEF"
+PAIRS = [("B", "A"), ("G", "A"), ("S", "A"), ("C", "A"), ("B", "E"), ("G", "E"), ("C", "F"), ("C", "D")]
 
 
 def _pct(values: list[float], q: float) -> float | None:

@@ -3,6 +3,8 @@
 A  vLLM AsyncLLM in-process, no server (the limit)
 B  tokenwire, native gRPC streaming (chat: messages in, text + ids out)
 G  tokenwire, native gRPC StreamGenerate (ids in, ids out: E's call)
+S  B with stream_options.stream_interval=16 (a chunk per 16 tokens; not in
+   the default set: a different workload, run it with --systems AS)
 C  tokenwire through the Envoy gateway, REST + SSE
 D  vLLM's OpenAI-compatible server, SSE with return_token_ids
 E  vLLM's gRPC mode (smg-grpc-servicer), native gRPC
@@ -235,12 +237,15 @@ def main(argv: list[str] | None = None) -> int:
     if "A" in ns.systems:
         runs += run_a(cfg, prompts, work, progress)
 
-    if any(x in ns.systems for x in "BGC"):
+    if any(x in ns.systems for x in "BGSC"):
         procs, address = start_tokenwire(cfg, logs)
         try:
             server_pid = procs[0].popen.pid
             if "B" in ns.systems:
                 runs += measure_server("B", lambda: clients.tokenwire_grpc(address),
+                                       systems.ResourceMeter([server_pid]), prompts, work, progress)
+            if "S" in ns.systems:
+                runs += measure_server("S", lambda: clients.tokenwire_grpc(address, stream_interval=16),
                                        systems.ResourceMeter([server_pid]), prompts, work, progress)
             if "G" in ns.systems:
                 runs += measure_server("G", lambda: clients.tokenwire_generate(address),
