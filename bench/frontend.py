@@ -108,7 +108,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--concurrency", type=int, default=64)
     parser.add_argument("--seconds", type=float, default=15.0)
     parser.add_argument("--max-tokens", type=int, default=128)
-    parser.add_argument("--paths", default="floor,chat,generate,rest")
+    parser.add_argument("--paths", default="floor,chat,chat16,generate,rest")
     parser.add_argument("--out", default=str(OUT / "frontend.json"))
     ns = parser.parse_args(argv)
     logs = OUT / "logs"
@@ -130,6 +130,11 @@ def main(argv: list[str] | None = None) -> int:
         if "chat" in paths:
             rows.append(measure("gRPC StreamChatCompletion", lambda: clients.tokenwire_grpc(address),
                                 {"server": [pid]}, *args))
+        if "chat16" in paths:
+            rows.append(measure(
+                "gRPC chat, 16 tokens/chunk", lambda: clients.tokenwire_grpc(address, stream_interval=16),
+                {"server": [pid]}, *args,
+            ))
         if "generate" in paths:
             rows.append(measure("gRPC StreamGenerate", lambda: clients.tokenwire_generate(address),
                                 {"server": [pid]}, *args))
