@@ -21,7 +21,7 @@ from typing import Any
 import psutil
 
 from bench import clients, systems
-from bench.run import OUT, envoy_pids, start_gateway
+from bench.contestants import OUT, envoy_pids, start_gateway
 
 
 def _prompts(count: int, words: int) -> list[clients.Prompt]:

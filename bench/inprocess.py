@@ -1,7 +1,9 @@
 """System A: vLLM AsyncLLM in-process, no server — the limit.
 
-Run as a subprocess by bench.run: reads a JSON job on stdin (model, engine
-settings, prompts, levels), prints one JSON result line per level run.
+Run as a subprocess by bench.run. Reads JSON lines on stdin: first the job
+(model, engine settings, prompts, max_tokens), then one line per level to
+run ({"concurrency", "requests", "rep"}); answers each level with one
+"BENCH {...}" line on stdout. An empty line or EOF ends it.
 """
 
 from __future__ import annotations
@@ -15,7 +17,7 @@ from bench.clients import Prompt, Record, run_level
 
 
 def main() -> None:
-    job = json.load(sys.stdin)
+    job = json.loads(sys.stdin.readline())
     from vllm.engine.arg_utils import AsyncEngineArgs
     from vllm.inputs.engine import tokens_input
     from vllm.sampling_params import RequestOutputKind, SamplingParams
@@ -37,9 +39,16 @@ def main() -> None:
 
     async def run() -> None:
         prompts = [Prompt(p["text"], p["ids"]) for p in job["prompts"]]
-        for level in job["levels"]:
-            n = level["requests"]
-            records, wall = await run_level(driver, prompts[:n], level["concurrency"], job["max_tokens"])
+        print("READY", flush=True)
+        loop = asyncio.get_running_loop()
+        while True:
+            line = await loop.run_in_executor(None, sys.stdin.readline)
+            if not line.strip():
+                return
+            level = json.loads(line)
+            records, wall = await run_level(
+                driver, prompts[: level["requests"]], level["concurrency"], job["max_tokens"]
+            )
             print("BENCH " + json.dumps({
                 "concurrency": level["concurrency"], "rep": level["rep"], "wall": wall,
                 "records": [r.__dict__ for r in records],

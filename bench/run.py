@@ -3,8 +3,8 @@
 A  vLLM AsyncLLM in-process, no server (the limit)
 B  tokenwire, native gRPC streaming (chat: messages in, text + ids out)
 G  tokenwire, native gRPC StreamGenerate (ids in, ids out: E's call)
-S  B with stream_options.stream_interval=16 (a chunk per 16 tokens; not in
-   the default set: a different workload, run it with --systems AS)
+S  B with stream_options.stream_interval=16 (a chunk per 16 tokens: the
+   same tokens in fewer messages; outside the targets)
 C  tokenwire through the Envoy gateway, REST + SSE
 D  vLLM's OpenAI-compatible server, SSE with return_token_ids
 E  vLLM's gRPC mode (smg-grpc-servicer), native gRPC
@@ -17,21 +17,18 @@ and output lengths, ignore_eos), counting only token ids received.
 from __future__ import annotations
 
 import argparse
-import asyncio
 import dataclasses
-import json
 import pathlib
 import random
 import sys
 import threading
 import time
-from collections.abc import Callable
 from typing import Any
 
 from bench import clients, systems
-from bench.report import summarize, write_outputs
-
-OUT = systems.ROOT / "bench" / "out"
+from bench import contestants as cs
+from bench.contestants import OUT, Contestant, InProcessContestant, ServerContestant
+from bench.report import ORDER, summarize, write_outputs
 
 
 @dataclasses.dataclass
@@ -85,131 +82,111 @@ class Progress:
         sys.stderr.flush()
 
 
-def measure_server(
-    name: str, driver_factory: Callable[[], tuple[clients.Driver, Any]], meter: systems.ResourceMeter,
-    prompts: list[clients.Prompt], work: Workload, progress: Progress,
-) -> list[dict[str, Any]]:
-    runs: list[dict[str, Any]] = []
+def start_all(cfg: systems.EngineConfig, wanted: str, prompts: list[clients.Prompt], work: Workload,
+              logs: pathlib.Path, procs: list[systems.Proc]) -> dict[str, Contestant]:
+    """Start every wanted system (engines load side by side), then wait for
+    each; returns them by letter. Started processes are added to `procs`."""
+    out: dict[str, Contestant] = {}
+    a = InProcessContestant(cfg.engine_args(), prompts, work.max_tokens) if "A" in wanted else None
+    if a is not None:
+        out["A"] = a
+    tw = D = E = None
+    if any(x in wanted for x in "BGSC"):
+        tw = cs.start_tokenwire(cfg, logs)
+        procs.append(tw[0])
+    if "D" in wanted:
+        D = cs.start_vllm_openai(cfg, logs)
+        procs.append(D[0])
+    if "E" in wanted or "F" in wanted:
+        E = cs.start_vllm_grpc(cfg, logs)
+        procs.append(E[0])
+    if a is not None:
+        a.wait_ready()
+    if tw is not None:
+        proc, address = tw
+        systems.wait_until(lambda: systems.grpc_serving(address), [proc])
+        pid = proc.popen.pid
+        if "B" in wanted:
+            out["B"] = ServerContestant("B", lambda: clients.tokenwire_grpc(address), [pid])
+        if "G" in wanted:
+            out["G"] = ServerContestant("G", lambda: clients.tokenwire_generate(address), [pid])
+        if "S" in wanted:
+            out["S"] = ServerContestant(
+                "S", lambda: clients.tokenwire_grpc(address, stream_interval=16), [pid]
+            )
+        gw = cs.start_gateway(address, logs) if "C" in wanted else None
+        if gw is not None:
+            procs.append(gw[0])
+            url, model = gw[1], pathlib.Path(cfg.model).name
+            out["C"] = ServerContestant(
+                "C", lambda: clients.openai_sse(url, model, ids_field="token_ids"),
+                [pid, *cs.envoy_pids(gw[0])],
+            )
+    if D is not None:
+        dproc, durl = D
+        systems.wait_until(lambda: systems.http_ok(durl + "/health"), [dproc])
+        out["D"] = ServerContestant(
+            "D", lambda: clients.openai_sse(durl, cfg.model, ids_field="token_ids"), [dproc.popen.pid]
+        )
+    if E is not None:
+        eproc, eaddr = E
+        systems.wait_until(lambda: systems.grpc_serving(eaddr), [eproc])
+        if "E" in wanted:
+            out["E"] = ServerContestant("E", lambda: clients.vllm_grpc(eaddr), [eproc.popen.pid])
+        if "F" in wanted:
+            fproc, furl = cs.start_smg(cfg, eaddr, logs)
+            procs.append(fproc)
+            systems.wait_until(lambda: cs.smg_ready(furl), [eproc, fproc], timeout=120)
+            out["F"] = ServerContestant(
+                "F", lambda: clients.openai_sse(furl, cfg.model, ids_field=None),
+                [eproc.popen.pid, fproc.popen.pid],
+            )
+    return out
+
+
+def interleave(contestants: dict[str, Contestant], prompts: list[clients.Prompt], work: Workload,
+               progress: Progress) -> list[dict[str, Any]]:
+    """Every (repetition, concurrency) runs each system once, back to back,
+    in an order rotated from one level to the next: drift of the shared
+    machine spreads over all systems instead of biasing the ratios."""
+    order = [s for s in ORDER if s in contestants]
+    active: list[Contestant | None] = [None]
     stop = threading.Event()
 
     def sampler() -> None:
         while not stop.is_set():
-            try:
-                meter.sample()
-            except Exception:
-                pass
+            c = active[0]
+            if c is not None:
+                try:
+                    c.sample()
+                except Exception:
+                    pass
             time.sleep(0.1)
 
     thread = threading.Thread(target=sampler, daemon=True)
     thread.start()
-
-    async def go() -> None:
-        driver, close = driver_factory()
-        # Warm-up (not measured): first requests compile and fill pools.
-        await clients.run_level(driver, prompts[:4], 4, 8)
+    runs: list[dict[str, Any]] = []
+    try:
+        for name in order:  # warm-up, not measured
+            progress.label = f"{name} warm-up"
+            contestants[name].run_level(prompts[:4], 4, 8, -1)
+        k = 0
         for rep in range(work.reps):
             for conc in work.concurrencies:
-                progress.label = f"{name} c={conc} rep {rep + 1}"
-                meter.reset()
-                records, wall = await clients.run_level(
-                    driver, prompts[: work.requests(conc)], conc, work.max_tokens, progress.step
-                )
-                runs.append({
-                    "system": name, "concurrency": conc, "rep": rep, "wall": wall,
-                    "cpu_seconds": meter.cpu_seconds(), "records": [r.__dict__ for r in records],
-                })
-        await close()
-
-    try:
-        asyncio.run(go())
+                shift = k % len(order)
+                k += 1
+                for name in order[shift:] + order[:shift]:
+                    progress.label = f"{name} c={conc} rep {rep + 1}"
+                    active[0] = contestants[name]
+                    runs.append(contestants[name].run_level(
+                        prompts[: work.requests(conc)], conc, work.max_tokens, rep, progress.step
+                    ))
     finally:
         stop.set()
         thread.join(2)
     for r in runs:
-        r["peak_rss"] = meter.peak_rss
+        r["peak_rss"] = contestants[r["system"]].peak_rss
     return runs
-
-
-def run_a(cfg: systems.EngineConfig, prompts: list[clients.Prompt], work: Workload,
-          progress: Progress) -> list[dict[str, Any]]:
-    levels = [{"concurrency": 4, "rep": -1, "requests": 4}]
-    levels += [
-        {"concurrency": c, "rep": rep, "requests": work.requests(c)}
-        for rep in range(work.reps) for c in work.concurrencies
-    ]
-    job = {
-        "engine_args": cfg.engine_args(), "max_tokens": work.max_tokens, "levels": levels,
-        "prompts": [dataclasses.asdict(p) for p in prompts],
-    }
-    import subprocess
-
-    import psutil
-
-    progress.label = "A in-process"
-    proc = subprocess.Popen(
-        [systems.PY, "-m", "bench.inprocess"], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
-        stderr=open(OUT / "logs" / "A.log", "wb"), env=systems.bench_env(), cwd=systems.ROOT,
-    )
-    assert proc.stdin and proc.stdout
-    proc.stdin.write(json.dumps(job).encode())
-    proc.stdin.close()
-    ps = psutil.Process(proc.pid)
-    runs = []
-    peak = 0
-    cpu0 = sum(ps.cpu_times()[:2])
-    for raw in proc.stdout:
-        if not raw.startswith(b"BENCH "):
-            continue  # the engine's own prints
-        data = json.loads(raw[6:])
-        cpu1 = sum(ps.cpu_times()[:2])
-        peak = max(peak, ps.memory_info().rss)
-        if data["rep"] >= 0:
-            progress.step(len(data["records"]))
-            runs.append({"system": "A", **data, "cpu_seconds": cpu1 - cpu0})
-        cpu0 = cpu1
-    if proc.wait() != 0:
-        raise RuntimeError(f"A failed: see {OUT / 'logs' / 'A.log'}")
-    for r in runs:
-        r["peak_rss"] = peak
-    return runs
-
-
-def start_tokenwire(cfg: systems.EngineConfig, logs: pathlib.Path) -> tuple[list[systems.Proc], str]:
-    port = systems.free_port()
-    proc = systems.spawn("B-tokenwire", [
-        systems.PY, "-m", "tokenwire.cli", "serve", "--model", cfg.model, "--port", str(port),
-        "--dtype", cfg.dtype, "--max-model-len", str(cfg.max_model_len),
-        "--kv-cache-bytes", str(cfg.kv_cache_bytes), "--block-size", str(cfg.block_size),
-        "--max-num-seqs", str(cfg.max_num_seqs), "--scheduling-policy", "fcfs",
-        "--log-level", "WARNING",
-    ], logs, systems.bench_env())
-    address = f"127.0.0.1:{port}"
-    systems.wait_until(lambda: systems.grpc_serving(address), [proc])
-    return [proc], address
-
-
-def start_gateway(backend: str, logs: pathlib.Path) -> tuple[systems.Proc, str] | None:
-    """Start Envoy through tokenwire's own launcher; None if not available."""
-    port = systems.free_port()
-    host, _, upstream = backend.rpartition(":")
-    proc = systems.spawn("C-envoy", [
-        systems.PY, "-m", "tokenwire.cli", "gateway", "--upstream-host", host,
-        "--upstream-port", upstream, "--listen-port", str(port),
-    ], logs, systems.bench_env())
-    url = f"http://127.0.0.1:{port}"
-    try:
-        systems.wait_until(lambda: systems.http_ok(url + "/health"), [proc], timeout=60)
-    except Exception as exc:
-        proc.stop()
-        print(f"\nC skipped: the gateway did not start ({exc})", file=sys.stderr)
-        return None
-    return proc, url
-
-
-def envoy_pids(proc: systems.Proc) -> list[int]:
-    import psutil
-
-    return [proc.popen.pid] + [c.pid for c in psutil.Process(proc.popen.pid).children(recursive=True)]
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -218,7 +195,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--concurrency", default="1,16,64,256", help="comma-separated levels")
     parser.add_argument("--reps", type=int, default=3)
     parser.add_argument("--max-tokens", type=int, default=128)
-    parser.add_argument("--systems", default="ABGCDEF")
+    parser.add_argument("--systems", default="ABGSCDEF")
     parser.add_argument("--out", type=pathlib.Path, default=OUT)
     ns = parser.parse_args(argv)
     work = Workload(
@@ -230,104 +207,31 @@ def main(argv: list[str] | None = None) -> int:
     logs.mkdir(parents=True, exist_ok=True)
     prompts = make_prompts(cfg.model, max(work.requests(c) for c in work.concurrencies), work.prompt_words)
     per_system = sum(work.requests(c) for c in work.concurrencies) * work.reps
-    progress = Progress(per_system * len(ns.systems))
-    runs: list[dict[str, Any]] = []
     started = time.time()
-
-    if "A" in ns.systems:
-        runs += run_a(cfg, prompts, work, progress)
-
-    if any(x in ns.systems for x in "BGSC"):
-        procs, address = start_tokenwire(cfg, logs)
-        try:
-            server_pid = procs[0].popen.pid
-            if "B" in ns.systems:
-                runs += measure_server("B", lambda: clients.tokenwire_grpc(address),
-                                       systems.ResourceMeter([server_pid]), prompts, work, progress)
-            if "S" in ns.systems:
-                runs += measure_server("S", lambda: clients.tokenwire_grpc(address, stream_interval=16),
-                                       systems.ResourceMeter([server_pid]), prompts, work, progress)
-            if "G" in ns.systems:
-                runs += measure_server("G", lambda: clients.tokenwire_generate(address),
-                                       systems.ResourceMeter([server_pid]), prompts, work, progress)
-            if "C" in ns.systems:
-                gw = start_gateway(address, logs)
-                if gw is not None:
-                    gproc, url = gw
-                    try:
-                        model = pathlib.Path(cfg.model).name
-                        runs += measure_server(
-                            "C", lambda: clients.openai_sse(url, model, ids_field="token_ids"),
-                            systems.ResourceMeter([server_pid, *envoy_pids(gproc)]), prompts, work, progress,
-                        )
-                    finally:
-                        gproc.stop()
-        finally:
-            for p in procs:
-                p.stop()
-
-    if "D" in ns.systems:
-        port = systems.free_port()
-        proc = systems.spawn("D-vllm-openai", [
-            systems.PY, "-m", "vllm.entrypoints.openai.api_server", "--host", "127.0.0.1",
-            "--port", str(port), *cfg.vllm_flags(), "--disable-uvicorn-access-log",
-        ], logs, systems.bench_env())
-        try:
-            url = f"http://127.0.0.1:{port}"
-            systems.wait_until(lambda: systems.http_ok(url + "/health"), [proc])
-            runs += measure_server("D", lambda: clients.openai_sse(url, cfg.model, ids_field="token_ids"),
-                                   systems.ResourceMeter([proc.popen.pid]), prompts, work, progress)
-        finally:
-            proc.stop()
-
-    if "E" in ns.systems or "F" in ns.systems:
-        port = systems.free_port()
-        proc = systems.spawn("E-vllm-grpc", [
-            systems.PY, "-m", "vllm.entrypoints.launchers.grpc_server", "--host", "127.0.0.1",
-            "--port", str(port), *cfg.vllm_flags(),
-        ], logs, systems.bench_env())
-        address = f"127.0.0.1:{port}"
-        try:
-            systems.wait_until(lambda: systems.grpc_serving(address), [proc])
-            if "E" in ns.systems:
-                runs += measure_server("E", lambda: clients.vllm_grpc(address),
-                                       systems.ResourceMeter([proc.popen.pid]), prompts, work, progress)
-            if "F" in ns.systems:
-                fport = systems.free_port()
-                smg = systems.spawn("F-smg", [
-                    str(systems.BIN / "smg"), "launch", "--host", "127.0.0.1", "--port", str(fport),
-                    "--worker-urls", f"grpc://{address}", "--model-path", cfg.model,
-                    "--tokenizer-path", cfg.model,
-                ], logs, systems.bench_env())
-                try:
-                    furl = f"http://127.0.0.1:{fport}"
-                    systems.wait_until(lambda: _smg_ready(furl), [proc, smg], timeout=120)
-                    runs += measure_server(
-                        "F", lambda: clients.openai_sse(furl, cfg.model, ids_field=None),
-                        systems.ResourceMeter([proc.popen.pid, smg.popen.pid]), prompts, work, progress,
-                    )
-                finally:
-                    smg.stop()
-        finally:
-            proc.stop()
+    procs: list[systems.Proc] = []
+    contestants: dict[str, Contestant] = {}
+    try:
+        sys.stderr.write("starting the systems...\n")
+        contestants = start_all(cfg, ns.systems, prompts, work, logs, procs)
+        progress = Progress(per_system * len(contestants))
+        runs = interleave(contestants, prompts, work, progress)
+    finally:
+        a = contestants.get("A")
+        if isinstance(a, InProcessContestant):
+            a.stop()
+        for p in reversed(procs):
+            p.stop()
 
     sys.stderr.write("\n")
     meta = {
         "started": started, "finished": time.time(), "model": cfg.model,
         "engine": dataclasses.asdict(cfg), "workload": dataclasses.asdict(work),
-        "machine": _machine(),
+        "machine": _machine(), "method": "interleaved, rotated order per level",
     }
     summary = summarize(runs, meta)
     table = write_outputs(summary, ns.out)
     print(table)
     return 0
-
-
-def _smg_ready(url: str) -> bool:
-    import httpx
-
-    r = httpx.get(url + "/v1/models", timeout=2)
-    return r.status_code == 200 and bool(r.json().get("data"))
 
 
 def _machine() -> dict[str, Any]:
