@@ -44,59 +44,61 @@ class Prompt:
 Driver = Callable[[Prompt, int], Awaitable[Record]]
 
 
+def _tokenwire_stream(
+    address: str, method: str, build: Callable[[Prompt, int], Any]
+) -> tuple[Driver, Callable[[], Awaitable[None]]]:
+    """A driver for one of tokenwire's streaming RPCs: `build` makes the
+    request; the ids of every choice of every message are counted."""
+    import grpc
+
+    from tokenwire.v1 import service_pb2_grpc
+
+    channel = grpc.aio.insecure_channel(address)
+    call = getattr(service_pb2_grpc.TokenwireServiceStub(channel), method)
+
+    async def run(prompt: Prompt, max_tokens: int) -> Record:
+        req = build(prompt, max_tokens)
+        rec = Record(time.perf_counter())
+        try:
+            async for chunk in call(req):
+                for ch in chunk.choices:
+                    rec.arrived(len(ch.token_ids))
+        except grpc.aio.AioRpcError as exc:
+            rec.error = exc.code().name
+        return rec
+
+    return run, channel.close
+
+
 def tokenwire_grpc(
     address: str, stream_interval: int | None = None
 ) -> tuple[Driver, Callable[[], Awaitable[None]]]:
-    import grpc
+    from tokenwire.v1 import chat_pb2
 
-    from tokenwire.v1 import chat_pb2, service_pb2_grpc
-
-    channel = grpc.aio.insecure_channel(address)
-    stub = service_pb2_grpc.TokenwireServiceStub(channel)
-
-    async def run(prompt: Prompt, max_tokens: int) -> Record:
+    def build(prompt: Prompt, max_tokens: int) -> chat_pb2.CreateChatCompletionRequest:
         req = chat_pb2.CreateChatCompletionRequest(
             max_tokens=max_tokens, ignore_eos=True, return_token_ids=True, temperature=1.0, seed=0
         )
         req.messages.add(role="user").content.string_value = prompt.text
         if stream_interval:
             req.stream_options.stream_interval = stream_interval
-        rec = Record(time.perf_counter())
-        try:
-            async for chunk in stub.StreamChatCompletion(req):
-                for ch in chunk.choices:
-                    rec.arrived(len(ch.token_ids))
-        except grpc.aio.AioRpcError as exc:
-            rec.error = exc.code().name
-        return rec
+        return req
 
-    return run, channel.close
+    return _tokenwire_stream(address, "StreamChatCompletion", build)
 
 
 def tokenwire_generate(address: str) -> tuple[Driver, Callable[[], Awaitable[None]]]:
     """tokenwire's token-in/token-out StreamGenerate (no chat template, ids
     only in and out: the like-for-like call to E)."""
-    import grpc
+    from tokenwire.v1 import generate_pb2
 
-    from tokenwire.v1 import generate_pb2, service_pb2_grpc
-
-    channel = grpc.aio.insecure_channel(address)
-    stub = service_pb2_grpc.TokenwireServiceStub(channel)
-
-    async def run(prompt: Prompt, max_tokens: int) -> Record:
+    def build(prompt: Prompt, max_tokens: int) -> generate_pb2.GenerateRequest:
         req = generate_pb2.GenerateRequest(token_ids=prompt.ids)
         sp = req.sampling_params
         sp.max_tokens, sp.ignore_eos, sp.temperature, sp.seed = max_tokens, True, 1.0, 0
-        rec = Record(time.perf_counter())
-        try:
-            async for chunk in stub.StreamGenerate(req):
-                for ch in chunk.choices:
-                    rec.arrived(len(ch.token_ids))
-        except grpc.aio.AioRpcError as exc:
-            rec.error = exc.code().name
-        return rec
+        return req
 
-    return run, channel.close
+    return _tokenwire_stream(address, "StreamGenerate", build)
 
 
 def vllm_grpc(address: str) -> tuple[Driver, Callable[[], Awaitable[None]]]:

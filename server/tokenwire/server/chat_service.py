@@ -47,19 +47,15 @@ async def stream_chat(
         # fail the call before it has sent anything: over REST they become a
         # plain HTTP error (429/503 with retry-after), not an error event
         # after a 200. The same iterator then goes on, with no extra layer.
-        first = await anext(outputs, None)
+        out = await anext(outputs, None)
         yield builder.first_chunk()
         finished = False
-        if first is not None:
-            chunk = builder.on_output(first)
+        while out is not None:
+            chunk = builder.on_output(out)
             if chunk is not None:
                 yield chunk
-            finished = first.finished
-            async for out in outputs:
-                chunk = builder.on_output(out)
-                if chunk is not None:
-                    yield chunk
-                finished = out.finished
+            finished = out.finished
+            out = await anext(outputs, None)
     finally:
         await outputs.aclose()  # type: ignore[attr-defined]
     if not finished:

@@ -30,15 +30,14 @@ class GuardedEngine:
             m.prompt_tokens.inc(len(request.prompt_token_ids))
             received = time.time()
             produced = 0  # added to the counter once, when the request ends
+            first = True
             try:
                 async for out in self.inner.generate(request):
-                    if produced == 0:
-                        produced = _new_tokens(out)
-                        if produced:
-                            self._first_token(out, received)
-                    else:
-                        for c in out.choices:
-                            produced += len(c.token_ids)
+                    for c in out.choices:
+                        produced += len(c.token_ids)
+                    if first and produced:
+                        first = False
+                        self._first_token(out, received)
                     yield out
             finally:
                 m.completion_tokens.inc(produced)
@@ -50,6 +49,3 @@ class GuardedEngine:
         if times and times.scheduled and times.arrival:
             self.metrics.queue_seconds.observe(max(0.0, times.scheduled - times.arrival))
 
-
-def _new_tokens(out: EngineOutput) -> int:
-    return sum(len(c.token_ids) for c in out.choices)
