@@ -98,16 +98,16 @@ def chat_requests(draw):
 @given(chat_requests())
 def test_chat_conversion_raises_only_validation_errors(req) -> None:
     try:
-        plan = build_chat_plan(req, ENGINE, SETTINGS, served_model="fake", tenant=None)
+        plan = build_chat_plan(req, ENGINE, SETTINGS, served_model="fake", tenant=None, stream=False)
     except EXPECTED as exc:
         assert exc.message
         return
-    p = plan.params
+    p = plan.request.params
     assert 1 <= p.n <= SETTINGS.max_n
     assert math.isfinite(p.temperature) and p.temperature >= 0
     assert 0 < p.top_p <= 1
-    assert 1 <= p.max_tokens and len(plan.prompt_token_ids) + p.max_tokens <= ENGINE.max_model_len
-    assert all(t < ENGINE.vocab_size for t in plan.prompt_token_ids)
+    assert 1 <= p.max_tokens and len(plan.request.prompt_token_ids) + p.max_tokens <= ENGINE.max_model_len
+    assert all(t < ENGINE.vocab_size for t in plan.request.prompt_token_ids)
 
 
 @settings(max_examples=200, deadline=None)

@@ -19,11 +19,16 @@ from grpc_reflection.v1alpha import reflection
 
 from tokenwire.server.admission import Admission
 from tokenwire.server.auth import ApiKeyInterceptor
+from tokenwire.server.continuation_store import ContinuationStore
+from tokenwire.server.data_plane import DataPlane
 from tokenwire.server.domain import Engine, EngineRequest, GenerationParams, RenderOptions
 from tokenwire.server.guarded_engine import GuardedEngine
 from tokenwire.server.metrics import Metrics, MetricsInterceptor
-from tokenwire.server.servicer import ServingState, TokenwireServicer
+from tokenwire.server.prefill import Prefiller
+from tokenwire.server.servicer import TokenwireServicer
+from tokenwire.server.serving_state import ServingState
 from tokenwire.server.settings import ServerSettings
+from tokenwire.server.turns import TurnTemplates
 from tokenwire.v1 import service_pb2, service_pb2_grpc
 
 log = logging.getLogger("tokenwire.server")
@@ -53,6 +58,19 @@ async def warm_up(engine: Engine) -> None:
     request = EngineRequest("warmup", prompt, params, stream=False)
     async for _ in engine.generate(request):
         pass
+
+
+def build_data_plane(engine: Engine, settings: ServerSettings, state: ServingState) -> DataPlane:
+    """Every object the calls share, built once: continuation store, turn
+    templates, speculative prefiller, and the data plane over them."""
+    store = ContinuationStore(
+        max_tokens=settings.continuation_max_tokens,
+        session_max_tokens=settings.continuation_session_max_tokens,
+        session_max_requests=settings.continuation_session_max_requests,
+    )
+    turns = TurnTemplates(engine)
+    prefiller = Prefiller(engine, settings, state, turns)
+    return DataPlane(engine, settings, state, store=store, turns=turns, prefiller=prefiller)
 
 
 @dataclass
@@ -113,9 +131,8 @@ async def start(settings: ServerSettings, engine: Engine) -> RunningServer:
         engine, Admission(settings.max_concurrent_requests, settings.max_admitted_tokens), metrics
     )
     metrics.engine_requests.set_function(engine.num_unfinished_requests)
-    service_pb2_grpc.add_TokenwireServiceServicer_to_server(
-        TokenwireServicer(guarded, settings, state), server  # type: ignore[arg-type]
-    )
+    plane = build_data_plane(guarded, settings, state)  # type: ignore[arg-type]
+    service_pb2_grpc.add_TokenwireServiceServicer_to_server(TokenwireServicer(plane), server)
     health_servicer = health.aio.HealthServicer()
     health_pb2_grpc.add_HealthServicer_to_server(health_servicer, server)
     reflection.enable_server_reflection(

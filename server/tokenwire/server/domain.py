@@ -116,6 +116,20 @@ class EngineOutput:
 
 
 @dataclasses.dataclass
+class RunOutcome:
+    """What one finished run consumed and produced, filled in by the run and
+    stream functions when given one: sessions store it for continuations,
+    speculative prefill starts the next turn from it."""
+
+    prompt_ids: list[int] = dataclasses.field(default_factory=list)
+    completions: list[list[int]] = dataclasses.field(default_factory=list)  # by choice index
+
+    def fill(self, prompt_ids: list[int], completions: dict[int, list[int]]) -> None:
+        self.prompt_ids = prompt_ids
+        self.completions = [completions.get(i, []) for i in range(max(completions, default=-1) + 1)]
+
+
+@dataclasses.dataclass
 class RenderOptions:
     add_generation_prompt: bool = True
     continue_final_message: bool = False
@@ -144,8 +158,6 @@ class Engine(Protocol):
     def generate(self, request: EngineRequest) -> AsyncIterator[EngineOutput]:
         """Run a request; cancelling the consumer aborts it in the engine."""
         ...
-
-    async def abort(self, request_id: str) -> None: ...
 
     def num_unfinished_requests(self) -> int: ...
 

@@ -271,9 +271,6 @@ class FakeEngine:
             times=EngineTimes(arrival, arrival, first_token, time.time()),
         )
 
-    async def abort(self, request_id: str) -> None:
-        self.running.discard(request_id)
-
     def num_unfinished_requests(self) -> int:
         return len(self.running)
 

@@ -169,9 +169,6 @@ class VllmEngine:
         except Exception as exc:
             raise _map_engine_error(exc) from exc
 
-    async def abort(self, request_id: str) -> None:
-        await self._llm.abort(request_id)
-
     def num_unfinished_requests(self) -> int:
         return int(self._llm.get_num_unfinished_requests())
 

@@ -1,0 +1,26 @@
+"""Response-side conversion shared by every RPC: domain values -> protobuf
+fields (usage, stop reason). Chat-only response building lives in
+chat_response.py; generate's in generate_service.py."""
+
+from __future__ import annotations
+
+from google.protobuf import struct_pb2
+
+from tokenwire.v1 import common_pb2
+
+
+def stop_reason_value(reason: int | str | None) -> struct_pb2.Value | None:
+    if reason is None:
+        return None
+    if isinstance(reason, str):
+        return struct_pb2.Value(string_value=reason)
+    return struct_pb2.Value(number_value=float(reason))
+
+
+def usage(prompt_len: int, completion_len: int, cached: int) -> common_pb2.Usage:
+    return common_pb2.Usage(
+        prompt_tokens=prompt_len,
+        completion_tokens=completion_len,
+        total_tokens=prompt_len + completion_len,
+        prompt_tokens_details=common_pb2.PromptTokensDetails(cached_tokens=cached),
+    )
