@@ -29,13 +29,13 @@ from tokenwire.server.errors import (
     TokenwireError,
     classify,
 )
-from tokenwire.server.request_fields import render_options
+from tokenwire.server.request_fields import MAX_REQUEST_ID, render_options
 from tokenwire.v1 import chat_pb2, generate_pb2, session_pb2
 
 log = logging.getLogger("tokenwire.session")
 
 OUTBOX_EVENTS = 256  # data events buffered per session before producers wait
-MAX_REQUEST_ID = 256
+
 
 
 _END = object()
