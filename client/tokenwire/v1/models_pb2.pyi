@@ -49,7 +49,7 @@ class GetStatsRequest(_message.Message):
     def __init__(self) -> None: ...
 
 class GetStatsResponse(_message.Message):
-    __slots__ = ("engine_requests", "active_calls", "worker_id", "model", "serving", "sessions", "speculative_prefills", "continuation_tokens")
+    __slots__ = ("engine_requests", "active_calls", "worker_id", "model", "serving", "sessions", "speculative_prefills", "continuation_tokens", "paused", "weight_version")
     ENGINE_REQUESTS_FIELD_NUMBER: _ClassVar[int]
     ACTIVE_CALLS_FIELD_NUMBER: _ClassVar[int]
     WORKER_ID_FIELD_NUMBER: _ClassVar[int]
@@ -58,6 +58,8 @@ class GetStatsResponse(_message.Message):
     SESSIONS_FIELD_NUMBER: _ClassVar[int]
     SPECULATIVE_PREFILLS_FIELD_NUMBER: _ClassVar[int]
     CONTINUATION_TOKENS_FIELD_NUMBER: _ClassVar[int]
+    PAUSED_FIELD_NUMBER: _ClassVar[int]
+    WEIGHT_VERSION_FIELD_NUMBER: _ClassVar[int]
     engine_requests: int
     active_calls: int
     worker_id: str
@@ -66,4 +68,6 @@ class GetStatsResponse(_message.Message):
     sessions: int
     speculative_prefills: int
     continuation_tokens: int
-    def __init__(self, engine_requests: _Optional[int] = ..., active_calls: _Optional[int] = ..., worker_id: _Optional[str] = ..., model: _Optional[str] = ..., serving: _Optional[bool] = ..., sessions: _Optional[int] = ..., speculative_prefills: _Optional[int] = ..., continuation_tokens: _Optional[int] = ...) -> None: ...
+    paused: bool
+    weight_version: str
+    def __init__(self, engine_requests: _Optional[int] = ..., active_calls: _Optional[int] = ..., worker_id: _Optional[str] = ..., model: _Optional[str] = ..., serving: _Optional[bool] = ..., sessions: _Optional[int] = ..., speculative_prefills: _Optional[int] = ..., continuation_tokens: _Optional[int] = ..., paused: _Optional[bool] = ..., weight_version: _Optional[str] = ...) -> None: ...

@@ -60,6 +60,12 @@ class ChatPlan:
     parse_tool_calls: bool = False
     reasoning_markers: tuple[str, str] | None = None  # split reasoning_content when set
     received: float = dataclasses.field(default_factory=time.time)
+    weight_version: str = ""  # the weight version current when the request was planned
+
+    @property
+    def fingerprint(self) -> str:
+        """system_fingerprint: the weight version (tokenwire-<model> if unknown)."""
+        return self.weight_version or f"tokenwire-{self.model}"
 
     @property
     def ids_wanted(self) -> bool:

@@ -13,9 +13,10 @@ from tokenwire.server.domain import (
     EngineOutput,
     EngineTimes,
     PositionLogprobs,
+    WeightSpan,
 )
 from tokenwire.server.reasoning import ReasoningStream, split_text
-from tokenwire.server.response_fields import stop_reason_value, usage
+from tokenwire.server.response_fields import add_weight_spans, stop_reason_value, usage
 from tokenwire.server.tool_calls import ParsedCall, StreamParser, parse_text
 from tokenwire.v1 import chat_pb2, common_pb2
 
@@ -73,6 +74,7 @@ class ChoiceAccumulator:
     logprobs: list[float] = dataclasses.field(default_factory=list)
     finish_reason: str | None = None
     stop_reason: int | str | None = None
+    weight_versions: list[WeightSpan] | None = None
 
     def add(self, out: ChoiceOutput) -> None:
         self.token_ids.extend(out.token_ids)
@@ -81,6 +83,7 @@ class ChoiceAccumulator:
         if out.finish_reason is not None:
             self.finish_reason = out.finish_reason
             self.stop_reason = out.stop_reason
+            self.weight_versions = out.weight_versions
 
 
 def choice_nvext(plan: ChatPlan, acc: ChoiceAccumulator, prompt_ids: list[int]) -> chat_pb2.ChoiceNvExt | None:
@@ -95,6 +98,7 @@ def choice_nvext(plan: ChatPlan, acc: ChoiceAccumulator, prompt_ids: list[int]) 
         nv.engine_data.completion_token_ids.extend(acc.token_ids)
         nv.engine_data.completion_logprobs.extend(acc.logprobs)
         nv.engine_data.finished = acc.finish_reason is not None
+        add_weight_spans(nv.engine_data.weight_versions, acc.weight_versions)
     if "stop_reason" in fields:
         sr = stop_reason_value(acc.stop_reason)
         if sr is not None:
@@ -159,7 +163,7 @@ def build_chat_response(
         object="chat.completion",
         created=created,
         model=plan.model,
-        system_fingerprint=f"tokenwire-{plan.model}",
+        system_fingerprint=plan.fingerprint,
     )
     completion_len = 0
     mirror = None
@@ -189,6 +193,7 @@ def build_chat_response(
             choice.logprobs.CopyFrom(choice_logprobs(engine, out.logprobs, plan.top_logprobs))
         if plan.ids_wanted:
             choice.token_ids.extend(out.token_ids)
+        add_weight_spans(choice.weight_versions, out.weight_versions)
         nv = choice_nvext(plan, acc, final.prompt_token_ids)
         if nv is not None:
             choice.nvext.CopyFrom(nv)
@@ -223,7 +228,7 @@ class ChatStreamBuilder:
         self.worker_id = worker_id
         self._id = plan.request.request_id
         self._model = plan.model
-        self._fingerprint = f"tokenwire-{plan.model}"
+        self._fingerprint = plan.fingerprint
         self.accs = {i: ChoiceAccumulator(i) for i in range(plan.request.params.n)}
         self.first_seen: float | None = None
         self.prompt_ids: list[int] = plan.request.prompt_token_ids
@@ -286,6 +291,7 @@ class ChatStreamBuilder:
                 sr = stop_reason_value(c.stop_reason)
                 if sr is not None:
                     ch.stop_reason.CopyFrom(sr)
+                add_weight_spans(ch.weight_versions, c.weight_versions)
                 nv = choice_nvext(plan, acc, self.prompt_ids)
                 if nv is not None:
                     ch.nvext.CopyFrom(nv)

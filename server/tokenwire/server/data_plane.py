@@ -66,10 +66,12 @@ class DataPlane:
     def chat_plan(
         self, req: chat_pb2.CreateChatCompletionRequest, *, tenant: str | None, stream: bool
     ) -> ChatPlan:
-        return build_chat_plan(
+        plan = build_chat_plan(
             req, self.engine, self.settings,
             served_model=self.served_model, tenant=tenant, stream=stream,
         )
+        plan.weight_version = self.state.weight_version
+        return plan
 
     def generate_plan(
         self, req: generate_pb2.GenerateRequest, *, tenant: str | None, stream: bool

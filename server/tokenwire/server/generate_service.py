@@ -24,7 +24,7 @@ from tokenwire.server.request_fields import (
     pick_cache_salt,
     stop_strings,
 )
-from tokenwire.server.response_fields import stop_reason_value, usage
+from tokenwire.server.response_fields import add_weight_spans, stop_reason_value, usage
 from tokenwire.server.settings import ServerSettings
 from tokenwire.v1 import common_pb2, generate_pb2
 
@@ -116,6 +116,7 @@ def _add_choice(resp: generate_pb2.GenerateResponse, plan: GeneratePlan, c: Choi
     ch = resp.choices.add(index=c.index, token_ids=c.token_ids)
     if c.finish_reason is not None:
         ch.finish_reason = c.finish_reason
+        add_weight_spans(ch.weight_versions, c.weight_versions)
         sr = stop_reason_value(c.stop_reason)
         if sr is not None:
             ch.stop_reason.CopyFrom(sr)

@@ -1,11 +1,14 @@
 """Response-side conversion shared by every RPC: domain values -> protobuf
-fields (usage, stop reason). Chat-only response building lives in
+fields (usage, stop reason, weight version spans). Chat-only response building lives in
 chat_response.py; generate's in generate_service.py."""
 
 from __future__ import annotations
 
+from typing import Any
+
 from google.protobuf import struct_pb2
 
+from tokenwire.server.domain import WeightSpan
 from tokenwire.v1 import common_pb2
 
 
@@ -24,3 +27,10 @@ def usage(prompt_len: int, completion_len: int, cached: int) -> common_pb2.Usage
         total_tokens=prompt_len + completion_len,
         prompt_tokens_details=common_pb2.PromptTokensDetails(cached_tokens=cached),
     )
+
+
+def add_weight_spans(target: Any, spans: list[WeightSpan] | None) -> None:
+    """Fill a repeated WeightVersionSpan field (a no-op without spans)."""
+    if spans:
+        for span in spans:
+            target.add(version=span.version, start=span.start, end=span.end)

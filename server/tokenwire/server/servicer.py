@@ -137,4 +137,6 @@ class TokenwireServicer(service_pb2_grpc.TokenwireServiceServicer):
             sessions=self.state.sessions,
             speculative_prefills=len(self.state.background),
             continuation_tokens=self.plane.store.tokens,
+            paused=self.state.paused,
+            weight_version=self.state.weight_version,
         )

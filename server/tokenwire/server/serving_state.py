@@ -20,6 +20,10 @@ class ServingState:
         self.started = int(time.time())
         self.sessions = 0
         self.background: set[asyncio.Task[None]] = set()  # speculative prefills
+        # Kept by the control plane: the weight version new tokens are
+        # attributed to, and whether generation is paused.
+        self.weight_version = ""
+        self.paused = False
 
     async def cancel_background(self) -> None:
         tasks = list(self.background)
