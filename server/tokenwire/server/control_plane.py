@@ -143,13 +143,14 @@ class ControlPlane:
 
     async def update_from_path(
         self, path: str, version: str, *, pause_mode: str, clear_cache: bool, deadline: float | None,
+        path_param: str = "path",
     ) -> UpdateResult:
         if not path:
-            raise InvalidArgument("path is required: a checkpoint folder on the server",
-                                  param="path", reason="FIELD_REQUIRED")
+            raise InvalidArgument(f"{path_param} is required: a checkpoint folder on the server",
+                                  param=path_param, reason="FIELD_REQUIRED")
         if not is_folder(path):  # before pausing: bad input harms nothing
-            raise InvalidArgument(f"path: {path!r} is not a folder on the server", param="path",
-                                  reason="PATH_NOT_FOUND")
+            raise InvalidArgument(f"{path_param}: {path!r} is not a folder on the server",
+                                  param=path_param, reason="PATH_NOT_FOUND")
         check_version(version, "weight_version")
         mode = check_mode(pause_mode, "pause_mode", "keep")
 

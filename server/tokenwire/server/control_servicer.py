@@ -76,12 +76,11 @@ class ControlServicer(control_pb2_grpc.ControlServiceServicer):
                 f"load_format must be 'auto'; got {request.load_format!r}", param="load_format",
                 reason="VALUE_NOT_ALLOWED",
             )
-        if not request.model_path:
-            raise InvalidArgument("model_path is required", param="model_path", reason="FIELD_REQUIRED")
         mode = "abort" if _opt(request, "abort_all_requests", False) else "keep"
         result = await self.plane.update_from_path(
             request.model_path, request.weight_version, pause_mode=mode,
             clear_cache=_opt(request, "flush_cache", True), deadline=_deadline(context),
+            path_param="model_path",
         )
         return control_pb2.UpdateWeightsFromDiskResponse(
             success=True, state=self._state(),
