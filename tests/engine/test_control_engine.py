@@ -8,6 +8,7 @@ checkpoint is a perturbed copy made at test time (nothing from a hub)."""
 from __future__ import annotations
 
 import collections.abc
+import itertools
 import shutil
 import threading
 import time
@@ -202,3 +203,42 @@ def test_e_sleep_is_refused_on_cpu_and_state_is_reported(stubs) -> None:
     assert "cpu" in exc.value.details().lower()
     state = control.GetControlState(control_pb2.GetControlStateRequest(), timeout=10).state
     assert not state.paused and state.updates >= 3 and state.engine_requests == 0
+
+
+def test_f_64_streams_across_10_update_cycles_lose_nothing(stubs, second: Path) -> None:
+    infer, control = stubs
+    control.SetWeightVersion(control_pb2.SetWeightVersionRequest(new_version="c00"), timeout=30)
+    n_streams, n_tokens, cycles = 64, 300, 10
+    readers = [Reader(generate(infer, n_tokens, stream=True, prompt=[500 + i, 600 + i, 700 + i]))
+               for i in range(n_streams)]
+    for r in readers:
+        r.wait_ids(1, timeout=120)
+    order = ["c00"]
+    for cycle in range(1, cycles + 1):
+        version = f"c{cycle:02d}"
+        path = second if cycle % 2 else TINY
+        control.Pause(control_pb2.PauseRequest(mode="keep"), timeout=60)
+        control.UpdateWeightsFromPath(control_pb2.UpdateWeightsFromPathRequest(
+            path=str(path), weight_version=version), timeout=120)
+        control.Resume(control_pb2.ResumeRequest(), timeout=60)
+        order.append(version)
+        time.sleep(0.2)
+    for r in readers:
+        r.join(180)
+        assert not r.is_alive(), "a stream hung"
+        assert r.error is None, r.error
+        assert len(r.ids()) == n_tokens  # nothing lost, nothing repeated
+        final = [c for m in r.msgs for c in m.choices if c.finish_reason][-1]
+        assert final.finish_reason == "length"
+        got = spans(final)
+        assert got[0][1] == 0 and got[-1][2] == n_tokens
+        assert all(a[2] == b[1] for a, b in itertools.pairwise(got)), got  # contiguous
+        assert all(s < e for _, s, e in got), got
+        idx = [order.index(v) for v, _, _ in got]
+        assert idx == sorted(idx) and len(set(idx)) == len(idx), got  # in update order
+    control.UpdateWeightsFromPath(control_pb2.UpdateWeightsFromPathRequest(
+        path=str(TINY), weight_version="v1"), timeout=120)
+    deadline = time.monotonic() + 30
+    while control.GetControlState(control_pb2.GetControlStateRequest(), timeout=10).state.engine_requests:
+        assert time.monotonic() < deadline, "engine requests left behind"
+        time.sleep(0.2)
