@@ -50,6 +50,26 @@ def perturbed_copy(src: Path, dst: Path, seed: int = 0, scale: float = 0.5) -> P
     return dst
 
 
+def build_adapter(base: Path, dst: Path, seed: int = 0) -> Path:
+    """A LoRA adapter for `base` with random non-zero weights on the attention
+    projections, built with peft (nothing from a hub)."""
+    import torch
+    from peft import LoraConfig, get_peft_model
+    from transformers import AutoModelForCausalLM
+
+    torch.manual_seed(seed)
+    model = AutoModelForCausalLM.from_pretrained(str(base), dtype=torch.float32)
+    config = LoraConfig(r=8, lora_alpha=16, target_modules=["q_proj", "v_proj", "o_proj"],
+                        init_lora_weights=False)
+    peft_model = get_peft_model(model, config)
+    with torch.no_grad():
+        for name, param in peft_model.named_parameters():
+            if "lora_B" in name:
+                param.mul_(20.0)  # big enough to change greedy ids of a random model
+    peft_model.save_pretrained(str(dst))
+    return dst
+
+
 def hf_greedy(folder: Path, prompt: list[int], n: int) -> list[int]:
     """What transformers generates greedily from `folder` (float32, CPU)."""
     import torch
@@ -66,7 +86,8 @@ def server() -> collections.abc.Iterator[ProcessServer]:
         pytest.skip("make tiny-model")
     srv = ProcessServer(["--model", str(TINY), "--kv-cache-bytes", str(64 << 20),
                          "--block-size", str(BLOCK), "--max-model-len", "2048",
-                         "--enable-control", "--weight-version", "v1", "--no-warmup"]).start()
+                         "--enable-control", "--weight-version", "v1", "--no-warmup",
+                         "--enable-lora", "--max-lora-rank", "8"]).start()
     yield srv
     srv.stop()
 
@@ -242,3 +263,23 @@ def test_f_64_streams_across_10_update_cycles_lose_nothing(stubs, second: Path) 
     while control.GetControlState(control_pb2.GetControlStateRequest(), timeout=10).state.engine_requests:
         assert time.monotonic() < deadline, "engine requests left behind"
         time.sleep(0.2)
+
+
+def test_g_runtime_lora_load_use_unload(stubs, tmp_path: Path) -> None:
+    infer, control = stubs
+    adapter = build_adapter(TINY, tmp_path / "adapter")
+    loaded = control.LoadLoraAdapter(control_pb2.LoadLoraAdapterRequest(
+        lora_name="tiny-sql", lora_path=str(adapter)), timeout=120)
+    assert list(loaded.lora_adapters) == ["tiny-sql"]
+    base = list(generate(infer, 12).choices[0].token_ids)
+    with_lora = generate_pb2.GenerateRequest(
+        model="tiny-sql", token_ids=PROMPT,
+        sampling_params=common_pb2.SamplingParams(max_tokens=12, temperature=0.0, ignore_eos=True))
+    first = list(infer.Generate(with_lora, timeout=120).choices[0].token_ids)
+    second_run = list(infer.Generate(with_lora, timeout=120).choices[0].token_ids)
+    assert first != base and first == second_run
+    control.UnloadLoraAdapter(control_pb2.UnloadLoraAdapterRequest(lora_name="tiny-sql"), timeout=60)
+    with pytest.raises(grpc.RpcError) as exc:
+        infer.Generate(with_lora, timeout=30)
+    assert exc.value.code() == grpc.StatusCode.NOT_FOUND
+    assert list(generate(infer, 12).choices[0].token_ids) == base

@@ -222,11 +222,22 @@ def test_abort_requests_by_id_and_reset_cache(stubs, served) -> None:
     assert control.ResetPrefixCache(control_pb2.ResetPrefixCacheRequest(), timeout=5).success
 
 
-def test_lora_load_list_unload(stubs, tmp_path: Path) -> None:
-    _, control = stubs
+def test_lora_load_select_list_unload(stubs, served, tmp_path: Path) -> None:
+    infer, control = stubs
+    _, engine = served
     loaded = control.LoadLoraAdapter(
         control_pb2.LoadLoraAdapterRequest(lora_name="sql", lora_path=str(tmp_path)), timeout=5)
     assert list(loaded.lora_adapters) == ["sql"]
+    resp = infer.CreateChatCompletion(chat_request(model="sql", max_tokens=2), timeout=10)
+    assert resp.model == "sql" and engine.requests[-1].lora == "sql"
+    infer.Generate(generate_pb2.GenerateRequest(model="sql", token_ids=[10, 11],
+                                                sampling_params=common_pb2.SamplingParams(max_tokens=2)),
+                   timeout=10)
+    assert engine.requests[-1].lora == "sql"
+    infer.CreateChatCompletion(chat_request(max_tokens=2), timeout=10)
+    assert engine.requests[-1].lora is None
+    models = infer.ListModels(models_pb2.ListModelsRequest(), timeout=5).data
+    assert [(m.id, m.parent) for m in models][1:] == [("sql", models[0].id)]
     with pytest.raises(grpc.RpcError) as exc:
         control.LoadLoraAdapter(
             control_pb2.LoadLoraAdapterRequest(lora_name="sql", lora_path=str(tmp_path)), timeout=5)
@@ -236,6 +247,10 @@ def test_lora_load_list_unload(stubs, tmp_path: Path) -> None:
     with pytest.raises(grpc.RpcError) as exc:
         control.UnloadLoraAdapter(control_pb2.UnloadLoraAdapterRequest(lora_name="sql"), timeout=5)
     assert exc.value.code() == grpc.StatusCode.NOT_FOUND
+    with pytest.raises(grpc.RpcError) as exc:
+        infer.CreateChatCompletion(chat_request(model="sql", max_tokens=2), timeout=10)
+    assert exc.value.code() == grpc.StatusCode.NOT_FOUND
+    assert error_info(exc.value).metadata["param"] == "model"
 
 
 def test_control_is_off_unless_enabled(fake_server) -> None:

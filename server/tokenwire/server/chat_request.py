@@ -26,6 +26,7 @@ from tokenwire.server.request_fields import (
     check_model,
     check_priority,
     check_render_flags,
+    lora_of,
     messages_to_dicts,
     new_request_id,
     pick_cache_salt,
@@ -180,7 +181,7 @@ def build_chat_plan(
     tenant: str | None,
     stream: bool,
 ) -> ChatPlan:
-    model = check_model(req.model, served_model)
+    model = check_model(req.model, served_model, engine.lora_names())
     request_id = new_request_id("chatcmpl", req.request_id)
     nv = req.nvext
     unknown = sorted(set(nv.extra_fields) - EXTRA_FIELDS)
@@ -252,6 +253,7 @@ def build_chat_plan(
             cache_salt=pick_cache_salt(tenant, nv.cache_salt, req.cache_salt),
             priority=priority,
             stream=stream,
+            lora=lora_of(model, served_model),
         ),
         model=model,
         render=options,

@@ -195,6 +195,10 @@ class Engine(Protocol):
         """Raise when the engine cannot serve."""
         ...
 
+    def lora_names(self) -> list[str]:
+        """The LoRA adapters loaded now (requests select one by `model`)."""
+        ...
+
     def shutdown(self) -> None: ...
 
 

@@ -20,6 +20,7 @@ from tokenwire.server.errors import Internal, InvalidArgument
 from tokenwire.server.request_fields import (
     check_model,
     check_priority,
+    lora_of,
     new_request_id,
     pick_cache_salt,
     stop_strings,
@@ -76,7 +77,7 @@ def build_generate_plan(
     tenant: str | None,
     stream: bool,
 ) -> GeneratePlan:
-    model = check_model(req.model, served_model)
+    model = check_model(req.model, served_model, engine.lora_names())
     mode = req.output_mode or "tokens"
     if mode not in OUTPUT_MODES:
         raise InvalidArgument(f"output_mode '{mode}' is not one of tokens, text", param="output_mode")
@@ -102,6 +103,7 @@ def build_generate_plan(
             cache_salt=salt,
             priority=priority,
             stream=stream,
+            lora=lora_of(model, served_model),
         ),
         model=model,
         output_mode=mode,

@@ -64,6 +64,7 @@ class Prefiller:
             cache_salt=plan.request.cache_salt,
             priority=self._priority,
             stream=False,
+            lora=plan.request.lora,  # the prefix cache is per adapter
         )
         task = asyncio.create_task(self._run(request))
         self._state.background.add(task)

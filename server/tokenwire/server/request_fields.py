@@ -9,7 +9,7 @@ generate_service.py.
 from __future__ import annotations
 
 import uuid
-from collections.abc import Sequence
+from collections.abc import Collection, Sequence
 from typing import Any, Protocol
 
 from google.protobuf import json_format, struct_pb2
@@ -40,14 +40,24 @@ def struct_to_dict(message: struct_pb2.Struct) -> dict[str, Any]:
     return dict(_ints_back(json_format.MessageToDict(message)))
 
 
-def check_model(requested: str, served: str) -> str:
+def check_model(requested: str, served: str, adapters: Collection[str] = ()) -> str:
+    """The model a request names: the served model (also when empty) or a
+    loaded LoRA adapter's name (vLLM's rule: `model` selects the adapter)."""
     if requested and requested != served:
+        if requested in adapters:
+            return requested
+        known = ", ".join(repr(n) for n in (served, *sorted(adapters)))
         raise NotFound(
-            f"model '{requested}' is not served here; this server serves '{served}'",
+            f"model '{requested}' is not served here; this server serves {known}",
             param="model",
             reason="MODEL_NOT_FOUND",
         )
     return served
+
+
+def lora_of(model: str, served: str) -> str | None:
+    """The LoRA adapter a checked model name selects (None: the base)."""
+    return None if model == served else model
 
 
 def new_request_id(prefix: str, requested: str) -> str:

@@ -114,6 +114,9 @@ class TokenwireServicer(service_pb2_grpc.TokenwireServiceServicer):
             root=self.engine.model_path,
             max_model_len=self.engine.max_model_len,
         )
+        for name in self.engine.lora_names():
+            resp.data.add(id=name, object="model", created=self.state.started, owned_by="tokenwire",
+                          parent=self.plane.served_model, max_model_len=self.engine.max_model_len)
         return resp
 
     @unary_errors

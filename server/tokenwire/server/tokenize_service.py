@@ -17,7 +17,7 @@ from tokenwire.v1 import tokenize_pb2
 def tokenize(
     req: tokenize_pb2.TokenizeRequest, engine: Engine, *, served_model: str
 ) -> tokenize_pb2.TokenizeResponse:
-    check_model(req.model, served_model)
+    check_model(req.model, served_model, engine.lora_names())
     has_prompt = req.HasField("prompt")
     if has_prompt == bool(req.messages):
         raise InvalidArgument("give exactly one of prompt and messages", param="prompt")
@@ -39,6 +39,6 @@ def tokenize(
 def detokenize(
     req: tokenize_pb2.DetokenizeRequest, engine: Engine, *, served_model: str
 ) -> tokenize_pb2.DetokenizeResponse:
-    check_model(req.model, served_model)
+    check_model(req.model, served_model, engine.lora_names())
     ids = v.token_ids("tokens", req.tokens, engine.vocab_size)
     return tokenize_pb2.DetokenizeResponse(prompt=engine.decode(ids, skip_special_tokens=False))
