@@ -16,6 +16,7 @@ Also checks every stream got all its ids with contiguous version spans.
 from __future__ import annotations
 
 import argparse
+import itertools
 import json
 import pathlib
 import shutil
@@ -83,7 +84,7 @@ class Stream(threading.Thread):
 
 def max_gap(arrivals: list[float], start: float, end: float) -> float:
     """Longest silence between chunks that overlaps [start, end]."""
-    gaps = [b - a for a, b in zip(arrivals, arrivals[1:], strict=False) if b >= start and a <= end]
+    gaps = [b - a for a, b in itertools.pairwise(arrivals) if b >= start and a <= end]
     return max(gaps, default=0.0)
 
 

@@ -289,3 +289,28 @@ def test_same_key_for_inference_and_admin_is_refused() -> None:
 
     with pytest.raises(ValueError, match="must differ"):
         asyncio.run(start(settings, engine))
+
+
+def test_spans_reach_session_events_and_engine_data(stubs) -> None:
+    from tests.session_rpc import RawSession, by_request, start_chat, start_generate
+
+    infer, control = stubs
+    control.SetWeightVersion(control_pb2.SetWeightVersionRequest(new_version="s1"), timeout=10)
+    s = RawSession(infer)
+    s.send(
+        start_chat("c", max_tokens=4, ignore_eos=True, nvext={"extra_fields": ["engine_data"]}),
+        start_chat("cs", stream=True, max_tokens=3, ignore_eos=True),
+        start_generate("g", token_ids=[5, 6], sampling_params={"max_tokens": 2}),
+    )
+    s.half_close()
+    events = by_request(s.drain())
+    chat = events["c"][0].chat_result
+    assert [(w.version, w.start, w.end) for w in chat.choices[0].weight_versions] == [("s1", 0, 4)]
+    ed = chat.choices[0].nvext.engine_data
+    assert [(w.version, w.start, w.end) for w in ed.weight_versions] == [("s1", 0, 4)]
+    assert [(w.version, w.end) for w in chat.nvext.engine_data.weight_versions] == [("s1", 4)]
+    last = [c for ev in events["cs"] if ev.HasField("chat_chunk") for c in ev.chat_chunk.choices
+            if c.finish_reason][-1]
+    assert [(w.version, w.start, w.end) for w in last.weight_versions] == [("s1", 0, 3)]
+    gen = events["g"][0].generate_result
+    assert [(w.version, w.end) for w in gen.choices[0].weight_versions] == [("s1", 2)]

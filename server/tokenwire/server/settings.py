@@ -39,6 +39,7 @@ class ServerSettings:
     max_loras: int = 1
     max_lora_rank: int = 16
     enable_sleep_mode: bool = False  # GPU only
+    weight_transfer_config: str = ""  # vLLM's --weight-transfer-config, JSON (GPU backends)
 
     # Control plane (ControlService): pause/resume, weight updates, LoRA.
     enable_control: bool = False
@@ -125,6 +126,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         "control_timeout_seconds": "longest a control call runs when the caller set no deadline",
         "weight_version": "the weight version tokens are attributed to at start (default: vLLM's 'default')",
         "enable_lora": "enable LoRA adapters (load them with ControlService.LoadLoraAdapter)",
+        "weight_transfer_config": 'vLLM weight transfer for trainers, JSON, e.g. \'{"backend": "nccl"}\' (GPU)',
+        "enable_sleep_mode": "allow ControlService.Sleep/WakeUp (GPU only)",
     }
     for field in dataclasses.fields(ServerSettings):
         flag = "--" + field.name.replace("_", "-")

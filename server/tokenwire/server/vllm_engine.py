@@ -7,6 +7,7 @@ and translates between the domain types and vLLM's.
 from __future__ import annotations
 
 import asyncio
+import json
 import logging
 import math
 import os
@@ -77,6 +78,8 @@ class VllmEngine(VllmControl):
                           max_lora_rank=settings.max_lora_rank)
         if settings.enable_sleep_mode:
             kwargs["enable_sleep_mode"] = True
+        if settings.weight_transfer_config:
+            kwargs["weight_transfer_config"] = json.loads(settings.weight_transfer_config)
         args = AsyncEngineArgs(**kwargs)
         self._llm = AsyncLLM.from_engine_args(args)
         self._max_model_len = int(self._llm.model_config.max_model_len)
