@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import argparse
-import dataclasses
 import os
 import signal
 import sys
@@ -24,8 +23,13 @@ def add_gateway_parsers(sub: argparse._SubParsersAction) -> None:  # type: ignor
         from tokenwire.server.settings import add_arguments as add_server_arguments
     except ImportError:  # client-only install: no server to start
         return
-    up = sub.add_parser("up", help="run the server and the gateway together (Ctrl-C stops both)")
+    up = sub.add_parser(
+        "up", allow_abbrev=False,
+        help="run the server and the gateway together (Ctrl-C stops both); "
+             "vLLM engine flags pass through to `tokenwire serve`",
+    )
     add_server_arguments(up)
+    up.set_defaults(accepts_extra=True)
     gw_settings.add_arguments(up, prefix="gateway-",
                               exclude=("upstream_host", "upstream_port", "control"))
     up.set_defaults(func=run_up)
@@ -68,11 +72,11 @@ LOOPBACK_HOSTS = ("127.0.0.1", "localhost", "::1")
 def serve_argv(ns: argparse.Namespace) -> list[str]:
     """The `tokenwire serve` flags for the server settings in `ns` (only
     those that differ from the defaults)."""
-    from tokenwire.server.settings import ServerSettings
+    from tokenwire.server.settings import ServerSettings, own_fields
 
     defaults = ServerSettings()
     argv: list[str] = []
-    for field in dataclasses.fields(ServerSettings):
+    for field in own_fields():
         value = getattr(ns, field.name)
         if value == getattr(defaults, field.name) or value is None or field.name in SECRET_FIELDS:
             continue
@@ -106,4 +110,6 @@ def run_up(ns: argparse.Namespace) -> int:
         api_key="" if ns.open_probes else (ns.api_key or os.environ.get("TOKENWIRE_API_KEY", "")),
     )
     env = {var: getattr(ns, name) for name, var in SECRET_FIELDS.items() if getattr(ns, name)}
-    return supervisor.run(serve_argv(ns), gateway, probe=probe, server_env=env)
+    # Engine flags (vLLM's) were not parsed here: they go to `tokenwire serve` as given.
+    argv = serve_argv(ns) + list(getattr(ns, "extra", []))
+    return supervisor.run(argv, gateway, probe=probe, server_env=env)

@@ -40,7 +40,16 @@ def _run_model(ns: argparse.Namespace) -> int:
 
 
 def main(argv: list[str] | None = None) -> int:
-    ns = build_parser().parse_args(argv)
+    args = sys.argv[1:] if argv is None else argv
+    if args[:1] == ["serve"]:  # its own parser: tokenwire's flags and all of vLLM's
+        from tokenwire.server.cli import main as serve
+
+        return serve(args[1:])
+    parser = build_parser()
+    ns, extra = parser.parse_known_args(args)
+    if extra and not getattr(ns, "accepts_extra", False):
+        parser.error(f"unrecognized arguments: {' '.join(extra)}")
+    ns.extra = extra
     return int(ns.func(ns) or 0)
 
 

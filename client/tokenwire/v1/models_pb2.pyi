@@ -51,7 +51,7 @@ class GetStatsRequest(_message.Message):
     def __init__(self) -> None: ...
 
 class GetStatsResponse(_message.Message):
-    __slots__ = ("engine_requests", "active_calls", "worker_id", "model", "serving", "sessions", "speculative_prefills", "continuation_tokens", "paused", "weight_version")
+    __slots__ = ("engine_requests", "active_calls", "worker_id", "model", "serving", "sessions", "speculative_prefills", "continuation_tokens", "paused", "weight_version", "engine_config")
     ENGINE_REQUESTS_FIELD_NUMBER: _ClassVar[int]
     ACTIVE_CALLS_FIELD_NUMBER: _ClassVar[int]
     WORKER_ID_FIELD_NUMBER: _ClassVar[int]
@@ -62,6 +62,7 @@ class GetStatsResponse(_message.Message):
     CONTINUATION_TOKENS_FIELD_NUMBER: _ClassVar[int]
     PAUSED_FIELD_NUMBER: _ClassVar[int]
     WEIGHT_VERSION_FIELD_NUMBER: _ClassVar[int]
+    ENGINE_CONFIG_FIELD_NUMBER: _ClassVar[int]
     engine_requests: int
     active_calls: int
     worker_id: str
@@ -72,4 +73,33 @@ class GetStatsResponse(_message.Message):
     continuation_tokens: int
     paused: bool
     weight_version: str
-    def __init__(self, engine_requests: _Optional[int] = ..., active_calls: _Optional[int] = ..., worker_id: _Optional[str] = ..., model: _Optional[str] = ..., serving: _Optional[bool] = ..., sessions: _Optional[int] = ..., speculative_prefills: _Optional[int] = ..., continuation_tokens: _Optional[int] = ..., paused: _Optional[bool] = ..., weight_version: _Optional[str] = ...) -> None: ...
+    engine_config: EngineConfig
+    def __init__(self, engine_requests: _Optional[int] = ..., active_calls: _Optional[int] = ..., worker_id: _Optional[str] = ..., model: _Optional[str] = ..., serving: _Optional[bool] = ..., sessions: _Optional[int] = ..., speculative_prefills: _Optional[int] = ..., continuation_tokens: _Optional[int] = ..., paused: _Optional[bool] = ..., weight_version: _Optional[str] = ..., engine_config: _Optional[_Union[EngineConfig, _Mapping]] = ...) -> None: ...
+
+class EngineConfig(_message.Message):
+    __slots__ = ("model", "dtype", "tensor_parallel_size", "pipeline_parallel_size", "data_parallel_size", "max_model_len", "block_size", "max_num_seqs", "enable_lora", "max_lora_rank", "logprobs_mode", "platform")
+    MODEL_FIELD_NUMBER: _ClassVar[int]
+    DTYPE_FIELD_NUMBER: _ClassVar[int]
+    TENSOR_PARALLEL_SIZE_FIELD_NUMBER: _ClassVar[int]
+    PIPELINE_PARALLEL_SIZE_FIELD_NUMBER: _ClassVar[int]
+    DATA_PARALLEL_SIZE_FIELD_NUMBER: _ClassVar[int]
+    MAX_MODEL_LEN_FIELD_NUMBER: _ClassVar[int]
+    BLOCK_SIZE_FIELD_NUMBER: _ClassVar[int]
+    MAX_NUM_SEQS_FIELD_NUMBER: _ClassVar[int]
+    ENABLE_LORA_FIELD_NUMBER: _ClassVar[int]
+    MAX_LORA_RANK_FIELD_NUMBER: _ClassVar[int]
+    LOGPROBS_MODE_FIELD_NUMBER: _ClassVar[int]
+    PLATFORM_FIELD_NUMBER: _ClassVar[int]
+    model: str
+    dtype: str
+    tensor_parallel_size: int
+    pipeline_parallel_size: int
+    data_parallel_size: int
+    max_model_len: int
+    block_size: int
+    max_num_seqs: int
+    enable_lora: bool
+    max_lora_rank: int
+    logprobs_mode: str
+    platform: str
+    def __init__(self, model: _Optional[str] = ..., dtype: _Optional[str] = ..., tensor_parallel_size: _Optional[int] = ..., pipeline_parallel_size: _Optional[int] = ..., data_parallel_size: _Optional[int] = ..., max_model_len: _Optional[int] = ..., block_size: _Optional[int] = ..., max_num_seqs: _Optional[int] = ..., enable_lora: _Optional[bool] = ..., max_lora_rank: _Optional[int] = ..., logprobs_mode: _Optional[str] = ..., platform: _Optional[str] = ...) -> None: ...

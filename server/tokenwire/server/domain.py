@@ -199,6 +199,10 @@ class Engine(Protocol):
         """The LoRA adapters loaded now (requests select one by `model`)."""
         ...
 
+    def config_report(self) -> dict[str, Any]:
+        """The resolved engine configuration (EngineConfig field names)."""
+        ...
+
     def shutdown(self) -> None: ...
 
 

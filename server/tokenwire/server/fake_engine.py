@@ -60,6 +60,13 @@ class FakeEngine(FakeControl):
         self.progress: dict[str, int] = {}  # request id -> tokens generated so far
         self._init_control()
 
+    def config_report(self) -> dict[str, Any]:
+        return {"model": self.model_path, "dtype": "none", "tensor_parallel_size": 1,
+                "pipeline_parallel_size": 1, "data_parallel_size": 1,
+                "max_model_len": self._max_model_len, "block_size": self.block_size,
+                "max_num_seqs": 0, "enable_lora": True, "max_lora_rank": 0,
+                "logprobs_mode": "fake", "platform": "fake"}
+
     # -- properties -------------------------------------------------------
     @property
     def model_path(self) -> str:

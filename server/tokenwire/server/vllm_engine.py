@@ -7,7 +7,6 @@ and translates between the domain types and vLLM's.
 from __future__ import annotations
 
 import asyncio
-import json
 import logging
 import math
 import os
@@ -51,35 +50,9 @@ class VllmEngine(VllmControl):
         from vllm.v1.engine.async_llm import AsyncLLM
 
         self._settings = settings
-        self._model_path = settings.resolved_model()
-        kwargs: dict[str, Any] = dict(
-            model=self._model_path,
-            served_model_name=settings.resolved_served_name(),
-            dtype=settings.dtype,
-            max_model_len=settings.max_model_len,
-            block_size=settings.block_size,
-            enable_prefix_caching=settings.enable_prefix_caching,
-            logprobs_mode=settings.logprobs_mode,
-            max_logprobs=settings.max_logprobs,
-            max_num_seqs=settings.max_num_seqs,
-            scheduling_policy=settings.scheduling_policy,
-            enforce_eager=settings.enforce_eager,
-            enable_chunked_prefill=settings.enable_chunked_prefill,
-            seed=settings.seed,
-            gpu_memory_utilization=settings.gpu_memory_utilization,
-            disable_log_stats=True,
-        )
-        if settings.reasoning_parser:
-            kwargs["reasoning_parser"] = settings.reasoning_parser
-        if settings.kv_cache_bytes:
-            kwargs["kv_cache_memory_bytes"] = settings.kv_cache_bytes
-        if settings.enable_lora:
-            kwargs.update(enable_lora=True, max_loras=settings.max_loras,
-                          max_lora_rank=settings.max_lora_rank)
-        if settings.enable_sleep_mode:
-            kwargs["enable_sleep_mode"] = True
-        if settings.weight_transfer_config:
-            kwargs["weight_transfer_config"] = json.loads(settings.weight_transfer_config)
+        kwargs = dict(settings.engine_args) or programmatic_engine_args(settings)
+        self._model_path = str(kwargs["model"])
+        log.info("engine configuration: %s", describe(kwargs))
         args = AsyncEngineArgs(**kwargs)
         self._llm = AsyncLLM.from_engine_args(args)
         self._max_model_len = int(self._llm.model_config.max_model_len)
@@ -87,6 +60,24 @@ class VllmEngine(VllmControl):
         self._vocab_size = max(int(self._llm.model_config.get_vocab_size()), self._tok.size)
         self._reasoning_markers = _reasoning_markers(settings.reasoning_parser, self._tok.raw)
         self._loras: dict[str, Any] = {}
+
+    def config_report(self) -> dict[str, Any]:
+        from vllm.platforms import current_platform
+
+        cfg = self._llm.vllm_config
+        par, cache, sched = cfg.parallel_config, cfg.cache_config, cfg.scheduler_config
+        lora = getattr(cfg, "lora_config", None)
+        return {
+            "model": self._model_path, "dtype": str(cfg.model_config.dtype).removeprefix("torch."),
+            "tensor_parallel_size": par.tensor_parallel_size,
+            "pipeline_parallel_size": par.pipeline_parallel_size,
+            "data_parallel_size": par.data_parallel_size,
+            "max_model_len": self._max_model_len, "block_size": cache.block_size,
+            "max_num_seqs": sched.max_num_seqs, "enable_lora": lora is not None,
+            "max_lora_rank": lora.max_lora_rank if lora is not None else 0,
+            "logprobs_mode": str(cfg.model_config.logprobs_mode),
+            "platform": str(current_platform.device_type),
+        }
 
     # -- properties -------------------------------------------------------
     @property
@@ -192,6 +183,34 @@ class VllmEngine(VllmControl):
 
     def shutdown(self) -> None:
         self._llm.shutdown()
+
+
+def programmatic_engine_args(settings: ServerSettings) -> dict[str, Any]:
+    """Engine arguments for settings built in Python (not from the command
+    line): the engine facts as vLLM flags, resolved like `tokenwire serve`."""
+    from tokenwire.server.engine_args import build_parser, given_dests, resolve
+    from tokenwire.server.settings import add_arguments
+
+    argv = ["--model", settings.resolved_model(), "--max-model-len", str(settings.max_model_len),
+            "--block-size", str(settings.block_size),
+            "--scheduling-policy", settings.scheduling_policy]
+    if settings.served_model_name:
+        argv += ["--served-model-name", settings.served_model_name]
+    if settings.reasoning_parser:
+        argv += ["--reasoning-parser", settings.reasoning_parser]
+    parser = build_parser(add_arguments)
+    return resolve(parser.parse_args(argv), given_dests(parser, argv), settings.resolved_model)
+
+
+REPORTED = ("model", "served_model_name", "dtype", "tensor_parallel_size", "pipeline_parallel_size",
+            "data_parallel_size", "max_model_len", "block_size", "max_num_seqs",
+            "kv_cache_memory_bytes", "enable_prefix_caching", "enable_chunked_prefill",
+            "enforce_eager", "logprobs_mode", "scheduling_policy", "enable_lora", "max_lora_rank",
+            "distributed_executor_backend")
+
+
+def describe(kwargs: dict[str, Any]) -> str:
+    return ", ".join(f"{k}={kwargs.get(k)!r}" for k in REPORTED if k in kwargs)
 
 
 def _reasoning_markers(parser_name: str, tokenizer: Any) -> tuple[str, str]:
