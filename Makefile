@@ -71,8 +71,9 @@ soak: venv tiny-model
 	$(PY) -m bench.load --soak 600 $(LOAD_ARGS)
 
 lint: venv
-	$(VENV)/bin/ruff check client server gateway tests tools
+	$(VENV)/bin/ruff check client server gateway tests tools bench
 	$(VENV)/bin/mypy
+	$(VENV)/bin/buf lint gateway/tokenwire.pb#format=binpb --path tokenwire --config buf.yaml
 
 clean:
 	rm -rf $(VENV) .models .cache
