@@ -11,7 +11,7 @@ TINY_DIR := .models/tiny-random-llama
 export TORCHINDUCTOR_CACHE_DIR ?= $(CURDIR)/.cache/inductor
 export VLLM_CACHE_ROOT ?= $(CURDIR)/.cache/vllm
 
-.PHONY: setup venv model tiny-model proto run serve gateway test test-unit lint bench load soak clean
+.PHONY: setup venv model tiny-model proto run serve gateway test test-unit test-pure lint bench load soak clean
 
 setup: venv model
 
@@ -57,6 +57,9 @@ test: setup tiny-model
 
 test-unit: venv
 	$(PY) -m pytest -q -m "not engine and not gateway" $(PYTEST_ARGS)
+
+test-pure: venv
+	$(PY) -m pytest -q tests/pure $(PYTEST_ARGS)
 
 # Serving-layer benchmark (several minutes): bench/out/results.{json,md,png}.
 bench: venv tiny-model

@@ -14,7 +14,7 @@ import time
 
 from tokenwire.server.admission import Admission
 from tokenwire.server.chat_request import build_chat_plan
-from tokenwire.server.chat_service import engine_request, stream_chat
+from tokenwire.server.chat_service import stream_chat
 from tokenwire.server.fake_engine import FakeEngine
 from tokenwire.server.guarded_engine import GuardedEngine
 from tokenwire.server.metrics import Metrics
@@ -38,13 +38,17 @@ async def measure(requests: int) -> tuple[float, float]:
     tokens = 0
     t0 = time.perf_counter()
     for _ in range(requests):
-        plan = build_chat_plan(_request(), engine, settings, served_model="fake", tenant=None)
-        async for out in engine.generate(engine_request(plan, stream=True)):
+        plan = build_chat_plan(
+            _request(), engine, settings, served_model="fake", tenant=None, stream=True
+        )
+        async for out in engine.generate(plan.request):
             tokens += len(out.choices[0].token_ids)
     engine_s = time.perf_counter() - t0
     t0 = time.perf_counter()
     for _ in range(requests):
-        plan = build_chat_plan(_request(), guarded, settings, served_model="fake", tenant=None)
+        plan = build_chat_plan(
+            _request(), guarded, settings, served_model="fake", tenant=None, stream=True
+        )
         async for chunk in stream_chat(guarded, plan, worker_id="bench"):
             chunk.SerializeToString()
     total_s = time.perf_counter() - t0

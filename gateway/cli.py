@@ -26,7 +26,8 @@ def add_gateway_parsers(sub: argparse._SubParsersAction) -> None:  # type: ignor
         return
     up = sub.add_parser("up", help="run the server and the gateway together (Ctrl-C stops both)")
     add_server_arguments(up)
-    gw_settings.add_arguments(up, prefix="gateway-", exclude=("upstream_host", "upstream_port"))
+    gw_settings.add_arguments(up, prefix="gateway-",
+                              exclude=("upstream_host", "upstream_port", "control"))
     up.set_defaults(func=run_up)
 
 
@@ -58,7 +59,10 @@ def run_gateway(ns: argparse.Namespace) -> int:
 
 
 # Passed to the server through its environment, not its (visible) command line.
-SECRET_FIELDS = {"api_key": "TOKENWIRE_API_KEY"}
+SECRET_FIELDS = {"api_key": "TOKENWIRE_API_KEY", "admin_api_key": "TOKENWIRE_ADMIN_API_KEY"}
+
+
+LOOPBACK_HOSTS = ("127.0.0.1", "localhost", "::1")
 
 
 def serve_argv(ns: argparse.Namespace) -> list[str]:
@@ -87,6 +91,12 @@ def run_up(ns: argparse.Namespace) -> int:
         raise SystemExit("tokenwire up: give the server a fixed --port (not 0)")
     ns.gateway_upstream_host = ns.host
     ns.gateway_upstream_port = ns.port
+    ns.gateway_control = ns.enable_control
+    admin_key = ns.admin_api_key or os.environ.get("TOKENWIRE_ADMIN_API_KEY", "")
+    if ns.enable_control and not admin_key and ns.gateway_listen_host not in LOOPBACK_HOSTS:
+        # Behind Envoy every caller is a loopback peer of the server.
+        raise SystemExit("tokenwire up: --enable-control on a non-loopback gateway needs "
+                         "--admin-api-key (or $TOKENWIRE_ADMIN_API_KEY)")
     if ns.tls_cert and not ns.gateway_upstream_tls_ca:
         ns.gateway_upstream_tls_ca = ns.tls_cert  # a self-signed server certificate
     gateway = gw_settings.from_namespace(ns)

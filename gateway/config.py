@@ -109,6 +109,15 @@ def _listen_tls_block(settings: GatewaySettings) -> str:
     return "transport_socket: " + json.dumps({"name": "envoy.transport_sockets.tls", "typed_config": tls})
 
 
+def services(settings: GatewaySettings) -> list[str]:
+    """The gRPC services the transcoder exposes over REST: inference, and the
+    ControlService only when the operator turned control on."""
+    names = ["tokenwire.v1.TokenwireService"]
+    if settings.control:
+        names.append("tokenwire.v1.ControlService")
+    return names
+
+
 def render(settings: GatewaySettings) -> str:
     """The Envoy YAML for these settings."""
     mappers = "\n".join("            - " + json.dumps(m) for m in local_reply_mappers(settings))
@@ -127,6 +136,7 @@ def render(settings: GatewaySettings) -> str:
         "max_requests": settings.max_requests,
         "max_connections": settings.max_connections,
         "local_reply_mappers": mappers,
+        "services": ", ".join(services(settings)),
     }
     return string.Template(TEMPLATE.read_text()).substitute(values)
 

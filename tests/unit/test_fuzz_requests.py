@@ -98,16 +98,16 @@ def chat_requests(draw):
 @given(chat_requests())
 def test_chat_conversion_raises_only_validation_errors(req) -> None:
     try:
-        plan = build_chat_plan(req, ENGINE, SETTINGS, served_model="fake", tenant=None)
+        plan = build_chat_plan(req, ENGINE, SETTINGS, served_model="fake", tenant=None, stream=False)
     except EXPECTED as exc:
         assert exc.message
         return
-    p = plan.params
+    p = plan.request.params
     assert 1 <= p.n <= SETTINGS.max_n
     assert math.isfinite(p.temperature) and p.temperature >= 0
     assert 0 < p.top_p <= 1
-    assert 1 <= p.max_tokens and len(plan.prompt_token_ids) + p.max_tokens <= ENGINE.max_model_len
-    assert all(t < ENGINE.vocab_size for t in plan.prompt_token_ids)
+    assert 1 <= p.max_tokens and len(plan.request.prompt_token_ids) + p.max_tokens <= ENGINE.max_model_len
+    assert all(t < ENGINE.vocab_size for t in plan.request.prompt_token_ids)
 
 
 @settings(max_examples=200, deadline=None)
@@ -119,9 +119,20 @@ def test_generate_conversion(token_ids, max_tokens, temperature, mode) -> None:
     if temperature is not None:
         req.sampling_params.temperature = temperature
     try:
-        build_generate_plan(req, ENGINE, SETTINGS, served_model="fake", tenant=None, stream=False)
-    except EXPECTED:
-        pass
+        plan = build_generate_plan(req, ENGINE, SETTINGS, served_model="fake", tenant=None, stream=False)
+    except EXPECTED as exc:
+        assert exc.message and exc.param
+        return
+    r = plan.request
+    assert r.prompt_token_ids == token_ids  # the prompt is the ids as given
+    assert token_ids and all(t < ENGINE.vocab_size for t in token_ids)
+    assert 1 <= r.params.max_tokens and len(token_ids) + r.params.max_tokens <= ENGINE.max_model_len
+    if max_tokens is not None:
+        assert r.params.max_tokens == max_tokens
+    assert math.isfinite(r.params.temperature) and r.params.temperature >= 0
+    assert plan.output_mode == (mode or "tokens") and plan.output_mode in ("tokens", "text")
+    assert r.params.detokenize == (plan.output_mode == "text")
+    assert r.stream is False and r.request_id.startswith("gen-")
 
 
 @settings(max_examples=100, deadline=None)
@@ -131,10 +142,23 @@ def test_tokenize_detokenize(prompt, tokens) -> None:
     if prompt is not None:
         req.prompt = prompt
     try:
-        tokenize(req, ENGINE, served_model="fake")
-    except EXPECTED:
-        pass
+        resp = tokenize(req, ENGINE, served_model="fake")
+    except EXPECTED as exc:
+        assert prompt is None and exc.param == "prompt"  # neither prompt nor messages
+    else:
+        assert prompt is not None
+        assert resp.count == len(resp.tokens) and resp.max_model_len == ENGINE.max_model_len
+        assert all(0 <= t < ENGINE.vocab_size for t in resp.tokens)
+        # add_special_tokens defaults on: BOS, then the text round-trips exactly
+        back = detokenize(
+            tokenize_pb2.DetokenizeRequest(tokens=resp.tokens[1:]), ENGINE, served_model="fake"
+        )
+        assert back.prompt == prompt
+    in_vocab = all(t < ENGINE.vocab_size for t in tokens)
     try:
-        detokenize(tokenize_pb2.DetokenizeRequest(tokens=tokens), ENGINE, served_model="fake")
-    except EXPECTED:
-        pass
+        out = detokenize(tokenize_pb2.DetokenizeRequest(tokens=tokens), ENGINE, served_model="fake")
+    except EXPECTED as exc:
+        assert not in_vocab and exc.param == "tokens"
+    else:
+        assert in_vocab
+        assert out.prompt == ENGINE.decode(list(tokens))

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import datetime
 import threading
 import time
 import urllib.request
@@ -12,6 +11,7 @@ import pytest
 from google.rpc import error_details_pb2, status_pb2
 from grpc_health.v1 import health_pb2, health_pb2_grpc
 
+from tests.cases import self_signed
 from tests.rpc import chat_request, error_info
 from tests.servers import ThreadServer, free_port
 from tokenwire.server.fake_engine import FakeEngine
@@ -119,31 +119,8 @@ def test_api_key_closed_probes() -> None:
         server.stop()
 
 
-def _self_signed(tmp_path) -> tuple[str, str, bytes]:
-    from cryptography import x509
-    from cryptography.hazmat.primitives import hashes, serialization
-    from cryptography.hazmat.primitives.asymmetric import ec
-    from cryptography.x509.oid import NameOID
-
-    key = ec.generate_private_key(ec.SECP256R1())
-    name = x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, "localhost")])
-    now = datetime.datetime.now(datetime.UTC)
-    cert = (
-        x509.CertificateBuilder().subject_name(name).issuer_name(name).public_key(key.public_key())
-        .serial_number(x509.random_serial_number()).not_valid_before(now - datetime.timedelta(days=1))
-        .not_valid_after(now + datetime.timedelta(days=1))
-        .add_extension(x509.SubjectAlternativeName([x509.DNSName("localhost")]), critical=False)
-        .sign(key, hashes.SHA256())
-    )
-    pem = cert.public_bytes(serialization.Encoding.PEM)
-    (tmp_path / "cert.pem").write_bytes(pem)
-    (tmp_path / "key.pem").write_bytes(key.private_bytes(
-        serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8, serialization.NoEncryption()))
-    return str(tmp_path / "cert.pem"), str(tmp_path / "key.pem"), pem
-
-
 def test_tls(tmp_path) -> None:
-    cert, key, pem = _self_signed(tmp_path)
+    cert, key, pem = self_signed(tmp_path)
     server = _server(tls_cert=cert, tls_key=key)
     try:
         creds = grpc.ssl_channel_credentials(root_certificates=pem)

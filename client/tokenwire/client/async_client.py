@@ -22,6 +22,7 @@ from tokenwire.client._common import (
     call_metadata,
     credentials,
 )
+from tokenwire.client.control import AsyncControlClient, admin_metadata
 from tokenwire.client.errors import TokenwireError, UnavailableError, from_rpc_error
 from tokenwire.client.session import AsyncSession
 from tokenwire.v1 import (
@@ -46,7 +47,7 @@ class AsyncClient:
         retry: RetryPolicy | None = None, tenant: str | None = None,
         metadata: Sequence[tuple[str, str]] = (), channel: grpc.aio.Channel | None = None,
         options: Sequence[tuple[str, Any]] = (), api_key: str | None = None, tls: bool = False,
-        root_certificates: bytes | None = None,
+        root_certificates: bytes | None = None, admin_api_key: str | None = None,
     ):
         self.target = target
         self.timeout = timeout
@@ -60,6 +61,10 @@ class AsyncClient:
             else grpc.aio.insecure_channel(target, options=list(options))
         )
         self.stub = service_pb2_grpc.TokenwireServiceStub(self.channel)
+        # The ControlService, with the admin key (default $TOKENWIRE_ADMIN_API_KEY).
+        self.control = AsyncControlClient(
+            self.channel, admin_metadata(self._metadata, admin_api_key), timeout
+        )
 
     async def close(self) -> None:
         if self._own_channel:

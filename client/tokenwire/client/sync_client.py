@@ -18,6 +18,7 @@ from tokenwire.client._common import (
     call_metadata,
     credentials,
 )
+from tokenwire.client.control import ControlClient, admin_metadata
 from tokenwire.client.errors import TokenwireError, UnavailableError, from_rpc_error
 from tokenwire.client.session import Session
 from tokenwire.v1 import (
@@ -51,7 +52,7 @@ class Client:
         retry: RetryPolicy | None = None, tenant: str | None = None,
         metadata: Sequence[tuple[str, str]] = (), channel: grpc.Channel | None = None,
         options: Sequence[tuple[str, Any]] = (), api_key: str | None = None, tls: bool = False,
-        root_certificates: bytes | None = None,
+        root_certificates: bytes | None = None, admin_api_key: str | None = None,
     ):
         self.target = target
         self.timeout = timeout
@@ -65,6 +66,10 @@ class Client:
             else grpc.insecure_channel(target, options=list(options))
         )
         self.stub = service_pb2_grpc.TokenwireServiceStub(self.channel)
+        # The ControlService, with the admin key (default $TOKENWIRE_ADMIN_API_KEY).
+        self.control = ControlClient(
+            self.channel, admin_metadata(self._metadata, admin_api_key), timeout
+        )
 
     def close(self) -> None:
         if self._own_channel:

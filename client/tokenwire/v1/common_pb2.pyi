@@ -58,16 +58,28 @@ class ChoiceLogProbs(_message.Message):
     def __init__(self, content: _Optional[_Iterable[_Union[TokenLogProb, _Mapping]]] = ...) -> None: ...
 
 class EngineData(_message.Message):
-    __slots__ = ("prompt_token_ids", "completion_token_ids", "completion_logprobs", "finished")
+    __slots__ = ("prompt_token_ids", "completion_token_ids", "completion_logprobs", "finished", "weight_versions")
     PROMPT_TOKEN_IDS_FIELD_NUMBER: _ClassVar[int]
     COMPLETION_TOKEN_IDS_FIELD_NUMBER: _ClassVar[int]
     COMPLETION_LOGPROBS_FIELD_NUMBER: _ClassVar[int]
     FINISHED_FIELD_NUMBER: _ClassVar[int]
+    WEIGHT_VERSIONS_FIELD_NUMBER: _ClassVar[int]
     prompt_token_ids: _containers.RepeatedScalarFieldContainer[int]
     completion_token_ids: _containers.RepeatedScalarFieldContainer[int]
     completion_logprobs: _containers.RepeatedScalarFieldContainer[float]
     finished: bool
-    def __init__(self, prompt_token_ids: _Optional[_Iterable[int]] = ..., completion_token_ids: _Optional[_Iterable[int]] = ..., completion_logprobs: _Optional[_Iterable[float]] = ..., finished: _Optional[bool] = ...) -> None: ...
+    weight_versions: _containers.RepeatedCompositeFieldContainer[WeightVersionSpan]
+    def __init__(self, prompt_token_ids: _Optional[_Iterable[int]] = ..., completion_token_ids: _Optional[_Iterable[int]] = ..., completion_logprobs: _Optional[_Iterable[float]] = ..., finished: _Optional[bool] = ..., weight_versions: _Optional[_Iterable[_Union[WeightVersionSpan, _Mapping]]] = ...) -> None: ...
+
+class WeightVersionSpan(_message.Message):
+    __slots__ = ("version", "start", "end")
+    VERSION_FIELD_NUMBER: _ClassVar[int]
+    START_FIELD_NUMBER: _ClassVar[int]
+    END_FIELD_NUMBER: _ClassVar[int]
+    version: str
+    start: int
+    end: int
+    def __init__(self, version: _Optional[str] = ..., start: _Optional[int] = ..., end: _Optional[int] = ...) -> None: ...
 
 class Timing(_message.Message):
     __slots__ = ("request_received_seconds", "first_token_seconds", "finished_seconds", "queue_ms", "prefill_ms", "decode_ms", "total_ms")

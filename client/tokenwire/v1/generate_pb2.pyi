@@ -62,20 +62,22 @@ class GenerateLogProbs(_message.Message):
     def __init__(self, content: _Optional[_Iterable[_Union[GenerateLogProbsContent, _Mapping]]] = ...) -> None: ...
 
 class GenerateChoice(_message.Message):
-    __slots__ = ("index", "token_ids", "logprobs", "finish_reason", "stop_reason", "text")
+    __slots__ = ("index", "token_ids", "logprobs", "finish_reason", "stop_reason", "text", "weight_versions")
     INDEX_FIELD_NUMBER: _ClassVar[int]
     TOKEN_IDS_FIELD_NUMBER: _ClassVar[int]
     LOGPROBS_FIELD_NUMBER: _ClassVar[int]
     FINISH_REASON_FIELD_NUMBER: _ClassVar[int]
     STOP_REASON_FIELD_NUMBER: _ClassVar[int]
     TEXT_FIELD_NUMBER: _ClassVar[int]
+    WEIGHT_VERSIONS_FIELD_NUMBER: _ClassVar[int]
     index: int
     token_ids: _containers.RepeatedScalarFieldContainer[int]
     logprobs: GenerateLogProbs
     finish_reason: str
     stop_reason: _struct_pb2.Value
     text: str
-    def __init__(self, index: _Optional[int] = ..., token_ids: _Optional[_Iterable[int]] = ..., logprobs: _Optional[_Union[GenerateLogProbs, _Mapping]] = ..., finish_reason: _Optional[str] = ..., stop_reason: _Optional[_Union[_struct_pb2.Value, _Mapping]] = ..., text: _Optional[str] = ...) -> None: ...
+    weight_versions: _containers.RepeatedCompositeFieldContainer[_common_pb2.WeightVersionSpan]
+    def __init__(self, index: _Optional[int] = ..., token_ids: _Optional[_Iterable[int]] = ..., logprobs: _Optional[_Union[GenerateLogProbs, _Mapping]] = ..., finish_reason: _Optional[str] = ..., stop_reason: _Optional[_Union[_struct_pb2.Value, _Mapping]] = ..., text: _Optional[str] = ..., weight_versions: _Optional[_Iterable[_Union[_common_pb2.WeightVersionSpan, _Mapping]]] = ...) -> None: ...
 
 class GenerateResponse(_message.Message):
     __slots__ = ("request_id", "model", "created", "choices", "usage", "prompt_token_ids", "output_mode")

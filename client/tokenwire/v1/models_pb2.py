@@ -24,7 +24,7 @@ _sym_db = _symbol_database.Default()
 
 
 
-DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n\x19tokenwire/v1/models.proto\x12\x0ctokenwire.v1\"\x13\n\x11ListModelsRequest\"\x82\x01\n\x05Model\x12\n\n\x02id\x18\x01 \x01(\t\x12\x0e\n\x06object\x18\x02 \x01(\t\x12\x0f\n\x07\x63reated\x18\x03 \x01(\r\x12\x10\n\x08owned_by\x18\x04 \x01(\t\x12\x0c\n\x04root\x18\x05 \x01(\t\x12\x1a\n\rmax_model_len\x18\x06 \x01(\rH\x00\x88\x01\x01\x42\x10\n\x0e_max_model_len\"G\n\x12ListModelsResponse\x12\x0e\n\x06object\x18\x01 \x01(\t\x12!\n\x04\x64\x61ta\x18\x02 \x03(\x0b\x32\x13.tokenwire.v1.Model\"\x12\n\x10GetHealthRequest\"#\n\x11GetHealthResponse\x12\x0e\n\x06status\x18\x01 \x01(\t\"\x11\n\x0fGetStatsRequest\"\xce\x02\n\x10GetStatsResponse\x12\x1c\n\x0f\x65ngine_requests\x18\x01 \x01(\rH\x00\x88\x01\x01\x12\x19\n\x0c\x61\x63tive_calls\x18\x02 \x01(\rH\x01\x88\x01\x01\x12\x11\n\tworker_id\x18\x03 \x01(\t\x12\r\n\x05model\x18\x04 \x01(\t\x12\x14\n\x07serving\x18\x05 \x01(\x08H\x02\x88\x01\x01\x12\x15\n\x08sessions\x18\x06 \x01(\rH\x03\x88\x01\x01\x12!\n\x14speculative_prefills\x18\x07 \x01(\rH\x04\x88\x01\x01\x12 \n\x13\x63ontinuation_tokens\x18\x08 \x01(\rH\x05\x88\x01\x01\x42\x12\n\x10_engine_requestsB\x0f\n\r_active_callsB\n\n\x08_servingB\x0b\n\t_sessionsB\x17\n\x15_speculative_prefillsB\x16\n\x14_continuation_tokensb\x06proto3')
+DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n\x19tokenwire/v1/models.proto\x12\x0ctokenwire.v1\"\x13\n\x11ListModelsRequest\"\x92\x01\n\x05Model\x12\n\n\x02id\x18\x01 \x01(\t\x12\x0e\n\x06object\x18\x02 \x01(\t\x12\x0f\n\x07\x63reated\x18\x03 \x01(\r\x12\x10\n\x08owned_by\x18\x04 \x01(\t\x12\x0c\n\x04root\x18\x05 \x01(\t\x12\x1a\n\rmax_model_len\x18\x06 \x01(\rH\x00\x88\x01\x01\x12\x0e\n\x06parent\x18\x07 \x01(\tB\x10\n\x0e_max_model_len\"G\n\x12ListModelsResponse\x12\x0e\n\x06object\x18\x01 \x01(\t\x12!\n\x04\x64\x61ta\x18\x02 \x03(\x0b\x32\x13.tokenwire.v1.Model\"\x12\n\x10GetHealthRequest\"#\n\x11GetHealthResponse\x12\x0e\n\x06status\x18\x01 \x01(\t\"\x11\n\x0fGetStatsRequest\"\x86\x03\n\x10GetStatsResponse\x12\x1c\n\x0f\x65ngine_requests\x18\x01 \x01(\rH\x00\x88\x01\x01\x12\x19\n\x0c\x61\x63tive_calls\x18\x02 \x01(\rH\x01\x88\x01\x01\x12\x11\n\tworker_id\x18\x03 \x01(\t\x12\r\n\x05model\x18\x04 \x01(\t\x12\x14\n\x07serving\x18\x05 \x01(\x08H\x02\x88\x01\x01\x12\x15\n\x08sessions\x18\x06 \x01(\rH\x03\x88\x01\x01\x12!\n\x14speculative_prefills\x18\x07 \x01(\rH\x04\x88\x01\x01\x12 \n\x13\x63ontinuation_tokens\x18\x08 \x01(\rH\x05\x88\x01\x01\x12\x13\n\x06paused\x18\t \x01(\x08H\x06\x88\x01\x01\x12\x16\n\x0eweight_version\x18\n \x01(\tB\x12\n\x10_engine_requestsB\x0f\n\r_active_callsB\n\n\x08_servingB\x0b\n\t_sessionsB\x17\n\x15_speculative_prefillsB\x16\n\x14_continuation_tokensB\t\n\x07_pausedb\x06proto3')
 
 _globals = globals()
 _builder.BuildMessageAndEnumDescriptors(DESCRIPTOR, _globals)
@@ -34,15 +34,15 @@ if not _descriptor._USE_C_DESCRIPTORS:
   _globals['_LISTMODELSREQUEST']._serialized_start=43
   _globals['_LISTMODELSREQUEST']._serialized_end=62
   _globals['_MODEL']._serialized_start=65
-  _globals['_MODEL']._serialized_end=195
-  _globals['_LISTMODELSRESPONSE']._serialized_start=197
-  _globals['_LISTMODELSRESPONSE']._serialized_end=268
-  _globals['_GETHEALTHREQUEST']._serialized_start=270
-  _globals['_GETHEALTHREQUEST']._serialized_end=288
-  _globals['_GETHEALTHRESPONSE']._serialized_start=290
-  _globals['_GETHEALTHRESPONSE']._serialized_end=325
-  _globals['_GETSTATSREQUEST']._serialized_start=327
-  _globals['_GETSTATSREQUEST']._serialized_end=344
-  _globals['_GETSTATSRESPONSE']._serialized_start=347
-  _globals['_GETSTATSRESPONSE']._serialized_end=681
+  _globals['_MODEL']._serialized_end=211
+  _globals['_LISTMODELSRESPONSE']._serialized_start=213
+  _globals['_LISTMODELSRESPONSE']._serialized_end=284
+  _globals['_GETHEALTHREQUEST']._serialized_start=286
+  _globals['_GETHEALTHREQUEST']._serialized_end=304
+  _globals['_GETHEALTHRESPONSE']._serialized_start=306
+  _globals['_GETHEALTHRESPONSE']._serialized_end=341
+  _globals['_GETSTATSREQUEST']._serialized_start=343
+  _globals['_GETSTATSREQUEST']._serialized_end=360
+  _globals['_GETSTATSRESPONSE']._serialized_start=363
+  _globals['_GETSTATSRESPONSE']._serialized_end=753
 # @@protoc_insertion_point(module_scope)

@@ -11,20 +11,22 @@ class ListModelsRequest(_message.Message):
     def __init__(self) -> None: ...
 
 class Model(_message.Message):
-    __slots__ = ("id", "object", "created", "owned_by", "root", "max_model_len")
+    __slots__ = ("id", "object", "created", "owned_by", "root", "max_model_len", "parent")
     ID_FIELD_NUMBER: _ClassVar[int]
     OBJECT_FIELD_NUMBER: _ClassVar[int]
     CREATED_FIELD_NUMBER: _ClassVar[int]
     OWNED_BY_FIELD_NUMBER: _ClassVar[int]
     ROOT_FIELD_NUMBER: _ClassVar[int]
     MAX_MODEL_LEN_FIELD_NUMBER: _ClassVar[int]
+    PARENT_FIELD_NUMBER: _ClassVar[int]
     id: str
     object: str
     created: int
     owned_by: str
     root: str
     max_model_len: int
-    def __init__(self, id: _Optional[str] = ..., object: _Optional[str] = ..., created: _Optional[int] = ..., owned_by: _Optional[str] = ..., root: _Optional[str] = ..., max_model_len: _Optional[int] = ...) -> None: ...
+    parent: str
+    def __init__(self, id: _Optional[str] = ..., object: _Optional[str] = ..., created: _Optional[int] = ..., owned_by: _Optional[str] = ..., root: _Optional[str] = ..., max_model_len: _Optional[int] = ..., parent: _Optional[str] = ...) -> None: ...
 
 class ListModelsResponse(_message.Message):
     __slots__ = ("object", "data")
@@ -49,7 +51,7 @@ class GetStatsRequest(_message.Message):
     def __init__(self) -> None: ...
 
 class GetStatsResponse(_message.Message):
-    __slots__ = ("engine_requests", "active_calls", "worker_id", "model", "serving", "sessions", "speculative_prefills", "continuation_tokens")
+    __slots__ = ("engine_requests", "active_calls", "worker_id", "model", "serving", "sessions", "speculative_prefills", "continuation_tokens", "paused", "weight_version")
     ENGINE_REQUESTS_FIELD_NUMBER: _ClassVar[int]
     ACTIVE_CALLS_FIELD_NUMBER: _ClassVar[int]
     WORKER_ID_FIELD_NUMBER: _ClassVar[int]
@@ -58,6 +60,8 @@ class GetStatsResponse(_message.Message):
     SESSIONS_FIELD_NUMBER: _ClassVar[int]
     SPECULATIVE_PREFILLS_FIELD_NUMBER: _ClassVar[int]
     CONTINUATION_TOKENS_FIELD_NUMBER: _ClassVar[int]
+    PAUSED_FIELD_NUMBER: _ClassVar[int]
+    WEIGHT_VERSION_FIELD_NUMBER: _ClassVar[int]
     engine_requests: int
     active_calls: int
     worker_id: str
@@ -66,4 +70,6 @@ class GetStatsResponse(_message.Message):
     sessions: int
     speculative_prefills: int
     continuation_tokens: int
-    def __init__(self, engine_requests: _Optional[int] = ..., active_calls: _Optional[int] = ..., worker_id: _Optional[str] = ..., model: _Optional[str] = ..., serving: _Optional[bool] = ..., sessions: _Optional[int] = ..., speculative_prefills: _Optional[int] = ..., continuation_tokens: _Optional[int] = ...) -> None: ...
+    paused: bool
+    weight_version: str
+    def __init__(self, engine_requests: _Optional[int] = ..., active_calls: _Optional[int] = ..., worker_id: _Optional[str] = ..., model: _Optional[str] = ..., serving: _Optional[bool] = ..., sessions: _Optional[int] = ..., speculative_prefills: _Optional[int] = ..., continuation_tokens: _Optional[int] = ..., paused: _Optional[bool] = ..., weight_version: _Optional[str] = ...) -> None: ...

@@ -18,17 +18,25 @@ from grpc_health.v1 import health, health_pb2, health_pb2_grpc
 from grpc_reflection.v1alpha import reflection
 
 from tokenwire.server.admission import Admission
-from tokenwire.server.auth import ApiKeyInterceptor
+from tokenwire.server.auth import ApiKeyInterceptor, ControlAccessInterceptor
+from tokenwire.server.continuation_store import ContinuationStore
+from tokenwire.server.control_plane import ControlPlane
+from tokenwire.server.control_servicer import ControlServicer
+from tokenwire.server.data_plane import DataPlane
 from tokenwire.server.domain import Engine, EngineRequest, GenerationParams, RenderOptions
 from tokenwire.server.guarded_engine import GuardedEngine
 from tokenwire.server.metrics import Metrics, MetricsInterceptor
-from tokenwire.server.servicer import ServingState, TokenwireServicer
+from tokenwire.server.prefill import Prefiller
+from tokenwire.server.servicer import TokenwireServicer
+from tokenwire.server.serving_state import ServingState
 from tokenwire.server.settings import ServerSettings
-from tokenwire.v1 import service_pb2, service_pb2_grpc
+from tokenwire.server.turns import TurnTemplates
+from tokenwire.v1 import control_pb2, control_pb2_grpc, service_pb2, service_pb2_grpc
 
 log = logging.getLogger("tokenwire.server")
 
 SERVICE_NAME = service_pb2.DESCRIPTOR.services_by_name["TokenwireService"].full_name
+CONTROL_SERVICE_NAME = control_pb2.DESCRIPTOR.services_by_name["ControlService"].full_name
 
 
 def make_engine(settings: ServerSettings) -> Engine:
@@ -55,6 +63,19 @@ async def warm_up(engine: Engine) -> None:
         pass
 
 
+def build_data_plane(engine: Engine, settings: ServerSettings, state: ServingState) -> DataPlane:
+    """Every object the calls share, built once: continuation store, turn
+    templates, speculative prefiller, and the data plane over them."""
+    store = ContinuationStore(
+        max_tokens=settings.continuation_max_tokens,
+        session_max_tokens=settings.continuation_session_max_tokens,
+        session_max_requests=settings.continuation_session_max_requests,
+    )
+    turns = TurnTemplates(engine)
+    prefiller = Prefiller(engine, settings, state, turns)
+    return DataPlane(engine, settings, state, store=store, turns=turns, prefiller=prefiller)
+
+
 @dataclass
 class RunningServer:
     server: grpc.aio.Server
@@ -63,6 +84,7 @@ class RunningServer:
     state: ServingState
     health: health.aio.HealthServicer  # type: ignore[name-defined]
     metrics: Metrics
+    control: ControlPlane
     metrics_port: int = 0
 
     async def set_serving(self, serving: bool) -> None:
@@ -107,26 +129,39 @@ async def start(settings: ServerSettings, engine: Engine) -> RunningServer:
     interceptors: list[grpc.aio.ServerInterceptor] = [MetricsInterceptor(metrics)]
     if settings.api_key:
         interceptors.append(ApiKeyInterceptor(settings.api_key, open_probes=settings.open_probes))
+    if settings.enable_control:
+        if settings.admin_api_key and settings.admin_api_key == settings.api_key:
+            raise ValueError("--admin-api-key must differ from --api-key "
+                             "(the inference key never grants control)")
+        interceptors.append(ControlAccessInterceptor(settings.admin_api_key))
     server = grpc.aio.server(options=options, interceptors=interceptors)
     state = ServingState()
     guarded = GuardedEngine(
         engine, Admission(settings.max_concurrent_requests, settings.max_admitted_tokens), metrics
     )
     metrics.engine_requests.set_function(engine.num_unfinished_requests)
-    service_pb2_grpc.add_TokenwireServiceServicer_to_server(
-        TokenwireServicer(guarded, settings, state), server  # type: ignore[arg-type]
+    plane = build_data_plane(guarded, settings, state)  # type: ignore[arg-type]
+    service_pb2_grpc.add_TokenwireServiceServicer_to_server(TokenwireServicer(plane), server)
+    control = ControlPlane(
+        engine, state, timeout=settings.control_timeout_seconds,  # type: ignore[arg-type]
+        engine_requests=engine.num_unfinished_requests,
     )
+    names = [SERVICE_NAME]
+    if settings.enable_control:
+        control_pb2_grpc.add_ControlServiceServicer_to_server(ControlServicer(control), server)
+        names.append(CONTROL_SERVICE_NAME)
     health_servicer = health.aio.HealthServicer()
     health_pb2_grpc.add_HealthServicer_to_server(health_servicer, server)
     reflection.enable_server_reflection(
-        (SERVICE_NAME, health.SERVICE_NAME, reflection.SERVICE_NAME), server
+        (*names, health.SERVICE_NAME, reflection.SERVICE_NAME), server
     )
     port = _listen(server, settings)
     await server.start()
-    running = RunningServer(server, port, engine, state, health_servicer, metrics)
+    running = RunningServer(server, port, engine, state, health_servicer, metrics, control)
     await running.set_serving(False)
     if settings.metrics_port:
         running.metrics_port = metrics.serve(settings.host, settings.metrics_port)
+    await control.start(settings.weight_version)
     if settings.warmup:
         await warm_up(engine)
     await running.set_serving(True)

@@ -17,6 +17,8 @@ from tokenwire.server.errors import TokenwireError, abort_with
 
 OPEN_PREFIXES = ("/grpc.health.v1.Health/", "/grpc.reflection.")
 OPEN_METHODS = ("/tokenwire.v1.TokenwireService/GetHealth",)
+CONTROL_PREFIX = "/tokenwire.v1.ControlService/"
+LOOPBACK_PEERS = ("ipv4:127.", "ipv6:[::1]", "unix:")
 
 
 class Unauthenticated(TokenwireError):
@@ -52,16 +54,72 @@ class ApiKeyInterceptor(grpc.aio.ServerInterceptor):
         handler = await continuation(details)
         if handler is None or is_open(details.method, self._open_probes):
             return handler
+        if details.method.startswith(CONTROL_PREFIX):  # the admin credential's business
+            return handler
         if bearer_ok(details.invocation_metadata, self._key):
             return handler
-        return _deny_like(handler)
+        return _deny_like(handler, _NO_KEY)
 
 
-def _deny_like(handler: grpc.RpcMethodHandler) -> grpc.RpcMethodHandler:
-    err = Unauthenticated(
-        "missing or wrong API key: send metadata 'authorization: Bearer <key>'",
+class ControlAccessInterceptor(grpc.aio.ServerInterceptor):
+    """ControlService calls need the admin key when one is set (the
+    inference key never grants control); with none, only loopback peers."""
+
+    def __init__(self, admin_key: str):
+        self._key = admin_key.encode()
+
+    async def intercept_service(
+        self,
+        continuation: Callable[[grpc.HandlerCallDetails], Awaitable[grpc.RpcMethodHandler]],
+        details: grpc.HandlerCallDetails,
+    ) -> grpc.RpcMethodHandler:
+        handler = await continuation(details)
+        if handler is None or not details.method.startswith(CONTROL_PREFIX):
+            return handler
+        if self._key:
+            if bearer_ok(details.invocation_metadata, self._key):
+                return handler
+            return _deny_like(handler, _NO_ADMIN_KEY)
+        return _loopback_only(handler)
+
+
+_NO_KEY = Unauthenticated(
+    "missing or wrong API key: send metadata 'authorization: Bearer <key>'",
+    param="authorization",
+)
+_NO_ADMIN_KEY = Unauthenticated(
+    "control calls need the admin key: send metadata 'authorization: Bearer <admin key>' "
+    "(the inference API key does not grant control)",
+    param="authorization",
+)
+
+
+class PermissionDenied(TokenwireError):
+    code = grpc.StatusCode.PERMISSION_DENIED
+    reason = "CONTROL_LOOPBACK_ONLY"
+
+
+def _loopback_only(handler: grpc.RpcMethodHandler) -> grpc.RpcMethodHandler:
+    """A unary handler that first checks the peer is on this host."""
+    inner = handler.unary_unary
+    assert inner is not None, "ControlService methods are unary"
+    err = PermissionDenied(
+        "control calls are allowed from loopback only when no --admin-api-key is set",
         param="authorization",
     )
+
+    async def check(request: Any, context: grpc.aio.ServicerContext) -> Any:
+        if not str(context.peer() or "").startswith(LOOPBACK_PEERS):
+            await abort_with(context, err)
+        return await inner(request, context)
+
+    return grpc.unary_unary_rpc_method_handler(
+        check, request_deserializer=handler.request_deserializer,
+        response_serializer=handler.response_serializer,
+    )
+
+
+def _deny_like(handler: grpc.RpcMethodHandler, err: TokenwireError) -> grpc.RpcMethodHandler:
 
     async def deny(request: Any, context: grpc.aio.ServicerContext) -> Any:
         await abort_with(context, err)

@@ -1,43 +1,56 @@
 """CreateChatCompletionRequest (proto) -> a validated ChatPlan (domain).
 
-All request validation for chat happens here, before the engine is called.
+All request validation for chat happens here, before the engine is called;
+conversion shared with other RPCs is in request_fields.py.
 """
 
 from __future__ import annotations
 
 import dataclasses
 import time
-import uuid
-from collections.abc import Sequence
 from typing import Any
 
-from google.protobuf import json_format, struct_pb2
+from google.protobuf import struct_pb2
 
 from tokenwire.server import sampling_rules as rules
 from tokenwire.server import validation as v
-from tokenwire.server.domain import Engine, GenerationParams, RenderOptions, StructuredOutput
-from tokenwire.server.errors import InvalidArgument, NotFound
+from tokenwire.server.domain import (
+    Engine,
+    EngineRequest,
+    GenerationParams,
+    RenderOptions,
+    StructuredOutput,
+)
+from tokenwire.server.errors import InvalidArgument
+from tokenwire.server.request_fields import (
+    check_model,
+    check_priority,
+    check_render_flags,
+    lora_of,
+    messages_to_dicts,
+    new_request_id,
+    pick_cache_salt,
+    render_options,
+    stop_strings,
+    struct_to_dict,
+)
 from tokenwire.server.settings import ServerSettings
 from tokenwire.v1 import chat_pb2
 
 EXTRA_FIELDS = frozenset(
     {"completion_token_ids", "engine_data", "prompt_token_ids", "timing", "stop_reason", "worker_id"}
 )
-ROLES = frozenset({"system", "developer", "user", "assistant", "tool"})
 TOOL_CHOICES = frozenset({"none", "auto", "required"})
-MAX_CACHE_SALT = 1024
 
 
 @dataclasses.dataclass
 class ChatPlan:
-    """Everything needed to run one chat request and shape its response."""
+    """Everything needed to run one chat request and shape its response:
+    the engine request, as in GeneratePlan, plus the response options."""
 
-    request_id: str
+    request: EngineRequest
     model: str
-    prompt_token_ids: list[int]
-    params: GenerationParams
-    cache_salt: str | None
-    priority: int
+    render: RenderOptions  # how the prompt is (or the next turn would be) rendered
     logprobs: bool
     top_logprobs: int
     return_token_ids: bool
@@ -48,6 +61,12 @@ class ChatPlan:
     parse_tool_calls: bool = False
     reasoning_markers: tuple[str, str] | None = None  # split reasoning_content when set
     received: float = dataclasses.field(default_factory=time.time)
+    weight_version: str = ""  # the weight version current when the request was planned
+
+    @property
+    def fingerprint(self) -> str:
+        """system_fingerprint: the weight version (tokenwire-<model> if unknown)."""
+        return self.weight_version or f"tokenwire-{self.model}"
 
     @property
     def ids_wanted(self) -> bool:
@@ -55,155 +74,6 @@ class ChatPlan:
         return self.return_token_ids or bool(
             self.extra_fields & {"completion_token_ids", "engine_data"}
         )
-
-
-def _ints_back(value: Any) -> Any:
-    """google.protobuf.Struct holds every number as a double: give integral
-    values back as ints (JSON Schema wants `maxLength: 12`, not 12.0)."""
-    if isinstance(value, float) and value.is_integer() and abs(value) < 2**53:
-        return int(value)
-    if isinstance(value, dict):
-        return {k: _ints_back(v) for k, v in value.items()}
-    if isinstance(value, list):
-        return [_ints_back(v) for v in value]
-    return value
-
-
-def struct_to_dict(message: struct_pb2.Struct) -> dict[str, Any]:
-    return dict(_ints_back(json_format.MessageToDict(message)))
-
-
-def check_model(requested: str, served: str) -> str:
-    if requested and requested != served:
-        raise NotFound(
-            f"model '{requested}' is not served here; this server serves '{served}'",
-            param="model",
-            reason="MODEL_NOT_FOUND",
-        )
-    return served
-
-
-def new_request_id(prefix: str, requested: str) -> str:
-    if requested:
-        if len(requested) > 256:
-            raise InvalidArgument("request_id must be at most 256 characters", param="request_id")
-        return requested
-    return f"{prefix}-{uuid.uuid4().hex}"
-
-
-def pick_cache_salt(tenant_header: str | None, nvext_salt: str, root_salt: str) -> str | None:
-    """x-tenant-id metadata > nvext.cache_salt > root cache_salt; '' = absent."""
-    salt = tenant_header or nvext_salt or root_salt or None
-    if salt is not None and len(salt) > MAX_CACHE_SALT:
-        raise InvalidArgument(
-            f"cache_salt must be at most {MAX_CACHE_SALT} characters", param="cache_salt"
-        )
-    return salt
-
-
-def stop_strings(param: str, value: struct_pb2.Value | None, limit: int) -> list[str]:
-    """`stop`: a string, a list of strings, or null."""
-    if value is None:
-        return []
-    kind = value.WhichOneof("kind")
-    if kind is None or kind == "null_value":
-        return []
-    if kind == "string_value":
-        items = [value.string_value]
-    elif kind == "list_value":
-        items = []
-        for i, item in enumerate(value.list_value.values):
-            if item.WhichOneof("kind") != "string_value":
-                raise InvalidArgument(f"{param}[{i}] must be a string", param=param)
-            items.append(item.string_value)
-    else:
-        raise InvalidArgument(f"{param} must be a string or a list of strings", param=param)
-    if len(items) > limit:
-        raise InvalidArgument(f"{param} may hold at most {limit} strings, got {len(items)}", param=param)
-    for i, s in enumerate(items):
-        if not s:
-            raise InvalidArgument(f"{param}[{i}] must not be empty", param=param)
-    return items
-
-
-def _content_text(param: str, content: struct_pb2.Value, allow_null: bool) -> str | None:
-    kind = content.WhichOneof("kind")
-    if kind is None or kind == "null_value":
-        if not allow_null:
-            raise InvalidArgument(f"{param} must be a string or a list of text parts", param=param)
-        return None
-    if kind == "string_value":
-        return content.string_value
-    if kind != "list_value":
-        raise InvalidArgument(f"{param} must be a string or a list of text parts", param=param)
-    texts = []
-    for i, part in enumerate(content.list_value.values):
-        pparam = f"{param}[{i}]"
-        if part.WhichOneof("kind") != "struct_value":
-            raise InvalidArgument(f"{pparam} must be an object like {{\"type\": \"text\", \"text\": ...}}", param=param)
-        fields = part.struct_value.fields
-        ptype = fields["type"].string_value if "type" in fields else ""
-        if ptype != "text":
-            raise InvalidArgument(
-                f"{pparam}.type '{ptype}' is not supported: this model takes text parts only",
-                param=param,
-            )
-        if "text" not in fields or fields["text"].WhichOneof("kind") != "string_value":
-            raise InvalidArgument(f"{pparam}.text must be a string", param=param)
-        texts.append(fields["text"].string_value)
-    return "".join(texts)
-
-
-def messages_to_dicts(messages: Sequence[chat_pb2.ChatMessage]) -> list[dict[str, Any]]:
-    """Validate messages and turn them into template-ready dicts."""
-    if not messages:
-        raise InvalidArgument("messages must hold at least one message", param="messages")
-    out: list[dict[str, Any]] = []
-    for i, m in enumerate(messages):
-        param = f"messages[{i}]"
-        if m.role not in ROLES:
-            raise InvalidArgument(
-                f"{param}.role '{m.role}' is not one of {sorted(ROLES)}", param=f"{param}.role"
-            )
-        allow_null = m.role == "assistant" and len(m.tool_calls) > 0
-        text = _content_text(f"{param}.content", m.content, allow_null)
-        d: dict[str, Any] = {"role": m.role, "content": text if text is not None else ""}
-        if m.HasField("name"):
-            d["name"] = m.name
-        if m.tool_calls:
-            d["tool_calls"] = [
-                {
-                    "id": tc.id,
-                    "type": tc.type or "function",
-                    "function": {"name": tc.function.name, "arguments": tc.function.arguments},
-                }
-                for tc in m.tool_calls
-            ]
-        if m.HasField("tool_call_id"):
-            d["tool_call_id"] = m.tool_call_id
-        if m.HasField("reasoning_content"):
-            d["reasoning_content"] = m.reasoning_content
-        out.append(d)
-    return out
-
-
-def tools_to_dicts(tools: Sequence[chat_pb2.Tool]) -> list[dict[str, Any]] | None:
-    if not tools:
-        return None
-    out = []
-    for i, t in enumerate(tools):
-        param = f"tools[{i}]"
-        if (t.type or "function") != "function":
-            raise InvalidArgument(f"{param}.type must be 'function', got '{t.type}'", param=param)
-        if not t.function.name:
-            raise InvalidArgument(f"{param}.function.name must not be empty", param=param)
-        fn: dict[str, Any] = {"name": t.function.name}
-        if t.function.description:
-            fn["description"] = t.function.description
-        if t.function.HasField("parameters"):
-            fn["parameters"] = struct_to_dict(t.function.parameters)
-        out.append({"type": "function", "function": fn})
-    return out
 
 
 def check_tool_choice(value: struct_pb2.Value, tools: list[dict[str, Any]] | None) -> None:
@@ -309,8 +179,9 @@ def build_chat_plan(
     *,
     served_model: str,
     tenant: str | None,
+    stream: bool,
 ) -> ChatPlan:
-    model = check_model(req.model, served_model)
+    model = check_model(req.model, served_model, engine.lora_names())
     request_id = new_request_id("chatcmpl", req.request_id)
     nv = req.nvext
     unknown = sorted(set(nv.extra_fields) - EXTRA_FIELDS)
@@ -323,7 +194,8 @@ def build_chat_plan(
 
     # Tool calls are parsed from the output when tools are offered and the
     # tool choice is not "none" (whether or not the prompt was rendered here).
-    tools = tools_to_dicts(req.tools)
+    options = render_options(req)
+    tools = options.tools
     if req.HasField("tool_choice"):
         check_tool_choice(req.tool_choice, tools)
     parse_tool_calls = bool(tools) and req.tool_choice.string_value != "none"
@@ -335,37 +207,17 @@ def build_chat_plan(
     else:
         prompt_param = "messages"
         messages = messages_to_dicts(req.messages)
-        add_gen = req.add_generation_prompt if req.HasField("add_generation_prompt") else True
-        cont = req.continue_final_message if req.HasField("continue_final_message") else False
-        if cont:
-            if req.HasField("add_generation_prompt") and add_gen:
-                raise InvalidArgument(
-                    "continue_final_message and add_generation_prompt cannot both be true",
-                    param="continue_final_message",
-                )
-            add_gen = False
-            if messages[-1]["role"] != "assistant":
-                raise InvalidArgument(
-                    "continue_final_message needs the last message to be from the assistant",
-                    param="continue_final_message",
-                )
+        check_render_flags(req)
+        if options.continue_final_message and messages[-1]["role"] != "assistant":
+            raise InvalidArgument(
+                "continue_final_message needs the last message to be from the assistant",
+                param="continue_final_message",
+            )
         add_special = req.add_special_tokens if req.HasField("add_special_tokens") else False
         if nv.HasField("use_raw_prompt") and nv.use_raw_prompt:
             text = "".join(m["content"] for m in messages)
             prompt = engine.encode(text, add_special_tokens=add_special)
         else:
-            kwargs = (
-                struct_to_dict(req.chat_template_kwargs)
-                if req.HasField("chat_template_kwargs")
-                else {}
-            )
-            options = RenderOptions(
-                add_generation_prompt=add_gen,
-                continue_final_message=cont,
-                chat_template=req.chat_template if req.HasField("chat_template") else None,
-                template_kwargs=kwargs,
-                tools=tools,
-            )
             prompt = engine.render_chat(messages, options)
             if add_special:
                 prompt = engine.encode("", add_special_tokens=True) + prompt
@@ -391,19 +243,20 @@ def build_chat_plan(
         priority = req.priority
     elif nv.agent_hints.HasField("priority"):
         priority = nv.agent_hints.priority
-    if priority != 0 and settings.scheduling_policy != "priority":
-        raise InvalidArgument(
-            "priority needs the server's priority scheduler (--scheduling-policy priority)",
-            param="priority",
-        )
+    check_priority(priority, settings)
 
     return ChatPlan(
-        request_id=request_id,
+        request=EngineRequest(
+            request_id=request_id,
+            prompt_token_ids=prompt,
+            params=params,
+            cache_salt=pick_cache_salt(tenant, nv.cache_salt, req.cache_salt),
+            priority=priority,
+            stream=stream,
+            lora=lora_of(model, served_model),
+        ),
         model=model,
-        prompt_token_ids=prompt,
-        params=params,
-        cache_salt=pick_cache_salt(tenant, nv.cache_salt, req.cache_salt),
-        priority=priority,
+        render=options,
         logprobs=want_lp,
         top_logprobs=top,
         return_token_ids=bool(req.return_token_ids) if req.HasField("return_token_ids") else False,

@@ -6,8 +6,6 @@ import dataclasses
 import time
 from typing import Any
 
-from google.protobuf import struct_pb2
-
 from tokenwire.server.chat_request import ChatPlan
 from tokenwire.server.domain import (
     ChoiceOutput,
@@ -15,18 +13,12 @@ from tokenwire.server.domain import (
     EngineOutput,
     EngineTimes,
     PositionLogprobs,
+    WeightSpan,
 )
 from tokenwire.server.reasoning import ReasoningStream, split_text
+from tokenwire.server.response_fields import add_weight_spans, stop_reason_value, usage
 from tokenwire.server.tool_calls import ParsedCall, StreamParser, parse_text
 from tokenwire.v1 import chat_pb2, common_pb2
-
-
-def stop_reason_value(reason: int | str | None) -> struct_pb2.Value | None:
-    if reason is None:
-        return None
-    if isinstance(reason, str):
-        return struct_pb2.Value(string_value=reason)
-    return struct_pb2.Value(number_value=float(reason))
 
 
 def token_logprob(engine: Engine, pos: PositionLogprobs, top_k: int) -> common_pb2.TokenLogProb:
@@ -55,15 +47,6 @@ def choice_logprobs(
     )
 
 
-def usage(prompt_len: int, completion_len: int, cached: int) -> common_pb2.Usage:
-    return common_pb2.Usage(
-        prompt_tokens=prompt_len,
-        completion_tokens=completion_len,
-        total_tokens=prompt_len + completion_len,
-        prompt_tokens_details=common_pb2.PromptTokensDetails(cached_tokens=cached),
-    )
-
-
 def timing(received: float, times: EngineTimes | None, first_seen: float | None) -> common_pb2.Timing:
     finished = time.time()
     t = common_pb2.Timing(request_received_seconds=received, finished_seconds=finished)
@@ -89,19 +72,18 @@ class ChoiceAccumulator:
     index: int
     token_ids: list[int] = dataclasses.field(default_factory=list)
     logprobs: list[float] = dataclasses.field(default_factory=list)
-    text_parts: list[str] = dataclasses.field(default_factory=list)
     finish_reason: str | None = None
     stop_reason: int | str | None = None
+    weight_versions: list[WeightSpan] | None = None
 
     def add(self, out: ChoiceOutput) -> None:
         self.token_ids.extend(out.token_ids)
         if out.logprobs is not None:
             self.logprobs.extend(p.logprob for p in out.logprobs)
-        if out.text:
-            self.text_parts.append(out.text)
         if out.finish_reason is not None:
             self.finish_reason = out.finish_reason
             self.stop_reason = out.stop_reason
+            self.weight_versions = out.weight_versions
 
 
 def choice_nvext(plan: ChatPlan, acc: ChoiceAccumulator, prompt_ids: list[int]) -> chat_pb2.ChoiceNvExt | None:
@@ -116,6 +98,7 @@ def choice_nvext(plan: ChatPlan, acc: ChoiceAccumulator, prompt_ids: list[int]) 
         nv.engine_data.completion_token_ids.extend(acc.token_ids)
         nv.engine_data.completion_logprobs.extend(acc.logprobs)
         nv.engine_data.finished = acc.finish_reason is not None
+        add_weight_spans(nv.engine_data.weight_versions, acc.weight_versions)
     if "stop_reason" in fields:
         sr = stop_reason_value(acc.stop_reason)
         if sr is not None:
@@ -144,7 +127,7 @@ def response_nvext(
     if timing_msg is not None and "worker_id" in fields:
         nv.worker_id = worker_id
         used = True
-    if mirror is not None and plan.params.n == 1:
+    if mirror is not None and plan.request.params.n == 1:
         nv.completion_token_ids.extend(mirror.completion_token_ids)
         if mirror.HasField("engine_data"):
             nv.engine_data.CopyFrom(mirror.engine_data)
@@ -176,11 +159,11 @@ def build_chat_response(
     first_seen: float | None,
 ) -> chat_pb2.CreateChatCompletionResponse:
     resp = chat_pb2.CreateChatCompletionResponse(
-        id=plan.request_id,
+        id=plan.request.request_id,
         object="chat.completion",
         created=created,
         model=plan.model,
-        system_fingerprint=f"tokenwire-{plan.model}",
+        system_fingerprint=plan.fingerprint,
     )
     completion_len = 0
     mirror = None
@@ -210,6 +193,7 @@ def build_chat_response(
             choice.logprobs.CopyFrom(choice_logprobs(engine, out.logprobs, plan.top_logprobs))
         if plan.ids_wanted:
             choice.token_ids.extend(out.token_ids)
+        add_weight_spans(choice.weight_versions, out.weight_versions)
         nv = choice_nvext(plan, acc, final.prompt_token_ids)
         if nv is not None:
             choice.nvext.CopyFrom(nv)
@@ -218,7 +202,7 @@ def build_chat_response(
     if plan.return_token_ids:
         resp.prompt_token_ids.extend(final.prompt_token_ids)
     if final.prompt_logprobs is not None:
-        k = plan.params.prompt_logprobs or 0
+        k = plan.request.params.prompt_logprobs or 0
         for pos in final.prompt_logprobs:
             if pos is None:
                 resp.prompt_logprobs.add()
@@ -242,33 +226,35 @@ class ChatStreamBuilder:
         self.engine = engine
         self.created = created
         self.worker_id = worker_id
-        self._fingerprint = f"tokenwire-{plan.model}"
-        self.accs = {i: ChoiceAccumulator(i) for i in range(plan.params.n)}
+        self._id = plan.request.request_id
+        self._model = plan.model
+        self._fingerprint = plan.fingerprint
+        self.accs = {i: ChoiceAccumulator(i) for i in range(plan.request.params.n)}
         self.first_seen: float | None = None
-        self.prompt_ids: list[int] = plan.prompt_token_ids
+        self.prompt_ids: list[int] = plan.request.prompt_token_ids
         self.cached = 0
         self.times: EngineTimes | None = None
         self._mirror: chat_pb2.ChoiceNvExt | None = None
         self.tool_parsers = (
-            {i: StreamParser() for i in range(plan.params.n)} if plan.parse_tool_calls else {}
+            {i: StreamParser() for i in range(plan.request.params.n)} if plan.parse_tool_calls else {}
         )
         markers = plan.reasoning_markers
         self.reasoners = (
-            {i: ReasoningStream(markers) for i in range(plan.params.n)} if markers else {}
+            {i: ReasoningStream(markers) for i in range(plan.request.params.n)} if markers else {}
         )
 
     def _chunk(self) -> chat_pb2.StreamChatCompletionResponse:
         return chat_pb2.StreamChatCompletionResponse(
-            id=self.plan.request_id,
+            id=self._id,
             object="chat.completion.chunk",
             created=self.created,
-            model=self.plan.model,
+            model=self._model,
             system_fingerprint=self._fingerprint,
         )
 
     def first_chunk(self) -> chat_pb2.StreamChatCompletionResponse:
         chunk = self._chunk()
-        for i in range(self.plan.params.n):
+        for i in range(self.plan.request.params.n):
             chunk.choices.add(index=i, delta=chat_pb2.ChatCompletionDelta(role="assistant", content=""))
         if self.plan.return_token_ids:
             chunk.prompt_token_ids.extend(self.prompt_ids)
@@ -305,6 +291,7 @@ class ChatStreamBuilder:
                 sr = stop_reason_value(c.stop_reason)
                 if sr is not None:
                     ch.stop_reason.CopyFrom(sr)
+                add_weight_spans(ch.weight_versions, c.weight_versions)
                 nv = choice_nvext(plan, acc, self.prompt_ids)
                 if nv is not None:
                     ch.nvext.CopyFrom(nv)
@@ -352,7 +339,3 @@ class ChatStreamBuilder:
         chunk = self._chunk()
         chunk.usage.CopyFrom(self._usage())
         return chunk
-
-    def completion_ids(self) -> dict[int, list[int]]:
-        return {i: a.token_ids for i, a in self.accs.items()}
-

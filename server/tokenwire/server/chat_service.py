@@ -6,41 +6,35 @@ from collections.abc import AsyncIterator
 
 from tokenwire.server.chat_request import ChatPlan
 from tokenwire.server.chat_response import ChatStreamBuilder, build_chat_response
-from tokenwire.server.domain import Engine, EngineOutput, EngineRequest
+from tokenwire.server.domain import Engine, EngineOutput, RunOutcome
 from tokenwire.server.errors import Internal
 from tokenwire.v1 import chat_pb2
 
 
-def engine_request(plan: ChatPlan, *, stream: bool) -> EngineRequest:
-    return EngineRequest(
-        request_id=plan.request_id,
-        prompt_token_ids=plan.prompt_token_ids,
-        params=plan.params,
-        cache_salt=plan.cache_salt,
-        priority=plan.priority,
-        stream=stream,
-    )
-
-
 async def run_chat(
-    engine: Engine, plan: ChatPlan, *, worker_id: str
+    engine: Engine, plan: ChatPlan, *, worker_id: str, outcome: RunOutcome | None = None
 ) -> chat_pb2.CreateChatCompletionResponse:
     created = int(plan.received)
     final: EngineOutput | None = None
-    async for out in engine.generate(engine_request(plan, stream=False)):
+    async for out in engine.generate(plan.request):
         final = out
     if final is None or not final.finished:
         raise Internal("the engine ended the request without a final output")
+    if outcome is not None:
+        outcome.fill(
+            final.prompt_token_ids or plan.request.prompt_token_ids,
+            {c.index: c.token_ids for c in final.choices},
+        )
     return build_chat_response(
         plan, engine, final, created=created, worker_id=worker_id, first_seen=None
     )
 
 
 async def stream_chat(
-    engine: Engine, plan: ChatPlan, *, worker_id: str
+    engine: Engine, plan: ChatPlan, *, worker_id: str, outcome: RunOutcome | None = None
 ) -> AsyncIterator[chat_pb2.StreamChatCompletionResponse]:
     builder = ChatStreamBuilder(plan, engine, created=int(plan.received), worker_id=worker_id)
-    outputs = engine.generate(engine_request(plan, stream=True))
+    outputs = engine.generate(plan.request)
     try:
         # Wait for the first output before the role chunk, so that errors
         # raised at start (admission, a dead engine, engine-side validation)
@@ -60,5 +54,7 @@ async def stream_chat(
         await outputs.aclose()  # type: ignore[attr-defined]
     if not finished:
         raise Internal("the engine ended the stream without finishing the request")
+    if outcome is not None:  # the builder accumulated the ids already
+        outcome.fill(builder.prompt_ids, {i: a.token_ids for i, a in builder.accs.items()})
     if plan.include_usage:
         yield builder.usage_chunk()

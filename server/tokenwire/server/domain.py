@@ -7,6 +7,7 @@ them into vLLM calls. Nothing here imports vLLM or protobuf.
 from __future__ import annotations
 
 import dataclasses
+import os
 from collections.abc import AsyncIterator
 from typing import Any, Protocol
 
@@ -60,6 +61,7 @@ class EngineRequest:
     cache_salt: str | None = None
     priority: int = 0
     stream: bool = True  # True: deltas; False: one final output
+    lora: str | None = None  # a loaded LoRA adapter's name; None: the base model
 
 
 @dataclasses.dataclass
@@ -79,6 +81,15 @@ class PositionLogprobs:
     top: list[Candidate]  # the top-k alternatives, most likely first
 
 
+@dataclasses.dataclass(frozen=True)
+class WeightSpan:
+    """Completion ids [start, end) of a choice were sampled by `version`."""
+
+    version: str
+    start: int
+    end: int
+
+
 @dataclasses.dataclass
 class ChoiceOutput:
     """New (stream) or complete (final) output of one choice."""
@@ -89,6 +100,9 @@ class ChoiceOutput:
     logprobs: list[PositionLogprobs] | None = None
     finish_reason: str | None = None  # stop, length, abort, error...
     stop_reason: int | str | None = None  # matched stop id or string
+    # Which weights sampled the choice's ids: (version, start, end) spans over
+    # the whole completion's token indexes; on the output that finishes it.
+    weight_versions: list[WeightSpan] | None = None
 
     @property
     def finished(self) -> bool:
@@ -113,6 +127,20 @@ class EngineOutput:
     finished: bool
     prompt_logprobs: list[PositionLogprobs | None] | None = None
     times: EngineTimes | None = None
+
+
+@dataclasses.dataclass
+class RunOutcome:
+    """What one finished run consumed and produced, filled in by the run and
+    stream functions when given one: sessions store it for continuations,
+    speculative prefill starts the next turn from it."""
+
+    prompt_ids: list[int] = dataclasses.field(default_factory=list)
+    completions: list[list[int]] = dataclasses.field(default_factory=list)  # by choice index
+
+    def fill(self, prompt_ids: list[int], completions: dict[int, list[int]]) -> None:
+        self.prompt_ids = prompt_ids
+        self.completions = [completions.get(i, []) for i in range(max(completions, default=-1) + 1)]
 
 
 @dataclasses.dataclass
@@ -145,8 +173,6 @@ class Engine(Protocol):
         """Run a request; cancelling the consumer aborts it in the engine."""
         ...
 
-    async def abort(self, request_id: str) -> None: ...
-
     def num_unfinished_requests(self) -> int: ...
 
     def encode(self, text: str, add_special_tokens: bool) -> list[int]: ...
@@ -169,4 +195,67 @@ class Engine(Protocol):
         """Raise when the engine cannot serve."""
         ...
 
+    def lora_names(self) -> list[str]:
+        """The LoRA adapters loaded now (requests select one by `model`)."""
+        ...
+
     def shutdown(self) -> None: ...
+
+
+PAUSE_MODES = ("abort", "wait", "keep")
+
+
+def is_folder(path: str) -> bool:
+    """A cheap stat (sync on purpose: a local metadata lookup)."""
+    return os.path.isdir(path)
+
+
+class EngineControl(Protocol):
+    """What the control plane needs from an engine: vLLM's own control APIs
+    (AsyncLLM pause/resume, reset_prefix_cache, reload_weights through
+    collective_rpc, the weight-transfer engine, sleep/wake, LoRA)."""
+
+    async def pause(self, mode: str, clear_cache: bool) -> None:
+        """mode: "abort" (end in-flight requests now), "wait" (let them
+        finish), "keep" (freeze them until resume). New requests wait."""
+        ...
+
+    async def resume(self) -> None: ...
+
+    async def is_paused(self) -> bool: ...
+
+    async def reset_prefix_cache(self, reset_running_requests: bool) -> bool: ...
+
+    async def reload_weights(self, path: str) -> None:
+        """Load a checkpoint folder with the same architecture in place."""
+        ...
+
+    async def weight_version(self) -> str: ...
+
+    async def set_weight_version(self, version: str) -> None: ...
+
+    async def init_weight_transfer(self, init_info: dict[str, Any]) -> None: ...
+
+    async def start_weight_update(self) -> None: ...
+
+    async def update_weights(self, update_info: dict[str, Any]) -> None: ...
+
+    async def finish_weight_update(self) -> None: ...
+
+    async def sleep(self, level: int, mode: str) -> None:
+        """Raise FailedPrecondition where the platform cannot sleep."""
+        ...
+
+    async def wake_up(self, tags: list[str] | None) -> bool: ...
+
+    async def is_sleeping(self) -> bool: ...
+
+    async def abort_requests(self, request_ids: list[str] | None) -> int:
+        """Abort by the ids given to generate(); None: every request."""
+        ...
+
+    async def add_lora(self, name: str, path: str, load_inplace: bool) -> None: ...
+
+    async def remove_lora(self, name: str) -> None: ...
+
+    def lora_names(self) -> list[str]: ...

@@ -56,6 +56,16 @@ class NotFound(TokenwireError):
     reason = "NOT_FOUND"
 
 
+class AlreadyExists(TokenwireError):
+    code = grpc.StatusCode.ALREADY_EXISTS
+    reason = "ALREADY_EXISTS"
+
+
+class DeadlineExceeded(TokenwireError):
+    code = grpc.StatusCode.DEADLINE_EXCEEDED
+    reason = "DEADLINE_EXCEEDED"
+
+
 class Cancelled(TokenwireError):
     code = grpc.StatusCode.CANCELLED
     reason = "CANCELLED"

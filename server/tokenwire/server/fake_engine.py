@@ -27,6 +27,7 @@ from tokenwire.server.domain import (
     PositionLogprobs,
     RenderOptions,
 )
+from tokenwire.server.fake_control import FakeControl
 
 UNK, IM_START, IM_END = 0, 1, 2
 SPECIALS = {UNK: "<unk>", IM_START: "<|im_start|>", IM_END: "<|im_end|>"}
@@ -36,7 +37,7 @@ def _merge(a: ChoiceOutput, b: ChoiceOutput) -> ChoiceOutput:
     """Two consecutive deltas of one choice as one (like vLLM's DELTA merge)."""
     lps = None if a.logprobs is None else a.logprobs + (b.logprobs or [])
     return ChoiceOutput(a.index, a.token_ids + b.token_ids, a.text + b.text, lps,
-                        b.finish_reason, b.stop_reason)
+                        b.finish_reason, b.stop_reason, b.weight_versions)
 
 
 _SPECIAL_IDS = {tok: tid for tid, tok in SPECIALS.items()}
@@ -44,7 +45,7 @@ _SPECIAL_SPLIT = re.compile("(" + "|".join(re.escape(t) for t in SPECIALS.values
 REPLIES = ["Hello from the fake engine.", "Another answer here.", "Third reply!"]
 
 
-class FakeEngine:
+class FakeEngine(FakeControl):
     def __init__(
         self, *, max_model_len: int = 512, block_size: int = 16, token_delay: float = 0.0
     ):
@@ -57,6 +58,7 @@ class FakeEngine:
         self._cache: set[tuple[str, tuple[int, ...]]] = set()
         self.healthy = True
         self.progress: dict[str, int] = {}  # request id -> tokens generated so far
+        self._init_control()
 
     # -- properties -------------------------------------------------------
     @property
@@ -139,7 +141,7 @@ class FakeEngine:
 
     def _plan_choice(self, request: EngineRequest, index: int) -> list[int]:
         p = request.params
-        reply_text = REPLIES[index % len(REPLIES)]
+        reply_text = REPLIES[(index + self.weights_generation) % len(REPLIES)]
         prompt_text = self.decode(request.prompt_token_ids)
         if "Think first." in prompt_text:
             reply_text = "<think>The user wants a greeting.</think>\n\nHello!"
@@ -174,18 +176,28 @@ class FakeEngine:
         interval = p.stream_interval or 1
         pending: dict[int, ChoiceOutput] = {}
         sent = since_sent = 0
+        spans: list[list[list[Any]]] = [[] for _ in range(p.n)]
         try:
+            await self._admit_gate(request.request_id)
             step = 0
             while any(d is None for d in done):
                 if self.token_delay:
                     await asyncio.sleep(self.token_delay)
                 else:
                     await asyncio.sleep(0)
+                aborting = await self._step_gate(request.request_id)
                 deltas: list[ChoiceOutput] = []
                 for i in range(p.n):
                     if done[i] is not None:
                         continue
+                    if aborting:  # like vLLM: no new token, finish "abort"
+                        out = ChoiceOutput(i, [], "", [] if p.logprobs is not None else None,
+                                           "abort", None, self._spans(spans[i]))
+                        done[i] = out
+                        deltas.append(out)
+                        continue
                     tid = plans[i][step] if step < len(plans[i]) else plans[i][-1]
+                    self._track(spans[i], emitted[i])
                     emitted[i] += 1
                     self.progress[request.request_id] = emitted[0] if p.n == 1 else sum(emitted)
                     text = "" if tid in SPECIALS else self.decode([tid])
@@ -214,6 +226,7 @@ class FakeEngine:
                     lps = [self._logprob(step, p.logprobs + 1, tid)] if p.logprobs is not None else None
                     out = ChoiceOutput(i, [tid], text, lps, finish, stop_reason)
                     if finish is not None:
+                        out.weight_versions = self._spans(spans[i])
                         done[i] = out
                     deltas.append(out)
                 first_token = first_token or time.time()
@@ -249,6 +262,7 @@ class FakeEngine:
             raise
         finally:
             self.running.discard(request.request_id)
+            self._done(request.request_id)
 
     def _final(
         self, request: EngineRequest, plans: list[list[int]], emitted: list[int], texts: list[str],
@@ -265,14 +279,12 @@ class FakeEngine:
                 if p.logprobs is not None
                 else None
             )
-            choices.append(ChoiceOutput(i, ids, texts[i], lps, d.finish_reason, d.stop_reason))
+            choices.append(ChoiceOutput(i, ids, texts[i], lps, d.finish_reason, d.stop_reason,
+                                        d.weight_versions))
         return EngineOutput(
             choices, list(request.prompt_token_ids), cached, True,
             times=EngineTimes(arrival, arrival, first_token, time.time()),
         )
-
-    async def abort(self, request_id: str) -> None:
-        self.running.discard(request_id)
 
     def num_unfinished_requests(self) -> int:
         return len(self.running)

@@ -9,10 +9,23 @@ from collections.abc import AsyncIterator
 
 from tokenwire.server import sampling_rules as rules
 from tokenwire.server import validation as v
-from tokenwire.server.chat_request import check_model, new_request_id, stop_strings
-from tokenwire.server.chat_response import stop_reason_value, usage
-from tokenwire.server.domain import ChoiceOutput, Engine, EngineRequest, GenerationParams
+from tokenwire.server.domain import (
+    ChoiceOutput,
+    Engine,
+    EngineRequest,
+    GenerationParams,
+    RunOutcome,
+)
 from tokenwire.server.errors import Internal, InvalidArgument
+from tokenwire.server.request_fields import (
+    check_model,
+    check_priority,
+    lora_of,
+    new_request_id,
+    pick_cache_salt,
+    stop_strings,
+)
+from tokenwire.server.response_fields import add_weight_spans, stop_reason_value, usage
 from tokenwire.server.settings import ServerSettings
 from tokenwire.v1 import common_pb2, generate_pb2
 
@@ -21,6 +34,9 @@ OUTPUT_MODES = frozenset({"tokens", "text"})
 
 @dataclasses.dataclass
 class GeneratePlan:
+    """Everything needed to run one generate request and shape its response:
+    the engine request, as in ChatPlan, plus the response options."""
+
     request: EngineRequest
     model: str
     output_mode: str
@@ -51,6 +67,7 @@ def _sampling(sp: common_pb2.SamplingParams, settings: ServerSettings, vocab: in
     p.logit_bias = rules.logit_bias(pre + "logit_bias", sp.logit_bias.items(), vocab)
     return p
 
+
 def build_generate_plan(
     req: generate_pb2.GenerateRequest,
     engine: Engine,
@@ -60,7 +77,7 @@ def build_generate_plan(
     tenant: str | None,
     stream: bool,
 ) -> GeneratePlan:
-    model = check_model(req.model, served_model)
+    model = check_model(req.model, served_model, engine.lora_names())
     mode = req.output_mode or "tokens"
     if mode not in OUTPUT_MODES:
         raise InvalidArgument(f"output_mode '{mode}' is not one of tokens, text", param="output_mode")
@@ -76,10 +93,8 @@ def build_generate_plan(
     )
     params.detokenize = mode == "text" or bool(params.stop)
     params.stream_interval = v.stream_interval(req.stream_options)
-    salt = tenant or req.cache_salt or None
-    priority = req.priority if req.HasField("priority") else 0
-    if priority and settings.scheduling_policy != "priority":
-        raise InvalidArgument("priority needs the priority scheduler", param="priority")
+    salt = pick_cache_salt(tenant, req.cache_salt)
+    priority = check_priority(req.priority if req.HasField("priority") else 0, settings)
     return GeneratePlan(
         request=EngineRequest(
             request_id=new_request_id("gen", req.request_id),
@@ -88,6 +103,7 @@ def build_generate_plan(
             cache_salt=salt,
             priority=priority,
             stream=stream,
+            lora=lora_of(model, served_model),
         ),
         model=model,
         output_mode=mode,
@@ -102,6 +118,7 @@ def _add_choice(resp: generate_pb2.GenerateResponse, plan: GeneratePlan, c: Choi
     ch = resp.choices.add(index=c.index, token_ids=c.token_ids)
     if c.finish_reason is not None:
         ch.finish_reason = c.finish_reason
+        add_weight_spans(ch.weight_versions, c.weight_versions)
         sr = stop_reason_value(c.stop_reason)
         if sr is not None:
             ch.stop_reason.CopyFrom(sr)
@@ -130,12 +147,19 @@ def _response(plan: GeneratePlan) -> generate_pb2.GenerateResponse:
     )
 
 
-async def run_generate(engine: Engine, plan: GeneratePlan) -> generate_pb2.GenerateResponse:
+async def run_generate(
+    engine: Engine, plan: GeneratePlan, *, outcome: RunOutcome | None = None
+) -> generate_pb2.GenerateResponse:
     final = None
     async for out in engine.generate(plan.request):
         final = out
     if final is None or not final.finished:
         raise Internal("the engine ended the request without a final output")
+    if outcome is not None:
+        outcome.fill(
+            final.prompt_token_ids or plan.request.prompt_token_ids,
+            {c.index: c.token_ids for c in final.choices},
+        )
     resp = _response(plan)
     for c in sorted(final.choices, key=lambda c: c.index):
         _add_choice(resp, plan, c)
@@ -147,12 +171,14 @@ async def run_generate(engine: Engine, plan: GeneratePlan) -> generate_pb2.Gener
 
 
 async def stream_generate(
-    engine: Engine, plan: GeneratePlan
+    engine: Engine, plan: GeneratePlan, *, outcome: RunOutcome | None = None
 ) -> AsyncIterator[generate_pb2.GenerateResponse]:
     first = True
     completion = 0
     cached = 0
     finished = False
+    prompt_ids = plan.request.prompt_token_ids
+    ids: dict[int, list[int]] | None = {} if outcome is not None else None
     # Nothing is sent before the first output: errors at start (admission,
     # engine validation) fail the call before its first message.
     async for out in engine.generate(plan.request):
@@ -166,10 +192,17 @@ async def stream_generate(
                 completion += len(c.token_ids)
         cached = out.num_cached_tokens
         finished = out.finished
+        if ids is not None:  # only when asked: a session keeps the ids
+            if out.prompt_token_ids:
+                prompt_ids = out.prompt_token_ids
+            for c in out.choices:
+                ids.setdefault(c.index, []).extend(c.token_ids)
         if resp.choices or resp.prompt_token_ids:
             yield resp
     if not finished:
         raise Internal("the engine ended the stream without finishing the request")
+    if outcome is not None and ids is not None:
+        outcome.fill(prompt_ids, ids)
     if plan.include_usage:
         resp = _response(plan)
         resp.usage.CopyFrom(usage(len(plan.request.prompt_token_ids), completion, cached))

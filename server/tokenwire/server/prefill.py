@@ -15,18 +15,13 @@ import asyncio
 import logging
 import uuid
 from collections.abc import Sequence
-from typing import TYPE_CHECKING
 
 from tokenwire.server.chat_request import ChatPlan
 from tokenwire.server.domain import Engine, EngineRequest, GenerationParams
 from tokenwire.server.errors import TokenwireError
-from tokenwire.server.recorder import Recorder
+from tokenwire.server.serving_state import ServingState
 from tokenwire.server.settings import ServerSettings
-from tokenwire.server.turns import TurnTemplates, chat_render_options
-from tokenwire.v1 import chat_pb2
-
-if TYPE_CHECKING:
-    from tokenwire.server.servicer import ServingState
+from tokenwire.server.turns import TurnTemplates
 
 log = logging.getLogger("tokenwire.prefill")
 
@@ -44,47 +39,32 @@ class Prefiller:
         )
 
     def wanted(self, plan: ChatPlan) -> bool:
-        return self._settings.speculative_prefill and plan.speculative_prefill and plan.params.n == 1
-
-    def watch(self, plan: ChatPlan) -> Engine:
-        """The engine to run `plan` on: a recorder when a prefill will follow."""
-        return Recorder(self._engine).engine if self.wanted(plan) else self._engine
-
-    def after_chat(
-        self, req: chat_pb2.CreateChatCompletionRequest, plan: ChatPlan, engine: Engine
-    ) -> bool:
-        """Start the prefill for a finished chat run on an engine from watch()."""
-        if not isinstance(engine, Recorder) or not engine.finished:
-            return False
-        return self.start(req, plan, engine.prompt_ids, engine.completions.get(0, []))
+        return self._settings.speculative_prefill and plan.speculative_prefill and plan.request.params.n == 1
 
     def next_turn_prefix(
-        self, req: chat_pb2.CreateChatCompletionRequest, prompt: Sequence[int],
-        completion: Sequence[int],
+        self, plan: ChatPlan, prompt: Sequence[int], completion: Sequence[int]
     ) -> list[int]:
         try:
-            after = self._turns.get(chat_render_options(req)).after(completion)
+            after = self._turns.get(plan.render).after(completion)
         except TokenwireError:  # a template we cannot probe: prefill what is known
             after = []
         return [*prompt, *completion, *after]
 
-    def start(
-        self, req: chat_pb2.CreateChatCompletionRequest, plan: ChatPlan,
-        prompt: Sequence[int], completion: Sequence[int],
-    ) -> bool:
+    def start(self, plan: ChatPlan, prompt: Sequence[int], completion: Sequence[int]) -> bool:
         """Start a background prefill of the next turn's prefix; True if started."""
         if not self.wanted(plan) or not self._state.serving:
             return False
-        prefix = self.next_turn_prefix(req, prompt, completion)
+        prefix = self.next_turn_prefix(plan, prompt, completion)
         if len(prefix) >= self._engine.max_model_len:  # no room for the one token
             return False
         request = EngineRequest(
             request_id=f"prefill-{uuid.uuid4().hex}",
             prompt_token_ids=prefix,
             params=GenerationParams(max_tokens=1, temperature=0.0, detokenize=False),
-            cache_salt=plan.cache_salt,
+            cache_salt=plan.request.cache_salt,
             priority=self._priority,
             stream=False,
+            lora=plan.request.lora,  # the prefix cache is per adapter
         )
         task = asyncio.create_task(self._run(request))
         self._state.background.add(task)

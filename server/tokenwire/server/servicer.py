@@ -1,25 +1,20 @@
-"""The thin gRPC servicer: proto in, plan, run, proto out."""
+"""The thin gRPC servicer: proto in, data plane, proto out.
+
+Every handler admits the call on the serving state, asks the data plane
+for a plan (validation), runs it, and returns or yields the protos the
+data plane built. Nothing here knows about the engine's internals.
+"""
 
 from __future__ import annotations
 
-import asyncio
-import contextlib
-import time
-from collections.abc import AsyncIterator, Iterator
+from collections.abc import AsyncIterator
 
 import grpc
 
-from tokenwire.server.chat_request import build_chat_plan
-from tokenwire.server.chat_service import run_chat, stream_chat
-from tokenwire.server.continuation_store import ContinuationStore
-from tokenwire.server.domain import Engine
-from tokenwire.server.errors import Unavailable, stream_errors, unary_errors
-from tokenwire.server.generate_service import build_generate_plan, run_generate, stream_generate
-from tokenwire.server.prefill import Prefiller
-from tokenwire.server.session import Session, SessionDeps
-from tokenwire.server.settings import ServerSettings
-from tokenwire.server.tokenize_service import detokenize, tokenize
-from tokenwire.server.turns import TurnTemplates
+from tokenwire.server.data_plane import DataPlane
+from tokenwire.server.domain import RunOutcome
+from tokenwire.server.errors import stream_errors, unary_errors
+from tokenwire.server.session import Session
 from tokenwire.v1 import (
     chat_pb2,
     generate_pb2,
@@ -39,69 +34,21 @@ def tenant_of(context: grpc.aio.ServicerContext) -> str | None:
     return None
 
 
-class ServingState:
-    """Whether the server accepts work, and how many calls are in flight."""
-
-    def __init__(self) -> None:
-        self.serving = False
-        self.active_calls = 0
-        self.started = int(time.time())
-        self.sessions = 0
-        self.background: set[asyncio.Task[None]] = set()  # speculative prefills
-
-    async def cancel_background(self) -> None:
-        tasks = list(self.background)
-        for task in tasks:
-            task.cancel()
-        if tasks:
-            await asyncio.wait(tasks)
-
-    def admit(self) -> None:
-        if not self.serving:
-            raise Unavailable("the server is not serving (starting up or shutting down)")
-
-    @contextlib.contextmanager
-    def call(self) -> Iterator[None]:
-        """Admit one generation call and count it while it runs."""
-        self.admit()
-        self.active_calls += 1
-        try:
-            yield
-        finally:
-            self.active_calls -= 1
-
-
 class TokenwireServicer(service_pb2_grpc.TokenwireServiceServicer):
-    def __init__(self, engine: Engine, settings: ServerSettings, state: ServingState):
-        self.engine = engine
-        self.settings = settings
-        self.state = state
-        self.served_model = settings.resolved_served_name()
-        self.worker_id = settings.resolved_worker_id()
-        self.store = ContinuationStore(
-            max_tokens=settings.continuation_max_tokens,
-            session_max_tokens=settings.continuation_session_max_tokens,
-            session_max_requests=settings.continuation_session_max_requests,
-        )
-        turns = TurnTemplates(engine)
-        self.prefiller = Prefiller(engine, settings, state, turns)
-        self.session_deps = SessionDeps(
-            engine, settings, state, self.store, turns, self.prefiller,
-            self.served_model, self.worker_id,
-        )
+    def __init__(self, plane: DataPlane):
+        self.plane = plane
+        self.state = plane.state
+        self.engine = plane.engine
 
     @unary_errors
     async def CreateChatCompletion(
         self, request: chat_pb2.CreateChatCompletionRequest, context: grpc.aio.ServicerContext
     ) -> chat_pb2.CreateChatCompletionResponse:
         with self.state.call():
-            plan = build_chat_plan(
-                request, self.engine, self.settings,
-                served_model=self.served_model, tenant=tenant_of(context),
-            )
-            engine = self.prefiller.watch(plan)
-            resp = await run_chat(engine, plan, worker_id=self.worker_id)
-            self.prefiller.after_chat(request, plan, engine)
+            plan = self.plane.chat_plan(request, tenant=tenant_of(context), stream=False)
+            outcome = RunOutcome()
+            resp = await self.plane.run_chat(plan, outcome)
+            self.plane.after(plan, outcome)
             return resp
 
     @stream_errors
@@ -109,36 +56,27 @@ class TokenwireServicer(service_pb2_grpc.TokenwireServiceServicer):
         self, request: chat_pb2.CreateChatCompletionRequest, context: grpc.aio.ServicerContext
     ) -> AsyncIterator[chat_pb2.StreamChatCompletionResponse]:
         with self.state.call():
-            plan = build_chat_plan(
-                request, self.engine, self.settings,
-                served_model=self.served_model, tenant=tenant_of(context),
-            )
-            engine = self.prefiller.watch(plan)
-            async for chunk in stream_chat(engine, plan, worker_id=self.worker_id):
+            plan = self.plane.chat_plan(request, tenant=tenant_of(context), stream=True)
+            outcome = RunOutcome()
+            async for chunk in self.plane.stream_chat(plan, outcome):
                 yield chunk
-            self.prefiller.after_chat(request, plan, engine)
+            self.plane.after(plan, outcome)
 
     @unary_errors
     async def Generate(
         self, request: generate_pb2.GenerateRequest, context: grpc.aio.ServicerContext
     ) -> generate_pb2.GenerateResponse:
         with self.state.call():
-            plan = build_generate_plan(
-                request, self.engine, self.settings,
-                served_model=self.served_model, tenant=tenant_of(context), stream=False,
-            )
-            return await run_generate(self.engine, plan)
+            plan = self.plane.generate_plan(request, tenant=tenant_of(context), stream=False)
+            return await self.plane.run_generate(plan)
 
     @stream_errors
     async def StreamGenerate(
         self, request: generate_pb2.GenerateRequest, context: grpc.aio.ServicerContext
     ) -> AsyncIterator[generate_pb2.GenerateResponse]:
         with self.state.call():
-            plan = build_generate_plan(
-                request, self.engine, self.settings,
-                served_model=self.served_model, tenant=tenant_of(context), stream=True,
-            )
-            async for chunk in stream_generate(self.engine, plan):
+            plan = self.plane.generate_plan(request, tenant=tenant_of(context), stream=True)
+            async for chunk in self.plane.stream_generate(plan):
                 yield chunk
 
     @stream_errors
@@ -147,7 +85,7 @@ class TokenwireServicer(service_pb2_grpc.TokenwireServiceServicer):
         context: grpc.aio.ServicerContext,
     ) -> AsyncIterator[session_pb2.SessionResponse]:
         with self.state.call():
-            session = Session(self.session_deps, tenant=tenant_of(context))
+            session = Session(self.plane, tenant=tenant_of(context))
             async for event in session.run(request_iterator):
                 yield event
 
@@ -155,13 +93,13 @@ class TokenwireServicer(service_pb2_grpc.TokenwireServiceServicer):
     async def Tokenize(
         self, request: tokenize_pb2.TokenizeRequest, context: grpc.aio.ServicerContext
     ) -> tokenize_pb2.TokenizeResponse:
-        return tokenize(request, self.engine, served_model=self.served_model)
+        return self.plane.tokenize(request)
 
     @unary_errors
     async def Detokenize(
         self, request: tokenize_pb2.DetokenizeRequest, context: grpc.aio.ServicerContext
     ) -> tokenize_pb2.DetokenizeResponse:
-        return detokenize(request, self.engine, served_model=self.served_model)
+        return self.plane.detokenize(request)
 
     @unary_errors
     async def ListModels(
@@ -169,13 +107,16 @@ class TokenwireServicer(service_pb2_grpc.TokenwireServiceServicer):
     ) -> models_pb2.ListModelsResponse:
         resp = models_pb2.ListModelsResponse(object="list")
         resp.data.add(
-            id=self.served_model,
+            id=self.plane.served_model,
             object="model",
             created=self.state.started,
             owned_by="tokenwire",
             root=self.engine.model_path,
             max_model_len=self.engine.max_model_len,
         )
+        for name in self.engine.lora_names():
+            resp.data.add(id=name, object="model", created=self.state.started, owned_by="tokenwire",
+                          parent=self.plane.served_model, max_model_len=self.engine.max_model_len)
         return resp
 
     @unary_errors
@@ -193,10 +134,12 @@ class TokenwireServicer(service_pb2_grpc.TokenwireServiceServicer):
         return models_pb2.GetStatsResponse(
             engine_requests=self.engine.num_unfinished_requests(),
             active_calls=self.state.active_calls,
-            worker_id=self.worker_id,
-            model=self.served_model,
+            worker_id=self.plane.worker_id,
+            model=self.plane.served_model,
             serving=self.state.serving,
             sessions=self.state.sessions,
             speculative_prefills=len(self.state.background),
-            continuation_tokens=self.store.tokens,
+            continuation_tokens=self.plane.store.tokens,
+            paused=self.state.paused,
+            weight_version=self.state.weight_version,
         )

@@ -14,60 +14,28 @@ dropping the stream ends the session (docs/session.md).
 from __future__ import annotations
 
 import asyncio
-import dataclasses
 import logging
 import uuid
-from collections.abc import AsyncIterator, Sequence
-from typing import TYPE_CHECKING, TypeVar
+from collections.abc import AsyncIterator
 
-from tokenwire.server import validation as v
-from tokenwire.server.chat_request import build_chat_plan, messages_to_dicts
-from tokenwire.server.chat_service import run_chat, stream_chat
-from tokenwire.server.continuation_store import ContinuationStore, StoredTurn
-from tokenwire.server.domain import Engine, RenderOptions
+from tokenwire.server.continuation import ResolvedContinuation, resolve_continuation
+from tokenwire.server.continuation_store import StoredTurn
+from tokenwire.server.data_plane import DataPlane
+from tokenwire.server.domain import RenderOptions, RunOutcome
 from tokenwire.server.errors import (
     Cancelled,
-    FailedPrecondition,
     InvalidArgument,
     ResourceExhausted,
     TokenwireError,
     classify,
 )
-from tokenwire.server.generate_service import build_generate_plan, run_generate, stream_generate
-from tokenwire.server.prefill import Prefiller
-from tokenwire.server.recorder import Recorder
-from tokenwire.server.settings import ServerSettings
-from tokenwire.server.turns import TurnTemplates, chat_render_options
+from tokenwire.server.request_fields import MAX_REQUEST_ID, render_options
 from tokenwire.v1 import chat_pb2, generate_pb2, session_pb2
-
-if TYPE_CHECKING:
-    from tokenwire.server.servicer import ServingState
 
 log = logging.getLogger("tokenwire.session")
 
 OUTBOX_EVENTS = 256  # data events buffered per session before producers wait
-MAX_REQUEST_ID = 256
 
-
-@dataclasses.dataclass
-class SessionDeps:
-    """What every session of a server shares."""
-
-    engine: Engine
-    settings: ServerSettings
-    state: ServingState
-    store: ContinuationStore
-    turns: TurnTemplates
-    prefiller: Prefiller
-    served_model: str
-    worker_id: str
-
-
-@dataclasses.dataclass
-class ResolvedContinuation:
-    prompt: list[int]
-    suffix: list[int]
-    cache_salt: str | None
 
 
 _END = object()
@@ -105,8 +73,8 @@ def error_event(request_id: str, err: TokenwireError) -> session_pb2.SessionResp
 
 
 class Session:
-    def __init__(self, deps: SessionDeps, *, tenant: str | None):
-        self.deps = deps
+    def __init__(self, plane: DataPlane, *, tenant: str | None):
+        self.plane = plane
         self.tenant = tenant
         self.id = uuid.uuid4().hex
         self.tasks: dict[str, asyncio.Task[session_pb2.SessionRequestDone]] = {}
@@ -117,7 +85,7 @@ class Session:
     async def run(
         self, requests: AsyncIterator[session_pb2.SessionRequest]
     ) -> AsyncIterator[session_pb2.SessionResponse]:
-        state = self.deps.state
+        state = self.plane.state
         state.sessions += 1
         reader = asyncio.create_task(self._read(requests))
         try:
@@ -134,7 +102,7 @@ class Session:
             reader.cancel()
             self._cancel_all("the session ended")
             await asyncio.wait([reader, *self.tasks.values()])
-            self.deps.store.drop_session(self.id)
+            self.plane.store.drop_session(self.id)
 
     async def _read(self, requests: AsyncIterator[session_pb2.SessionRequest]) -> None:
         try:
@@ -180,10 +148,10 @@ class Session:
                 f"start.request_id '{rid}' is already running in this session",
                 param="start.request_id", reason="DUPLICATE_REQUEST_ID",
             )
-        if len(self.tasks) >= self.deps.settings.session_max_requests:
+        if len(self.tasks) >= self.plane.settings.session_max_requests:
             self.outbox.put_final(error_event(rid, ResourceExhausted(
                 f"this session already runs {len(self.tasks)} requests "
-                f"(--session-max-requests {self.deps.settings.session_max_requests})",
+                f"(--session-max-requests {self.plane.settings.session_max_requests})",
             )))
             return
         task = asyncio.create_task(self._execute(rid, start))
@@ -207,149 +175,85 @@ class Session:
     async def _execute(
         self, rid: str, start: session_pb2.SessionStart
     ) -> session_pb2.SessionRequestDone:
-        self.deps.state.admit()
+        self.plane.state.admit()
         kind = start.WhichOneof("request")
+        req: chat_pb2.CreateChatCompletionRequest | generate_pb2.GenerateRequest
         if kind == "chat":
-            return await self._chat(rid, start)
-        if kind == "generate":
-            return await self._generate(rid, start)
-        raise InvalidArgument("start must carry a chat or a generate request", param="request")
-
-    async def _emit(self, rid: str, **event: object) -> None:
-        await self.outbox.put_data(session_pb2.SessionResponse(request_id=rid, **event))  # type: ignore[arg-type]
-
-    async def _chat(self, rid: str, start: session_pb2.SessionStart) -> session_pb2.SessionRequestDone:
-        d = self.deps
-        req = start.chat
+            req = start.chat
+        elif kind == "generate":
+            req = start.generate
+        else:
+            raise InvalidArgument("start must carry a chat or a generate request", param="request")
         cont = None
         if start.HasField("continuation"):
+            cont = self._continuation(rid, start.continuation, req)
+            req = _with_prompt(req, cont.prompt)
+        plane = self.plane
+        plan = (
+            plane.chat_plan(req, tenant=self.tenant, stream=req.stream)
+            if isinstance(req, chat_pb2.CreateChatCompletionRequest)
+            else plane.generate_plan(req, tenant=self.tenant, stream=req.stream)
+        )
+        if cont is not None and plan.request.cache_salt is None:
+            plan.request.cache_salt = cont.cache_salt
+        outcome = RunOutcome()
+        outbox = self.outbox
+        if req.stream:
+            chunk_field = f"{kind}_chunk"
+            async for chunk in plane.stream(plan, outcome):
+                await outbox.put_data(
+                    session_pb2.SessionResponse(request_id=rid, **{chunk_field: chunk})
+                )
+        else:
+            result = await plane.run(plan, outcome)
+            await outbox.put_data(
+                session_pb2.SessionResponse(request_id=rid, **{f"{kind}_result": result})
+            )
+        done = session_pb2.SessionRequestDone(continuable=False)
+        turn = StoredTurn.of(outcome.prompt_ids, outcome.completions, plan.request.cache_salt)
+        done.continuable = plane.store.put(self.id, rid, turn)
+        if cont is not None:
+            done.prompt_token_ids.extend(cont.prompt)
+            done.suffix_token_ids.extend(cont.suffix)
+        done.speculative_prefill = plane.after(plan, outcome)
+        return done
+
+    def _continuation(
+        self, rid: str, c: session_pb2.Continuation,
+        req: chat_pb2.CreateChatCompletionRequest | generate_pb2.GenerateRequest,
+    ) -> ResolvedContinuation:
+        options = RenderOptions()
+        if isinstance(req, chat_pb2.CreateChatCompletionRequest):
             if req.messages or req.nvext.token_data:
                 raise InvalidArgument(
                     "with a continuation, chat.messages and chat.nvext.token_data must be "
                     "empty: the prompt is the earlier request's ids plus the suffix",
                     param="messages",
                 )
-            cont = self._continuation(rid, start.continuation, chat_render_options(req))
-            req = _copy(req)
-            req.nvext.token_data.extend(cont.prompt)
-        plan = build_chat_plan(
-            req, d.engine, d.settings, served_model=d.served_model, tenant=self.tenant
+            options = render_options(req)
+        elif req.token_ids:
+            raise InvalidArgument(
+                "with a continuation, generate.token_ids must be empty: the prompt is the "
+                "earlier request's ids plus the suffix",
+                param="token_ids",
+            )
+        return resolve_continuation(
+            c, session_id=self.id, request_id=rid, running=self.tasks, options=options,
+            store=self.plane.store, turns=self.plane.turns, engine=self.plane.engine,
         )
-        if cont is not None and plan.cache_salt is None:
-            plan.cache_salt = cont.cache_salt
-        rec = Recorder(d.engine)
-        if req.stream:
-            async for chunk in stream_chat(rec.engine, plan, worker_id=d.worker_id):
-                await self._emit(rid, chat_chunk=chunk)
-        else:
-            resp = await run_chat(rec.engine, plan, worker_id=d.worker_id)
-            await self._emit(rid, chat_result=resp)
-        done = self._store(rid, rec, plan.cache_salt, cont)
-        if rec.finished:
-            done.speculative_prefill = d.prefiller.start(
-                start.chat, plan, rec.prompt_ids, rec.completions.get(0, [])
-            )
-        return done
-
-    async def _generate(
-        self, rid: str, start: session_pb2.SessionStart
-    ) -> session_pb2.SessionRequestDone:
-        d = self.deps
-        req = start.generate
-        cont = None
-        if start.HasField("continuation"):
-            if req.token_ids:
-                raise InvalidArgument(
-                    "with a continuation, generate.token_ids must be empty: the prompt is the "
-                    "earlier request's ids plus the suffix",
-                    param="token_ids",
-                )
-            cont = self._continuation(rid, start.continuation, RenderOptions())
-            req = _copy(req)
-            req.token_ids.extend(cont.prompt)
-        stream = bool(req.stream)
-        plan = build_generate_plan(
-            req, d.engine, d.settings, served_model=d.served_model, tenant=self.tenant,
-            stream=stream,
-        )
-        if cont is not None and plan.request.cache_salt is None:
-            plan.request.cache_salt = cont.cache_salt
-        rec = Recorder(d.engine)
-        if stream:
-            async for chunk in stream_generate(rec.engine, plan):
-                await self._emit(rid, generate_chunk=chunk)
-        else:
-            await self._emit(rid, generate_result=await run_generate(rec.engine, plan))
-        return self._store(rid, rec, plan.request.cache_salt, cont)
-
-    def _store(
-        self, rid: str, rec: Recorder, cache_salt: str | None, cont: ResolvedContinuation | None
-    ) -> session_pb2.SessionRequestDone:
-        done = session_pb2.SessionRequestDone(continuable=False)
-        if rec.finished:
-            turn = StoredTurn.of(rec.prompt_ids, rec.completion_list(), cache_salt)
-            done.continuable = self.deps.store.put(self.id, rid, turn)
-        if cont is not None:
-            done.prompt_token_ids.extend(cont.prompt)
-            done.suffix_token_ids.extend(cont.suffix)
-        return done
-
-    def _continuation(
-        self, rid: str, c: session_pb2.Continuation, options: RenderOptions
-    ) -> ResolvedContinuation:
-        d = self.deps
-        prev = c.previous_request_id
-        if not prev:
-            raise InvalidArgument(
-                "continuation.previous_request_id is required",
-                param="continuation.previous_request_id",
-            )
-        if c.suffix_token_ids and c.messages:
-            raise InvalidArgument(
-                "give at most one of continuation.suffix_token_ids and continuation.messages",
-                param="continuation",
-            )
-        if prev in self.tasks and prev != rid:  # a request may continue its own id
-            raise FailedPrecondition(
-                f"request '{prev}' is still running: continue it after its done event",
-                param="continuation.previous_request_id", reason="CONTINUATION_NOT_FINISHED",
-            )
-        turn = d.store.get(self.id, prev)
-        index = c.choice_index if c.HasField("choice_index") else 0
-        if index >= len(turn.completions):
-            raise InvalidArgument(
-                f"continuation.choice_index {index} is out of range: request '{prev}' had "
-                f"{len(turn.completions)} choice(s)",
-                param="continuation.choice_index",
-            )
-        completion = turn.completions[index]
-        suffix: list[int]
-        if c.suffix_token_ids:
-            suffix = v.token_ids(
-                "continuation.suffix_token_ids", c.suffix_token_ids, d.engine.vocab_size
-            )
-        elif c.messages:
-            suffix = d.turns.suffix(options, completion, _continuation_messages(c.messages))
-        else:
-            suffix = []
-        prompt = [*turn.prompt, *completion, *suffix]
-        v.prompt_fits("continuation", len(prompt), d.engine.max_model_len)
-        return ResolvedContinuation(prompt, suffix, turn.cache_salt)
 
 
-def _continuation_messages(messages: Sequence[chat_pb2.ChatMessage]) -> list[dict[str, object]]:
-    try:
-        return messages_to_dicts(messages)
-    except InvalidArgument as err:  # name the field where it sits in a continuation
-        raise InvalidArgument(
-            f"continuation.{err.message}", param=f"continuation.{err.param}", reason=err.reason
-        ) from err
+Request = chat_pb2.CreateChatCompletionRequest | generate_pb2.GenerateRequest
 
 
-M = TypeVar("M", chat_pb2.CreateChatCompletionRequest, generate_pb2.GenerateRequest)
-
-
-def _copy(msg: M) -> M:
-    out = type(msg)()
-    out.CopyFrom(msg)
-    return out
+def _with_prompt(msg: Request, prompt: list[int]) -> Request:
+    """A copy of `msg` whose prompt is the given ids."""
+    if isinstance(msg, chat_pb2.CreateChatCompletionRequest):
+        chat = chat_pb2.CreateChatCompletionRequest()
+        chat.CopyFrom(msg)
+        chat.nvext.token_data.extend(prompt)
+        return chat
+    gen = generate_pb2.GenerateRequest()
+    gen.CopyFrom(msg)
+    gen.token_ids.extend(prompt)
+    return gen

@@ -35,6 +35,17 @@ class ServerSettings:
     reasoning_parser: str = ""  # vLLM reasoning parser name; needed for max_thinking_tokens
     seed: int = 0
     warmup: bool = True
+    enable_lora: bool = False  # LoRA adapters (loaded at run time through the control plane)
+    max_loras: int = 1
+    max_lora_rank: int = 16
+    enable_sleep_mode: bool = False  # GPU only
+    weight_transfer_config: str = ""  # vLLM's --weight-transfer-config, JSON (GPU backends)
+
+    # Control plane (ControlService): pause/resume, weight updates, LoRA.
+    enable_control: bool = False
+    admin_api_key: str = ""  # "" : control from loopback peers only; also $TOKENWIRE_ADMIN_API_KEY
+    control_timeout_seconds: float = 600.0  # a control call without a gRPC deadline
+    weight_version: str = ""  # the initial weight version ("" : vLLM's "default")
 
     # Request limits.
     max_n: int = 16
@@ -110,6 +121,13 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         "continuation_session_max_requests": "finished requests kept for continuation per session",
         "speculative_prefill": "honour nvext.agent_hints.speculative_prefill (warm the next turn's prefix)",
         "speculative_prefill_priority": "engine priority of speculative prefills (lower runs first)",
+        "enable_control": "serve the ControlService (pause/resume, weight updates, cache reset, LoRA)",
+        "admin_api_key": "key for the ControlService (also $TOKENWIRE_ADMIN_API_KEY); empty: loopback callers only",
+        "control_timeout_seconds": "longest a control call runs when the caller set no deadline",
+        "weight_version": "the weight version tokens are attributed to at start (default: vLLM's 'default')",
+        "enable_lora": "enable LoRA adapters (load them with ControlService.LoadLoraAdapter)",
+        "weight_transfer_config": 'vLLM weight transfer for trainers, JSON, e.g. \'{"backend": "nccl"}\' (GPU)',
+        "enable_sleep_mode": "allow ControlService.Sleep/WakeUp (GPU only)",
     }
     for field in dataclasses.fields(ServerSettings):
         flag = "--" + field.name.replace("_", "-")
@@ -129,4 +147,6 @@ def from_namespace(ns: argparse.Namespace) -> ServerSettings:
     values = {f.name: getattr(ns, f.name) for f in dataclasses.fields(ServerSettings)}
     if not values["api_key"]:
         values["api_key"] = os.environ.get("TOKENWIRE_API_KEY", "")
+    if not values["admin_api_key"]:
+        values["admin_api_key"] = os.environ.get("TOKENWIRE_ADMIN_API_KEY", "")
     return ServerSettings(**values)

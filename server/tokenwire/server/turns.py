@@ -18,10 +18,8 @@ import json
 from collections.abc import Sequence
 from typing import Any
 
-from tokenwire.server.chat_request import struct_to_dict, tools_to_dicts
 from tokenwire.server.domain import Engine, RenderOptions
 from tokenwire.server.errors import InvalidArgument
-from tokenwire.v1 import chat_pb2
 
 PLACEHOLDER = [
     {"role": "user", "content": "tokenwire-turn-user"},
@@ -44,22 +42,6 @@ class TurnTemplate:
         if completion and close and completion[-1] == close[0]:
             return close[1:]
         return close
-
-
-def chat_render_options(req: chat_pb2.CreateChatCompletionRequest) -> RenderOptions:
-    """The rendering options a chat request asks for (template, kwargs,
-    tools, generation prompt); validated elsewhere by build_chat_plan."""
-    cont = req.continue_final_message if req.HasField("continue_final_message") else False
-    add_gen = req.add_generation_prompt if req.HasField("add_generation_prompt") else not cont
-    return RenderOptions(
-        add_generation_prompt=add_gen and not cont,
-        continue_final_message=cont,
-        chat_template=req.chat_template if req.HasField("chat_template") else None,
-        template_kwargs=(
-            struct_to_dict(req.chat_template_kwargs) if req.HasField("chat_template_kwargs") else {}
-        ),
-        tools=tools_to_dicts(req.tools),
-    )
 
 
 class TurnTemplates:

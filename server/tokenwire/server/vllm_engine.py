@@ -7,6 +7,7 @@ and translates between the domain types and vLLM's.
 from __future__ import annotations
 
 import asyncio
+import json
 import logging
 import math
 import os
@@ -25,9 +26,11 @@ from tokenwire.server.domain import (
     GenerationParams,
     PositionLogprobs,
     RenderOptions,
+    WeightSpan,
 )
 from tokenwire.server.settings import ServerSettings
 from tokenwire.server.tokenizer_ops import TokenizerOps
+from tokenwire.server.vllm_control import VllmControl
 
 log = logging.getLogger("tokenwire.engine")
 
@@ -39,8 +42,8 @@ def _engine_env(settings: ServerSettings) -> None:
     os.environ.setdefault("VLLM_LOGGING_LEVEL", "WARNING")
 
 
-class VllmEngine:
-    """vLLM AsyncLLM behind the domain Engine protocol."""
+class VllmEngine(VllmControl):
+    """vLLM AsyncLLM behind the domain Engine and EngineControl protocols."""
 
     def __init__(self, settings: ServerSettings):
         _engine_env(settings)
@@ -70,12 +73,20 @@ class VllmEngine:
             kwargs["reasoning_parser"] = settings.reasoning_parser
         if settings.kv_cache_bytes:
             kwargs["kv_cache_memory_bytes"] = settings.kv_cache_bytes
+        if settings.enable_lora:
+            kwargs.update(enable_lora=True, max_loras=settings.max_loras,
+                          max_lora_rank=settings.max_lora_rank)
+        if settings.enable_sleep_mode:
+            kwargs["enable_sleep_mode"] = True
+        if settings.weight_transfer_config:
+            kwargs["weight_transfer_config"] = json.loads(settings.weight_transfer_config)
         args = AsyncEngineArgs(**kwargs)
         self._llm = AsyncLLM.from_engine_args(args)
         self._max_model_len = int(self._llm.model_config.max_model_len)
         self._tok = TokenizerOps(self._llm.get_tokenizer())
         self._vocab_size = max(int(self._llm.model_config.get_vocab_size()), self._tok.size)
         self._reasoning_markers = _reasoning_markers(settings.reasoning_parser, self._tok.raw)
+        self._loras: dict[str, Any] = {}
 
     # -- properties -------------------------------------------------------
     @property
@@ -160,7 +171,8 @@ class VllmEngine:
         full = True
         try:
             async for out in self._llm.generate(
-                prompt, sp, request.request_id, priority=request.priority
+                prompt, sp, request.request_id, priority=request.priority,
+                lora_request=self.lora_request(request.lora),
             ):
                 yield _convert_output(out, wall_offset, full or out.finished)
                 full = False
@@ -168,9 +180,6 @@ class VllmEngine:
             raise
         except Exception as exc:
             raise _map_engine_error(exc) from exc
-
-    async def abort(self, request_id: str) -> None:
-        await self._llm.abort(request_id)
 
     def num_unfinished_requests(self) -> int:
         return int(self._llm.get_num_unfinished_requests())
@@ -242,8 +251,11 @@ def _convert_output(out: Any, wall_offset: float, full: bool) -> EngineOutput:
         lps = None
         if c.logprobs is not None:
             lps = [_position(tid, c.logprobs[i]) for i, tid in enumerate(ids)]
+        spans = None
+        if c.weight_versions:  # set on the output that finishes the choice
+            spans = [WeightSpan(str(w.version), int(w.start), int(w.end)) for w in c.weight_versions]
         choices.append(
-            ChoiceOutput(c.index, ids, c.text or "", lps, c.finish_reason, c.stop_reason)
+            ChoiceOutput(c.index, ids, c.text or "", lps, c.finish_reason, c.stop_reason, spans)
         )
     if not full:
         return EngineOutput(choices, _NO_IDS, int(out.num_cached_tokens or 0), bool(out.finished))

@@ -1,0 +1,73 @@
+"""`tokenwire control ...`: the ControlService for operators.
+
+    tokenwire control status
+    tokenwire control pause --mode keep
+    tokenwire control update-weights /ckpt/step-42 --version step-42
+    tokenwire control resume
+    tokenwire control reset-cache
+
+Prints the control state as JSON; exit status 1 with the error on stderr
+when the server refuses. The admin key comes from --admin-api-key or
+$TOKENWIRE_ADMIN_API_KEY.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+
+from google.protobuf import json_format
+
+from tokenwire.client._common import DEFAULT_TARGET
+from tokenwire.client.errors import TokenwireError
+from tokenwire.client.sync_client import Client
+
+
+def add_control_parser(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
+    control = sub.add_parser("control", help="pause/resume generation, update weights (RL training)",
+                             description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    control.add_argument("--server", default=os.environ.get("TOKENWIRE_SERVER", DEFAULT_TARGET),
+                         help=f"server address (default $TOKENWIRE_SERVER or {DEFAULT_TARGET})")
+    control.add_argument("--admin-api-key", default=None,
+                         help="the admin key (default $TOKENWIRE_ADMIN_API_KEY)")
+    control.add_argument("--timeout", type=float, default=600.0, help="deadline in seconds")
+    ops = control.add_subparsers(dest="op", required=True)
+    ops.add_parser("status", help="paused, version, adapters, requests in flight")
+    pause = ops.add_parser("pause", help="pause generation")
+    pause.add_argument("--mode", choices=("abort", "wait", "keep"), default="abort",
+                       help="abort in-flight requests (default), wait for them, or keep them frozen")
+    pause.add_argument("--keep-cache", action="store_true", help="do not clear the KV/prefix cache")
+    ops.add_parser("resume", help="resume generation")
+    update = ops.add_parser("update-weights", help="reload weights from a checkpoint folder")
+    update.add_argument("path", help="a folder on the server with the same architecture")
+    update.add_argument("--version", default="", help="the weight version after the update")
+    update.add_argument("--pause-mode", choices=("abort", "wait", "keep"), default="keep")
+    update.add_argument("--keep-cache", action="store_true",
+                        help="do not reset the prefix cache (stale KV may be reused)")
+    ops.add_parser("reset-cache", help="reset the prefix cache")
+    control.set_defaults(func=run_control)
+
+
+def run_control(ns: argparse.Namespace) -> int:
+    with Client(ns.server, timeout=ns.timeout, admin_api_key=ns.admin_api_key) as client:
+        ctl = client.control
+        try:
+            if ns.op == "pause":
+                state = ctl.pause(ns.mode, clear_cache=not ns.keep_cache)
+            elif ns.op == "resume":
+                state = ctl.resume()
+            elif ns.op == "update-weights":
+                state = ctl.update_weights_from_path(
+                    ns.path, ns.version, pause_mode=ns.pause_mode, clear_cache=not ns.keep_cache,
+                ).state
+            elif ns.op == "reset-cache":
+                ctl.reset_prefix_cache()
+                state = ctl.state()
+            else:
+                state = ctl.state()
+        except TokenwireError as err:
+            print(f"tokenwire control {ns.op}: {err.code.name}: {err.message}", file=sys.stderr)
+            return 1
+    print(json_format.MessageToJson(state, preserving_proto_field_name=True))
+    return 0

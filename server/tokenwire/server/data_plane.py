@@ -1,0 +1,131 @@
+"""The data plane: every inference operation, once, for every front end.
+
+The gRPC servicer (unary and streaming RPCs) and the Session stream both
+call this object; it is built once at start-up (app.build_data_plane) with
+the objects every call shares. Plans are proto -> domain (validated), runs
+are domain -> engine -> proto. Chat and generate plans have one shape (both
+hold the EngineRequest), so callers treat them alike:
+
+    plan = plane.chat_plan(request, tenant=..., stream=True)
+    outcome = RunOutcome()
+    async for chunk in plane.stream_chat(plan, outcome): ...
+    plane.after(plan, outcome)   # speculative prefill of the next turn
+
+The stream methods return the run's own async generator (no wrapping layer), so
+the per-token path is exactly chat_service.stream_chat / stream_generate.
+"""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator
+from typing import TypeAlias
+
+from tokenwire.server.chat_request import ChatPlan, build_chat_plan
+from tokenwire.server.chat_service import run_chat, stream_chat
+from tokenwire.server.continuation_store import ContinuationStore
+from tokenwire.server.domain import Engine, RunOutcome
+from tokenwire.server.generate_service import (
+    GeneratePlan,
+    build_generate_plan,
+    run_generate,
+    stream_generate,
+)
+from tokenwire.server.prefill import Prefiller
+from tokenwire.server.serving_state import ServingState
+from tokenwire.server.settings import ServerSettings
+from tokenwire.server.tokenize_service import detokenize, tokenize
+from tokenwire.server.turns import TurnTemplates
+from tokenwire.v1 import chat_pb2, generate_pb2, tokenize_pb2
+
+Plan: TypeAlias = ChatPlan | GeneratePlan
+Response: TypeAlias = chat_pb2.CreateChatCompletionResponse | generate_pb2.GenerateResponse
+Chunk: TypeAlias = chat_pb2.StreamChatCompletionResponse | generate_pb2.GenerateResponse
+
+
+class DataPlane:
+    def __init__(
+        self,
+        engine: Engine,
+        settings: ServerSettings,
+        state: ServingState,
+        *,
+        store: ContinuationStore,
+        turns: TurnTemplates,
+        prefiller: Prefiller,
+    ):
+        self.engine = engine
+        self.settings = settings
+        self.state = state
+        self.store = store
+        self.turns = turns
+        self.prefiller = prefiller
+        self.served_model = settings.resolved_served_name()
+        self.worker_id = settings.resolved_worker_id()
+
+    # -- plans (proto -> validated domain) --------------------------------
+    def chat_plan(
+        self, req: chat_pb2.CreateChatCompletionRequest, *, tenant: str | None, stream: bool
+    ) -> ChatPlan:
+        plan = build_chat_plan(
+            req, self.engine, self.settings,
+            served_model=self.served_model, tenant=tenant, stream=stream,
+        )
+        plan.weight_version = self.state.weight_version
+        return plan
+
+    def generate_plan(
+        self, req: generate_pb2.GenerateRequest, *, tenant: str | None, stream: bool
+    ) -> GeneratePlan:
+        return build_generate_plan(
+            req, self.engine, self.settings,
+            served_model=self.served_model, tenant=tenant, stream=stream,
+        )
+
+    # -- runs (plan -> engine -> proto) -----------------------------------
+    async def run_chat(
+        self, plan: ChatPlan, outcome: RunOutcome | None = None
+    ) -> chat_pb2.CreateChatCompletionResponse:
+        return await run_chat(self.engine, plan, worker_id=self.worker_id, outcome=outcome)
+
+    def stream_chat(
+        self, plan: ChatPlan, outcome: RunOutcome | None = None
+    ) -> AsyncIterator[chat_pb2.StreamChatCompletionResponse]:
+        return stream_chat(self.engine, plan, worker_id=self.worker_id, outcome=outcome)
+
+    async def run_generate(
+        self, plan: GeneratePlan, outcome: RunOutcome | None = None
+    ) -> generate_pb2.GenerateResponse:
+        return await run_generate(self.engine, plan, outcome=outcome)
+
+    def stream_generate(
+        self, plan: GeneratePlan, outcome: RunOutcome | None = None
+    ) -> AsyncIterator[generate_pb2.GenerateResponse]:
+        return stream_generate(self.engine, plan, outcome=outcome)
+
+    async def run(self, plan: Plan, outcome: RunOutcome | None = None) -> Response:
+        """Run either plan to the end: the one response. `outcome`: filled with the ids."""
+        if isinstance(plan, ChatPlan):
+            return await self.run_chat(plan, outcome)
+        return await self.run_generate(plan, outcome)
+
+    def stream(self, plan: Plan, outcome: RunOutcome | None = None) -> AsyncIterator[Chunk]:
+        """Either plan's chunks: the run's own generator (no wrapping layer;
+        close it when abandoned). `outcome`: filled once the stream finished."""
+        if isinstance(plan, ChatPlan):
+            return self.stream_chat(plan, outcome)
+        return self.stream_generate(plan, outcome)
+
+    def after(self, plan: Plan, outcome: RunOutcome) -> bool:
+        """After a finished run: start the speculative prefill of the next
+        chat turn when the plan asked for one; True if started."""
+        if not isinstance(plan, ChatPlan):
+            return False
+        first = outcome.completions[0] if outcome.completions else []
+        return self.prefiller.start(plan, outcome.prompt_ids, first)
+
+    # -- tokenizer -------------------------------------------------------
+    def tokenize(self, req: tokenize_pb2.TokenizeRequest) -> tokenize_pb2.TokenizeResponse:
+        return tokenize(req, self.engine, served_model=self.served_model)
+
+    def detokenize(self, req: tokenize_pb2.DetokenizeRequest) -> tokenize_pb2.DetokenizeResponse:
+        return detokenize(req, self.engine, served_model=self.served_model)

@@ -1,0 +1,168 @@
+"""The fake engine's control half: pause modes, weight versions and spans,
+reloads, cache reset, LoRA names — behaving like vLLM's, for fast tests of
+the control plane and of everything that reports versions.
+
+Mixed into FakeEngine. It polls instead of using asyncio.Event so one fake
+engine can serve servers on different event loops.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+from typing import Any
+
+from tokenwire.server import errors
+from tokenwire.server.domain import WeightSpan, is_folder
+
+POLL = 0.002  # seconds between checks while held
+
+
+class FakeControl:
+    running: set[str]
+    _cache: set[Any]
+
+    def _init_control(self) -> None:
+        self.version = "default"
+        self.weights_generation = 0  # reloads so far: shifts the fake's replies
+        self.loaded_paths: list[str] = []
+        self.loras: dict[str, str] = {}
+        self.resets = 0
+        self._hold_new = False  # new requests wait (any pause)
+        self._hold_running = False  # running requests freeze ("keep")
+        self._abort: set[str] = set()  # running ids to end with "abort"
+        self._started: set[str] = set()  # ids past the admission gate
+
+    # -- hooks for generate() ---------------------------------------------
+    async def _admit_gate(self, request_id: str) -> None:
+        while self._hold_new:  # noqa: ASYNC110 - polls: one fake serves several loops
+            await asyncio.sleep(POLL)
+        self._started.add(request_id)
+
+    async def _step_gate(self, request_id: str) -> bool:
+        """Wait while frozen; True when the request must end with "abort"."""
+        while self._hold_running and request_id not in self._abort:  # noqa: ASYNC110 - polls: one fake serves several loops
+            await asyncio.sleep(POLL)
+        return request_id in self._abort
+
+    def _done(self, request_id: str) -> None:
+        self._started.discard(request_id)
+        self._abort.discard(request_id)
+
+    def _track(self, spans: list[list[Any]], index: int) -> None:
+        """Token `index` of a choice was sampled by the current version."""
+        if not spans or spans[-1][0] != self.version:
+            spans.append([self.version, index, index + 1])
+        else:
+            spans[-1][2] = index + 1
+
+    @staticmethod
+    def _spans(spans: list[list[Any]]) -> list[WeightSpan]:
+        return [WeightSpan(v, s, e) for v, s, e in spans]
+
+    # -- EngineControl ----------------------------------------------------
+    async def pause(self, mode: str, clear_cache: bool) -> None:
+        self._hold_new = True
+        if mode == "abort":
+            self._abort |= set(self._started)
+        elif mode == "keep":
+            self._hold_running = True
+        # "abort" and "wait" return once the running requests are gone.
+        if mode in ("abort", "wait"):
+            while self._started:  # noqa: ASYNC110 - polls: one fake serves several loops
+                await asyncio.sleep(POLL)
+            if clear_cache:
+                self._cache.clear()
+
+    async def resume(self) -> None:
+        self._hold_new = False
+        self._hold_running = False
+
+    async def is_paused(self) -> bool:
+        return self._hold_new
+
+    async def reset_prefix_cache(self, reset_running_requests: bool) -> bool:
+        self._cache.clear()
+        self.resets += 1
+        return True
+
+    async def reload_weights(self, path: str) -> None:
+        if not is_folder(path):
+            raise errors.InvalidArgument(
+                f"path: {path!r} is not a folder on the server", param="path", reason="PATH_NOT_FOUND"
+            )
+        if is_folder(path) and _broken(path):  # lets tests make a load fail
+            raise errors.FailedPrecondition(
+                f"reloading weights from {path!r} failed: broken checkpoint", param="path",
+                reason="WEIGHT_LOAD_FAILED",
+            )
+        self.weights_generation += 1
+        self.loaded_paths.append(path)
+
+    async def weight_version(self) -> str:
+        return self.version
+
+    async def set_weight_version(self, version: str) -> None:
+        self.version = version
+
+    async def _no_transfer(self) -> None:
+        raise errors.FailedPrecondition(
+            "weight transfer failed: the fake engine has no transfer backend (GPU only)",
+            reason="WEIGHT_TRANSFER_FAILED",
+        )
+
+    async def init_weight_transfer(self, init_info: dict[str, Any]) -> None:
+        await self._no_transfer()
+
+    async def start_weight_update(self) -> None:
+        await self._no_transfer()
+
+    async def update_weights(self, update_info: dict[str, Any]) -> None:
+        await self._no_transfer()
+
+    async def finish_weight_update(self) -> None:
+        await self._no_transfer()
+
+    async def sleep(self, level: int, mode: str) -> None:
+        raise errors.FailedPrecondition(
+            "sleep mode is not available on the fake platform", reason="SLEEP_UNSUPPORTED"
+        )
+
+    async def wake_up(self, tags: list[str] | None) -> bool:
+        await self.sleep(0, "abort")
+        return False
+
+    async def is_sleeping(self) -> bool:
+        return False
+
+    async def abort_requests(self, request_ids: list[str] | None) -> int:
+        ids = set(request_ids) if request_ids else set(self.running)
+        self._abort |= ids & self.running
+        return len(ids)
+
+    async def add_lora(self, name: str, path: str, load_inplace: bool) -> None:
+        if name in self.loras and not load_inplace:
+            raise errors.AlreadyExists(
+                f"lora_name: an adapter named {name!r} is loaded (load_inplace replaces it)",
+                param="lora_name", reason="LORA_EXISTS",
+            )
+        if not is_folder(path):
+            raise errors.InvalidArgument(
+                f"lora_path: {path!r} is not a folder on the server", param="lora_path",
+                reason="PATH_NOT_FOUND",
+            )
+        self.loras[name] = path
+
+    async def remove_lora(self, name: str) -> None:
+        if self.loras.pop(name, None) is None:
+            raise errors.NotFound(
+                f"lora_name: no adapter named {name!r} is loaded", param="lora_name",
+                reason="LORA_NOT_FOUND",
+            )
+
+    def lora_names(self) -> list[str]:
+        return sorted(self.loras)
+
+
+def _broken(path: str) -> bool:
+    return os.path.exists(os.path.join(path, "BROKEN"))

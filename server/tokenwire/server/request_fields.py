@@ -1,0 +1,241 @@
+"""Request-side conversion shared by every RPC: protobuf request fields ->
+domain values (model, request id, cache salt, priority, stop strings,
+messages, tools, render options), each validated with the field named.
+
+Chat-only conversion lives in chat_request.py; generate's in
+generate_service.py.
+"""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import Collection, Sequence
+from typing import Any, Protocol
+
+from google.protobuf import json_format, struct_pb2
+
+from tokenwire.server.domain import RenderOptions
+from tokenwire.server.errors import InvalidArgument, NotFound
+from tokenwire.server.settings import ServerSettings
+from tokenwire.v1 import chat_pb2
+
+ROLES = frozenset({"system", "developer", "user", "assistant", "tool"})
+MAX_CACHE_SALT = 1024
+MAX_REQUEST_ID = 256
+
+
+def _ints_back(value: Any) -> Any:
+    """google.protobuf.Struct holds every number as a double: give integral
+    values back as ints (JSON Schema wants `maxLength: 12`, not 12.0)."""
+    if isinstance(value, float) and value.is_integer() and abs(value) < 2**53:
+        return int(value)
+    if isinstance(value, dict):
+        return {k: _ints_back(v) for k, v in value.items()}
+    if isinstance(value, list):
+        return [_ints_back(v) for v in value]
+    return value
+
+
+def struct_to_dict(message: struct_pb2.Struct) -> dict[str, Any]:
+    return dict(_ints_back(json_format.MessageToDict(message)))
+
+
+def check_model(requested: str, served: str, adapters: Collection[str] = ()) -> str:
+    """The model a request names: the served model (also when empty) or a
+    loaded LoRA adapter's name (vLLM's rule: `model` selects the adapter)."""
+    if requested and requested != served:
+        if requested in adapters:
+            return requested
+        known = ", ".join(repr(n) for n in (served, *sorted(adapters)))
+        raise NotFound(
+            f"model '{requested}' is not served here; this server serves {known}",
+            param="model",
+            reason="MODEL_NOT_FOUND",
+        )
+    return served
+
+
+def lora_of(model: str, served: str) -> str | None:
+    """The LoRA adapter a checked model name selects (None: the base)."""
+    return None if model == served else model
+
+
+def new_request_id(prefix: str, requested: str) -> str:
+    if requested:
+        if len(requested) > MAX_REQUEST_ID:
+            raise InvalidArgument(
+                f"request_id must be at most {MAX_REQUEST_ID} characters", param="request_id"
+            )
+        return requested
+    return f"{prefix}-{uuid.uuid4().hex}"
+
+
+def pick_cache_salt(tenant_header: str | None, *requested: str) -> str | None:
+    """The one cache-salt rule: x-tenant-id metadata, else the first non-empty
+    requested salt (chat: nvext.cache_salt, then cache_salt; generate:
+    cache_salt); '' = absent; at most MAX_CACHE_SALT characters."""
+    salt = tenant_header or next((s for s in requested if s), None)
+    if salt is not None and len(salt) > MAX_CACHE_SALT:
+        raise InvalidArgument(
+            f"cache_salt must be at most {MAX_CACHE_SALT} characters", param="cache_salt"
+        )
+    return salt
+
+
+def check_priority(priority: int, settings: ServerSettings) -> int:
+    """The one priority rule: non-zero needs the priority scheduler."""
+    if priority != 0 and settings.scheduling_policy != "priority":
+        raise InvalidArgument(
+            "priority needs the server's priority scheduler (--scheduling-policy priority)",
+            param="priority",
+        )
+    return priority
+
+
+def stop_strings(param: str, value: struct_pb2.Value | None, limit: int) -> list[str]:
+    """`stop`: a string, a list of strings, or null."""
+    if value is None:
+        return []
+    kind = value.WhichOneof("kind")
+    if kind is None or kind == "null_value":
+        return []
+    if kind == "string_value":
+        items = [value.string_value]
+    elif kind == "list_value":
+        items = []
+        for i, item in enumerate(value.list_value.values):
+            if item.WhichOneof("kind") != "string_value":
+                raise InvalidArgument(f"{param}[{i}] must be a string", param=param)
+            items.append(item.string_value)
+    else:
+        raise InvalidArgument(f"{param} must be a string or a list of strings", param=param)
+    if len(items) > limit:
+        raise InvalidArgument(f"{param} may hold at most {limit} strings, got {len(items)}", param=param)
+    for i, s in enumerate(items):
+        if not s:
+            raise InvalidArgument(f"{param}[{i}] must not be empty", param=param)
+    return items
+
+
+def _content_text(param: str, content: struct_pb2.Value, allow_null: bool) -> str | None:
+    kind = content.WhichOneof("kind")
+    if kind is None or kind == "null_value":
+        if not allow_null:
+            raise InvalidArgument(f"{param} must be a string or a list of text parts", param=param)
+        return None
+    if kind == "string_value":
+        return content.string_value
+    if kind != "list_value":
+        raise InvalidArgument(f"{param} must be a string or a list of text parts", param=param)
+    texts = []
+    for i, part in enumerate(content.list_value.values):
+        pparam = f"{param}[{i}]"
+        if part.WhichOneof("kind") != "struct_value":
+            raise InvalidArgument(f"{pparam} must be an object like {{\"type\": \"text\", \"text\": ...}}", param=param)
+        fields = part.struct_value.fields
+        ptype = fields["type"].string_value if "type" in fields else ""
+        if ptype != "text":
+            raise InvalidArgument(
+                f"{pparam}.type '{ptype}' is not supported: this model takes text parts only",
+                param=param,
+            )
+        if "text" not in fields or fields["text"].WhichOneof("kind") != "string_value":
+            raise InvalidArgument(f"{pparam}.text must be a string", param=param)
+        texts.append(fields["text"].string_value)
+    return "".join(texts)
+
+
+def messages_to_dicts(messages: Sequence[chat_pb2.ChatMessage]) -> list[dict[str, Any]]:
+    """Validate messages and turn them into template-ready dicts."""
+    if not messages:
+        raise InvalidArgument("messages must hold at least one message", param="messages")
+    out: list[dict[str, Any]] = []
+    for i, m in enumerate(messages):
+        param = f"messages[{i}]"
+        if m.role not in ROLES:
+            raise InvalidArgument(
+                f"{param}.role '{m.role}' is not one of {sorted(ROLES)}", param=f"{param}.role"
+            )
+        allow_null = m.role == "assistant" and len(m.tool_calls) > 0
+        text = _content_text(f"{param}.content", m.content, allow_null)
+        d: dict[str, Any] = {"role": m.role, "content": text if text is not None else ""}
+        if m.HasField("name"):
+            d["name"] = m.name
+        if m.tool_calls:
+            d["tool_calls"] = [
+                {
+                    "id": tc.id,
+                    "type": tc.type or "function",
+                    "function": {"name": tc.function.name, "arguments": tc.function.arguments},
+                }
+                for tc in m.tool_calls
+            ]
+        if m.HasField("tool_call_id"):
+            d["tool_call_id"] = m.tool_call_id
+        if m.HasField("reasoning_content"):
+            d["reasoning_content"] = m.reasoning_content
+        out.append(d)
+    return out
+
+
+def tools_to_dicts(tools: Sequence[chat_pb2.Tool]) -> list[dict[str, Any]] | None:
+    if not tools:
+        return None
+    out = []
+    for i, t in enumerate(tools):
+        param = f"tools[{i}]"
+        if (t.type or "function") != "function":
+            raise InvalidArgument(f"{param}.type must be 'function', got '{t.type}'", param=param)
+        if not t.function.name:
+            raise InvalidArgument(f"{param}.function.name must not be empty", param=param)
+        fn: dict[str, Any] = {"name": t.function.name}
+        if t.function.description:
+            fn["description"] = t.function.description
+        if t.function.HasField("parameters"):
+            fn["parameters"] = struct_to_dict(t.function.parameters)
+        out.append({"type": "function", "function": fn})
+    return out
+
+
+class RenderRequest(Protocol):
+    """The chat-template fields chat and tokenize requests share."""
+
+    add_generation_prompt: bool
+    continue_final_message: bool
+    chat_template: str
+    chat_template_kwargs: struct_pb2.Struct
+
+    @property
+    def tools(self) -> Sequence[chat_pb2.Tool]: ...
+
+    def HasField(self, name: str) -> bool: ...
+
+
+def check_render_flags(req: RenderRequest) -> None:
+    """continue_final_message and an explicit add_generation_prompt: true conflict."""
+    if (
+        req.continue_final_message
+        and req.HasField("add_generation_prompt")
+        and req.add_generation_prompt
+    ):
+        raise InvalidArgument(
+            "continue_final_message and add_generation_prompt cannot both be true",
+            param="continue_final_message",
+        )
+
+
+def render_options(req: RenderRequest) -> RenderOptions:
+    """The one way to build RenderOptions from a request: the generation
+    prompt (default on, off when continuing the final message), template,
+    template kwargs and tools. Flag conflicts: check_render_flags."""
+    cont = bool(req.continue_final_message)
+    add_gen = req.add_generation_prompt if req.HasField("add_generation_prompt") else True
+    return RenderOptions(
+        add_generation_prompt=add_gen and not cont,
+        continue_final_message=cont,
+        chat_template=req.chat_template if req.HasField("chat_template") else None,
+        template_kwargs=(
+            struct_to_dict(req.chat_template_kwargs) if req.HasField("chat_template_kwargs") else {}
+        ),
+        tools=tools_to_dicts(req.tools),
+    )

@@ -1,0 +1,75 @@
+"""The ControlService over REST through the real Envoy, with the route names
+and JSON shapes of vLLM's RL server and SGLang's update_weights_from_disk."""
+
+from __future__ import annotations
+
+import collections.abc
+from pathlib import Path
+
+import httpx
+import pytest
+
+from tests.gateway.envoy_fixture import start_gateway, stop_gateway
+from tests.servers import ThreadServer
+from tokenwire.server.fake_engine import FakeEngine
+from tokenwire.server.settings import ServerSettings
+
+pytestmark = pytest.mark.gateway
+
+
+@pytest.fixture(scope="module")
+def control_rest() -> collections.abc.Iterator[httpx.Client]:
+    settings = ServerSettings(engine="fake", port=0, max_model_len=512, served_model_name="fake-model",
+                              enable_control=True)
+    server = ThreadServer(settings, FakeEngine(max_model_len=512)).start()
+    envoy = start_gateway(server.address, control=True)
+    try:
+        with httpx.Client(base_url=envoy.url, timeout=30) as client:
+            yield client
+            client.post("/resume")
+    finally:
+        stop_gateway(envoy)
+        server.stop()
+
+
+def test_pause_resume_with_vllm_routes(control_rest: httpx.Client) -> None:
+    r = control_rest.post("/pause", params={"mode": "keep"})
+    assert r.status_code == 200 and r.json()["status"] == "paused"
+    assert control_rest.get("/is_paused").json() == {"is_paused": True}
+    r = control_rest.post("/resume")
+    assert r.status_code == 200 and r.json()["status"] == "resumed"
+    assert control_rest.get("/is_paused").json() == {"is_paused": False}
+
+
+def test_versions_and_sglang_update_from_disk(control_rest: httpx.Client, tmp_path: Path) -> None:
+    r = control_rest.post("/update_weight_version", json={"new_version": "v7"})
+    assert r.json() == {"success": True, "new_version": "v7"}
+    assert control_rest.get("/weight_info").json() == {"weight_version": "v7"}
+    r = control_rest.post("/update_weights_from_disk", json={
+        "model_path": str(tmp_path), "weight_version": "v8", "flush_cache": True,
+        "abort_all_requests": False,
+    })
+    body = r.json()
+    assert r.status_code == 200 and body["success"] is True and body["state"]["weight_version"] == "v8"
+    chat = control_rest.post("/v1/chat/completions", json={
+        "model": "fake-model", "messages": [{"role": "user", "content": "hi"}], "max_tokens": 3,
+        "ignore_eos": True,
+    }).json()
+    assert chat["system_fingerprint"] == "v8"
+    assert chat["choices"][0]["weight_versions"] == [{"version": "v8", "start": 0, "end": 3}]
+    assert control_rest.post("/reset_prefix_cache").json() == {"success": True}
+
+
+def test_bad_control_input_is_an_openai_400(control_rest: httpx.Client) -> None:
+    r = control_rest.post("/pause", params={"mode": "sometime"})
+    assert r.status_code == 400
+    err = r.json()["error"]
+    assert err["param"] == "mode" and "abort, wait, keep" in err["message"]
+    r = control_rest.post("/update_weights_from_disk", json={"model_path": "/no/such/folder"})
+    assert r.status_code == 400 and r.json()["error"]["param"] == "model_path"
+    assert control_rest.get("/is_paused").json() == {"is_paused": False}
+
+
+def test_control_routes_are_absent_unless_enabled(rest: httpx.Client) -> None:
+    assert rest.post("/pause").status_code == 404
+    assert rest.get("/weight_info").status_code == 404

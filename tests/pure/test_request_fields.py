@@ -1,0 +1,174 @@
+"""Request conversion shared by chat, generate, tokenize and session: one
+cache-salt rule, one priority rule, one way to build render options."""
+
+from __future__ import annotations
+
+import pytest
+from google.protobuf import json_format, struct_pb2
+
+from tokenwire.server import request_fields as rf
+from tokenwire.server.chat_request import build_chat_plan
+from tokenwire.server.domain import RenderOptions
+from tokenwire.server.errors import InvalidArgument, NotFound
+from tokenwire.server.fake_engine import FakeEngine
+from tokenwire.server.generate_service import build_generate_plan
+from tokenwire.server.settings import ServerSettings
+from tokenwire.v1 import chat_pb2, generate_pb2, tokenize_pb2
+
+ENGINE = FakeEngine(max_model_len=256)
+FCFS = ServerSettings(engine="fake", scheduling_policy="fcfs")
+PRIORITY = ServerSettings(engine="fake", scheduling_policy="priority")
+
+
+def _chat(**fields: object) -> chat_pb2.CreateChatCompletionRequest:
+    req = json_format.ParseDict(fields, chat_pb2.CreateChatCompletionRequest())
+    req.messages.add(role="user").content.string_value = "hi"
+    return req
+
+
+def _chat_plan(req: chat_pb2.CreateChatCompletionRequest, settings=FCFS, tenant=None):
+    return build_chat_plan(req, ENGINE, settings, served_model="fake", tenant=tenant, stream=False)
+
+
+def _gen_plan(req: generate_pb2.GenerateRequest, settings=FCFS, tenant=None):
+    return build_generate_plan(
+        req, ENGINE, settings, served_model="fake", tenant=tenant, stream=False
+    )
+
+
+# -- cache salt --------------------------------------------------------------
+def test_cache_salt_order_tenant_then_requested_in_order() -> None:
+    assert rf.pick_cache_salt("tenant", "nv", "root") == "tenant"
+    assert rf.pick_cache_salt(None, "nv", "root") == "nv"
+    assert rf.pick_cache_salt(None, "", "root") == "root"
+    assert rf.pick_cache_salt(None, "", "") is None
+    assert rf.pick_cache_salt("", "") is None
+
+
+def test_cache_salt_length_limit() -> None:
+    assert rf.pick_cache_salt(None, "x" * rf.MAX_CACHE_SALT) == "x" * rf.MAX_CACHE_SALT
+    with pytest.raises(InvalidArgument) as exc:
+        rf.pick_cache_salt(None, "x" * (rf.MAX_CACHE_SALT + 1))
+    assert exc.value.param == "cache_salt"
+
+
+def test_generate_enforces_the_cache_salt_length_like_chat() -> None:
+    long_salt = "s" * (rf.MAX_CACHE_SALT + 1)
+    with pytest.raises(InvalidArgument) as gen:
+        _gen_plan(generate_pb2.GenerateRequest(token_ids=[5, 6], cache_salt=long_salt))
+    with pytest.raises(InvalidArgument) as chat:
+        _chat_plan(_chat(cache_salt=long_salt))
+    assert gen.value.param == chat.value.param == "cache_salt"
+    assert gen.value.message == chat.value.message
+    ok = _gen_plan(generate_pb2.GenerateRequest(token_ids=[5, 6], cache_salt="s"), tenant="t")
+    assert ok.request.cache_salt == "t"  # the tenant header wins, as in chat
+
+
+# -- priority ----------------------------------------------------------------
+def test_chat_and_generate_give_the_same_priority_message() -> None:
+    with pytest.raises(InvalidArgument) as gen:
+        _gen_plan(generate_pb2.GenerateRequest(token_ids=[5, 6], priority=3))
+    with pytest.raises(InvalidArgument) as chat:
+        _chat_plan(_chat(priority=3))
+    assert gen.value.param == chat.value.param == "priority"
+    assert gen.value.message == chat.value.message
+    assert "--scheduling-policy priority" in gen.value.message
+
+
+def test_priority_is_kept_under_the_priority_scheduler() -> None:
+    assert rf.check_priority(0, FCFS) == 0
+    assert rf.check_priority(-5, PRIORITY) == -5
+    gen = _gen_plan(generate_pb2.GenerateRequest(token_ids=[5, 6], priority=3), PRIORITY)
+    chat = _chat_plan(_chat(priority=3), PRIORITY)
+    assert gen.request.priority == chat.request.priority == 3
+
+
+def test_chat_and_generate_plans_have_the_same_shape() -> None:
+    chat = _chat_plan(_chat(max_tokens=4))
+    gen = _gen_plan(generate_pb2.GenerateRequest(token_ids=[5, 6]))
+    assert type(chat.request) is type(gen.request)
+    assert chat.request.stream is gen.request.stream is False
+    assert chat.request.params.max_tokens == 4
+
+
+# -- render options ----------------------------------------------------------
+def test_render_options_defaults_and_continue_final_message() -> None:
+    assert rf.render_options(chat_pb2.CreateChatCompletionRequest()) == RenderOptions()
+    cont = rf.render_options(chat_pb2.CreateChatCompletionRequest(continue_final_message=True))
+    assert (cont.add_generation_prompt, cont.continue_final_message) == (False, True)
+    off = rf.render_options(tokenize_pb2.TokenizeRequest(add_generation_prompt=False))
+    assert off.add_generation_prompt is False
+
+
+def test_render_options_template_kwargs_and_tools() -> None:
+    req = chat_pb2.CreateChatCompletionRequest(chat_template="{{x}}")
+    req.chat_template_kwargs.update({"enable_thinking": False, "n": 3})
+    tool = req.tools.add(type="function")
+    tool.function.name = "f"
+    opts = rf.render_options(req)
+    assert opts.chat_template == "{{x}}"
+    assert opts.template_kwargs == {"enable_thinking": False, "n": 3}  # 3, not 3.0
+    assert opts.tools == [{"type": "function", "function": {"name": "f"}}]
+    # tokenize requests convert the same way
+    treq = tokenize_pb2.TokenizeRequest(chat_template="{{x}}")
+    treq.chat_template_kwargs.update({"enable_thinking": False, "n": 3})
+    treq.tools.add(type="function").function.name = "f"
+    assert rf.render_options(treq) == opts
+
+
+def test_render_flags_conflict() -> None:
+    rf.check_render_flags(chat_pb2.CreateChatCompletionRequest(continue_final_message=True))
+    with pytest.raises(InvalidArgument) as exc:
+        rf.check_render_flags(
+            tokenize_pb2.TokenizeRequest(continue_final_message=True, add_generation_prompt=True)
+        )
+    assert exc.value.param == "continue_final_message"
+
+
+# -- the rest --------------------------------------------------------------------
+def test_model_and_request_id() -> None:
+    assert rf.check_model("", "served") == "served"
+    assert rf.check_model("served", "served") == "served"
+    with pytest.raises(NotFound) as exc:
+        rf.check_model("other", "served")
+    assert exc.value.param == "model"
+    assert rf.new_request_id("gen", "mine") == "mine"
+    assert rf.new_request_id("gen", "").startswith("gen-")
+    with pytest.raises(InvalidArgument) as exc:
+        rf.new_request_id("gen", "x" * (rf.MAX_REQUEST_ID + 1))
+    assert exc.value.param == "request_id"
+
+
+def test_stop_strings() -> None:
+    assert rf.stop_strings("stop", None, 4) == []
+    assert rf.stop_strings("stop", struct_pb2.Value(string_value="END"), 4) == ["END"]
+    many = struct_pb2.Value()
+    many.list_value.extend(["a", "b"])
+    assert rf.stop_strings("stop", many, 4) == ["a", "b"]
+    with pytest.raises(InvalidArgument) as exc:
+        rf.stop_strings("sampling_params.stop", many, 1)
+    assert exc.value.param == "sampling_params.stop"
+    bad = struct_pb2.Value()
+    bad.list_value.extend(["a", 5])
+    with pytest.raises(InvalidArgument) as exc:
+        rf.stop_strings("stop", bad, 4)
+    assert "stop[1] must be a string" in exc.value.message
+
+
+def test_messages_to_dicts() -> None:
+    msgs = [chat_pb2.ChatMessage(role="system"), chat_pb2.ChatMessage(role="assistant")]
+    msgs[0].content.string_value = "be brief"
+    part = msgs[1].content.list_value.values.add().struct_value
+    part.update({"type": "text", "text": "a"})
+    call = msgs[1].tool_calls.add(id="c1")
+    call.function.name = "f"
+    call.function.arguments = "{}"
+    assert rf.messages_to_dicts(msgs) == [
+        {"role": "system", "content": "be brief"},
+        {"role": "assistant", "content": "a", "tool_calls": [
+            {"id": "c1", "type": "function", "function": {"name": "f", "arguments": "{}"}}
+        ]},
+    ]
+    with pytest.raises(InvalidArgument) as exc:
+        rf.messages_to_dicts([])
+    assert exc.value.param == "messages"

@@ -1,0 +1,92 @@
+"""client.control (sync and async), client.control.paused() and the
+`tokenwire control` CLI against a fake-engine server with control on."""
+
+from __future__ import annotations
+
+import asyncio
+import collections.abc
+import inspect
+import json
+from pathlib import Path
+
+import pytest
+
+from tests.servers import ThreadServer
+from tokenwire.cli import main as cli_main
+from tokenwire.client import (
+    AsyncClient,
+    AsyncControlClient,
+    Client,
+    ControlClient,
+    InvalidArgumentError,
+    UnauthenticatedError,
+)
+from tokenwire.server.fake_engine import FakeEngine
+from tokenwire.server.settings import ServerSettings
+
+
+@pytest.fixture(scope="module")
+def server() -> collections.abc.Iterator[ThreadServer]:
+    settings = ServerSettings(engine="fake", port=0, max_model_len=512, enable_control=True,
+                              admin_api_key="adm")
+    srv = ThreadServer(settings, FakeEngine(max_model_len=512)).start()
+    yield srv
+    srv.stop()
+
+
+def test_sync_and_async_control_have_the_same_methods_and_signatures() -> None:
+    def public(cls: type) -> dict[str, inspect.Signature]:
+        return {n: inspect.signature(f) for n, f in vars(cls).items()
+                if callable(f) and not n.startswith("_")}
+
+    sync, aio = public(ControlClient), public(AsyncControlClient)
+    assert sync.keys() == aio.keys()
+    for name, sig in sync.items():
+        assert list(sig.parameters.values()) == list(aio[name].parameters.values()), name
+
+
+def test_paused_always_resumes_and_updates_version(server: ThreadServer, tmp_path: Path) -> None:
+    with Client(server.address, timeout=10, admin_api_key="adm") as client:
+        with pytest.raises(RuntimeError), client.control.paused("keep") as state:
+            assert state.paused
+            assert client.control.state().paused
+            raise RuntimeError("the trainer failed mid-update")
+        assert not client.control.state().paused
+        resp = client.control.update_weights_from_path(str(tmp_path), "step-1")
+        assert resp.state.weight_version == "step-1"
+        chat = client.chat(messages="hi", max_tokens=2)
+        assert chat.system_fingerprint == "step-1"
+        assert chat.choices[0].weight_versions[0].version == "step-1"
+        with pytest.raises(InvalidArgumentError) as exc:
+            client.control.pause("soon")
+        assert exc.value.param == "mode"
+    with Client(server.address, timeout=10, admin_api_key="") as client, \
+            pytest.raises(UnauthenticatedError):
+        client.control.pause()
+
+
+def test_async_control(server: ThreadServer) -> None:
+    async def run() -> tuple[bool, bool, str]:
+        async with AsyncClient(server.address, timeout=10, admin_api_key="adm") as client:
+            async with client.control.paused("abort") as state:
+                inside = state.paused
+            after = (await client.control.state()).paused
+            await client.control.set_weight_version("async-v")
+            return inside, after, (await client.control.state()).weight_version
+
+    assert asyncio.run(run()) == (True, False, "async-v")
+
+
+def test_cli(server: ThreadServer, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    base = ["control", "--server", server.address, "--admin-api-key", "adm"]
+    assert cli_main([*base, "pause", "--mode", "keep"]) == 0
+    assert json.loads(capsys.readouterr().out)["paused"] is True
+    assert cli_main([*base, "update-weights", str(tmp_path), "--version", "cli-v"]) == 0
+    out = json.loads(capsys.readouterr().out)
+    assert out["weight_version"] == "cli-v" and out["paused"] is True  # paused by the operator
+    assert cli_main([*base, "resume"]) == 0
+    assert json.loads(capsys.readouterr().out)["paused"] is False
+    assert cli_main([*base, "reset-cache"]) == 0
+    capsys.readouterr()
+    assert cli_main([*base, "update-weights", str(tmp_path / "missing")]) == 1
+    assert "INVALID_ARGUMENT" in capsys.readouterr().err
