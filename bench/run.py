@@ -23,7 +23,9 @@ import random
 import sys
 import threading
 import time
-from typing import Any
+from typing import Any, cast
+
+from tqdm import tqdm
 
 from bench import clients, systems
 from bench import contestants as cs
@@ -57,29 +59,40 @@ def make_prompts(model: str, count: int, words: int) -> list[clients.Prompt]:
             [{"role": "user", "content": text}], add_generation_prompt=True, tokenize=True,
             return_dict=False,
         )
-        prompts.append(clients.Prompt(text, list(ids)))
+        # tokenize=True, return_dict=False: a list of ids (the stubs allow more).
+        prompts.append(clients.Prompt(text, list(cast("list[int]", ids))))
     return prompts
 
 
 class Progress:
-    """A one-line progress bar on stderr."""
+    """Progress on stderr through tqdm: a live bar on a terminal; when stderr
+    is not a terminal (a log file) tqdm is off and each stage is one line."""
 
     def __init__(self, total: int):
         self.total = total
         self.done = 0
-        self.label = ""
-        self.t0 = time.monotonic()
+        self._label = ""
+        self.bar = tqdm(total=total, unit="req", file=sys.stderr, disable=None, dynamic_ncols=True)
+
+    @property
+    def label(self) -> str:
+        return self._label
+
+    @label.setter
+    def label(self, value: str) -> None:
+        self._label = value
+        if self.bar.disable:
+            sys.stderr.write(f"{value} ({self.done}/{self.total} requests)\n")
+            sys.stderr.flush()
+        else:
+            self.bar.set_description(value)
 
     def step(self, n: int = 1) -> None:
         self.done += n
-        width = 30
-        filled = int(width * self.done / max(1, self.total))
-        elapsed = time.monotonic() - self.t0
-        sys.stderr.write(
-            f"\r[{'#' * filled}{'.' * (width - filled)}] {self.done}/{self.total} requests "
-            f"{elapsed:5.0f}s {self.label:<28}"
-        )
-        sys.stderr.flush()
+        self.bar.update(n)
+
+    def close(self) -> None:
+        self.bar.close()
 
 
 def start_all(cfg: systems.EngineConfig, wanted: str, prompts: list[clients.Prompt], work: Workload,
@@ -87,7 +100,7 @@ def start_all(cfg: systems.EngineConfig, wanted: str, prompts: list[clients.Prom
     """Start every wanted system (engines load side by side), then wait for
     each; returns them by letter. Started processes are added to `procs`."""
     out: dict[str, Contestant] = {}
-    a = InProcessContestant(cfg.engine_args(), prompts, work.max_tokens) if "A" in wanted else None
+    a = InProcessContestant(cfg.engine_args(), prompts, work.max_tokens, logs) if "A" in wanted else None
     if a is not None:
         out["A"] = a
     tw = D = E = None
@@ -214,7 +227,10 @@ def main(argv: list[str] | None = None) -> int:
         sys.stderr.write("starting the systems...\n")
         contestants = start_all(cfg, ns.systems, prompts, work, logs, procs)
         progress = Progress(per_system * len(contestants))
-        runs = interleave(contestants, prompts, work, progress)
+        try:
+            runs = interleave(contestants, prompts, work, progress)
+        finally:
+            progress.close()
     finally:
         a = contestants.get("A")
         if isinstance(a, InProcessContestant):
