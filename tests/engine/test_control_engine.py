@@ -23,6 +23,7 @@ from tokenwire.v1 import (
     control_pb2,
     control_pb2_grpc,
     generate_pb2,
+    models_pb2,
     service_pb2_grpc,
 )
 
@@ -87,7 +88,7 @@ def server() -> collections.abc.Iterator[ProcessServer]:
     srv = ProcessServer(["--model", str(TINY), "--kv-cache-bytes", str(64 << 20),
                          "--block-size", str(BLOCK), "--max-model-len", "2048",
                          "--enable-control", "--weight-version", "v1", "--no-warmup",
-                         "--enable-lora", "--max-lora-rank", "8"]).start()
+                         "--enable-lora", "--max-lora-rank", "8", "--max-num-seqs", "96"]).start()
     yield srv
     srv.stop()
 
@@ -224,6 +225,16 @@ def test_e_sleep_is_refused_on_cpu_and_state_is_reported(stubs) -> None:
     assert "cpu" in exc.value.details().lower()
     state = control.GetControlState(control_pb2.GetControlStateRequest(), timeout=10).state
     assert not state.paused and state.updates >= 3 and state.engine_requests == 0
+
+
+def test_h_vllm_flags_reached_the_engine(stubs) -> None:
+    infer, _ = stubs
+    cfg = infer.GetStats(models_pb2.GetStatsRequest(), timeout=10).engine_config
+    # Given as vLLM flags: block size, max model len, LoRA rank; CPU defaults: dtype, eager.
+    assert (cfg.block_size, cfg.max_model_len, cfg.enable_lora, cfg.max_lora_rank) == (BLOCK, 2048, True, 8)
+    assert (cfg.dtype, cfg.platform, cfg.logprobs_mode) == ("float32", "cpu", "processed_logprobs")
+    assert (cfg.tensor_parallel_size, cfg.pipeline_parallel_size, cfg.data_parallel_size) == (1, 1, 1)
+    assert cfg.max_num_seqs == 96 and cfg.model.endswith("tiny-random-llama")
 
 
 def test_f_64_streams_across_10_update_cycles_lose_nothing(stubs, second: Path) -> None:
