@@ -83,6 +83,9 @@ def serve_argv(ns: argparse.Namespace) -> list[str]:
         flag = "--" + field.name.replace("_", "-")
         if isinstance(value, bool):
             argv.append(flag if value else "--no-" + flag[2:])
+        elif isinstance(value, (tuple, list)):
+            if value:
+                argv += [flag, *map(str, value)]
         else:
             argv += [flag, str(value)]
     return argv

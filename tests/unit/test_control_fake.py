@@ -314,3 +314,16 @@ def test_spans_reach_session_events_and_engine_data(stubs) -> None:
     assert [(w.version, w.start, w.end) for w in last.weight_versions] == [("s1", 0, 3)]
     gen = events["g"][0].generate_result
     assert [(w.version, w.end) for w in gen.choices[0].weight_versions] == [("s1", 2)]
+
+
+def test_lora_modules_at_start_load_good_ones_and_skip_bad_ones(tmp_path: Path) -> None:
+    server, _ = _start(lora_modules=(f"good={tmp_path}", "bad=/no/such/adapter", "junk"))
+    try:
+        with grpc.insecure_channel(server.address) as ch:
+            infer = service_pb2_grpc.TokenwireServiceStub(ch)
+            models = infer.ListModels(models_pb2.ListModelsRequest(), timeout=5).data
+            assert [m.id for m in models][1:] == ["good"]
+            assert infer.CreateChatCompletion(chat_request(model="good", max_tokens=2), timeout=10).model == "good"
+            assert infer.CreateChatCompletion(chat_request(max_tokens=2), timeout=10).choices[0].finish_reason
+    finally:
+        server.stop()

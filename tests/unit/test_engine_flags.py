@@ -60,8 +60,10 @@ def test_parallel_and_lora_flags_reach_the_engine_arguments() -> None:
     assert (args["tensor_parallel_size"], args["pipeline_parallel_size"], args["data_parallel_size"]) == (2, 2, 2)
     assert (args["enable_lora"], args["max_loras"], args["max_lora_rank"]) == (True, 3, 32)
     assert args["distributed_executor_backend"] == "ray" and args["max_num_seqs"] == 2
-    settings = parse_settings(["--enable-lora", "--served-model-name", "policy", "--port", "0"])
+    settings = parse_settings(["--enable-lora", "--served-model-name", "policy", "--port", "0",
+                               "--lora-modules", "sql=/a/sql", "math=/a/math"])
     assert settings.enable_lora and settings.resolved_served_name() == "policy" and settings.port == 0
+    assert settings.lora_modules == ("sql=/a/sql", "math=/a/math")
 
 
 def test_config_file_like_vllm_serve_with_the_command_line_winning(tmp_path: Path) -> None:

@@ -23,7 +23,14 @@ from tokenwire.server.continuation_store import ContinuationStore
 from tokenwire.server.control_plane import ControlPlane
 from tokenwire.server.control_servicer import ControlServicer
 from tokenwire.server.data_plane import DataPlane
-from tokenwire.server.domain import Engine, EngineRequest, GenerationParams, RenderOptions
+from tokenwire.server.domain import (
+    Engine,
+    EngineControl,
+    EngineRequest,
+    GenerationParams,
+    RenderOptions,
+)
+from tokenwire.server.errors import InvalidArgument, TokenwireError
 from tokenwire.server.guarded_engine import GuardedEngine
 from tokenwire.server.metrics import Metrics, MetricsInterceptor
 from tokenwire.server.prefill import Prefiller
@@ -74,6 +81,20 @@ def build_data_plane(engine: Engine, settings: ServerSettings, state: ServingSta
     turns = TurnTemplates(engine)
     prefiller = Prefiller(engine, settings, state, turns)
     return DataPlane(engine, settings, state, store=store, turns=turns, prefiller=prefiller)
+
+
+async def load_lora_modules(engine: EngineControl, modules: tuple[str, ...]) -> None:
+    """--lora-modules NAME=PATH ...: load each; a bad one is logged and the
+    server goes on serving the base model (and the others)."""
+    for spec in modules:
+        name, _, path = spec.partition("=")
+        try:
+            if not name or not path:
+                raise InvalidArgument(f"--lora-modules: {spec!r} is not NAME=PATH")
+            await engine.add_lora(name, path, False)
+            log.info("LoRA adapter %s loaded from %s", name, path)
+        except TokenwireError as err:
+            log.error("LoRA adapter %r not loaded: %s", spec, err.message)
 
 
 @dataclass
@@ -162,6 +183,7 @@ async def start(settings: ServerSettings, engine: Engine) -> RunningServer:
     if settings.metrics_port:
         running.metrics_port = metrics.serve(settings.host, settings.metrics_port)
     await control.start(settings.weight_version)
+    await load_lora_modules(engine, settings.lora_modules)  # type: ignore[arg-type]
     if settings.warmup:
         await warm_up(engine)
     await running.set_serving(True)

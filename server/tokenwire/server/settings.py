@@ -49,6 +49,7 @@ class ServerSettings:
     admin_api_key: str = ""  # "" : control from loopback peers only; also $TOKENWIRE_ADMIN_API_KEY
     control_timeout_seconds: float = 600.0  # a control call without a gRPC deadline
     weight_version: str = ""  # the initial weight version ("" : vLLM's "default")
+    lora_modules: tuple[str, ...] = ()  # NAME=PATH adapters loaded at start (needs --enable-lora)
 
     # Request limits.
     max_n: int = 16
@@ -125,6 +126,8 @@ def add_arguments(parser: Any, *, skip: frozenset[str] = frozenset()) -> None:
         "admin_api_key": "key for the ControlService (also $TOKENWIRE_ADMIN_API_KEY); empty: loopback callers only",
         "control_timeout_seconds": "longest a control call runs when the caller set no deadline",
         "weight_version": "the weight version tokens are attributed to at start (default: vLLM's 'default')",
+        "lora_modules": "LoRA adapters to load at start, NAME=PATH ... (with --enable-lora); "
+                        "requests select one by `model`",
     }
     for field in dataclasses.fields(ServerSettings):
         if field.metadata.get("engine") or field.name in skip:
@@ -136,6 +139,9 @@ def add_arguments(parser: Any, *, skip: frozenset[str] = frozenset()) -> None:
                 flag, dest=field.name, default=default, action=argparse.BooleanOptionalAction,
                 help=helps.get(field.name, ""),
             )
+        elif isinstance(default, tuple):
+            parser.add_argument(flag, dest=field.name, nargs="*", default=default,
+                                help=helps.get(field.name, ""))
         else:
             typ = type(default) if default is not None else str
             parser.add_argument(flag, dest=field.name, type=typ, default=default,
@@ -151,6 +157,7 @@ def from_namespace(ns: argparse.Namespace, **engine_facts: Any) -> ServerSetting
     """tokenwire's settings from `ns`; the engine facts given by the caller."""
     values = {f.name: getattr(ns, f.name) for f in own_fields()}
     values.update(engine_facts)
+    values["lora_modules"] = tuple(values["lora_modules"])
     if not values["api_key"]:
         values["api_key"] = os.environ.get("TOKENWIRE_API_KEY", "")
     if not values["admin_api_key"]:
