@@ -88,7 +88,8 @@ def server() -> collections.abc.Iterator[ProcessServer]:
     srv = ProcessServer(["--model", str(TINY), "--kv-cache-bytes", str(64 << 20),
                          "--block-size", str(BLOCK), "--max-model-len", "2048",
                          "--enable-control", "--weight-version", "v1", "--no-warmup",
-                         "--enable-lora", "--max-lora-rank", "8", "--max-num-seqs", "96"]).start()
+                         "--enable-lora", "--max-lora-rank", "8", "--max-num-seqs", "96",
+                         "--override-generation-config", '{"temperature": 0.0}']).start()
     yield srv
     srv.stop()
 
@@ -294,3 +295,22 @@ def test_g_runtime_lora_load_use_unload(stubs, tmp_path: Path) -> None:
         infer.Generate(with_lora, timeout=30)
     assert exc.value.code() == grpc.StatusCode.NOT_FOUND
     assert list(generate(infer, 12).choices[0].token_ids) == base
+
+
+def test_i_generation_config_override_and_dp_rank_reach_requests(stubs) -> None:
+    infer, _ = stubs
+    # --override-generation-config '{"temperature": 0.0}': unset temperature is greedy.
+    unset = generate_pb2.GenerateRequest(
+        token_ids=PROMPT, sampling_params=common_pb2.SamplingParams(max_tokens=12, ignore_eos=True))
+    first = list(infer.Generate(unset, timeout=60).choices[0].token_ids)
+    assert first == list(infer.Generate(unset, timeout=60).choices[0].token_ids)
+    assert first == list(generate(infer, 12).choices[0].token_ids)
+    # One data-parallel rank here: rank 0 runs, rank 1 is refused naming the field.
+    pinned = generate_pb2.GenerateRequest(
+        token_ids=PROMPT, data_parallel_rank=0,
+        sampling_params=common_pb2.SamplingParams(max_tokens=4, temperature=0.0, ignore_eos=True))
+    assert list(infer.Generate(pinned, timeout=60).choices[0].token_ids) == first[:4]
+    pinned.data_parallel_rank = 1
+    with pytest.raises(grpc.RpcError) as exc:
+        infer.Generate(pinned, timeout=60)
+    assert exc.value.code() == grpc.StatusCode.INVALID_ARGUMENT and "data_parallel_rank" in exc.value.details()

@@ -27,7 +27,7 @@ from tokenwire.v1 import chat_pb2 as tokenwire_dot_v1_dot_chat__pb2
 from tokenwire.v1 import common_pb2 as tokenwire_dot_v1_dot_common__pb2
 
 
-DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n\x1btokenwire/v1/generate.proto\x12\x0ctokenwire.v1\x1a\x1cgoogle/protobuf/struct.proto\x1a\x17tokenwire/v1/chat.proto\x1a\x19tokenwire/v1/common.proto\"\xd4\x02\n\x0fGenerateRequest\x12\r\n\x05model\x18\x01 \x01(\t\x12\x11\n\ttoken_ids\x18\x02 \x03(\r\x12\x35\n\x0fsampling_params\x18\x03 \x01(\x0b\x32\x1c.tokenwire.v1.SamplingParams\x12\x12\n\nrequest_id\x18\x04 \x01(\t\x12\x12\n\ncache_salt\x18\x05 \x01(\t\x12\x15\n\x08priority\x18\x06 \x01(\x05H\x00\x88\x01\x01\x12\x1d\n\x10return_token_ids\x18\x07 \x01(\x08H\x01\x88\x01\x01\x12\x13\n\x0boutput_mode\x18\x08 \x01(\t\x12\x13\n\x06stream\x18\t \x01(\x08H\x02\x88\x01\x01\x12\x33\n\x0estream_options\x18\n \x01(\x0b\x32\x1b.tokenwire.v1.StreamOptionsB\x0b\n\t_priorityB\x13\n\x11_return_token_idsB\t\n\x07_stream\"v\n\x12GenerateTopLogProb\x12\x15\n\x08token_id\x18\x01 \x01(\rH\x00\x88\x01\x01\x12\x14\n\x07logprob\x18\x02 \x01(\x02H\x01\x88\x01\x01\x12\x11\n\x04rank\x18\x03 \x01(\rH\x02\x88\x01\x01\x42\x0b\n\t_token_idB\n\n\x08_logprobB\x07\n\x05_rank\"\xb3\x01\n\x17GenerateLogProbsContent\x12\x15\n\x08token_id\x18\x01 \x01(\rH\x00\x88\x01\x01\x12\x14\n\x07logprob\x18\x02 \x01(\x02H\x01\x88\x01\x01\x12\x11\n\x04rank\x18\x03 \x01(\rH\x02\x88\x01\x01\x12\x36\n\x0ctop_logprobs\x18\x04 \x03(\x0b\x32 .tokenwire.v1.GenerateTopLogProbB\x0b\n\t_token_idB\n\n\x08_logprobB\x07\n\x05_rank\"J\n\x10GenerateLogProbs\x12\x36\n\x07\x63ontent\x18\x01 \x03(\x0b\x32%.tokenwire.v1.GenerateLogProbsContent\"\x8d\x02\n\x0eGenerateChoice\x12\x12\n\x05index\x18\x01 \x01(\rH\x00\x88\x01\x01\x12\x11\n\ttoken_ids\x18\x02 \x03(\r\x12\x30\n\x08logprobs\x18\x03 \x01(\x0b\x32\x1e.tokenwire.v1.GenerateLogProbs\x12\x15\n\rfinish_reason\x18\x04 \x01(\t\x12+\n\x0bstop_reason\x18\x05 \x01(\x0b\x32\x16.google.protobuf.Value\x12\x11\n\x04text\x18\x06 \x01(\tH\x01\x88\x01\x01\x12\x38\n\x0fweight_versions\x18\x07 \x03(\x0b\x32\x1f.tokenwire.v1.WeightVersionSpanB\x08\n\x06_indexB\x07\n\x05_text\"\xc8\x01\n\x10GenerateResponse\x12\x12\n\nrequest_id\x18\x01 \x01(\t\x12\r\n\x05model\x18\x02 \x01(\t\x12\x0f\n\x07\x63reated\x18\x03 \x01(\r\x12-\n\x07\x63hoices\x18\x04 \x03(\x0b\x32\x1c.tokenwire.v1.GenerateChoice\x12\"\n\x05usage\x18\x05 \x01(\x0b\x32\x13.tokenwire.v1.Usage\x12\x18\n\x10prompt_token_ids\x18\x06 \x03(\r\x12\x13\n\x0boutput_mode\x18\x07 \x01(\tb\x06proto3')
+DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n\x1btokenwire/v1/generate.proto\x12\x0ctokenwire.v1\x1a\x1cgoogle/protobuf/struct.proto\x1a\x17tokenwire/v1/chat.proto\x1a\x19tokenwire/v1/common.proto\"\x8c\x03\n\x0fGenerateRequest\x12\r\n\x05model\x18\x01 \x01(\t\x12\x11\n\ttoken_ids\x18\x02 \x03(\r\x12\x35\n\x0fsampling_params\x18\x03 \x01(\x0b\x32\x1c.tokenwire.v1.SamplingParams\x12\x12\n\nrequest_id\x18\x04 \x01(\t\x12\x12\n\ncache_salt\x18\x05 \x01(\t\x12\x15\n\x08priority\x18\x06 \x01(\x05H\x00\x88\x01\x01\x12\x1d\n\x10return_token_ids\x18\x07 \x01(\x08H\x01\x88\x01\x01\x12\x13\n\x0boutput_mode\x18\x08 \x01(\t\x12\x13\n\x06stream\x18\t \x01(\x08H\x02\x88\x01\x01\x12\x33\n\x0estream_options\x18\n \x01(\x0b\x32\x1b.tokenwire.v1.StreamOptions\x12\x1f\n\x12\x64\x61ta_parallel_rank\x18\x0b \x01(\rH\x03\x88\x01\x01\x42\x0b\n\t_priorityB\x13\n\x11_return_token_idsB\t\n\x07_streamB\x15\n\x13_data_parallel_rank\"v\n\x12GenerateTopLogProb\x12\x15\n\x08token_id\x18\x01 \x01(\rH\x00\x88\x01\x01\x12\x14\n\x07logprob\x18\x02 \x01(\x02H\x01\x88\x01\x01\x12\x11\n\x04rank\x18\x03 \x01(\rH\x02\x88\x01\x01\x42\x0b\n\t_token_idB\n\n\x08_logprobB\x07\n\x05_rank\"\xb3\x01\n\x17GenerateLogProbsContent\x12\x15\n\x08token_id\x18\x01 \x01(\rH\x00\x88\x01\x01\x12\x14\n\x07logprob\x18\x02 \x01(\x02H\x01\x88\x01\x01\x12\x11\n\x04rank\x18\x03 \x01(\rH\x02\x88\x01\x01\x12\x36\n\x0ctop_logprobs\x18\x04 \x03(\x0b\x32 .tokenwire.v1.GenerateTopLogProbB\x0b\n\t_token_idB\n\n\x08_logprobB\x07\n\x05_rank\"J\n\x10GenerateLogProbs\x12\x36\n\x07\x63ontent\x18\x01 \x03(\x0b\x32%.tokenwire.v1.GenerateLogProbsContent\"\x8d\x02\n\x0eGenerateChoice\x12\x12\n\x05index\x18\x01 \x01(\rH\x00\x88\x01\x01\x12\x11\n\ttoken_ids\x18\x02 \x03(\r\x12\x30\n\x08logprobs\x18\x03 \x01(\x0b\x32\x1e.tokenwire.v1.GenerateLogProbs\x12\x15\n\rfinish_reason\x18\x04 \x01(\t\x12+\n\x0bstop_reason\x18\x05 \x01(\x0b\x32\x16.google.protobuf.Value\x12\x11\n\x04text\x18\x06 \x01(\tH\x01\x88\x01\x01\x12\x38\n\x0fweight_versions\x18\x07 \x03(\x0b\x32\x1f.tokenwire.v1.WeightVersionSpanB\x08\n\x06_indexB\x07\n\x05_text\"\xc8\x01\n\x10GenerateResponse\x12\x12\n\nrequest_id\x18\x01 \x01(\t\x12\r\n\x05model\x18\x02 \x01(\t\x12\x0f\n\x07\x63reated\x18\x03 \x01(\r\x12-\n\x07\x63hoices\x18\x04 \x03(\x0b\x32\x1c.tokenwire.v1.GenerateChoice\x12\"\n\x05usage\x18\x05 \x01(\x0b\x32\x13.tokenwire.v1.Usage\x12\x18\n\x10prompt_token_ids\x18\x06 \x03(\r\x12\x13\n\x0boutput_mode\x18\x07 \x01(\tb\x06proto3')
 
 _globals = globals()
 _builder.BuildMessageAndEnumDescriptors(DESCRIPTOR, _globals)
@@ -35,15 +35,15 @@ _builder.BuildTopDescriptorsAndMessages(DESCRIPTOR, 'tokenwire.v1.generate_pb2',
 if not _descriptor._USE_C_DESCRIPTORS:
   DESCRIPTOR._loaded_options = None
   _globals['_GENERATEREQUEST']._serialized_start=128
-  _globals['_GENERATEREQUEST']._serialized_end=468
-  _globals['_GENERATETOPLOGPROB']._serialized_start=470
-  _globals['_GENERATETOPLOGPROB']._serialized_end=588
-  _globals['_GENERATELOGPROBSCONTENT']._serialized_start=591
-  _globals['_GENERATELOGPROBSCONTENT']._serialized_end=770
-  _globals['_GENERATELOGPROBS']._serialized_start=772
-  _globals['_GENERATELOGPROBS']._serialized_end=846
-  _globals['_GENERATECHOICE']._serialized_start=849
-  _globals['_GENERATECHOICE']._serialized_end=1118
-  _globals['_GENERATERESPONSE']._serialized_start=1121
-  _globals['_GENERATERESPONSE']._serialized_end=1321
+  _globals['_GENERATEREQUEST']._serialized_end=524
+  _globals['_GENERATETOPLOGPROB']._serialized_start=526
+  _globals['_GENERATETOPLOGPROB']._serialized_end=644
+  _globals['_GENERATELOGPROBSCONTENT']._serialized_start=647
+  _globals['_GENERATELOGPROBSCONTENT']._serialized_end=826
+  _globals['_GENERATELOGPROBS']._serialized_start=828
+  _globals['_GENERATELOGPROBS']._serialized_end=902
+  _globals['_GENERATECHOICE']._serialized_start=905
+  _globals['_GENERATECHOICE']._serialized_end=1174
+  _globals['_GENERATERESPONSE']._serialized_start=1177
+  _globals['_GENERATERESPONSE']._serialized_end=1377
 # @@protoc_insertion_point(module_scope)

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import dataclasses
 import time
+from collections.abc import Mapping
 from typing import Any
 
 from google.protobuf import struct_pb2
@@ -126,11 +127,13 @@ def _opt(msg: Any, name: str) -> Any:
 
 
 def sampling_from_chat(
-    req: chat_pb2.CreateChatCompletionRequest, settings: ServerSettings, vocab_size: int
+    req: chat_pb2.CreateChatCompletionRequest, settings: ServerSettings, vocab_size: int,
+    defaults: Mapping[str, Any] | None = None,
 ) -> tuple[GenerationParams, bool, int]:
-    """Sampling parameters of a chat request (max_tokens is set later)."""
+    """Sampling parameters of a chat request (max_tokens is set later);
+    unset fields take the engine's `defaults` (its generation config)."""
     nv = req.nvext
-    p = GenerationParams()
+    p = rules.default_params(defaults or {})
     present: dict[str, tuple[str, Any]] = {
         name: (name, getattr(req, name))
         for name in ("n", "temperature", "top_p", "top_k", "min_p", "presence_penalty",
@@ -190,7 +193,8 @@ def build_chat_plan(
             f"nvext.extra_fields: unknown name(s) {unknown}; known: {sorted(EXTRA_FIELDS)}",
             param="nvext.extra_fields",
         )
-    params, want_lp, top = sampling_from_chat(req, settings, engine.vocab_size)
+    params, want_lp, top = sampling_from_chat(req, settings, engine.vocab_size,
+                                              engine.sampling_defaults())
 
     # Tool calls are parsed from the output when tools are offered and the
     # tool choice is not "none" (whether or not the prompt was rendered here).

@@ -31,6 +31,7 @@ from tokenwire.server.generate_service import (
     stream_generate,
 )
 from tokenwire.server.prefill import Prefiller
+from tokenwire.server.request_fields import pick_dp_rank
 from tokenwire.server.serving_state import ServingState
 from tokenwire.server.settings import ServerSettings
 from tokenwire.server.tokenize_service import detokenize, tokenize
@@ -64,22 +65,35 @@ class DataPlane:
 
     # -- plans (proto -> validated domain) --------------------------------
     def chat_plan(
-        self, req: chat_pb2.CreateChatCompletionRequest, *, tenant: str | None, stream: bool
+        self, req: chat_pb2.CreateChatCompletionRequest, *, tenant: str | None, stream: bool,
+        dp_rank: str | None = None,
     ) -> ChatPlan:
         plan = build_chat_plan(
             req, self.engine, self.settings,
             served_model=self.served_model, tenant=tenant, stream=stream,
         )
         plan.weight_version = self.state.weight_version
+        body = req.nvext.dp_rank if req.nvext.HasField("dp_rank") else None
+        plan.request.data_parallel_rank = self._dp_rank(body, "nvext.dp_rank", dp_rank)
         return plan
 
     def generate_plan(
-        self, req: generate_pb2.GenerateRequest, *, tenant: str | None, stream: bool
+        self, req: generate_pb2.GenerateRequest, *, tenant: str | None, stream: bool,
+        dp_rank: str | None = None,
     ) -> GeneratePlan:
-        return build_generate_plan(
+        plan = build_generate_plan(
             req, self.engine, self.settings,
             served_model=self.served_model, tenant=tenant, stream=stream,
         )
+        body = req.data_parallel_rank if req.HasField("data_parallel_rank") else None
+        plan.request.data_parallel_rank = self._dp_rank(body, "data_parallel_rank", dp_rank)
+        return plan
+
+    def _dp_rank(self, body: int | None, param: str, header: str | None) -> int | None:
+        if body is None and header is None:
+            return None
+        size = int(self.engine.config_report().get("data_parallel_size") or 1)
+        return pick_dp_rank(body, param, header, size)
 
     # -- runs (plan -> engine -> proto) -----------------------------------
     async def run_chat(

@@ -62,6 +62,7 @@ class EngineRequest:
     priority: int = 0
     stream: bool = True  # True: deltas; False: one final output
     lora: str | None = None  # a loaded LoRA adapter's name; None: the base model
+    data_parallel_rank: int | None = None  # pin to a DP engine rank; None: vLLM balances
 
 
 @dataclasses.dataclass
@@ -201,6 +202,11 @@ class Engine(Protocol):
 
     def config_report(self) -> dict[str, Any]:
         """The resolved engine configuration (EngineConfig field names)."""
+        ...
+
+    def sampling_defaults(self) -> dict[str, Any]:
+        """Sampling defaults for fields a request leaves unset (vLLM: the
+        model's generation config and --override-generation-config)."""
         ...
 
     def shutdown(self) -> None: ...

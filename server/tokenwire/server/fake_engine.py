@@ -59,10 +59,15 @@ class FakeEngine(FakeControl):
         self.healthy = True
         self.progress: dict[str, int] = {}  # request id -> tokens generated so far
         self._init_control()
+        self.generation_defaults: dict[str, Any] = {}
+        self.data_parallel_size = 1  # tests may pretend to have more ranks
+
+    def sampling_defaults(self) -> dict[str, Any]:
+        return self.generation_defaults  # tests set it; empty: OpenAI's defaults
 
     def config_report(self) -> dict[str, Any]:
         return {"model": self.model_path, "dtype": "none", "tensor_parallel_size": 1,
-                "pipeline_parallel_size": 1, "data_parallel_size": 1,
+                "pipeline_parallel_size": 1, "data_parallel_size": self.data_parallel_size,
                 "max_model_len": self._max_model_len, "block_size": self.block_size,
                 "max_num_seqs": 0, "enable_lora": True, "max_lora_rank": 0,
                 "logprobs_mode": "fake", "platform": "fake"}

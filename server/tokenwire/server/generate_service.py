@@ -6,6 +6,7 @@ from __future__ import annotations
 import dataclasses
 import time
 from collections.abc import AsyncIterator
+from typing import Any
 
 from tokenwire.server import sampling_rules as rules
 from tokenwire.server import validation as v
@@ -45,8 +46,10 @@ class GeneratePlan:
     created: int
 
 
-def _sampling(sp: common_pb2.SamplingParams, settings: ServerSettings, vocab: int) -> GenerationParams:
-    p = GenerationParams()
+def _sampling(
+    sp: common_pb2.SamplingParams, settings: ServerSettings, vocab: int, defaults: dict[str, Any],
+) -> GenerationParams:
+    p = rules.default_params(defaults)
     pre = "sampling_params."
     rules.apply_ranges(p, {
         name: (pre + name, getattr(sp, name))
@@ -83,7 +86,7 @@ def build_generate_plan(
         raise InvalidArgument(f"output_mode '{mode}' is not one of tokens, text", param="output_mode")
     prompt = v.token_ids("token_ids", req.token_ids, engine.vocab_size)
     v.prompt_fits("token_ids", len(prompt), engine.max_model_len)
-    params = _sampling(req.sampling_params, settings, engine.vocab_size)
+    params = _sampling(req.sampling_params, settings, engine.vocab_size, engine.sampling_defaults())
     sp = req.sampling_params
     params.max_tokens = v.max_tokens(
         "sampling_params.max_tokens",

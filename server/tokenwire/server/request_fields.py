@@ -55,6 +55,31 @@ def check_model(requested: str, served: str, adapters: Collection[str] = ()) -> 
     return served
 
 
+DP_RANK_HEADERS = ("x-data-parallel-rank", "x-dynamo-dp-rank")  # vLLM's, Dynamo's
+
+
+def pick_dp_rank(body: int | None, body_param: str, header: str | None, dp_size: int) -> int | None:
+    """The data-parallel rank a request is pinned to: the body field, else
+    the metadata; None lets vLLM balance. Must be below the DP size."""
+    param = body_param
+    rank = body
+    if rank is None and header is not None:
+        param = DP_RANK_HEADERS[0]
+        try:
+            rank = int(header)
+        except ValueError:
+            raise InvalidArgument(f"{param} must be an integer rank; got {header!r}", param=param,
+                                  reason="INVALID_FORMAT") from None
+    if rank is None:
+        return None
+    if not 0 <= rank < dp_size:
+        raise InvalidArgument(
+            f"{param} must be in [0, {dp_size}) (the engine's --data-parallel-size); got {rank}",
+            param=param, reason="VALUE_OUT_OF_RANGE",
+        )
+    return rank
+
+
 def lora_of(model: str, served: str) -> str | None:
     """The LoRA adapter a checked model name selects (None: the base)."""
     return None if model == served else model

@@ -24,6 +24,24 @@ FLOAT_RANGES: dict[str, tuple[float, float, bool]] = {
 }
 
 
+# Fields a model's generation config (vLLM's get_diff_sampling_param:
+# generation_config.json, or --override-generation-config) may default.
+DEFAULTABLE = ("temperature", "top_p", "top_k", "min_p", "presence_penalty", "frequency_penalty",
+               "repetition_penalty")
+
+
+def default_params(defaults: Mapping[str, Any]) -> GenerationParams:
+    """GenerationParams with the engine's sampling defaults (vLLM's rule:
+    the model's generation config, then --override-generation-config) for
+    the fields a request leaves unset; OpenAI's defaults for the rest."""
+    p = GenerationParams()
+    for name in DEFAULTABLE:
+        value = defaults.get(name)
+        if value is not None:
+            setattr(p, name, type(getattr(p, name))(value))
+    return p
+
+
 def _int_bounds(field: str, settings: ServerSettings, vocab: int) -> tuple[int, int | None]:
     return {
         "n": (1, settings.max_n),

@@ -14,6 +14,7 @@ import grpc
 from tokenwire.server.data_plane import DataPlane
 from tokenwire.server.domain import RunOutcome
 from tokenwire.server.errors import stream_errors, unary_errors
+from tokenwire.server.request_fields import DP_RANK_HEADERS
 from tokenwire.server.session import Session
 from tokenwire.v1 import (
     chat_pb2,
@@ -25,6 +26,14 @@ from tokenwire.v1 import (
 )
 
 TENANT_HEADER = "x-tenant-id"
+
+
+def dp_rank_of(context: grpc.aio.ServicerContext) -> str | None:
+    """The data-parallel rank metadata (vLLM's or Dynamo's name), if any."""
+    for key, value in context.invocation_metadata() or ():
+        if key in DP_RANK_HEADERS and value:
+            return str(value)
+    return None
 
 
 def tenant_of(context: grpc.aio.ServicerContext) -> str | None:
@@ -45,7 +54,8 @@ class TokenwireServicer(service_pb2_grpc.TokenwireServiceServicer):
         self, request: chat_pb2.CreateChatCompletionRequest, context: grpc.aio.ServicerContext
     ) -> chat_pb2.CreateChatCompletionResponse:
         with self.state.call():
-            plan = self.plane.chat_plan(request, tenant=tenant_of(context), stream=False)
+            plan = self.plane.chat_plan(request, tenant=tenant_of(context), stream=False,
+                                          dp_rank=dp_rank_of(context))
             outcome = RunOutcome()
             resp = await self.plane.run_chat(plan, outcome)
             self.plane.after(plan, outcome)
@@ -56,7 +66,8 @@ class TokenwireServicer(service_pb2_grpc.TokenwireServiceServicer):
         self, request: chat_pb2.CreateChatCompletionRequest, context: grpc.aio.ServicerContext
     ) -> AsyncIterator[chat_pb2.StreamChatCompletionResponse]:
         with self.state.call():
-            plan = self.plane.chat_plan(request, tenant=tenant_of(context), stream=True)
+            plan = self.plane.chat_plan(request, tenant=tenant_of(context), stream=True,
+                                          dp_rank=dp_rank_of(context))
             outcome = RunOutcome()
             async for chunk in self.plane.stream_chat(plan, outcome):
                 yield chunk
@@ -67,7 +78,8 @@ class TokenwireServicer(service_pb2_grpc.TokenwireServiceServicer):
         self, request: generate_pb2.GenerateRequest, context: grpc.aio.ServicerContext
     ) -> generate_pb2.GenerateResponse:
         with self.state.call():
-            plan = self.plane.generate_plan(request, tenant=tenant_of(context), stream=False)
+            plan = self.plane.generate_plan(request, tenant=tenant_of(context), stream=False,
+                                          dp_rank=dp_rank_of(context))
             return await self.plane.run_generate(plan)
 
     @stream_errors
@@ -75,7 +87,8 @@ class TokenwireServicer(service_pb2_grpc.TokenwireServiceServicer):
         self, request: generate_pb2.GenerateRequest, context: grpc.aio.ServicerContext
     ) -> AsyncIterator[generate_pb2.GenerateResponse]:
         with self.state.call():
-            plan = self.plane.generate_plan(request, tenant=tenant_of(context), stream=True)
+            plan = self.plane.generate_plan(request, tenant=tenant_of(context), stream=True,
+                                          dp_rank=dp_rank_of(context))
             async for chunk in self.plane.stream_generate(plan):
                 yield chunk
 
@@ -85,7 +98,7 @@ class TokenwireServicer(service_pb2_grpc.TokenwireServiceServicer):
         context: grpc.aio.ServicerContext,
     ) -> AsyncIterator[session_pb2.SessionResponse]:
         with self.state.call():
-            session = Session(self.plane, tenant=tenant_of(context))
+            session = Session(self.plane, tenant=tenant_of(context), dp_rank=dp_rank_of(context))
             async for event in session.run(request_iterator):
                 yield event
 

@@ -73,9 +73,10 @@ def error_event(request_id: str, err: TokenwireError) -> session_pb2.SessionResp
 
 
 class Session:
-    def __init__(self, plane: DataPlane, *, tenant: str | None):
+    def __init__(self, plane: DataPlane, *, tenant: str | None, dp_rank: str | None = None):
         self.plane = plane
         self.tenant = tenant
+        self.dp_rank = dp_rank  # the stream's data-parallel rank metadata, if any
         self.id = uuid.uuid4().hex
         self.tasks: dict[str, asyncio.Task[session_pb2.SessionRequestDone]] = {}
         self.outbox = Outbox(OUTBOX_EVENTS)
@@ -190,9 +191,10 @@ class Session:
             req = _with_prompt(req, cont.prompt)
         plane = self.plane
         plan = (
-            plane.chat_plan(req, tenant=self.tenant, stream=req.stream)
+            plane.chat_plan(req, tenant=self.tenant, stream=req.stream, dp_rank=self.dp_rank)
             if isinstance(req, chat_pb2.CreateChatCompletionRequest)
-            else plane.generate_plan(req, tenant=self.tenant, stream=req.stream)
+            else plane.generate_plan(req, tenant=self.tenant, stream=req.stream,
+                                  dp_rank=self.dp_rank)
         )
         if cont is not None and plan.request.cache_salt is None:
             plan.request.cache_salt = cont.cache_salt

@@ -60,6 +60,12 @@ class VllmEngine(VllmControl):
         self._vocab_size = max(int(self._llm.model_config.get_vocab_size()), self._tok.size)
         self._reasoning_markers = _reasoning_markers(settings.reasoning_parser, self._tok.raw)
         self._loras: dict[str, Any] = {}
+        self._sampling_defaults = dict(self._llm.model_config.get_diff_sampling_param())
+        if self._sampling_defaults:
+            log.info("sampling defaults from the generation config: %s", self._sampling_defaults)
+
+    def sampling_defaults(self) -> dict[str, Any]:
+        return self._sampling_defaults
 
     def config_report(self) -> dict[str, Any]:
         from vllm.platforms import current_platform
@@ -164,6 +170,7 @@ class VllmEngine(VllmControl):
             async for out in self._llm.generate(
                 prompt, sp, request.request_id, priority=request.priority,
                 lora_request=self.lora_request(request.lora),
+                data_parallel_rank=request.data_parallel_rank,
             ):
                 yield _convert_output(out, wall_offset, full or out.finished)
                 full = False

@@ -1,0 +1,77 @@
+"""Per-request engine routing on the fake engine: a data-parallel rank from
+the body or the metadata (vLLM's and Dynamo's names), and the engine's
+sampling defaults (its generation config) for fields a request leaves unset."""
+
+from __future__ import annotations
+
+import collections.abc
+
+import grpc
+import pytest
+
+from tests.rpc import chat_request, error_info
+from tests.servers import ThreadServer
+from tokenwire.server.fake_engine import FakeEngine
+from tokenwire.server.settings import ServerSettings
+from tokenwire.v1 import common_pb2, generate_pb2, service_pb2_grpc
+
+
+@pytest.fixture(scope="module")
+def served() -> collections.abc.Iterator[tuple[service_pb2_grpc.TokenwireServiceStub, FakeEngine]]:
+    engine = FakeEngine(max_model_len=512)
+    engine.data_parallel_size = 2
+    server = ThreadServer(ServerSettings(engine="fake", port=0, max_model_len=512), engine).start()
+    with grpc.insecure_channel(server.address) as ch:
+        yield service_pb2_grpc.TokenwireServiceStub(ch), engine
+    server.stop()
+
+
+def _gen(**kw) -> generate_pb2.GenerateRequest:
+    return generate_pb2.GenerateRequest(token_ids=[10, 11], sampling_params=common_pb2.SamplingParams(max_tokens=2), **kw)
+
+
+def test_dp_rank_from_body_or_metadata(served) -> None:
+    stub, engine = served
+    stub.CreateChatCompletion(chat_request(max_tokens=2, nvext={"dp_rank": 1}), timeout=10)
+    assert engine.requests[-1].data_parallel_rank == 1
+    stub.CreateChatCompletion(chat_request(max_tokens=2), timeout=10,
+                              metadata=(("x-data-parallel-rank", "1"),))
+    assert engine.requests[-1].data_parallel_rank == 1
+    stub.Generate(_gen(), timeout=10, metadata=(("x-dynamo-dp-rank", "0"),))
+    assert engine.requests[-1].data_parallel_rank == 0
+    stub.Generate(_gen(data_parallel_rank=1), timeout=10, metadata=(("x-data-parallel-rank", "0"),))
+    assert engine.requests[-1].data_parallel_rank == 1  # the body wins
+    stub.Generate(_gen(), timeout=10)
+    assert engine.requests[-1].data_parallel_rank is None  # vLLM balances
+
+
+@pytest.mark.parametrize(("call", "param"), [
+    (lambda s: s.CreateChatCompletion(chat_request(max_tokens=2, nvext={"dp_rank": 2}), timeout=10),
+     "nvext.dp_rank"),
+    (lambda s: s.Generate(_gen(data_parallel_rank=5), timeout=10), "data_parallel_rank"),
+    (lambda s: s.Generate(_gen(), timeout=10, metadata=(("x-data-parallel-rank", "two"),)),
+     "x-data-parallel-rank"),
+])
+def test_bad_dp_rank_is_invalid_argument(served, call, param) -> None:
+    stub, _ = served
+    with pytest.raises(grpc.RpcError) as exc:
+        call(stub)
+    assert exc.value.code() == grpc.StatusCode.INVALID_ARGUMENT
+    assert error_info(exc.value).metadata["param"] == param
+
+
+def test_generation_config_defaults_fill_unset_fields_only(served) -> None:
+    stub, engine = served
+    engine.generation_defaults = {"temperature": 0.0, "top_p": 0.5, "max_new_tokens": 7}
+    try:
+        stub.CreateChatCompletion(chat_request(max_tokens=2), timeout=10)
+        p = engine.requests[-1].params
+        assert (p.temperature, p.top_p) == (0.0, 0.5)
+        stub.CreateChatCompletion(chat_request(max_tokens=2, temperature=0.7), timeout=10)
+        assert engine.requests[-1].params.temperature == pytest.approx(0.7)
+        stub.Generate(_gen(), timeout=10)
+        assert engine.requests[-1].params.top_p == 0.5
+    finally:
+        engine.generation_defaults = {}
+    stub.CreateChatCompletion(chat_request(max_tokens=2), timeout=10)
+    assert engine.requests[-1].params.temperature == 1.0  # OpenAI's default
