@@ -68,7 +68,7 @@ def local_reply_mappers(settings: GatewaySettings) -> list[dict]:
 def _admin_block(settings: GatewaySettings) -> str:
     if settings.admin_port < 0:
         return ""
-    address = {"socket_address": {"address": settings.listen_host, "port_value": settings.admin_port}}
+    address = {"socket_address": {"address": settings.admin_host, "port_value": settings.admin_port}}
     return "admin:\n  address: " + json.dumps(address)
 
 

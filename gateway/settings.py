@@ -22,7 +22,8 @@ class GatewaySettings:
     upstream_tls_ca: str = ""  # PEM CA (or self-signed cert) of a TLS server; "" : plaintext
     upstream_tls_server_name: str = ""  # SNI for a TLS server (default: none)
     descriptor: str = str(PACKAGE_DIR / "tokenwire.pb")  # written by `make proto`
-    admin_port: int = -1  # Envoy admin on listen_host; -1: none, 0: any free port
+    admin_port: int = -1  # Envoy admin on admin_host; -1: none, 0: any free port
+    admin_host: str = "127.0.0.1"  # loopback by default: the admin API needs no key
     max_request_bytes: int = 16 * 1024 * 1024  # larger bodies get 413
     stream_idle_timeout_s: int = 3600  # a unary completion is silent until done
     max_requests: int = 4096  # concurrent upstream requests before 503
@@ -41,7 +42,8 @@ HELPS = {
     "upstream_tls_ca": "talk TLS to the server, trusting this PEM CA or self-signed certificate",
     "upstream_tls_server_name": "SNI to send to a TLS server",
     "descriptor": "descriptor set for the transcoder (make proto writes it)",
-    "admin_port": "Envoy admin port on listen-host (-1: no admin, 0: any free port)",
+    "admin_port": "Envoy admin port on --admin-host (-1: no admin, 0: any free port)",
+    "admin_host": "Envoy admin address (loopback by default: /config_dump and /quitquitquit need no key)",
     "max_request_bytes": "largest request body; larger ones get 413",
     "stream_idle_timeout_s": "seconds a call may stay silent before Envoy ends it",
     "max_requests": "concurrent upstream requests before Envoy answers 503",

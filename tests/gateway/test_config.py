@@ -38,3 +38,13 @@ def test_gateway_print_config_uses_the_flags(capsys) -> None:
     text = capsys.readouterr().out
     assert "port_value: 18181" in text and "port_value: 15151" in text
     assert str(config.LUA_DIR / "openai_rest.lua") in text
+
+
+def test_admin_binds_loopback_even_when_the_listener_is_public() -> None:
+    import yaml
+
+    settings = GatewaySettings(listen_host="0.0.0.0", admin_port=0)
+    doc = yaml.safe_load(config.render(settings))
+    assert doc["admin"]["address"]["socket_address"]["address"] == "127.0.0.1"
+    listener = doc["static_resources"]["listeners"][0]["address"]["socket_address"]
+    assert listener["address"] == "0.0.0.0"

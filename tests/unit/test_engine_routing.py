@@ -75,3 +75,13 @@ def test_generation_config_defaults_fill_unset_fields_only(served) -> None:
         engine.generation_defaults = {}
     stub.CreateChatCompletion(chat_request(max_tokens=2), timeout=10)
     assert engine.requests[-1].params.temperature == 1.0  # OpenAI's default
+
+
+def test_generate_min_tokens_above_max_tokens_is_invalid_argument(served) -> None:
+    stub, _ = served
+    req = generate_pb2.GenerateRequest(
+        token_ids=[10, 11], sampling_params=common_pb2.SamplingParams(max_tokens=2, min_tokens=5))
+    with pytest.raises(grpc.RpcError) as exc:
+        stub.Generate(req, timeout=10)
+    assert exc.value.code() == grpc.StatusCode.INVALID_ARGUMENT
+    assert error_info(exc.value).metadata["param"] == "sampling_params.min_tokens"

@@ -181,7 +181,7 @@ async def start(settings: ServerSettings, engine: Engine) -> RunningServer:
     running = RunningServer(server, port, engine, state, health_servicer, metrics, control)
     await running.set_serving(False)
     if settings.metrics_port:
-        running.metrics_port = metrics.serve(settings.host, settings.metrics_port)
+        running.metrics_port = metrics.serve(settings.metrics_host, settings.metrics_port)
     await control.start(settings.weight_version)
     await load_lora_modules(engine, settings.lora_modules)  # type: ignore[arg-type]
     if settings.warmup:

@@ -94,6 +94,11 @@ def build_generate_plan(
         len(prompt),
         engine.max_model_len,
     )
+    if params.min_tokens > params.max_tokens:  # vLLM would raise outside any handler
+        raise InvalidArgument(
+            f"sampling_params.min_tokens ({params.min_tokens}) exceeds sampling_params.max_tokens "
+            f"({params.max_tokens})", param="sampling_params.min_tokens", reason="VALUE_OUT_OF_RANGE",
+        )
     params.detokenize = mode == "text" or bool(params.stop)
     params.stream_interval = v.stream_interval(req.stream_options)
     salt = pick_cache_salt(tenant, req.cache_salt)

@@ -74,7 +74,8 @@ class ServerSettings:
     open_probes: bool = True  # health and reflection answer without the key
     tls_cert: str = ""  # PEM certificate chain: serve gRPC over TLS
     tls_key: str = ""  # PEM private key of tls_cert
-    metrics_port: int = 0  # Prometheus /metrics on host:metrics_port; 0 = off
+    metrics_port: int = 0  # Prometheus /metrics on metrics_host:metrics_port; 0 = off
+    metrics_host: str = "127.0.0.1"  # loopback by default: /metrics needs no key
     health_check_seconds: float = 2.0  # engine liveness probe period
 
     # gRPC server.
