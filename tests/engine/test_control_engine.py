@@ -287,8 +287,13 @@ def test_g_runtime_lora_load_use_unload(stubs, tmp_path: Path) -> None:
     with_lora = generate_pb2.GenerateRequest(
         model="tiny-sql", token_ids=PROMPT,
         sampling_params=common_pb2.SamplingParams(max_tokens=12, temperature=0.0, ignore_eos=True))
-    first = list(infer.Generate(with_lora, timeout=120).choices[0].token_ids)
-    second_run = list(infer.Generate(with_lora, timeout=120).choices[0].token_ids)
+    first_resp = infer.Generate(with_lora, timeout=120)
+    # The base model cached this prompt; the adapter never reuses its KV.
+    assert first_resp.usage.prompt_tokens_details.cached_tokens == 0
+    first = list(first_resp.choices[0].token_ids)
+    second_resp = infer.Generate(with_lora, timeout=120)
+    assert second_resp.usage.prompt_tokens_details.cached_tokens == BLOCK  # its own cache
+    second_run = list(second_resp.choices[0].token_ids)
     assert first != base and first == second_run
     control.UnloadLoraAdapter(control_pb2.UnloadLoraAdapterRequest(lora_name="tiny-sql"), timeout=60)
     with pytest.raises(grpc.RpcError) as exc:
