@@ -105,7 +105,7 @@ def test_render_options_template_kwargs_and_tools() -> None:
     req.chat_template_kwargs.update({"enable_thinking": False, "n": 3})
     tool = req.tools.add(type="function")
     tool.function.name = "f"
-    opts = rf.render_options(req)
+    opts = rf.render_options(req, trust_template=True)
     assert opts.chat_template == "{{x}}"
     assert opts.template_kwargs == {"enable_thinking": False, "n": 3}  # 3, not 3.0
     assert opts.tools == [{"type": "function", "function": {"name": "f"}}]
@@ -113,7 +113,28 @@ def test_render_options_template_kwargs_and_tools() -> None:
     treq = tokenize_pb2.TokenizeRequest(chat_template="{{x}}")
     treq.chat_template_kwargs.update({"enable_thinking": False, "n": 3})
     treq.tools.add(type="function").function.name = "f"
-    assert rf.render_options(treq) == opts
+    assert rf.render_options(treq, trust_template=True) == opts
+
+
+@pytest.mark.parametrize("where", ["root", "kwargs"])
+def test_request_templates_are_refused_unless_trusted(where) -> None:
+    req = chat_pb2.CreateChatCompletionRequest()
+    if where == "root":
+        req.chat_template = "{% for i in range(9999999) %}x{% endfor %}"
+    else:
+        req.chat_template_kwargs.update({"chat_template": "{{ 'x' * 10**10 }}"})
+    with pytest.raises(InvalidArgument) as exc:
+        rf.render_options(req)
+    assert exc.value.param == "chat_template" and exc.value.reason == "REQUEST_TEMPLATE_NOT_ALLOWED"
+    assert rf.render_options(req, trust_template=True).chat_template
+
+
+def test_reserved_template_kwargs_are_stripped() -> None:
+    req = chat_pb2.CreateChatCompletionRequest()
+    req.chat_template_kwargs.update({"tokenize": True, "return_dict": True, "enable_thinking": True,
+                                     "add_generation_prompt": False})
+    opts = rf.render_options(req)
+    assert opts.template_kwargs == {"enable_thinking": True} and opts.add_generation_prompt
 
 
 def test_render_flags_conflict() -> None:

@@ -85,3 +85,20 @@ def test_generate_min_tokens_above_max_tokens_is_invalid_argument(served) -> Non
         stub.Generate(req, timeout=10)
     assert exc.value.code() == grpc.StatusCode.INVALID_ARGUMENT
     assert error_info(exc.value).metadata["param"] == "sampling_params.min_tokens"
+
+
+def test_request_chat_templates_are_refused_without_trust(served) -> None:
+    stub, _ = served
+    from tokenwire.v1 import tokenize_pb2
+
+    bomb = "{% for a in range(100000) %}{% for b in range(100000) %}x{% endfor %}{% endfor %}"
+    with pytest.raises(grpc.RpcError) as exc:
+        stub.CreateChatCompletion(chat_request(max_tokens=2, chat_template=bomb), timeout=10)
+    assert exc.value.code() == grpc.StatusCode.INVALID_ARGUMENT
+    assert error_info(exc.value).metadata["param"] == "chat_template"
+    req = tokenize_pb2.TokenizeRequest(chat_template=bomb)
+    req.messages.add(role="user").content.string_value = "hi"
+    with pytest.raises(grpc.RpcError) as exc:
+        stub.Tokenize(req, timeout=10)
+    assert error_info(exc.value).metadata["param"] == "chat_template"
+    assert stub.CreateChatCompletion(chat_request(max_tokens=2), timeout=10).choices[0].finish_reason

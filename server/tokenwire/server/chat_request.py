@@ -198,7 +198,7 @@ def build_chat_plan(
 
     # Tool calls are parsed from the output when tools are offered and the
     # tool choice is not "none" (whether or not the prompt was rendered here).
-    options = render_options(req)
+    options = render_options(req, trust_template=settings.trust_request_chat_template)
     tools = options.tools
     if req.HasField("tool_choice"):
         check_tool_choice(req.tool_choice, tools)

@@ -249,18 +249,39 @@ def check_render_flags(req: RenderRequest) -> None:
         )
 
 
-def render_options(req: RenderRequest) -> RenderOptions:
+# chat_template_kwargs keys the renderer itself sets: never taken from a
+# request (vLLM strips the same ones). "chat_template" is the request's own
+# template, allowed only with --trust-request-chat-template.
+RESERVED_TEMPLATE_KWARGS = frozenset({
+    "chat_template", "tokenize", "return_dict", "return_assistant_tokens_mask", "messages",
+    "conversation", "tools", "documents", "add_generation_prompt", "continue_final_message",
+})
+
+
+def render_options(req: RenderRequest, *, trust_template: bool = False) -> RenderOptions:
     """The one way to build RenderOptions from a request: the generation
     prompt (default on, off when continuing the final message), template,
-    template kwargs and tools. Flag conflicts: check_render_flags."""
+    template kwargs and tools. Flag conflicts: check_render_flags.
+
+    A request's own chat template runs Jinja on the server, so it is refused
+    unless the operator trusts callers (`trust_template`, from
+    --trust-request-chat-template), as vLLM does."""
     cont = bool(req.continue_final_message)
     add_gen = req.add_generation_prompt if req.HasField("add_generation_prompt") else True
+    kwargs = struct_to_dict(req.chat_template_kwargs) if req.HasField("chat_template_kwargs") else {}
+    template = req.chat_template if req.HasField("chat_template") and req.chat_template else None
+    if template is None and isinstance(kwargs.get("chat_template"), str) and kwargs["chat_template"]:
+        template = kwargs["chat_template"]
+    if template is not None and not trust_template:
+        raise InvalidArgument(
+            "chat_template: a request's own chat template is refused unless the server runs "
+            "with --trust-request-chat-template (templates run code on the server)",
+            param="chat_template", reason="REQUEST_TEMPLATE_NOT_ALLOWED",
+        )
     return RenderOptions(
         add_generation_prompt=add_gen and not cont,
         continue_final_message=cont,
-        chat_template=req.chat_template if req.HasField("chat_template") else None,
-        template_kwargs=(
-            struct_to_dict(req.chat_template_kwargs) if req.HasField("chat_template_kwargs") else {}
-        ),
+        chat_template=template,
+        template_kwargs={k: v for k, v in kwargs.items() if k not in RESERVED_TEMPLATE_KWARGS},
         tools=tools_to_dicts(req.tools),
     )

@@ -232,7 +232,8 @@ class Session:
                     "empty: the prompt is the earlier request's ids plus the suffix",
                     param="messages",
                 )
-            options = render_options(req)
+            options = render_options(
+                req, trust_template=self.plane.settings.trust_request_chat_template)
         elif req.token_ids:
             raise InvalidArgument(
                 "with a continuation, generate.token_ids must be empty: the prompt is the "

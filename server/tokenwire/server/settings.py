@@ -56,6 +56,7 @@ class ServerSettings:
     max_stop_token_ids: int = 256
     max_stop_strings: int = 16
     max_top_logprobs: int = 20
+    trust_request_chat_template: bool = False  # requests may send their own Jinja template
 
     # Sessions, continuation and speculative prefill.
     session_max_requests: int = 1024  # running requests per session
@@ -123,6 +124,8 @@ def add_arguments(parser: Any, *, skip: frozenset[str] = frozenset()) -> None:
         "continuation_session_max_requests": "finished requests kept for continuation per session",
         "speculative_prefill": "honour nvext.agent_hints.speculative_prefill (warm the next turn's prefix)",
         "speculative_prefill_priority": "engine priority of speculative prefills (lower runs first)",
+        "trust_request_chat_template": "accept `chat_template` in requests (Jinja runs on the "
+                                       "server: trusted callers only; vLLM's flag of the same name)",
         "enable_control": "serve the ControlService (pause/resume, weight updates, cache reset, LoRA)",
         "admin_api_key": "key for the ControlService (also $TOKENWIRE_ADMIN_API_KEY); empty: loopback callers only",
         "control_timeout_seconds": "longest a control call runs when the caller set no deadline",

@@ -15,7 +15,8 @@ from tokenwire.v1 import tokenize_pb2
 
 
 def tokenize(
-    req: tokenize_pb2.TokenizeRequest, engine: Engine, *, served_model: str
+    req: tokenize_pb2.TokenizeRequest, engine: Engine, *, served_model: str,
+    trust_template: bool = False,
 ) -> tokenize_pb2.TokenizeResponse:
     check_model(req.model, served_model, engine.lora_names())
     has_prompt = req.HasField("prompt")
@@ -26,7 +27,7 @@ def tokenize(
         ids = engine.encode(req.prompt, add_special_tokens=add_special)
     else:
         check_render_flags(req)
-        options = render_options(req)
+        options = render_options(req, trust_template=trust_template)
         ids = engine.render_chat(messages_to_dicts(req.messages), options)
         if req.HasField("add_special_tokens") and req.add_special_tokens:
             ids = engine.encode("", add_special_tokens=True) + ids
