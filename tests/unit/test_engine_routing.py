@@ -102,3 +102,25 @@ def test_request_chat_templates_are_refused_without_trust(served) -> None:
         stub.Tokenize(req, timeout=10)
     assert error_info(exc.value).metadata["param"] == "chat_template"
     assert stub.CreateChatCompletion(chat_request(max_tokens=2), timeout=10).choices[0].finish_reason
+
+
+def test_no_paths_or_exception_text_reach_callers(served) -> None:
+    stub, engine = served
+    from tokenwire.v1 import models_pb2
+
+    models = stub.ListModels(models_pb2.ListModelsRequest(), timeout=5).data
+    assert all("/" not in m.root for m in models)
+
+    async def boom(request):  # an engine bug with a secret in its message
+        raise RuntimeError("/secret/path/weights.bin leaked")
+        yield  # pragma: no cover
+
+    real = engine.generate
+    engine.generate = boom  # type: ignore[method-assign]
+    try:
+        with pytest.raises(grpc.RpcError) as exc:
+            stub.CreateChatCompletion(chat_request(max_tokens=2), timeout=10)
+    finally:
+        engine.generate = real  # type: ignore[method-assign]
+    assert exc.value.code() == grpc.StatusCode.INTERNAL
+    assert "secret" not in exc.value.details() and "incident" in exc.value.details()

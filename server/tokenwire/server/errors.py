@@ -12,6 +12,7 @@ from __future__ import annotations
 import asyncio
 import functools
 import logging
+import uuid
 from collections.abc import AsyncIterator, Awaitable, Callable
 from typing import Any, TypeVar
 
@@ -112,8 +113,11 @@ def classify(exc: BaseException) -> TokenwireError:
         return exc
     # The engine adapter raises TokenwireError subclasses for engine errors
     # it recognises; anything else is a bug: report INTERNAL, log the trace.
-    log.exception("internal error", exc_info=exc)
-    return Internal(f"internal error: {type(exc).__name__}: {exc}")
+    # The caller gets an id to quote, never the exception text (it may hold
+    # paths or data of other requests); the log has the trace under that id.
+    incident = uuid.uuid4().hex[:12]
+    log.exception("internal error %s", incident, exc_info=exc)
+    return Internal(f"internal error (incident {incident}; details are in the server log)")
 
 
 async def abort_with(context: grpc.aio.ServicerContext, err: TokenwireError) -> None:

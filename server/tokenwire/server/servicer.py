@@ -124,7 +124,7 @@ class TokenwireServicer(service_pb2_grpc.TokenwireServiceServicer):
             object="model",
             created=self.state.started,
             owned_by="tokenwire",
-            root=self.engine.model_path,
+            root=self.plane.served_model,  # not the server's file system path
             max_model_len=self.engine.max_model_len,
         )
         for name in self.engine.lora_names():

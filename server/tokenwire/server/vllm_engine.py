@@ -11,6 +11,7 @@ import logging
 import math
 import os
 import time
+import uuid
 from collections.abc import AsyncIterator
 from typing import Any
 
@@ -332,4 +333,6 @@ def _map_engine_error(exc: BaseException) -> errors.TokenwireError:
         if int(exc.http_status) in (429, 503):
             return errors.ResourceExhausted(f"the engine is full: {exc.message}")
         return errors.Unavailable(exc.message)
-    return errors.Internal(f"engine error: {type(exc).__name__}: {exc}")
+    incident = uuid.uuid4().hex[:12]
+    log.error("engine error %s: %s: %s", incident, type(exc).__name__, exc)
+    return errors.Internal(f"engine error (incident {incident}; details are in the server log)")
