@@ -269,7 +269,7 @@ class FakeEngine(FakeControl):
                     sent += 1
             if not request.stream:
                 yield self._final(request, plans, emitted, texts, done, cached, arrival, first_token)
-        except asyncio.CancelledError:
+        except (asyncio.CancelledError, GeneratorExit):  # like vLLM: both abort
             self.aborted.append(request.request_id)
             raise
         finally:

@@ -3,6 +3,7 @@ execution and response building."""
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import time
 from collections.abc import AsyncIterator
@@ -189,24 +190,25 @@ async def stream_generate(
     ids: dict[int, list[int]] | None = {} if outcome is not None else None
     # Nothing is sent before the first output: errors at start (admission,
     # engine validation) fail the call before its first message.
-    async for out in engine.generate(plan.request):
-        resp = _response(plan)
-        if first and plan.return_token_ids:
-            resp.prompt_token_ids.extend(plan.request.prompt_token_ids)
-        first = False
-        for c in out.choices:
-            if c.token_ids or c.text or c.finish_reason is not None:
-                _add_choice(resp, plan, c)
-                completion += len(c.token_ids)
-        cached = out.num_cached_tokens
-        finished = out.finished
-        if ids is not None:  # only when asked: a session keeps the ids
-            if out.prompt_token_ids:
-                prompt_ids = out.prompt_token_ids
+    async with contextlib.aclosing(engine.generate(plan.request)) as outputs:
+        async for out in outputs:
+            resp = _response(plan)
+            if first and plan.return_token_ids:
+                resp.prompt_token_ids.extend(plan.request.prompt_token_ids)
+            first = False
             for c in out.choices:
-                ids.setdefault(c.index, []).extend(c.token_ids)
-        if resp.choices or resp.prompt_token_ids:
-            yield resp
+                if c.token_ids or c.text or c.finish_reason is not None:
+                    _add_choice(resp, plan, c)
+                    completion += len(c.token_ids)
+            cached = out.num_cached_tokens
+            finished = out.finished
+            if ids is not None:  # only when asked: a session keeps the ids
+                if out.prompt_token_ids:
+                    prompt_ids = out.prompt_token_ids
+                for c in out.choices:
+                    ids.setdefault(c.index, []).extend(c.token_ids)
+            if resp.choices or resp.prompt_token_ids:
+                yield resp
     if not finished:
         raise Internal("the engine ended the stream without finishing the request")
     if outcome is not None and ids is not None:

@@ -3,6 +3,7 @@ around every request (chat, generate, session, prefill), by delegation."""
 
 from __future__ import annotations
 
+import contextlib
 import time
 from collections.abc import AsyncIterator
 from typing import Any
@@ -32,13 +33,16 @@ class GuardedEngine:
             produced = 0  # added to the counter once, when the request ends
             first = True
             try:
-                async for out in self.inner.generate(request):
-                    for c in out.choices:
-                        produced += len(c.token_ids)
-                    if first and produced:
-                        first = False
-                        self._first_token(out, received)
-                    yield out
+                # Closed explicitly: an abandoned stream aborts its engine
+                # request now, not when the garbage collector runs.
+                async with contextlib.aclosing(self.inner.generate(request)) as outputs:
+                    async for out in outputs:
+                        for c in out.choices:
+                            produced += len(c.token_ids)
+                        if first and produced:
+                            first = False
+                            self._first_token(out, received)
+                        yield out
             finally:
                 m.completion_tokens.inc(produced)
                 m.in_flight.dec()

@@ -1,0 +1,50 @@
+"""An abandoned stream (its consumer closes it) aborts the engine request
+and frees its admission slot at once, not when the garbage collector runs."""
+
+from __future__ import annotations
+
+import pytest
+
+from tokenwire.server.admission import Admission
+from tokenwire.server.chat_request import build_chat_plan
+from tokenwire.server.chat_service import stream_chat
+from tokenwire.server.fake_engine import FakeEngine
+from tokenwire.server.generate_service import build_generate_plan, stream_generate
+from tokenwire.server.guarded_engine import GuardedEngine
+from tokenwire.server.metrics import Metrics
+from tokenwire.server.settings import ServerSettings
+from tokenwire.v1 import chat_pb2, common_pb2, generate_pb2
+
+SETTINGS = ServerSettings(engine="fake", max_model_len=512)
+
+
+@pytest.fixture()
+def engines() -> tuple[FakeEngine, GuardedEngine]:
+    fake = FakeEngine(max_model_len=512, token_delay=0.001)
+    return fake, GuardedEngine(fake, Admission(8, 0), Metrics())
+
+
+async def test_closing_a_generate_stream_aborts_at_once(engines) -> None:
+    fake, guarded = engines
+    req = generate_pb2.GenerateRequest(token_ids=[10, 11], sampling_params=common_pb2.SamplingParams(
+        max_tokens=200, ignore_eos=True))
+    plan = build_generate_plan(req, guarded, SETTINGS, served_model="m", tenant=None, stream=True)  # type: ignore[arg-type]
+    stream = stream_generate(guarded, plan)  # type: ignore[arg-type]
+    await anext(stream)
+    assert fake.running and guarded.admission.requests == 1
+    await stream.aclose()  # type: ignore[attr-defined]
+    assert not fake.running and fake.aborted == [plan.request.request_id]
+    assert guarded.admission.requests == 0
+
+
+async def test_closing_a_chat_stream_aborts_at_once(engines) -> None:
+    fake, guarded = engines
+    req = chat_pb2.CreateChatCompletionRequest(max_tokens=200, ignore_eos=True)
+    req.messages.add(role="user").content.string_value = "hi"
+    plan = build_chat_plan(req, guarded, SETTINGS, served_model="m", tenant=None, stream=True)  # type: ignore[arg-type]
+    stream = stream_chat(guarded, plan, worker_id="w")  # type: ignore[arg-type]
+    await anext(stream)
+    await anext(stream)
+    await stream.aclose()  # type: ignore[attr-defined]
+    assert not fake.running and fake.aborted == [plan.request.request_id]
+    assert guarded.admission.requests == 0
