@@ -270,7 +270,8 @@ class FakeEngine(FakeControl):
             if not request.stream:
                 yield self._final(request, plans, emitted, texts, done, cached, arrival, first_token)
         except (asyncio.CancelledError, GeneratorExit):  # like vLLM: both abort
-            self.aborted.append(request.request_id)
+            if request.request_id not in self.aborted:  # once, however it was closed
+                self.aborted.append(request.request_id)
             raise
         finally:
             self.running.discard(request.request_id)
