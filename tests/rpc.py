@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import threading
+import time
 from typing import Any
 
 import grpc
@@ -43,3 +45,32 @@ def stream_text(chunks: list[chat_pb2.StreamChatCompletionResponse]) -> dict[int
         for ch in chunk.choices:
             out[ch.index] = out.get(ch.index, "") + ch.delta.content
     return out
+
+
+class StreamReader(threading.Thread):
+    """Reads a server stream in the background (chat chunks or generate
+    messages): `msgs` so far, `error` if it failed."""
+
+    def __init__(self, call: Any) -> None:
+        super().__init__(daemon=True)
+        self.call = call
+        self.msgs: list[Any] = []
+        self.error: grpc.RpcError | None = None
+        self.start()
+
+    def run(self) -> None:
+        try:
+            for msg in self.call:
+                self.msgs.append(msg)
+        except grpc.RpcError as exc:
+            self.error = exc
+
+    def ids(self) -> list[int]:
+        """Every choice's token ids so far, in arrival order."""
+        return [t for m in self.msgs for c in m.choices for t in c.token_ids]
+
+    def wait_ids(self, n: int, timeout: float = 60) -> None:
+        deadline = time.monotonic() + timeout
+        while len(self.ids()) < n:
+            assert time.monotonic() < deadline and self.error is None, self.error or "no progress"
+            time.sleep(0.005)

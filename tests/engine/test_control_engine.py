@@ -10,13 +10,13 @@ from __future__ import annotations
 import collections.abc
 import itertools
 import shutil
-import threading
 import time
 from pathlib import Path
 
 import grpc
 import pytest
 
+from tests.rpc import StreamReader
 from tests.servers import ROOT, ProcessServer
 from tokenwire.v1 import (
     common_pb2,
@@ -119,29 +119,6 @@ def spans(choice) -> list[tuple[str, int, int]]:
     return [(s.version, s.start, s.end) for s in choice.weight_versions]
 
 
-class Reader(threading.Thread):
-    def __init__(self, call) -> None:
-        super().__init__(daemon=True)
-        self.call, self.msgs, self.error = call, [], None
-        self.start()
-
-    def run(self) -> None:
-        try:
-            for msg in self.call:
-                self.msgs.append(msg)
-        except grpc.RpcError as exc:
-            self.error = exc
-
-    def ids(self) -> list[int]:
-        return [t for m in self.msgs for c in m.choices for t in c.token_ids]
-
-    def wait_ids(self, n: int, timeout: float = 60) -> None:
-        deadline = time.monotonic() + timeout
-        while len(self.ids()) < n:
-            assert time.monotonic() < deadline and self.error is None, self.error
-            time.sleep(0.01)
-
-
 def test_a_update_from_path_gives_the_second_checkpoints_tokens(stubs, second: Path) -> None:
     infer, control = stubs
     before = generate(infer, 12)
@@ -162,7 +139,7 @@ def test_a_update_from_path_gives_the_second_checkpoints_tokens(stubs, second: P
 def test_b_keep_mode_update_splits_one_stream_into_two_spans(stubs, second: Path) -> None:
     infer, control = stubs
     total = 400
-    reader = Reader(generate(infer, total, stream=True))
+    reader = StreamReader(generate(infer, total, stream=True))
     reader.wait_ids(20)
     control.Pause(control_pb2.PauseRequest(mode="keep"), timeout=60)
     control.UpdateWeightsFromPath(
@@ -180,7 +157,7 @@ def test_b_keep_mode_update_splits_one_stream_into_two_spans(stubs, second: Path
 
 def test_c_abort_returns_partial_ids_and_wait_lets_them_finish(stubs) -> None:
     infer, control = stubs
-    reader = Reader(generate(infer, 1500, stream=True))
+    reader = StreamReader(generate(infer, 1500, stream=True))
     reader.wait_ids(10)
     control.Pause(control_pb2.PauseRequest(mode="abort"), timeout=60)
     reader.join(60)
@@ -190,7 +167,7 @@ def test_c_abort_returns_partial_ids_and_wait_lets_them_finish(stubs) -> None:
     assert final.finish_reason == "abort"
     n = len(reader.ids())
     assert 10 <= n < 1500 and spans(final)[-1][2] == n
-    reader = Reader(generate(infer, 200, stream=True))
+    reader = StreamReader(generate(infer, 200, stream=True))
     reader.wait_ids(5)
     control.Pause(control_pb2.PauseRequest(mode="wait"), timeout=120)
     finished_before_pause_returned = not reader.is_alive() or reader.msgs[-1].choices[-1].finish_reason
@@ -242,7 +219,7 @@ def test_f_64_streams_across_10_update_cycles_lose_nothing(stubs, second: Path) 
     infer, control = stubs
     control.SetWeightVersion(control_pb2.SetWeightVersionRequest(new_version="c00"), timeout=30)
     n_streams, n_tokens, cycles = 64, 300, 10
-    readers = [Reader(generate(infer, n_tokens, stream=True, prompt=[500 + i, 600 + i, 700 + i]))
+    readers = [StreamReader(generate(infer, n_tokens, stream=True, prompt=[500 + i, 600 + i, 700 + i]))
                for i in range(n_streams)]
     for r in readers:
         r.wait_ids(1, timeout=120)

@@ -5,14 +5,13 @@ from __future__ import annotations
 
 import asyncio
 import collections.abc
-import threading
 import time
 from pathlib import Path
 
 import grpc
 import pytest
 
-from tests.rpc import chat_request, error_info, stream_ids
+from tests.rpc import StreamReader, chat_request, error_info, stream_ids
 from tests.servers import ThreadServer
 from tokenwire.server.fake_engine import FakeEngine
 from tokenwire.server.settings import ServerSettings
@@ -50,30 +49,6 @@ def stubs(served):
         control.Resume(control_pb2.ResumeRequest(), timeout=10)  # never leave it paused
 
 
-class Collector(threading.Thread):
-    """Reads a stream in the background; `seen` counts chunks with ids."""
-
-    def __init__(self, call: collections.abc.Iterator) -> None:
-        super().__init__(daemon=True)
-        self.call = call
-        self.chunks: list = []
-        self.error: grpc.RpcError | None = None
-        self.start()
-
-    def run(self) -> None:
-        try:
-            for chunk in self.call:
-                self.chunks.append(chunk)
-        except grpc.RpcError as exc:
-            self.error = exc
-
-    def wait_ids(self, n: int, timeout: float = 10) -> None:
-        deadline = time.monotonic() + timeout
-        while sum(len(c.token_ids) for ch in self.chunks for c in ch.choices) < n:
-            assert time.monotonic() < deadline, "the stream did not progress"
-            time.sleep(0.005)
-
-
 def _long_chat(**kw):
     return chat_request(max_tokens=80, ignore_eos=True, return_token_ids=True, **kw)
 
@@ -81,14 +56,14 @@ def _long_chat(**kw):
 def test_keep_update_resume_splits_spans_and_loses_no_id(stubs, tmp_path: Path) -> None:
     infer, control = stubs
     control.SetWeightVersion(control_pb2.SetWeightVersionRequest(new_version="v1"), timeout=10)
-    reader = Collector(infer.StreamChatCompletion(_long_chat(), timeout=60))
+    reader = StreamReader(infer.StreamChatCompletion(_long_chat(), timeout=60))
     reader.wait_ids(5)
     state = control.Pause(control_pb2.PauseRequest(mode="keep"), timeout=10).state
     assert state.paused and state.pause_mode == "keep"
     time.sleep(0.05)  # an output already in flight may still arrive
-    frozen = len(stream_ids(reader.chunks).get(0, []))
+    frozen = len(stream_ids(reader.msgs).get(0, []))
     time.sleep(0.15)
-    assert len(stream_ids(reader.chunks).get(0, [])) == frozen, "keep must freeze generation"
+    assert len(stream_ids(reader.msgs).get(0, [])) == frozen, "keep must freeze generation"
     assert infer.GetStats(models_pb2.GetStatsRequest(), timeout=5).paused
     resp = control.UpdateWeightsFromPath(
         control_pb2.UpdateWeightsFromPathRequest(path=str(tmp_path), weight_version="v2"), timeout=10
@@ -98,9 +73,9 @@ def test_keep_update_resume_splits_spans_and_loses_no_id(stubs, tmp_path: Path) 
     control.Resume(control_pb2.ResumeRequest(), timeout=10)
     reader.join(30)
     assert reader.error is None
-    ids = stream_ids(reader.chunks)[0]
+    ids = stream_ids(reader.msgs)[0]
     assert len(ids) == 80
-    last = [c for ch in reader.chunks for c in ch.choices if c.finish_reason][-1]
+    last = [c for ch in reader.msgs for c in ch.choices if c.finish_reason][-1]
     spans = [(s.version, s.start, s.end) for s in last.weight_versions]
     assert spans[0][0] == "v1" and spans[-1] == ("v2", spans[-1][1], 80)
     assert len(spans) == 2 and spans[0][1] == 0 and spans[0][2] == spans[1][1] == frozen
@@ -114,14 +89,14 @@ def test_keep_update_resume_splits_spans_and_loses_no_id(stubs, tmp_path: Path) 
 
 def test_abort_mode_ends_streams_with_every_id_so_far(stubs) -> None:
     infer, control = stubs
-    reader = Collector(infer.StreamChatCompletion(_long_chat(), timeout=60))
+    reader = StreamReader(infer.StreamChatCompletion(_long_chat(), timeout=60))
     reader.wait_ids(5)
     control.Pause(control_pb2.PauseRequest(mode="abort"), timeout=10)
     reader.join(10)
     assert reader.error is None, reader.error
-    finals = [c for ch in reader.chunks for c in ch.choices if c.finish_reason]
+    finals = [c for ch in reader.msgs for c in ch.choices if c.finish_reason]
     assert [c.finish_reason for c in finals] == ["abort"]
-    ids = stream_ids(reader.chunks)[0]
+    ids = stream_ids(reader.msgs)[0]
     assert 5 <= len(ids) < 80
     span = finals[0].weight_versions
     assert span[-1].end == len(ids) and span[0].start == 0
@@ -129,22 +104,22 @@ def test_abort_mode_ends_streams_with_every_id_so_far(stubs) -> None:
 
 def test_wait_mode_lets_running_requests_finish_and_new_ones_wait(stubs) -> None:
     infer, control = stubs
-    reader = Collector(infer.StreamChatCompletion(_long_chat(), timeout=60))
+    reader = StreamReader(infer.StreamChatCompletion(_long_chat(), timeout=60))
     reader.wait_ids(3)
     control.Pause(control_pb2.PauseRequest(mode="wait"), timeout=20)
     reader.join(1)
     assert not reader.is_alive() and reader.error is None
-    assert len(stream_ids(reader.chunks)[0]) == 80
+    assert len(stream_ids(reader.msgs)[0]) == 80
     # While paused a new request waits; its own deadline bounds the wait.
     with pytest.raises(grpc.RpcError) as exc:
         infer.CreateChatCompletion(chat_request(max_tokens=3), timeout=0.5)
     assert exc.value.code() == grpc.StatusCode.DEADLINE_EXCEEDED
-    waiting = Collector(infer.StreamChatCompletion(chat_request(max_tokens=3, return_token_ids=True), timeout=20))
+    waiting = StreamReader(infer.StreamChatCompletion(chat_request(max_tokens=3, return_token_ids=True), timeout=20))
     time.sleep(0.1)
-    assert not any(c.token_ids for ch in waiting.chunks for c in ch.choices)
+    assert not any(c.token_ids for ch in waiting.msgs for c in ch.choices)
     control.Resume(control_pb2.ResumeRequest(), timeout=10)
     waiting.join(10)
-    assert waiting.error is None and len(stream_ids(waiting.chunks)[0]) == 3
+    assert waiting.error is None and len(stream_ids(waiting.msgs)[0]) == 3
 
 
 def test_update_from_path_pauses_and_resumes_itself_and_changes_output(stubs, tmp_path: Path) -> None:
@@ -212,13 +187,13 @@ def test_platform_limits_are_failed_precondition(stubs) -> None:
 def test_abort_requests_by_id_and_reset_cache(stubs, served) -> None:
     infer, control = stubs
     _, engine = served
-    reader = Collector(infer.StreamChatCompletion(_long_chat(request_id="mine-1"), timeout=30))
+    reader = StreamReader(infer.StreamChatCompletion(_long_chat(request_id="mine-1"), timeout=30))
     reader.wait_ids(2)
     running = sorted(engine.running)
     resp = control.AbortRequests(control_pb2.AbortRequestsRequest(request_ids=running), timeout=5)
     assert resp.status == "aborted" and resp.aborted == len(running)
     reader.join(10)
-    assert [c.finish_reason for ch in reader.chunks for c in ch.choices if c.finish_reason] == ["abort"]
+    assert [c.finish_reason for ch in reader.msgs for c in ch.choices if c.finish_reason] == ["abort"]
     assert control.ResetPrefixCache(control_pb2.ResetPrefixCacheRequest(), timeout=5).success
 
 

@@ -25,12 +25,11 @@ from tokenwire.server.control_servicer import ControlServicer
 from tokenwire.server.data_plane import DataPlane
 from tokenwire.server.domain import (
     Engine,
-    EngineControl,
     EngineRequest,
     GenerationParams,
     RenderOptions,
 )
-from tokenwire.server.errors import InvalidArgument, TokenwireError
+from tokenwire.server.errors import TokenwireError
 from tokenwire.server.guarded_engine import GuardedEngine
 from tokenwire.server.metrics import Metrics, MetricsInterceptor
 from tokenwire.server.prefill import Prefiller
@@ -83,15 +82,14 @@ def build_data_plane(engine: Engine, settings: ServerSettings, state: ServingSta
     return DataPlane(engine, settings, state, store=store, turns=turns, prefiller=prefiller)
 
 
-async def load_lora_modules(engine: EngineControl, modules: tuple[str, ...]) -> None:
-    """--lora-modules NAME=PATH ...: load each; a bad one is logged and the
-    server goes on serving the base model (and the others)."""
+async def load_lora_modules(control: ControlPlane, modules: tuple[str, ...]) -> None:
+    """--lora-modules NAME=PATH ...: load each with the control plane's
+    checks; a bad one is logged and the server goes on serving the base
+    model (and the others)."""
     for spec in modules:
         name, _, path = spec.partition("=")
         try:
-            if not name or not path:
-                raise InvalidArgument(f"--lora-modules: {spec!r} is not NAME=PATH")
-            await engine.add_lora(name, path, False)
+            await control.load_lora(name, path, False, None)
             log.info("LoRA adapter %s loaded from %s", name, path)
         except TokenwireError as err:
             log.error("LoRA adapter %r not loaded: %s", spec, err.message)
@@ -183,7 +181,7 @@ async def start(settings: ServerSettings, engine: Engine) -> RunningServer:
     if settings.metrics_port:
         running.metrics_port = metrics.serve(settings.metrics_host, settings.metrics_port)
     await control.start(settings.weight_version)
-    await load_lora_modules(engine, settings.lora_modules)  # type: ignore[arg-type]
+    await load_lora_modules(control, settings.lora_modules)
     if settings.warmup:
         await warm_up(engine)
     await running.set_serving(True)

@@ -26,7 +26,13 @@ from collections.abc import Awaitable, Callable
 from typing import Any, TypeVar
 
 from tokenwire.server.domain import PAUSE_MODES, EngineControl, is_folder
-from tokenwire.server.errors import DeadlineExceeded, InvalidArgument, TokenwireError
+from tokenwire.server.errors import (
+    AlreadyExists,
+    DeadlineExceeded,
+    InvalidArgument,
+    NotFound,
+    TokenwireError,
+)
 from tokenwire.server.serving_state import ServingState
 
 log = logging.getLogger("tokenwire.control")
@@ -61,6 +67,30 @@ def check_mode(mode: str, param: str, default: str) -> str:
             reason="VALUE_NOT_ALLOWED",
         )
     return mode
+
+
+def check_lora_load(name: str, path: str, inplace: bool, loaded: list[str]) -> None:
+    """Request checks of a LoRA load, made once for every engine."""
+    if not name:
+        raise InvalidArgument("lora_name is required", param="lora_name", reason="FIELD_REQUIRED")
+    if not path:
+        raise InvalidArgument("lora_path is required", param="lora_path", reason="FIELD_REQUIRED")
+    if name in loaded and not inplace:
+        raise AlreadyExists(
+            f"lora_name: an adapter named {name!r} is loaded (load_inplace replaces it)",
+            param="lora_name", reason="LORA_EXISTS",
+        )
+    if not is_folder(path):
+        raise InvalidArgument(f"lora_path: {path!r} is not a folder on the server",
+                              param="lora_path", reason="PATH_NOT_FOUND")
+
+
+def check_lora_known(name: str, loaded: list[str]) -> None:
+    if not name:
+        raise InvalidArgument("lora_name is required", param="lora_name", reason="FIELD_REQUIRED")
+    if name not in loaded:
+        raise NotFound(f"lora_name: no adapter named {name!r} is loaded", param="lora_name",
+                       reason="LORA_NOT_FOUND")
 
 
 def check_version(version: str, param: str) -> str:
@@ -242,16 +272,18 @@ class ControlPlane:
             return await self._engine.abort_requests(request_ids or None)
 
     async def load_lora(self, name: str, path: str, inplace: bool, deadline: float | None) -> None:
-        if not name:
-            raise InvalidArgument("lora_name is required", param="lora_name", reason="FIELD_REQUIRED")
-        if not path:
-            raise InvalidArgument("lora_path is required", param="lora_path", reason="FIELD_REQUIRED")
-        await self._run("load LoRA adapter", lambda: self._engine.add_lora(name, path, inplace), deadline)
+        async def op() -> None:  # checked under the lock: the loaded set cannot change meanwhile
+            check_lora_load(name, path, inplace, self._engine.lora_names())
+            await self._engine.add_lora(name, path, inplace)
+
+        await self._run("load LoRA adapter", op, deadline)
 
     async def unload_lora(self, name: str, deadline: float | None) -> None:
-        if not name:
-            raise InvalidArgument("lora_name is required", param="lora_name", reason="FIELD_REQUIRED")
-        await self._run("unload LoRA adapter", lambda: self._engine.remove_lora(name), deadline)
+        async def op() -> None:
+            check_lora_known(name, self._engine.lora_names())
+            await self._engine.remove_lora(name)
+
+        await self._run("unload LoRA adapter", op, deadline)
 
     # -- state ------------------------------------------------------------
     async def is_sleeping(self) -> bool:

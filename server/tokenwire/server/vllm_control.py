@@ -17,7 +17,6 @@ import itertools
 from typing import Any
 
 from tokenwire.server import errors
-from tokenwire.server.domain import is_folder
 
 
 class VllmControl:
@@ -40,11 +39,7 @@ class VllmControl:
         return bool(await self._llm.reset_prefix_cache(reset_running_requests=reset_running_requests))
 
     async def reload_weights(self, path: str) -> None:
-        if not is_folder(path):
-            raise errors.InvalidArgument(
-                f"path: {path!r} is not a folder on the server", param="path", reason="PATH_NOT_FOUND"
-            )
-        try:
+        try:  # (the folder was checked by the control plane)
             await self._llm.collective_rpc(
                 "reload_weights", kwargs={"weights_path": path, "is_checkpoint_format": True}
             )
@@ -138,17 +133,7 @@ class VllmControl:
                 "LoRA is off: start the server with --enable-lora", param="lora_name",
                 reason="LORA_DISABLED",
             )
-        if name in self._loras and not load_inplace:
-            raise errors.AlreadyExists(
-                f"lora_name: an adapter named {name!r} is loaded (load_inplace replaces it)",
-                param="lora_name", reason="LORA_EXISTS",
-            )
-        if not is_folder(path):
-            raise errors.InvalidArgument(
-                f"lora_path: {path!r} is not a folder on the server", param="lora_path",
-                reason="PATH_NOT_FOUND",
-            )
-        old = self._loras.get(name)
+        old = self._loras.get(name)  # (request checks: control_plane.check_lora_load)
         request = LoRARequest(lora_name=name, lora_int_id=next(self._lora_ids), lora_path=path)
         try:
             await self._llm.add_lora(request)
@@ -162,12 +147,7 @@ class VllmControl:
             await self._llm.remove_lora(old.lora_int_id)
 
     async def remove_lora(self, name: str) -> None:
-        request = self._loras.pop(name, None)
-        if request is None:
-            raise errors.NotFound(
-                f"lora_name: no adapter named {name!r} is loaded", param="lora_name",
-                reason="LORA_NOT_FOUND",
-            )
+        request = self._loras.pop(name)  # known: checked by the control plane
         await self._llm.remove_lora(request.lora_int_id)
 
     def lora_names(self) -> list[str]:
