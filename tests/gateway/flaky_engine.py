@@ -51,7 +51,7 @@ class FlakyEngine(FakeEngine):
                 yield out
                 outputs += 1
                 if "FAIL_MIDSTREAM" in prompt and outputs == 3:
-                    raise errors.Internal("the engine failed mid-stream")
+                    raise errors.Internal("the engine failed mid-stream", reason="INTERNAL")
         except (asyncio.CancelledError, GeneratorExit):
             # Cancelled while in this wrapper (the base class records
             # cancellations that reach its own loop).

@@ -20,9 +20,9 @@ POST = "/v1/chat/completions"
 # (name, method, path, body or raw bytes, status, type, param, code)
 MATRIX = [
     ("server validation", "POST", POST, chat_body(n=0), 400, "invalid_request_error", "n",
-     "invalid_argument"),
+     "value_out_of_range"),
     ("unknown nvext field", "POST", POST, chat_body(nvext={"extra_fields": ["x"]}), 400,
-     "invalid_request_error", "nvext.extra_fields", "invalid_argument"),
+     "invalid_request_error", "nvext.extra_fields", "unknown_extra_field"),
     ("malformed JSON", "POST", POST, b'{"model": "fake-model", "messages": [', 400,
      "invalid_request_error", None, "invalid_request_body"),
     ("wrong type", "POST", POST, chat_body(max_tokens="many"), 400, "invalid_request_error",
@@ -136,7 +136,7 @@ def test_openai_sdk_sees_param_and_code(gateway) -> None:
             model="fake-model", messages=[{"role": "user", "content": "hi"}], n=0
         )
     assert info.value.param == "n"
-    assert info.value.code == "invalid_argument"
+    assert info.value.code == "value_out_of_range"
     with pytest.raises(openai.NotFoundError) as missing:
         client.chat.completions.create(model="nope", messages=[{"role": "user", "content": "hi"}])
     assert missing.value.code == "model_not_found"

@@ -86,7 +86,7 @@ def test_typed_errors_carry_reason_and_param(client: Client) -> None:
         client.chat(messages="Hi", max_tokens=-1)
     err = exc_info.value
     assert err.code == grpc.StatusCode.INVALID_ARGUMENT and err.param == "max_tokens"
-    assert err.reason == "INVALID_ARGUMENT" and "max_tokens" in err.message
+    assert err.reason == "VALUE_OUT_OF_RANGE" and "max_tokens" in err.message
     assert "max_tokens" in str(err)
     with pytest.raises(NotFoundError) as exc_info:
         client.chat(messages="Hi", model="other")
@@ -196,7 +196,7 @@ def test_session_level_failure_raises_on_open_handles(flaky_server: ThreadServer
     h = s.start_chat(messages="Hi", request_id="dup")
     with pytest.raises(TokenwireError) as exc_info:
         h.result(timeout=10)
-    assert exc_info.value.reason in ("DUPLICATE_REQUEST_ID", "CANCELLED")
+    assert exc_info.value.reason in ("DUPLICATE_REQUEST_ID", "REQUEST_CANCELLED")
     s.close()
     assert s.failure is not None and s.failure.reason == "DUPLICATE_REQUEST_ID"
     client.close()
@@ -287,7 +287,7 @@ def test_api_key_tls_and_retry_info(tmp_path, monkeypatch) -> None:
         monkeypatch.delenv("TOKENWIRE_API_KEY", raising=False)
         with Client(server.address, **tls) as c, pytest.raises(UnauthenticatedError) as exc_info:
             c.chat(messages="Hi", max_tokens=2)
-        assert exc_info.value.reason == "UNAUTHENTICATED"
+        assert exc_info.value.reason == "API_KEY_INVALID"
         monkeypatch.setenv("TOKENWIRE_API_KEY", "sekret")
         with Client(server.address, retry=RetryPolicy(max_attempts=1), **tls) as c:
             assert c.chat(messages="Hi", max_tokens=2).choices

@@ -8,11 +8,10 @@ import urllib.request
 
 import grpc
 import pytest
-from google.rpc import error_details_pb2, status_pb2
 from grpc_health.v1 import health_pb2, health_pb2_grpc
 
 from tests.cases import self_signed
-from tests.rpc import chat_request, error_info
+from tests.rpc import chat_request, error_info, retry_info
 from tests.servers import ThreadServer, free_port
 from tokenwire.server.fake_engine import FakeEngine
 from tokenwire.server.settings import ServerSettings
@@ -22,16 +21,6 @@ from tokenwire.v1 import models_pb2, service_pb2_grpc
 def _server(**kw) -> ThreadServer:
     settings = ServerSettings(engine="fake", port=0, max_model_len=512, **kw)
     return ThreadServer(settings, FakeEngine(max_model_len=512, token_delay=kw.pop("delay", 0.0))).start()
-
-
-def _retry_info(err: grpc.RpcError) -> error_details_pb2.RetryInfo | None:
-    for key, value in err.trailing_metadata() or ():
-        if key == "grpc-status-details-bin":
-            for d in status_pb2.Status.FromString(value).details:
-                info = error_details_pb2.RetryInfo()
-                if d.Unpack(info):
-                    return info
-    return None
 
 
 def test_admission_limit_refuses_with_retry_hint() -> None:
@@ -50,7 +39,7 @@ def test_admission_limit_refuses_with_retry_hint() -> None:
             err = exc_info.value
             assert err.code() == grpc.StatusCode.RESOURCE_EXHAUSTED
             assert error_info(err).reason == "TOO_MANY_REQUESTS"
-            assert _retry_info(err).retry_delay.ToMilliseconds() == 1000
+            assert retry_info(err).retry_delay.ToMilliseconds() == 1000
             # A refused stream fails before its first chunk (REST: a plain 429).
             got = []
             with pytest.raises(grpc.RpcError) as exc_info:

@@ -91,7 +91,7 @@ def test_bad_request_gets_its_own_error_and_session_goes_on(fake_stub) -> None:
     assert kinds(err) == ["error"]
     e = err[0].error
     assert e.code == grpc.StatusCode.INVALID_ARGUMENT.value[0]
-    assert e.param == "max_tokens" and e.reason == "INVALID_ARGUMENT" and "max_tokens" in e.message
+    assert e.param == "max_tokens" and e.reason == "VALUE_OUT_OF_RANGE" and "max_tokens" in e.message
     assert kinds(s.until_terminal("good-1")) == ["chat_result", "done"]
     s.send(start_chat("bad-model", model="nope"), start_chat("good-2", max_tokens=5))
     assert s.until_terminal("bad-model")[0].error.reason == "MODEL_NOT_FOUND"
@@ -115,7 +115,7 @@ def test_cancel_stops_one_request_others_finish(slow_stub, slow_engine) -> None:
     assert s.status is None
     for r in ("r0", "r2", "r4"):
         last = events[r][-1]
-        assert last.error.code == grpc.StatusCode.CANCELLED.value[0] and last.error.reason == "CANCELLED"
+        assert last.error.code == grpc.StatusCode.CANCELLED.value[0] and last.error.reason == "REQUEST_CANCELLED"
         got = sum(len(c.token_ids) for ev in events[r] for c in ev.chat_chunk.choices)
         assert got < 60, "the cancelled request stopped early"
     for r in ("r1", "r3", "r5"):
@@ -156,8 +156,8 @@ def test_dropping_the_stream_aborts_its_requests(slow_stub, slow_engine) -> None
 @pytest.mark.parametrize(
     ("msgs", "param", "reason"),
     [
-        ([session_pb2.SessionRequest()], "kind", "INVALID_ARGUMENT"),
-        ([start_chat("")], "start.request_id", "INVALID_ARGUMENT"),
+        ([session_pb2.SessionRequest()], "kind", "FIELD_REQUIRED"),
+        ([start_chat("")], "start.request_id", "INVALID_REQUEST_ID"),
         ([start_chat("same", ignore_eos=True, max_tokens=300), start_chat("same")],
          "start.request_id", "DUPLICATE_REQUEST_ID"),
     ],
@@ -172,7 +172,7 @@ def test_protocol_errors_end_the_session_with_a_status(slow_stub, msgs, param, r
     assert info.metadata["param"] == param and info.reason == reason
     for ev in events:  # a request that was running ends with CANCELLED first
         if ev.WhichOneof("event") == "error":
-            assert ev.error.reason == "CANCELLED"
+            assert ev.error.reason == "REQUEST_CANCELLED"
     assert wait_idle(slow_stub).engine_requests == 0
 
 
@@ -232,13 +232,13 @@ def test_continuation_without_suffix_continues_as_is_and_generate(fake_stub, fak
     ("continuation", "fields", "code", "param", "reason"),
     [
         ({"previous_request_id": "nope"}, {}, "NOT_FOUND", "continuation.previous_request_id", "CONTINUATION_NOT_FOUND"),
-        ({"choice_index": 0}, {}, "INVALID_ARGUMENT", "continuation.previous_request_id", "INVALID_ARGUMENT"),
-        ({"previous_request_id": "base", "choice_index": 1}, {}, "INVALID_ARGUMENT", "continuation.choice_index", "INVALID_ARGUMENT"),
-        ({"previous_request_id": "base", "suffix_token_ids": [1], "messages": NEXT_USER}, {}, "INVALID_ARGUMENT", "continuation", "INVALID_ARGUMENT"),
-        ({"previous_request_id": "base", "suffix_token_ids": [100000]}, {}, "INVALID_ARGUMENT", "continuation.suffix_token_ids", "INVALID_ARGUMENT"),
-        ({"previous_request_id": "base", "messages": [{"role": "robot", "content": "x"}]}, {}, "INVALID_ARGUMENT", "continuation.messages[0].role", "INVALID_ARGUMENT"),
-        ({"previous_request_id": "base"}, {"messages": NEXT_USER}, "INVALID_ARGUMENT", "messages", "INVALID_ARGUMENT"),
-        ({"previous_request_id": "base", "suffix_token_ids": [5] * 600}, {}, "INVALID_ARGUMENT", "continuation", "INVALID_ARGUMENT"),
+        ({"choice_index": 0}, {}, "INVALID_ARGUMENT", "continuation.previous_request_id", "FIELD_REQUIRED"),
+        ({"previous_request_id": "base", "choice_index": 1}, {}, "INVALID_ARGUMENT", "continuation.choice_index", "VALUE_OUT_OF_RANGE"),
+        ({"previous_request_id": "base", "suffix_token_ids": [1], "messages": NEXT_USER}, {}, "INVALID_ARGUMENT", "continuation", "FIELDS_CONFLICT"),
+        ({"previous_request_id": "base", "suffix_token_ids": [100000]}, {}, "INVALID_ARGUMENT", "continuation.suffix_token_ids", "TOKEN_ID_OUT_OF_VOCAB"),
+        ({"previous_request_id": "base", "messages": [{"role": "robot", "content": "x"}]}, {}, "INVALID_ARGUMENT", "continuation.messages[0].role", "VALUE_NOT_ALLOWED"),
+        ({"previous_request_id": "base"}, {"messages": NEXT_USER}, "INVALID_ARGUMENT", "messages", "FIELDS_CONFLICT"),
+        ({"previous_request_id": "base", "suffix_token_ids": [5] * 600}, {}, "INVALID_ARGUMENT", "continuation", "PROMPT_TOO_LONG"),
         ({"previous_request_id": "failed"}, {}, "NOT_FOUND", "continuation.previous_request_id", "CONTINUATION_NOT_FOUND"),
     ],
     ids=["unknown", "no-id", "choice", "both-suffixes", "bad-id", "bad-role", "messages-too", "too-long", "failed-request"],

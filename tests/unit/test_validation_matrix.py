@@ -7,7 +7,7 @@ import grpc
 import pytest
 
 from tests.cases import CHAT_CASES, GENERATE_CASES
-from tests.rpc import chat_request, error_info
+from tests.rpc import chat_request, error_info, field_violations
 from tokenwire.v1 import generate_pb2, models_pb2, tokenize_pb2
 
 USER = [{"role": "user", "content": "hi"}]
@@ -24,8 +24,16 @@ def test_chat_rejects(fake_stub, fake_engine, rpc, fields, code, param) -> None:
     err = exc_info.value
     assert err.code().name == code, err.details()
     info = error_info(err)
-    assert info is not None and info.domain == "tokenwire"
+    assert info is not None and info.domain == "tokenwire.dev"
     assert info.metadata["param"] == param
+    # AIP-193: the reason names the cause, not the status code.
+    assert info.reason not in grpc.StatusCode.__members__, info.reason
+    # The same reason and param as plain trailers (what the gateway reads).
+    trailers = dict(err.trailing_metadata())
+    assert (trailers["tokenwire-reason"], trailers["tokenwire-param"]) == (info.reason, param)
+    if code == "INVALID_ARGUMENT":  # a google.rpc.BadRequest field violation too
+        (violation,) = field_violations(err)
+        assert (violation.field, violation.reason) == (param, info.reason)
     assert param.split("[")[0].split(".")[0] in err.details()
     assert len(fake_engine.requests) == before, "validation must happen before the engine"
     # The server keeps serving.

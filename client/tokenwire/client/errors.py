@@ -1,8 +1,9 @@
 """Typed exceptions for tokenwire errors, mapped from gRPC status codes.
 
 Every error the server reports carries a ``google.rpc.ErrorInfo`` (a
-machine-readable ``reason`` and ``metadata.param``, the request field at
-fault); these exceptions expose both. Per-request errors inside a Session
+``reason`` naming the cause, e.g. ``PROMPT_TOO_LONG``, and ``metadata.param``,
+the request field at fault; read with grpcio-status); these exceptions
+expose both. Per-request errors inside a Session
 stream map to the same classes.
 """
 
@@ -12,8 +13,7 @@ from typing import Any
 
 import grpc
 from google.rpc import error_details_pb2, status_pb2
-
-STATUS_DETAILS_KEY = "grpc-status-details-bin"
+from grpc_status import rpc_status
 
 
 class TokenwireError(Exception):
@@ -100,22 +100,29 @@ def error_for(
                retry_after=retry_after)
 
 
+def _rich_status(call: Any) -> status_pb2.Status | None:
+    """The google.rpc.Status of a failed call (grpcio-status); None when the
+    call has none, or a proxy changed the code or message under it."""
+    try:
+        return rpc_status.from_call(call)
+    except (ValueError, AttributeError):
+        return None
+
+
 def from_rpc_error(err: grpc.RpcError) -> TokenwireError:
     """The typed exception for a failed call (sync or asyncio)."""
     call: Any = err
     code = call.code() if hasattr(call, "code") else grpc.StatusCode.UNKNOWN
     message = (call.details() if hasattr(call, "details") else None) or str(err)
     reason, metadata, retry_after = "", {}, None
-    for key, value in (call.trailing_metadata() if hasattr(call, "trailing_metadata") else None) or ():
-        if key == STATUS_DETAILS_KEY:
-            status = status_pb2.Status.FromString(value)
-            for detail in status.details:
-                info = error_details_pb2.ErrorInfo()
-                retry = error_details_pb2.RetryInfo()
-                if detail.Unpack(info):
-                    reason, metadata = info.reason, dict(info.metadata)
-                elif detail.Unpack(retry):
-                    retry_after = retry.retry_delay.ToMilliseconds() / 1000.0
+    status = _rich_status(call)
+    for detail in status.details if status is not None else ():
+        info = error_details_pb2.ErrorInfo()
+        retry = error_details_pb2.RetryInfo()
+        if detail.Unpack(info):
+            reason, metadata = info.reason, dict(info.metadata)
+        elif detail.Unpack(retry):
+            retry_after = retry.retry_delay.ToMilliseconds() / 1000.0
     return error_for(
         code, message, reason=reason, param=metadata.get("param", ""), metadata=metadata,
         retry_after=retry_after,

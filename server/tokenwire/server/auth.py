@@ -2,7 +2,7 @@
 
 Constant-time comparison; health and reflection stay reachable without the
 key only when the settings say so. A rejected call gets UNAUTHENTICATED
-with an ErrorInfo (reason "UNAUTHENTICATED", param "authorization").
+with an ErrorInfo (reason "API_KEY_INVALID", param "authorization").
 """
 
 from __future__ import annotations
@@ -13,17 +13,12 @@ from typing import Any
 
 import grpc
 
-from tokenwire.server.errors import TokenwireError, abort_with
+from tokenwire.server.errors import PermissionDenied, TokenwireError, Unauthenticated, abort_with
 
 OPEN_PREFIXES = ("/grpc.health.v1.Health/", "/grpc.reflection.")
 OPEN_METHODS = ("/tokenwire.v1.TokenwireService/GetHealth",)
 CONTROL_PREFIX = "/tokenwire.v1.ControlService/"
 LOOPBACK_PEERS = ("ipv4:127.", "ipv6:[::1]", "unix:")
-
-
-class Unauthenticated(TokenwireError):
-    code = grpc.StatusCode.UNAUTHENTICATED
-    reason = "UNAUTHENTICATED"
 
 
 def bearer_ok(metadata: Any, key: bytes) -> bool:
@@ -85,18 +80,13 @@ class ControlAccessInterceptor(grpc.aio.ServerInterceptor):
 
 _NO_KEY = Unauthenticated(
     "missing or wrong API key: send metadata 'authorization: Bearer <key>'",
-    param="authorization",
+    param="authorization", reason="API_KEY_INVALID",
 )
 _NO_ADMIN_KEY = Unauthenticated(
     "control calls need the admin key: send metadata 'authorization: Bearer <admin key>' "
     "(the inference API key does not grant control)",
-    param="authorization",
+    param="authorization", reason="ADMIN_KEY_REQUIRED",
 )
-
-
-class PermissionDenied(TokenwireError):
-    code = grpc.StatusCode.PERMISSION_DENIED
-    reason = "CONTROL_LOOPBACK_ONLY"
 
 
 def _loopback_only(handler: grpc.RpcMethodHandler) -> grpc.RpcMethodHandler:
@@ -105,7 +95,7 @@ def _loopback_only(handler: grpc.RpcMethodHandler) -> grpc.RpcMethodHandler:
     assert inner is not None, "ControlService methods are unary"
     err = PermissionDenied(
         "control calls are allowed from loopback only when no --admin-api-key is set",
-        param="authorization",
+        param="authorization", reason="CONTROL_LOOPBACK_ONLY",
     )
 
     async def check(request: Any, context: grpc.aio.ServicerContext) -> Any:

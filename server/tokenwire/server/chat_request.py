@@ -85,10 +85,10 @@ def check_tool_choice(value: struct_pb2.Value, tools: list[dict[str, Any]] | Non
         if value.string_value not in TOOL_CHOICES:
             raise InvalidArgument(
                 f"tool_choice '{value.string_value}' is not one of {sorted(TOOL_CHOICES)}",
-                param="tool_choice",
+                param="tool_choice", reason="VALUE_NOT_ALLOWED",
             )
         if value.string_value == "required" and not tools:
-            raise InvalidArgument("tool_choice 'required' needs tools", param="tool_choice")
+            raise InvalidArgument("tool_choice 'required' needs tools", param="tool_choice", reason="MISSING_DEPENDENCY")
         return
     if kind == "struct_value":
         d = struct_to_dict(value.struct_value)
@@ -98,10 +98,10 @@ def check_tool_choice(value: struct_pb2.Value, tools: list[dict[str, Any]] | Non
             raise InvalidArgument(
                 "tool_choice must name a function of tools: {\"type\": \"function\", "
                 "\"function\": {\"name\": ...}}",
-                param="tool_choice",
+                param="tool_choice", reason="INVALID_FORMAT",
             )
         return
-    raise InvalidArgument("tool_choice must be a string or an object", param="tool_choice")
+    raise InvalidArgument("tool_choice must be a string or an object", param="tool_choice", reason="INVALID_TYPE")
 
 
 def structured_output(rf: chat_pb2.ResponseFormat) -> StructuredOutput | None:
@@ -113,12 +113,12 @@ def structured_output(rf: chat_pb2.ResponseFormat) -> StructuredOutput | None:
         if not rf.json_schema.HasField("schema"):
             raise InvalidArgument(
                 "response_format.json_schema.schema is required for type 'json_schema'",
-                param="response_format",
+                param="response_format", reason="FIELD_REQUIRED",
             )
         return StructuredOutput(json_schema=struct_to_dict(rf.json_schema.schema))
     raise InvalidArgument(
         f"response_format.type '{rf.type}' is not one of text, json_object, json_schema",
-        param="response_format",
+        param="response_format", reason="VALUE_NOT_ALLOWED",
     )
 
 
@@ -163,7 +163,7 @@ def sampling_from_chat(
     if req.HasField("top_logprobs"):
         top = v.int_range("top_logprobs", req.top_logprobs, 0, settings.max_top_logprobs)
         if top > 0 and not want_lp:
-            raise InvalidArgument("top_logprobs needs logprobs: true", param="top_logprobs")
+            raise InvalidArgument("top_logprobs needs logprobs: true", param="top_logprobs", reason="MISSING_DEPENDENCY")
     if want_lp:
         p.logprobs = top
     if "engine_data" in set(nv.extra_fields) and p.logprobs is None:
@@ -191,7 +191,7 @@ def build_chat_plan(
     if unknown:
         raise InvalidArgument(
             f"nvext.extra_fields: unknown name(s) {unknown}; known: {sorted(EXTRA_FIELDS)}",
-            param="nvext.extra_fields",
+            param="nvext.extra_fields", reason="UNKNOWN_EXTRA_FIELD",
         )
     params, want_lp, top = sampling_from_chat(req, settings, engine.vocab_size,
                                               engine.sampling_defaults())
@@ -215,7 +215,7 @@ def build_chat_plan(
         if options.continue_final_message and messages[-1]["role"] != "assistant":
             raise InvalidArgument(
                 "continue_final_message needs the last message to be from the assistant",
-                param="continue_final_message",
+                param="continue_final_message", reason="INVALID_FINAL_MESSAGE",
             )
         add_special = req.add_special_tokens if req.HasField("add_special_tokens") else False
         if nv.HasField("use_raw_prompt") and nv.use_raw_prompt:
@@ -238,7 +238,7 @@ def build_chat_plan(
     if params.min_tokens > params.max_tokens:
         raise InvalidArgument(
             f"min_tokens ({params.min_tokens}) exceeds max_tokens ({params.max_tokens})",
-            param="min_tokens",
+            param="min_tokens", reason="VALUE_OUT_OF_RANGE",
         )
     params.stream_interval = v.stream_interval(req.stream_options)
 

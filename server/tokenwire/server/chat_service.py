@@ -19,7 +19,7 @@ async def run_chat(
     async for out in engine.generate(plan.request):
         final = out
     if final is None or not final.finished:
-        raise Internal("the engine ended the request without a final output")
+        raise Internal("the engine ended the request without a final output", reason="ENGINE_OUTPUT_INCOMPLETE")
     if outcome is not None:
         outcome.fill(
             final.prompt_token_ids or plan.request.prompt_token_ids,
@@ -53,7 +53,7 @@ async def stream_chat(
     finally:
         await outputs.aclose()  # type: ignore[attr-defined]
     if not finished:
-        raise Internal("the engine ended the stream without finishing the request")
+        raise Internal("the engine ended the stream without finishing the request", reason="ENGINE_OUTPUT_INCOMPLETE")
     if outcome is not None:  # the builder accumulated the ids already
         outcome.fill(builder.prompt_ids, {i: a.token_ids for i, a in builder.accs.items()})
     if plan.include_usage:

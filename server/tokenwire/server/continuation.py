@@ -40,12 +40,12 @@ def resolve_continuation(
     if not prev:
         raise InvalidArgument(
             "continuation.previous_request_id is required",
-            param="continuation.previous_request_id",
+            param="continuation.previous_request_id", reason="FIELD_REQUIRED",
         )
     if c.suffix_token_ids and c.messages:
         raise InvalidArgument(
             "give at most one of continuation.suffix_token_ids and continuation.messages",
-            param="continuation",
+            param="continuation", reason="FIELDS_CONFLICT",
         )
     if prev in running and prev != request_id:  # a request may continue its own id
         raise FailedPrecondition(
@@ -58,7 +58,7 @@ def resolve_continuation(
         raise InvalidArgument(
             f"continuation.choice_index {index} is out of range: request '{prev}' had "
             f"{len(turn.completions)} choice(s)",
-            param="continuation.choice_index",
+            param="continuation.choice_index", reason="VALUE_OUT_OF_RANGE",
         )
     completion = turn.completions[index]
     suffix: list[int]

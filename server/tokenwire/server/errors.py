@@ -1,10 +1,18 @@
 """Errors and their mapping to gRPC status codes: the one place for both.
 
-Every error the server reports carries a ``google.rpc.ErrorInfo`` detail
-(domain "tokenwire", a machine-readable reason, and metadata ``param``
-naming the offending request field) packed in ``grpc-status-details-bin``,
-so the gateway and clients can render the OpenAI error shape
-``{"error": {"message", "type", "param", "code"}}``.
+Every error names its cause in a ``reason`` (AIP-193: UPPER_SNAKE_CASE,
+unique within the domain ``tokenwire.dev``, e.g. ``PROMPT_TOO_LONG``,
+``VALUE_OUT_OF_RANGE``, ``UNKNOWN_EXTRA_FIELD``; the full list is in
+docs/contract.md) and, when a request field is at fault, the field in
+``param``. A failed call carries them twice:
+
+* as the rich status (grpcio-status): ``google.rpc.Status`` with an
+  ``ErrorInfo`` (reason, domain, metadata ``param``), a ``BadRequest``
+  field violation for INVALID_ARGUMENT with a field, and a ``RetryInfo``
+  when a retry may succeed, in ``grpc-status-details-bin``;
+* as plain trailers (``tokenwire-reason``, ``tokenwire-param``,
+  ``retry-after-ms``) that a proxy reads like ``grpc-status`` without
+  decoding protobuf: the gateway renders OpenAI's error body from them.
 """
 
 from __future__ import annotations
@@ -18,93 +26,117 @@ from typing import Any, TypeVar
 
 import grpc
 from google.protobuf import any_pb2
-from google.rpc import code_pb2, error_details_pb2, status_pb2
+from google.rpc import error_details_pb2, status_pb2
+from grpc_status import rpc_status
 
 log = logging.getLogger("tokenwire.errors")
 
-DOMAIN = "tokenwire"
+DOMAIN = "tokenwire.dev"
+# Plain trailers beside grpc-status (ASCII; see the module docstring).
+REASON_TRAILER = "tokenwire-reason"
+PARAM_TRAILER = "tokenwire-param"
+RETRY_TRAILER = "retry-after-ms"
 
 
 class TokenwireError(Exception):
     """An error with a gRPC status code, a reason and the field at fault."""
 
     code: grpc.StatusCode = grpc.StatusCode.INTERNAL
-    reason: str = "INTERNAL"
 
     def __init__(
         self,
         message: str,
         *,
+        reason: str,
         param: str | None = None,
-        reason: str | None = None,
         retry_after: float | None = None,
     ):
         super().__init__(message)
         self.message = message
+        self.reason = reason  # the cause, UPPER_SNAKE_CASE (AIP-193)
         self.param = param
         self.retry_after = retry_after  # seconds; sent as google.rpc.RetryInfo
-        if reason is not None:
-            self.reason = reason
 
 
 class InvalidArgument(TokenwireError):
     code = grpc.StatusCode.INVALID_ARGUMENT
-    reason = "INVALID_ARGUMENT"
 
 
 class NotFound(TokenwireError):
     code = grpc.StatusCode.NOT_FOUND
-    reason = "NOT_FOUND"
 
 
 class AlreadyExists(TokenwireError):
     code = grpc.StatusCode.ALREADY_EXISTS
-    reason = "ALREADY_EXISTS"
 
 
 class DeadlineExceeded(TokenwireError):
     code = grpc.StatusCode.DEADLINE_EXCEEDED
-    reason = "DEADLINE_EXCEEDED"
 
 
 class Cancelled(TokenwireError):
     code = grpc.StatusCode.CANCELLED
-    reason = "CANCELLED"
 
 
 class FailedPrecondition(TokenwireError):
     code = grpc.StatusCode.FAILED_PRECONDITION
-    reason = "FAILED_PRECONDITION"
 
 
 class ResourceExhausted(TokenwireError):
     code = grpc.StatusCode.RESOURCE_EXHAUSTED
-    reason = "RESOURCE_EXHAUSTED"
 
 
 class Unavailable(TokenwireError):
     code = grpc.StatusCode.UNAVAILABLE
-    reason = "UNAVAILABLE"
+
+
+class Unauthenticated(TokenwireError):
+    code = grpc.StatusCode.UNAUTHENTICATED
+
+
+class PermissionDenied(TokenwireError):
+    code = grpc.StatusCode.PERMISSION_DENIED
 
 
 class Internal(TokenwireError):
     code = grpc.StatusCode.INTERNAL
-    reason = "INTERNAL"
 
 
-def to_rich_status(err: TokenwireError) -> status_pb2.Status:
+def _packed(message: Any) -> any_pb2.Any:
+    packed = any_pb2.Any()
+    packed.Pack(message)
+    return packed
+
+
+def to_status(err: TokenwireError) -> grpc.Status:
+    """The rich status (grpcio-status) plus the plain trailers for `err`."""
     info = error_details_pb2.ErrorInfo(reason=err.reason, domain=DOMAIN)
+    plain = [(REASON_TRAILER, err.reason)]
     if err.param:
         info.metadata["param"] = err.param
-    details = [any_pb2.Any()]
-    details[0].Pack(info)
+        plain.append((PARAM_TRAILER, err.param.encode("ascii", "backslashreplace").decode()))
+    details = [_packed(info)]
+    if err.param and err.code == grpc.StatusCode.INVALID_ARGUMENT:
+        violation = error_details_pb2.BadRequest.FieldViolation(
+            field=err.param, description=err.message, reason=err.reason
+        )
+        details.append(_packed(error_details_pb2.BadRequest(field_violations=[violation])))
     if err.retry_after is not None:
         retry = error_details_pb2.RetryInfo()
         retry.retry_delay.FromMilliseconds(int(err.retry_after * 1000))
-        details.append(any_pb2.Any())
-        details[1].Pack(retry)
-    code_value = err.code.value[0]
-    return status_pb2.Status(code=code_value, message=err.message, details=details)
+        details.append(_packed(retry))
+        plain.append((RETRY_TRAILER, str(int(err.retry_after * 1000))))
+    status = rpc_status.to_status(
+        status_pb2.Status(code=err.code.value[0], message=err.message, details=details)
+    )
+    return _WithTrailers(status.code, status.details, (*status.trailing_metadata, *plain))
+
+
+class _WithTrailers(grpc.Status):
+    def __init__(self, code: grpc.StatusCode, details: str, trailing_metadata: tuple) -> None:
+        self.code = code
+        self.details = details
+        self.trailing_metadata = trailing_metadata
 
 
 def classify(exc: BaseException) -> TokenwireError:
@@ -117,14 +149,12 @@ def classify(exc: BaseException) -> TokenwireError:
     # paths or data of other requests); the log has the trace under that id.
     incident = uuid.uuid4().hex[:12]
     log.exception("internal error %s", incident, exc_info=exc)
-    return Internal(f"internal error (incident {incident}; details are in the server log)")
+    return Internal(f"internal error (incident {incident}; details are in the server log)",
+                    reason="INTERNAL")
 
 
 async def abort_with(context: grpc.aio.ServicerContext, err: TokenwireError) -> None:
-    status = to_rich_status(err)
-    metadata = (("grpc-status-details-bin", status.SerializeToString()),)
-    context.set_trailing_metadata(metadata)
-    await context.abort(err.code, err.message)
+    await context.abort_with_status(to_status(err))
 
 
 T = TypeVar("T")
@@ -165,6 +195,3 @@ def stream_errors(
 
     return wrapper
 
-
-def code_name(code: int) -> str:
-    return code_pb2.Code.Name(code)

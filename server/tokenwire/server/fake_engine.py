@@ -172,7 +172,7 @@ class FakeEngine(FakeControl):
         if not self.healthy:
             raise errors.Unavailable("the engine died: fake engine is down", reason="ENGINE_DEAD")
         if request.request_id in self.running:
-            raise errors.InvalidArgument(f"request id {request.request_id} is in use", param="request_id")
+            raise errors.InvalidArgument(f"request id {request.request_id} is in use", param="request_id", reason="DUPLICATE_REQUEST_ID")
         self.requests.append(request)
         self.running.add(request.request_id)
         p = request.params
@@ -304,7 +304,7 @@ class FakeEngine(FakeControl):
 
     async def check_health(self) -> None:
         if not self.healthy:
-            raise errors.Unavailable("fake engine is down")
+            raise errors.Unavailable("fake engine is down", reason="ENGINE_DEAD")
 
     def shutdown(self) -> None:
         self.running.clear()

@@ -84,7 +84,7 @@ def build_generate_plan(
     model = check_model(req.model, served_model, engine.lora_names())
     mode = req.output_mode or "tokens"
     if mode not in OUTPUT_MODES:
-        raise InvalidArgument(f"output_mode '{mode}' is not one of tokens, text", param="output_mode")
+        raise InvalidArgument(f"output_mode '{mode}' is not one of tokens, text", param="output_mode", reason="VALUE_NOT_ALLOWED")
     prompt = v.token_ids("token_ids", req.token_ids, engine.vocab_size)
     v.prompt_fits("token_ids", len(prompt), engine.max_model_len)
     params = _sampling(req.sampling_params, settings, engine.vocab_size, engine.sampling_defaults())
@@ -163,7 +163,7 @@ async def run_generate(
     async for out in engine.generate(plan.request):
         final = out
     if final is None or not final.finished:
-        raise Internal("the engine ended the request without a final output")
+        raise Internal("the engine ended the request without a final output", reason="ENGINE_OUTPUT_INCOMPLETE")
     if outcome is not None:
         outcome.fill(
             final.prompt_token_ids or plan.request.prompt_token_ids,
@@ -210,7 +210,7 @@ async def stream_generate(
             if resp.choices or resp.prompt_token_ids:
                 yield resp
     if not finished:
-        raise Internal("the engine ended the stream without finishing the request")
+        raise Internal("the engine ended the stream without finishing the request", reason="ENGINE_OUTPUT_INCOMPLETE")
     if outcome is not None and ids is not None:
         outcome.fill(prompt_ids, ids)
     if plan.include_usage:

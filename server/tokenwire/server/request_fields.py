@@ -89,7 +89,7 @@ def new_request_id(prefix: str, requested: str) -> str:
     if requested:
         if len(requested) > MAX_REQUEST_ID:
             raise InvalidArgument(
-                f"request_id must be at most {MAX_REQUEST_ID} characters", param="request_id"
+                f"request_id must be at most {MAX_REQUEST_ID} characters", param="request_id", reason="VALUE_TOO_LONG"
             )
         return requested
     return f"{prefix}-{uuid.uuid4().hex}"
@@ -102,7 +102,7 @@ def pick_cache_salt(tenant_header: str | None, *requested: str) -> str | None:
     salt = tenant_header or next((s for s in requested if s), None)
     if salt is not None and len(salt) > MAX_CACHE_SALT:
         raise InvalidArgument(
-            f"cache_salt must be at most {MAX_CACHE_SALT} characters", param="cache_salt"
+            f"cache_salt must be at most {MAX_CACHE_SALT} characters", param="cache_salt", reason="VALUE_TOO_LONG"
         )
     return salt
 
@@ -112,7 +112,7 @@ def check_priority(priority: int, settings: ServerSettings) -> int:
     if priority != 0 and settings.scheduling_policy != "priority":
         raise InvalidArgument(
             "priority needs the server's priority scheduler (--scheduling-policy priority)",
-            param="priority",
+            param="priority", reason="FEATURE_DISABLED",
         )
     return priority
 
@@ -130,15 +130,15 @@ def stop_strings(param: str, value: struct_pb2.Value | None, limit: int) -> list
         items = []
         for i, item in enumerate(value.list_value.values):
             if item.WhichOneof("kind") != "string_value":
-                raise InvalidArgument(f"{param}[{i}] must be a string", param=param)
+                raise InvalidArgument(f"{param}[{i}] must be a string", param=param, reason="INVALID_TYPE")
             items.append(item.string_value)
     else:
-        raise InvalidArgument(f"{param} must be a string or a list of strings", param=param)
+        raise InvalidArgument(f"{param} must be a string or a list of strings", param=param, reason="INVALID_TYPE")
     if len(items) > limit:
-        raise InvalidArgument(f"{param} may hold at most {limit} strings, got {len(items)}", param=param)
+        raise InvalidArgument(f"{param} may hold at most {limit} strings, got {len(items)}", param=param, reason="TOO_MANY_ITEMS")
     for i, s in enumerate(items):
         if not s:
-            raise InvalidArgument(f"{param}[{i}] must not be empty", param=param)
+            raise InvalidArgument(f"{param}[{i}] must not be empty", param=param, reason="EMPTY_VALUE")
     return items
 
 
@@ -146,26 +146,26 @@ def _content_text(param: str, content: struct_pb2.Value, allow_null: bool) -> st
     kind = content.WhichOneof("kind")
     if kind is None or kind == "null_value":
         if not allow_null:
-            raise InvalidArgument(f"{param} must be a string or a list of text parts", param=param)
+            raise InvalidArgument(f"{param} must be a string or a list of text parts", param=param, reason="INVALID_TYPE")
         return None
     if kind == "string_value":
         return content.string_value
     if kind != "list_value":
-        raise InvalidArgument(f"{param} must be a string or a list of text parts", param=param)
+        raise InvalidArgument(f"{param} must be a string or a list of text parts", param=param, reason="INVALID_TYPE")
     texts = []
     for i, part in enumerate(content.list_value.values):
         pparam = f"{param}[{i}]"
         if part.WhichOneof("kind") != "struct_value":
-            raise InvalidArgument(f"{pparam} must be an object like {{\"type\": \"text\", \"text\": ...}}", param=param)
+            raise InvalidArgument(f"{pparam} must be an object like {{\"type\": \"text\", \"text\": ...}}", param=param, reason="INVALID_TYPE")
         fields = part.struct_value.fields
         ptype = fields["type"].string_value if "type" in fields else ""
         if ptype != "text":
             raise InvalidArgument(
                 f"{pparam}.type '{ptype}' is not supported: this model takes text parts only",
-                param=param,
+                param=param, reason="VALUE_NOT_ALLOWED",
             )
         if "text" not in fields or fields["text"].WhichOneof("kind") != "string_value":
-            raise InvalidArgument(f"{pparam}.text must be a string", param=param)
+            raise InvalidArgument(f"{pparam}.text must be a string", param=param, reason="INVALID_TYPE")
         texts.append(fields["text"].string_value)
     return "".join(texts)
 
@@ -173,13 +173,13 @@ def _content_text(param: str, content: struct_pb2.Value, allow_null: bool) -> st
 def messages_to_dicts(messages: Sequence[chat_pb2.ChatMessage]) -> list[dict[str, Any]]:
     """Validate messages and turn them into template-ready dicts."""
     if not messages:
-        raise InvalidArgument("messages must hold at least one message", param="messages")
+        raise InvalidArgument("messages must hold at least one message", param="messages", reason="FIELD_REQUIRED")
     out: list[dict[str, Any]] = []
     for i, m in enumerate(messages):
         param = f"messages[{i}]"
         if m.role not in ROLES:
             raise InvalidArgument(
-                f"{param}.role '{m.role}' is not one of {sorted(ROLES)}", param=f"{param}.role"
+                f"{param}.role '{m.role}' is not one of {sorted(ROLES)}", param=f"{param}.role", reason="VALUE_NOT_ALLOWED"
             )
         allow_null = m.role == "assistant" and len(m.tool_calls) > 0
         text = _content_text(f"{param}.content", m.content, allow_null)
@@ -210,9 +210,9 @@ def tools_to_dicts(tools: Sequence[chat_pb2.Tool]) -> list[dict[str, Any]] | Non
     for i, t in enumerate(tools):
         param = f"tools[{i}]"
         if (t.type or "function") != "function":
-            raise InvalidArgument(f"{param}.type must be 'function', got '{t.type}'", param=param)
+            raise InvalidArgument(f"{param}.type must be 'function', got '{t.type}'", param=param, reason="VALUE_NOT_ALLOWED")
         if not t.function.name:
-            raise InvalidArgument(f"{param}.function.name must not be empty", param=param)
+            raise InvalidArgument(f"{param}.function.name must not be empty", param=param, reason="EMPTY_VALUE")
         fn: dict[str, Any] = {"name": t.function.name}
         if t.function.description:
             fn["description"] = t.function.description
@@ -245,7 +245,7 @@ def check_render_flags(req: RenderRequest) -> None:
     ):
         raise InvalidArgument(
             "continue_final_message and add_generation_prompt cannot both be true",
-            param="continue_final_message",
+            param="continue_final_message", reason="FIELDS_CONFLICT",
         )
 
 

@@ -68,7 +68,7 @@ def apply_ranges(
         if field == "thinking_token_budget" and not settings.reasoning_parser:
             raise InvalidArgument(
                 f"{param} needs a reasoning model: start the server with --reasoning-parser NAME",
-                param=param,
+                param=param, reason="FEATURE_DISABLED",
             )
         lo_i, hi_i = _int_bounds(field, settings, vocab)
         setattr(p, field, v.int_range(param, value, lo_i, hi_i))
@@ -77,7 +77,7 @@ def apply_ranges(
 def check_greedy_choices(p: GenerationParams, param: str) -> None:
     if p.n > 1 and p.temperature == 0.0:
         raise InvalidArgument(
-            f"{param} > 1 needs temperature > 0: greedy choices would all be the same", param=param
+            f"{param} > 1 needs temperature > 0: greedy choices would all be the same", param=param, reason="GREEDY_CHOICES_IDENTICAL"
         )
 
 
@@ -86,7 +86,7 @@ def stop_token_ids(param: str, ids: Iterable[int], settings: ServerSettings, voc
     if len(ids) > settings.max_stop_token_ids:
         raise InvalidArgument(
             f"{param} may hold at most {settings.max_stop_token_ids} ids, got {len(ids)}",
-            param=param,
+            param=param, reason="TOO_MANY_ITEMS",
         )
     return v.token_ids(param, ids, vocab)
 
@@ -96,7 +96,7 @@ def logit_bias(param: str, items: Iterable[tuple[int, float]], vocab: int) -> di
     for tid, bias in items:
         if tid >= vocab:
             raise InvalidArgument(
-                f"{param} key {tid} is not a token id (vocabulary {vocab})", param=param
+                f"{param} key {tid} is not a token id (vocabulary {vocab})", param=param, reason="TOKEN_ID_OUT_OF_VOCAB"
             )
         out[int(tid)] = v.in_range(f"{param}[{tid}]", bias, -100.0, 100.0)
     return out

@@ -120,7 +120,7 @@ class Session:
                     break
                 else:
                     raise InvalidArgument(
-                        "a SessionRequest must set one of start, cancel, close", param="kind"
+                        "a SessionRequest must set one of start, cancel, close", param="kind", reason="FIELD_REQUIRED"
                     )
         except Exception as exc:  # a session-level failure
             self._cancel_all("the session failed")
@@ -142,7 +142,7 @@ class Session:
         if not rid or len(rid) > MAX_REQUEST_ID:
             raise InvalidArgument(
                 f"start.request_id must hold 1 to {MAX_REQUEST_ID} characters",
-                param="start.request_id",
+                param="start.request_id", reason="INVALID_REQUEST_ID",
             )
         if rid in self.tasks:
             raise InvalidArgument(
@@ -152,7 +152,7 @@ class Session:
         if len(self.tasks) >= self.plane.settings.session_max_requests:
             self.outbox.put_final(error_event(rid, ResourceExhausted(
                 f"this session already runs {len(self.tasks)} requests "
-                f"(--session-max-requests {self.plane.settings.session_max_requests})",
+                f"(--session-max-requests {self.plane.settings.session_max_requests})", reason="SESSION_FULL",
             )))
             return
         task = asyncio.create_task(self._execute(rid, start))
@@ -164,7 +164,7 @@ class Session:
             del self.tasks[rid]
         if task.cancelled():
             why = "the session was closed" if self._closing else "cancelled by the client"
-            self.outbox.put_final(error_event(rid, Cancelled(f"request '{rid}': {why}")))
+            self.outbox.put_final(error_event(rid, Cancelled(f"request '{rid}': {why}", reason="REQUEST_CANCELLED")))
             return
         exc = task.exception()
         if exc is not None:
@@ -184,7 +184,7 @@ class Session:
         elif kind == "generate":
             req = start.generate
         else:
-            raise InvalidArgument("start must carry a chat or a generate request", param="request")
+            raise InvalidArgument("start must carry a chat or a generate request", param="request", reason="FIELD_REQUIRED")
         cont = None
         if start.HasField("continuation"):
             cont = self._continuation(rid, start.continuation, req)
@@ -230,7 +230,7 @@ class Session:
                 raise InvalidArgument(
                     "with a continuation, chat.messages and chat.nvext.token_data must be "
                     "empty: the prompt is the earlier request's ids plus the suffix",
-                    param="messages",
+                    param="messages", reason="FIELDS_CONFLICT",
                 )
             options = render_options(
                 req, trust_template=self.plane.settings.trust_request_chat_template)
@@ -238,7 +238,7 @@ class Session:
             raise InvalidArgument(
                 "with a continuation, generate.token_ids must be empty: the prompt is the "
                 "earlier request's ids plus the suffix",
-                param="token_ids",
+                param="token_ids", reason="FIELDS_CONFLICT",
             )
         return resolve_continuation(
             c, session_id=self.id, request_id=rid, running=self.tasks, options=options,

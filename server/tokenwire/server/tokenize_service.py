@@ -21,7 +21,7 @@ def tokenize(
     check_model(req.model, served_model, engine.lora_names())
     has_prompt = req.HasField("prompt")
     if has_prompt == bool(req.messages):
-        raise InvalidArgument("give exactly one of prompt and messages", param="prompt")
+        raise InvalidArgument("give exactly one of prompt and messages", param="prompt", reason="FIELDS_CONFLICT")
     if has_prompt:
         add_special = req.add_special_tokens if req.HasField("add_special_tokens") else True
         ids = engine.encode(req.prompt, add_special_tokens=add_special)

@@ -100,6 +100,6 @@ class TokenizerOps:
                 reason="TEMPLATE_ERROR",
             ) from exc
         if not isinstance(text, str):
-            raise errors.Internal("chat template did not return text")
+            raise errors.Internal("chat template did not return text", reason="TEMPLATE_ERROR")
         # The template already holds any BOS it wants: add no special tokens.
         return self.encode(text, add_special_tokens=False)

@@ -12,7 +12,7 @@ from tokenwire.server.errors import InvalidArgument
 
 def finite(param: str, value: float) -> float:
     if not math.isfinite(value):
-        raise InvalidArgument(f"{param} must be a finite number, got {value}", param=param)
+        raise InvalidArgument(f"{param} must be a finite number, got {value}", param=param, reason="VALUE_NOT_FINITE")
     return float(value)
 
 
@@ -27,17 +27,17 @@ def in_range(
     finite(param, value)
     if lo is not None and (value <= lo if lo_open else value < lo):
         rule = f"> {lo}" if lo_open else f">= {lo}"
-        raise InvalidArgument(f"{param} must be {rule}, got {value}", param=param)
+        raise InvalidArgument(f"{param} must be {rule}, got {value}", param=param, reason="VALUE_OUT_OF_RANGE")
     if hi is not None and value > hi:
-        raise InvalidArgument(f"{param} must be <= {hi}, got {value}", param=param)
+        raise InvalidArgument(f"{param} must be <= {hi}, got {value}", param=param, reason="VALUE_OUT_OF_RANGE")
     return float(value)
 
 
 def int_range(param: str, value: int, lo: int | None = None, hi: int | None = None) -> int:
     if lo is not None and value < lo:
-        raise InvalidArgument(f"{param} must be >= {lo}, got {value}", param=param)
+        raise InvalidArgument(f"{param} must be >= {lo}, got {value}", param=param, reason="VALUE_OUT_OF_RANGE")
     if hi is not None and value > hi:
-        raise InvalidArgument(f"{param} must be <= {hi}, got {value}", param=param)
+        raise InvalidArgument(f"{param} must be <= {hi}, got {value}", param=param, reason="VALUE_OUT_OF_RANGE")
     return int(value)
 
 
@@ -48,19 +48,19 @@ def token_ids(param: str, ids: Iterable[int], vocab_size: int) -> list[int]:
             raise InvalidArgument(
                 f"{param}[{i}] = {tid} is not a token id: the vocabulary has "
                 f"{vocab_size} ids (0..{vocab_size - 1})",
-                param=param,
+                param=param, reason="TOKEN_ID_OUT_OF_VOCAB",
             )
     return out
 
 
 def prompt_fits(param: str, prompt_len: int, max_model_len: int) -> None:
     if prompt_len == 0:
-        raise InvalidArgument(f"{param}: the prompt is empty (0 tokens)", param=param)
+        raise InvalidArgument(f"{param}: the prompt is empty (0 tokens)", param=param, reason="PROMPT_EMPTY")
     if prompt_len >= max_model_len:
         raise InvalidArgument(
             f"{param}: the prompt is {prompt_len} tokens; the context window is "
             f"{max_model_len} tokens and at least one must be left to generate",
-            param=param,
+            param=param, reason="PROMPT_TOO_LONG",
         )
 
 
@@ -69,12 +69,12 @@ def max_tokens(param: str, requested: int | None, prompt_len: int, max_model_len
     if requested is None:
         return room
     if requested < 1:
-        raise InvalidArgument(f"{param} must be >= 1, got {requested}", param=param)
+        raise InvalidArgument(f"{param} must be >= 1, got {requested}", param=param, reason="VALUE_OUT_OF_RANGE")
     if requested > room:
         raise InvalidArgument(
             f"{param} = {requested} does not fit: the prompt is {prompt_len} tokens and "
             f"the context window is {max_model_len} (at most {room} may be generated)",
-            param=param,
+            param=param, reason="CONTEXT_LENGTH_EXCEEDED",
         )
     return requested
 

@@ -187,7 +187,7 @@ class VllmEngine(VllmControl):
         try:
             await self._llm.check_health()
         except Exception as exc:
-            raise errors.Unavailable(f"engine is not healthy: {exc}") from exc
+            raise errors.Unavailable(f"engine is not healthy: {exc}", reason="ENGINE_UNHEALTHY") from exc
 
     def shutdown(self) -> None:
         self._llm.shutdown()
@@ -326,13 +326,13 @@ def _map_engine_error(exc: BaseException) -> errors.TokenwireError:
     if isinstance(exc, EngineDeadError):
         return errors.Unavailable(f"the engine died: {exc}", reason="ENGINE_DEAD")
     if isinstance(exc, VLLMValidationError):
-        return errors.InvalidArgument(f"rejected by the engine: {exc}", param=exc.parameter)
+        return errors.InvalidArgument(f"rejected by the engine: {exc}", param=exc.parameter, reason="ENGINE_REJECTED")
     if isinstance(exc, VLLMClientError):
-        return errors.InvalidArgument(f"rejected by the engine: {exc}")
+        return errors.InvalidArgument(f"rejected by the engine: {exc}", reason="ENGINE_REJECTED")
     if isinstance(exc, GracefulHTTPError):
         if int(exc.http_status) in (429, 503):
-            return errors.ResourceExhausted(f"the engine is full: {exc.message}")
-        return errors.Unavailable(exc.message)
+            return errors.ResourceExhausted(f"the engine is full: {exc.message}", reason="ENGINE_FULL")
+        return errors.Unavailable(exc.message, reason="ENGINE_UNAVAILABLE")
     incident = uuid.uuid4().hex[:12]
     log.error("engine error %s: %s: %s", incident, type(exc).__name__, exc)
-    return errors.Internal(f"engine error (incident {incident}; details are in the server log)")
+    return errors.Internal(f"engine error (incident {incident}; details are in the server log)", reason="INTERNAL")

@@ -1,0 +1,291 @@
+"""The gateway's Lua modules run without Envoy, under LuaJIT (what Envoy
+embeds) through lupa: stream selection, SSE framing, OpenAI error bodies,
+and the bundles config.py hands to Envoy, driven through fake handles."""
+
+from __future__ import annotations
+
+import json
+import random
+
+import pytest
+
+from tokenwire.gateway import config
+
+lupa = pytest.importorskip("lupa")
+try:
+    from lupa import luajit21 as lua_impl  # Envoy's Lua is LuaJIT 2.1
+except ImportError:  # pragma: no cover - wheels without LuaJIT
+    from lupa import lua51 as lua_impl
+
+
+@pytest.fixture(scope="module")
+def lua():
+    runtime = lua_impl.LuaRuntime(unpack_returned_tuples=True)
+    runtime.execute(f'package.path = "{config.LUA_DIR}/?.lua;" .. package.path')
+    return runtime
+
+
+def module(lua, name: str):
+    return lua.eval(f'require("{name}")')
+
+
+# stream_select --------------------------------------------------------------
+
+@pytest.mark.parametrize(("body", "expected"), [
+    ('{"stream": true}', True),
+    ('  {"model": "m", "stream" : true, "n": 1}', True),
+    ('{"stream": false}', False),
+    ('{"messages": [{"stream": true}], "n": 1}', False),  # nested: not ours
+    ('{"nvext": {"stream": true}}', False),
+    ('{"a": "\\"stream\\": true", "stream": true}', True),  # key text inside a string
+    ('{"a": "x\\\\", "stream": true}', True),  # escaped backslash before the quote
+    ('{"a": "stream", "b": true}', False),  # "stream" as a value
+    ('[{"stream": true}]', False),  # not an object
+    ('{"stream": "true"}', False),  # a string is not true
+    ("", False),
+    ('{"stream": tr', False),
+])
+def test_stream_requested(lua, body, expected) -> None:
+    assert module(lua, "stream_select").stream_requested(body) is expected
+
+
+def test_stream_path(lua) -> None:
+    select = module(lua, "stream_select")
+
+    def body(text):
+        return lambda: text
+
+    assert select.stream_path("POST", "/v1/chat/completions?x=1", body('{"stream":true}')) == \
+        "/v1/chat/completions:stream?x=1"
+    assert select.stream_path("POST", "/inference/v1/generate", body('{"stream":true}')) == \
+        "/inference/v1/generate:stream"
+    assert select.stream_path("POST", "/v1/chat/completions", body('{"stream":false}')) is None
+    assert select.stream_path("GET", "/v1/chat/completions", body('{"stream":true}')) is None
+
+    def never():
+        raise AssertionError("the body of a route without a stream twin is never read")
+
+    assert select.stream_path("POST", "/tokenize", never) is None
+
+
+# sse_framing ----------------------------------------------------------------
+
+ELEMENTS = [
+    {"id": "a", "choices": [{"delta": {"content": 'he said "}]{[" \\ ok'}, "token_ids": [1, 2]}]},
+    {"id": "b", "choices": [{"delta": {"content": "caf\u00e9 \u2603"}}]},
+    {"id": "c", "usage": {"prompt_tokens": 3}},  # no "choices": OpenAI prints []
+    {},
+]
+
+
+def _frame(lua, pieces: list[str], finish_text: str = "data: [DONE]\n\n") -> str:
+    sse = module(lua, "sse_framing")
+    state = sse.new()
+    calls = []
+
+    def finish():
+        calls.append(1)
+        return finish_text
+
+    out = "".join(sse.reframe(state, piece, finish) for piece in pieces)
+    assert len(calls) == 1, "finish runs exactly once"
+    return out
+
+
+def _array(elements) -> str:
+    return "[" + ",".join(json.dumps(e, ensure_ascii=False) for e in elements) + "]"
+
+
+def _events(text: str) -> list:
+    assert text.endswith("data: [DONE]\n\n")
+    events = [e for e in text.split("\n\n") if e]
+    assert all(e.startswith("data: ") for e in events)
+    return [json.loads(e[6:]) for e in events[:-1]]
+
+
+def test_whole_array_becomes_events(lua) -> None:
+    events = _events(_frame(lua, [_array(ELEMENTS)]))
+    assert events[0] == ELEMENTS[0] and events[1] == ELEMENTS[1]
+    assert events[2] == {"choices": [], "id": "c", "usage": {"prompt_tokens": 3}}
+    assert events[3] == {"choices": []}
+
+
+@pytest.fixture(scope="module")
+def byte_lua():
+    """Lua strings are bytes and a cut may fall inside a UTF-8 character:
+    latin-1 maps Python text to Lua bytes one to one."""
+    runtime = lua_impl.LuaRuntime(unpack_returned_tuples=True, encoding="latin-1")
+    runtime.execute(f'package.path = "{config.LUA_DIR}/?.lua;" .. package.path')
+    return runtime
+
+
+@pytest.mark.parametrize("seed", range(25))
+def test_any_split_gives_the_same_events(byte_lua, seed) -> None:
+    text = _array(ELEMENTS).encode()
+    rng = random.Random(seed)
+    cuts = sorted(rng.sample(range(1, len(text)), rng.randint(1, 12)))
+    pieces = [text[a:b].decode("latin-1") for a, b in zip([0, *cuts], [*cuts, len(text)], strict=True)]
+    out = _frame(byte_lua, pieces).encode("latin-1").decode()
+    assert out == _frame(byte_lua, [text.decode("latin-1")]).encode("latin-1").decode()
+    assert _events(out)[:2] == ELEMENTS[:2]
+
+
+def test_transcoder_spacing_and_error_end(lua) -> None:
+    # The transcoder writes "[{..}" then ",{..}" per message and "]" at the end.
+    pieces = ["[" + json.dumps(ELEMENTS[0]), "\n," + json.dumps(ELEMENTS[1]), "]"]
+    error = 'data: {"error":{"message":"x"}}\n\ndata: [DONE]\n\n'
+    out = _frame(lua, pieces, error)
+    assert out.endswith(error) and out.count("data: ") == 4
+
+
+def test_a_non_array_body_ends_the_stream_at_once(lua) -> None:
+    assert _frame(lua, ['{"error": {}}']) == "data: [DONE]\n\n"
+
+
+# openai_error ---------------------------------------------------------------
+
+def _render(lua, **rec):
+    table = lua.table_from(rec)
+    http, body, retry = module(lua, "openai_error").render(table)
+    return http, json.loads(body), retry
+
+
+def test_error_body_from_plain_trailers(lua) -> None:
+    http, body, retry = _render(lua, grpc_status="3", grpc_message="max_tokens%20must%20be%20%3E%3D%201",
+                                reason="VALUE_OUT_OF_RANGE", param="max_tokens", retry_ms="")
+    assert http == 400 and retry is None
+    assert body == {"error": {"message": "max_tokens must be >= 1", "type": "invalid_request_error",
+                              "param": "max_tokens", "code": "value_out_of_range"}}
+
+
+@pytest.mark.parametrize(("code", "http", "kind"), [
+    ("5", 404, "invalid_request_error"), ("8", 429, "rate_limit_error"),
+    ("14", 503, "server_error"), ("16", 401, "authentication_error"),
+    ("7", 403, "permission_error"), ("13", 500, "server_error"), ("99", 500, "server_error"),
+])
+def test_status_mapping(lua, code, http, kind) -> None:
+    got_http, body, _ = _render(lua, grpc_status=code, grpc_message="m")
+    assert got_http == http and body["error"]["type"] == kind and body["error"]["param"] is None
+
+
+def test_missing_reason_and_message_fall_back_to_the_code(lua) -> None:
+    _, body, _ = _render(lua, grpc_status="14", reason="", param="")
+    assert body["error"]["code"] == "unavailable"
+    assert body["error"]["message"] == "the call failed with gRPC status unavailable"
+
+
+def test_retry_hint_and_escaping(lua) -> None:
+    message = 'mod\u00e8le "\u2603" \\ \n\t\x01'
+    encoded = "".join(c if c.isalnum() or c == " " else "".join(f"%{b:02X}" for b in c.encode())
+                      for c in message)
+    http, body, retry = _render(lua, grpc_status="8", grpc_message=encoded,
+                                reason="TOO_MANY_REQUESTS", retry_ms="1500")
+    assert http == 429 and retry == 1500
+    assert body["error"]["message"] == message
+
+
+def test_transcoder_rejection_names_the_field(lua) -> None:
+    errs = module(lua, "openai_error")
+    text = ('{"error":{"message":"max_tokens: invalid value \\"many\\" for type TYPE_UINT32",'
+            '"type":"invalid_request_error","param":null,"code":"invalid_request_body"}}')
+    fixed = json.loads(errs.name_rejected_field(text))["error"]
+    assert (fixed["param"], fixed["code"]) == ("max_tokens", "invalid_type")
+    assert errs.name_rejected_field('{"error":{"message":"Unexpected token"}}') is None
+
+
+# The bundles Envoy loads, through fake handles ------------------------------
+
+FAKE_ENVOY = """
+local function headers(t)
+  return {
+    get = function(_, k) return t[k] end,
+    replace = function(_, k, v) t[k] = v end,
+    remove = function(_, k) t[k] = nil end,
+  }
+end
+local function body(text)
+  local b = { text = text }
+  function b:length() return #self.text end
+  function b:getBytes(i, n) return self.text:sub(i + 1, i + n) end
+  function b:setBytes(s) self.text = s end
+  return b
+end
+-- `last_status`: the gRPC status the trailers bring, recorded just before
+-- the last body chunk (the transcoder's closing "]") reaches the filter.
+function fake_handle(req_headers, req_body, meta, chunks, trailers, last_status)
+  local h = { meta = meta, out = {} }
+  local hb = body(req_body)
+  function h:headers() return headers(req_headers) end
+  function h:body() return hb end
+  function h:trailers() return trailers and headers(trailers) end
+  function h:bodyChunks()
+    local i = 0
+    return function()
+      i = i + 1
+      if chunks[i] == nil then return nil end
+      if chunks[i + 1] == nil and last_status then meta["tokenwire.rest"].grpc_status = last_status end
+      local c = body(chunks[i])
+      h.out[#h.out + 1] = c
+      return c
+    end
+  end
+  function h:streamInfo()
+    return { dynamicMetadata = function()
+      return {
+        get = function(_, ns) return meta[ns] end,
+        set = function(_, ns, k, v) meta[ns] = meta[ns] or {}; meta[ns][k] = v end,
+      }
+    end }
+  end
+  return h
+end
+"""
+
+
+def _bundle(entry: str):
+    runtime = lua_impl.LuaRuntime(unpack_returned_tuples=True)
+    runtime.execute(config.lua_source(entry))  # no package.path: the bundle is self-contained
+    runtime.execute(FAKE_ENVOY)
+    return runtime
+
+
+def test_bundled_request_filter_picks_the_stream_binding() -> None:
+    rt = _bundle("openai_rest")
+    hdrs = rt.table_from({":method": "POST", ":path": "/v1/chat/completions",
+                          "content-type": "application/json"})
+    meta = rt.table()
+    rt.globals().envoy_on_request(rt.globals().fake_handle(hdrs, '{"stream": true}', meta))
+    assert hdrs[":path"] == "/v1/chat/completions:stream"
+    assert meta["tokenwire.rest"]["mode"] == "sse"
+    grpc_hdrs = rt.table_from({":method": "POST", ":path": "/x", "content-type": "application/grpc"})
+    grpc_meta = rt.table()
+    rt.globals().envoy_on_request(rt.globals().fake_handle(grpc_hdrs, "", grpc_meta))
+    assert grpc_meta["tokenwire.rest"] is None  # native gRPC untouched
+
+
+def test_bundled_filters_turn_trailers_into_an_sse_error_event() -> None:
+    status_rt, rest_rt = _bundle("grpc_status"), _bundle("openai_rest")
+    # grpc_status.lua records the stream's trailers ...
+    meta = status_rt.table_from({"tokenwire.rest": status_rt.table_from({"mode": "sse"})})
+    trailers = status_rt.table_from({"grpc-status": "3", "grpc-message": "bad%20value",
+                                     "tokenwire-reason": "VALUE_OUT_OF_RANGE",
+                                     "tokenwire-param": "top_p"})
+    status_rt.globals().envoy_on_response(
+        status_rt.globals().fake_handle(status_rt.table_from({":status": "200"}), "", meta, status_rt.table(), trailers))
+    recorded = dict(meta["tokenwire.rest"])
+    assert recorded["reason"] == "VALUE_OUT_OF_RANGE" and recorded["param"] == "top_p"
+    # ... and openai_rest.lua, seeing them at the array's end, ends with an error event.
+    rest_meta = rest_rt.table_from({"tokenwire.rest": rest_rt.table_from(recorded)})
+    rest_meta["tokenwire.rest"]["grpc_status"] = None  # the headers came before the trailers
+    hdrs = rest_rt.table_from({":status": "200", "content-type": "application/grpc"})
+    chunks = rest_rt.table_from(['[{"id":"a","choices":[]}', "]"])
+    handle = rest_rt.globals().fake_handle(hdrs, "", rest_meta, chunks, None, "3")
+    rest_rt.globals().envoy_on_response(handle)
+    assert hdrs["content-type"] == "text/event-stream"
+    text = "".join(c.text for c in handle.out.values())
+    events = text.split("\n\n")
+    assert json.loads(events[0][6:]) == {"id": "a", "choices": []}
+    error = json.loads(events[1][6:])["error"]
+    assert error == {"message": "bad value", "type": "invalid_request_error", "param": "top_p",
+                     "code": "value_out_of_range"}
+    assert events[2] == "data: [DONE]"
