@@ -6,7 +6,7 @@ import argparse
 import dataclasses
 import os
 import pathlib
-from typing import Any
+from typing import Any, Literal, get_args, get_origin, get_type_hints
 
 # Field metadata: an engine fact. The serving layer reads these, but on the
 # command line they are vLLM's own flags (--model, --max-model-len, ...),
@@ -19,6 +19,11 @@ def _engine(default: object, help: str = "") -> Any:
     return dataclasses.field(default=default, metadata={**ENGINE, "help": help})
 
 
+def _own(default: object, help: str) -> Any:
+    """A tokenwire setting: one flag, whose help is `help`."""
+    return dataclasses.field(default=default, metadata={"help": help})
+
+
 @dataclasses.dataclass(frozen=True)
 class ServerSettings:
     """Everything the server needs to start. Defaults suit the CPU demo.
@@ -28,8 +33,8 @@ class ServerSettings:
     vLLM's AsyncEngineArgs) with the few facts the serving layer needs
     mirrored in the ENGINE fields."""
 
-    engine: str = "vllm"  # "vllm", or "fake" (deterministic, for tests and gateway work)
-    fake_token_delay: float = 0.0  # seconds per token of the fake engine
+    engine: Literal["vllm", "fake"] = _own("vllm", "vllm (default), or fake: a deterministic test engine, no vLLM")
+    fake_token_delay: float = _own(0.0, "seconds per token of the fake engine")
 
     # Engine facts (vLLM's flags on the command line).
     model: str | None = _engine(None)  # None: the demo model built by `make model`
@@ -42,50 +47,64 @@ class ServerSettings:
     # Every vLLM engine argument (AsyncEngineArgs keywords), resolved from
     # vLLM's flags, the platform defaults and tokenwire's defaults.
     engine_args: dict[str, Any] = dataclasses.field(default_factory=dict, metadata=ENGINE)
-    warmup: bool = True
+    warmup: bool = _own(True, "send a warm-up request (with logprobs) before reporting SERVING")
 
     # Control plane (ControlService): pause/resume, weight updates, LoRA.
-    enable_control: bool = False
-    admin_api_key: str = ""  # "" : control from loopback peers only; also $TOKENWIRE_ADMIN_API_KEY
-    control_timeout_seconds: float = 600.0  # a control call without a gRPC deadline
-    weight_version: str = ""  # the initial weight version ("" : vLLM's "default")
-    lora_modules: tuple[str, ...] = ()  # NAME=PATH adapters loaded at start (needs --enable-lora)
+    enable_control: bool = _own(
+        False, "serve the ControlService (pause/resume, weight updates, cache reset, LoRA)")
+    admin_api_key: str = _own(
+        "", "key for the ControlService (also $TOKENWIRE_ADMIN_API_KEY); empty: loopback callers only")
+    control_timeout_seconds: float = _own(
+        600.0, "longest a control call runs when the caller set no deadline (seconds)")
+    weight_version: str = _own(
+        "", "the weight version tokens are attributed to at start (default: vLLM's 'default')")
+    lora_modules: tuple[str, ...] = _own(
+        (), "LoRA adapters to load at start, NAME=PATH ... (with --enable-lora); requests select "
+            "one by `model`")
 
     # Request limits.
-    max_n: int = 16
-    max_stop_token_ids: int = 256
-    max_stop_strings: int = 16
-    max_top_logprobs: int = 20
-    trust_request_chat_template: bool = False  # requests may send their own Jinja template
+    max_n: int = _own(16, "largest `n` (choices per request)")
+    max_stop_token_ids: int = _own(256, "most ids in `stop_token_ids`")
+    max_stop_strings: int = _own(16, "most strings in `stop`")
+    max_top_logprobs: int = _own(20, "largest `top_logprobs` / `prompt_logprobs`")
+    trust_request_chat_template: bool = _own(
+        False, "accept `chat_template` in requests (Jinja runs on the server: trusted callers "
+               "only; vLLM's flag of the same name)")
 
     # Sessions, continuation and speculative prefill.
-    session_max_requests: int = 1024  # running requests per session
-    continuation_max_tokens: int = 16_000_000  # ids kept for continuation, all sessions
-    continuation_session_max_tokens: int = 2_000_000  # ids kept per session
-    continuation_session_max_requests: int = 4096  # finished requests kept per session
-    speculative_prefill: bool = True  # honour nvext.agent_hints.speculative_prefill
-    speculative_prefill_priority: int = 10  # lower is served first (priority scheduler)
+    session_max_requests: int = _own(1024, "running requests one Session stream may hold")
+    continuation_max_tokens: int = _own(
+        16_000_000, "token ids kept for session continuation, all sessions (LRU)")
+    continuation_session_max_tokens: int = _own(
+        2_000_000, "token ids kept for continuation per session (LRU)")
+    continuation_session_max_requests: int = _own(
+        4096, "finished requests kept for continuation per session")
+    speculative_prefill: bool = _own(
+        True, "honour nvext.agent_hints.speculative_prefill (warm the next turn's prefix)")
+    speculative_prefill_priority: int = _own(
+        10, "engine priority of speculative prefills (lower runs first)")
 
     # Admission control (0 = no limit).
-    max_concurrent_requests: int = 1024  # engine requests in flight
-    max_admitted_tokens: int = 0  # sum of prompt + max new tokens in flight
+    max_concurrent_requests: int = _own(1024, "engine requests in flight (0: no limit)")
+    max_admitted_tokens: int = _own(
+        0, "sum of prompt + max new tokens in flight (0: no limit)")
 
     # Access control and observability.
-    api_key: str = ""  # "" : no key; also read from $TOKENWIRE_API_KEY
-    open_probes: bool = True  # health and reflection answer without the key
-    tls_cert: str = ""  # PEM certificate chain: serve gRPC over TLS
-    tls_key: str = ""  # PEM private key of tls_cert
-    metrics_port: int = 0  # Prometheus /metrics on metrics_host:metrics_port; 0 = off
-    metrics_host: str = "127.0.0.1"  # loopback by default: /metrics needs no key
-    health_check_seconds: float = 2.0  # engine liveness probe period
+    api_key: str = _own("", "inference API key (also $TOKENWIRE_API_KEY); empty: no key")
+    open_probes: bool = _own(True, "health and reflection answer without the key")
+    tls_cert: str = _own("", "PEM certificate chain: serve gRPC over TLS")
+    tls_key: str = _own("", "PEM private key of --tls-cert")
+    metrics_port: int = _own(0, "Prometheus /metrics on --metrics-host:PORT (0: off)")
+    metrics_host: str = _own("127.0.0.1", "metrics address (loopback by default: /metrics needs no key)")
+    health_check_seconds: float = _own(2.0, "engine liveness probe period (seconds)")
 
     # gRPC server.
-    host: str = "127.0.0.1"
-    port: int = 50051
-    max_message_bytes: int = 16 * 1024 * 1024
-    grace_seconds: float = 10.0
-    worker_id: str = ""  # "" : hostname:pid.
-    log_level: str = "INFO"
+    host: str = _own("127.0.0.1", "listen address (loopback by default)")
+    port: int = _own(50051, "listen port (0 picks a free one)")
+    max_message_bytes: int = _own(16 * 1024 * 1024, "largest gRPC message (bytes)")
+    grace_seconds: float = _own(10.0, "how long in-flight calls may finish on shutdown (seconds)")
+    worker_id: str = _own("", "this process's id in responses and logs (default: hostname:pid)")
+    log_level: str = _own("INFO", "log level")
 
     def resolved_model(self) -> str:
         if self.model:
@@ -112,44 +131,26 @@ SHARED_WITH_VLLM = frozenset({"log_level"})
 def add_arguments(parser: Any, *, skip: frozenset[str] = frozenset()) -> None:
     """Add one flag per own settings field (``--grace-seconds`` for grace_seconds)."""
     defaults = ServerSettings()
-    helps = {
-        "engine": "vllm (default) or fake (a deterministic test engine, no vLLM)",
-        "host": "listen address (loopback by default)",
-        "port": "listen port (0 picks a free one)",
-        "grace_seconds": "how long in-flight calls may finish on shutdown",
-        "warmup": "send a warm-up request (with logprobs) before reporting SERVING",
-        "session_max_requests": "running requests one Session stream may hold",
-        "continuation_max_tokens": "token ids kept for session continuation, all sessions (LRU)",
-        "continuation_session_max_tokens": "token ids kept for continuation per session (LRU)",
-        "continuation_session_max_requests": "finished requests kept for continuation per session",
-        "speculative_prefill": "honour nvext.agent_hints.speculative_prefill (warm the next turn's prefix)",
-        "speculative_prefill_priority": "engine priority of speculative prefills (lower runs first)",
-        "trust_request_chat_template": "accept `chat_template` in requests (Jinja runs on the "
-                                       "server: trusted callers only; vLLM's flag of the same name)",
-        "enable_control": "serve the ControlService (pause/resume, weight updates, cache reset, LoRA)",
-        "admin_api_key": "key for the ControlService (also $TOKENWIRE_ADMIN_API_KEY); empty: loopback callers only",
-        "control_timeout_seconds": "longest a control call runs when the caller set no deadline",
-        "weight_version": "the weight version tokens are attributed to at start (default: vLLM's 'default')",
-        "lora_modules": "LoRA adapters to load at start, NAME=PATH ... (with --enable-lora); "
-                        "requests select one by `model`",
-    }
+    hints = get_type_hints(ServerSettings)
     for field in dataclasses.fields(ServerSettings):
         if field.metadata.get("engine") or field.name in skip:
             continue  # vLLM's flag (engine_args.py), or the fake engine's
         flag = "--" + field.name.replace("_", "-")
         default = getattr(defaults, field.name)
+        help = field.metadata.get("help", "")
         if isinstance(default, bool):
             parser.add_argument(
                 flag, dest=field.name, default=default, action=argparse.BooleanOptionalAction,
-                help=helps.get(field.name, ""),
+                help=help,
             )
         elif isinstance(default, tuple):
-            parser.add_argument(flag, dest=field.name, nargs="*", default=default,
-                                help=helps.get(field.name, ""))
+            parser.add_argument(flag, dest=field.name, nargs="*", default=default, help=help)
+        elif get_origin(hints[field.name]) is Literal:  # a closed set: the CLI shows the choices
+            parser.add_argument(flag, dest=field.name, choices=get_args(hints[field.name]),
+                                default=default, help=help)
         else:
             typ = type(default) if default is not None else str
-            parser.add_argument(flag, dest=field.name, type=typ, default=default,
-                                help=helps.get(field.name, ""))
+            parser.add_argument(flag, dest=field.name, type=typ, default=default, help=help)
 
 
 def own_fields() -> list[dataclasses.Field[Any]]:
