@@ -36,6 +36,7 @@ CHAT_CASES = [
     ("content-number", {"messages": [{"role": "user", "content": 5}]}, "INVALID_ARGUMENT", "messages[0].content"),
     ("stop-too-many", {"stop": [str(i) for i in range(17)]}, "INVALID_ARGUMENT", "stop"),
     ("stop-empty-string", {"stop": [""]}, "INVALID_ARGUMENT", "stop"),
+    ("stop-string-too-long", {"stop": ["x" * 257]}, "INVALID_ARGUMENT", "stop"),
     ("stop-number", {"stop": 5}, "INVALID_ARGUMENT", "stop"),
     ("too-many-stop-ids", {"stop_token_ids": [5] * 257}, "INVALID_ARGUMENT", "stop_token_ids"),
     ("logit-bias-range", {"logit_bias": {"5": 500}}, "INVALID_ARGUMENT", "logit_bias[5]"),

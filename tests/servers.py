@@ -78,13 +78,17 @@ class ThreadServer:
         return self
 
     def call(self, coro):  # run a coroutine on the server loop
+        return self.submit(coro).result(30)
+
+    def submit(self, coro):  # start a coroutine on the server loop; a concurrent Future
         assert self._loop is not None
-        return asyncio.run_coroutine_threadsafe(coro, self._loop).result(30)
+        return asyncio.run_coroutine_threadsafe(coro, self._loop)
 
     def stop(self) -> None:
         if self._loop is None:
             return
-        self.call(self._running.stop(0))  # type: ignore[attr-defined]
+        if self._running.state.serving:  # type: ignore[attr-defined]
+            self.call(self._running.stop(0))  # type: ignore[attr-defined]
         self._loop.call_soon_threadsafe(self._loop.stop)
         assert self._thread is not None
         self._thread.join(10)

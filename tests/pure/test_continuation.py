@@ -8,7 +8,7 @@ import pytest
 from tokenwire.server.continuation import continuation_messages, resolve_continuation
 from tokenwire.server.continuation_store import ContinuationStore, StoredTurn
 from tokenwire.server.domain import RenderOptions
-from tokenwire.server.errors import TokenwireError
+from tokenwire.server.errors import NotFound, TokenwireError
 from tokenwire.server.fake_engine import IM_END, FakeEngine
 from tokenwire.server.turns import TurnTemplates
 from tokenwire.v1 import chat_pb2, session_pb2
@@ -100,3 +100,16 @@ def test_message_errors_are_named_inside_the_continuation() -> None:
         continuation_messages(msgs)
     assert exc.value.param == "continuation.messages[0].role"
     assert exc.value.message.startswith("continuation.messages[0].role")
+
+
+def test_a_busy_session_evicts_its_own_history_first() -> None:
+    store = ContinuationStore(max_tokens=100, session_max_tokens=100, session_max_requests=100)
+    turn = StoredTurn.of([1] * 15, [[2] * 5], None)  # 20 tokens
+    assert store.put("quiet", "q0", turn)  # the oldest entry of all
+    for i in range(8):  # a busy session keeps writing past the server-wide limit
+        assert store.put("busy", f"b{i}", turn)
+    assert store.tokens == 100
+    assert store.get("quiet", "q0") is not None  # the quiet session keeps its turn
+    with pytest.raises(NotFound) as info:
+        store.get("busy", "b0")
+    assert info.value.reason == "CONTINUATION_EVICTED"

@@ -48,3 +48,31 @@ def test_client_imports_without_vllm() -> None:
     )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert out.stdout.strip() == "ok"
+
+
+def test_drain_window_reports_not_serving_before_refusing() -> None:
+    from grpc_health.v1 import health_pb2, health_pb2_grpc
+
+    from tests.servers import ThreadServer
+    from tokenwire.server.fake_engine import FakeEngine
+    from tokenwire.server.settings import ServerSettings
+
+    server = ThreadServer(ServerSettings(engine="fake", port=0, max_model_len=512),
+                          FakeEngine(max_model_len=512)).start()
+    stopping = server.submit(server._running.stop(5.0, drain=1.5))
+    with grpc.insecure_channel(server.address) as ch:
+        stub = service_pb2_grpc.TokenwireServiceStub(ch)
+        health = health_pb2_grpc.HealthStub(ch)
+        deadline = time.monotonic() + 5
+        while health.Check(health_pb2.HealthCheckRequest(), timeout=5).status == \
+                health_pb2.HealthCheckResponse.SERVING:
+            assert time.monotonic() < deadline
+            time.sleep(0.05)
+        # Health says NOT_SERVING, yet a new call inside the window is served.
+        ok = stub.CreateChatCompletion(chat_request(max_tokens=2), timeout=5)
+        assert ok.choices[0].finish_reason == "length"
+        # After the window, new calls are refused.
+        time.sleep(1.8)
+        with pytest.raises(grpc.RpcError):
+            stub.CreateChatCompletion(chat_request(max_tokens=2), timeout=5)
+    stopping.result(30)

@@ -352,7 +352,7 @@ def test_store_limits_per_session_and_global() -> None:
     for i in range(3):
         store.put("s2", f"q{i}", turn)
     assert store.tokens == 100
-    store.put("s2", "q3", turn)  # over the global 100: the oldest entry overall goes
+    store.put("s2", "q3", turn)  # over the global 100: the largest session (s2) gives one up
     assert store.tokens == 100
     with pytest.raises(NotFound) as exc_info:
         store.get("s1", "r2")

@@ -1,8 +1,9 @@
 """Server lifecycle: engine start, warm-up, gRPC server, health, shutdown.
 
-Shutdown order: health NOT_SERVING -> server.stop(grace) (in-flight calls
-may finish; the rest are cancelled, which aborts their engine requests) ->
-engine shutdown.
+Shutdown order: health NOT_SERVING -> drain (--drain-seconds: new calls
+still served while load balancers notice) -> new calls refused ->
+server.stop(grace) (in-flight calls may finish; the rest are cancelled,
+which aborts their engine requests) -> engine shutdown.
 """
 
 from __future__ import annotations
@@ -108,6 +109,9 @@ class RunningServer:
 
     async def set_serving(self, serving: bool) -> None:
         self.state.serving = serving
+        await self.report_health(serving)
+
+    async def report_health(self, serving: bool) -> None:
         status = (
             health_pb2.HealthCheckResponse.SERVING
             if serving
@@ -116,7 +120,14 @@ class RunningServer:
         for name in ("", SERVICE_NAME):
             await self.health.set(name, status)
 
-    async def stop(self, grace: float) -> None:
+    async def stop(self, grace: float, drain: float = 0.0) -> None:
+        """Health NOT_SERVING; for `drain` seconds new calls are still
+        served (load balancers see the health change before any refusal);
+        then new calls are refused, in-flight ones get `grace` seconds."""
+        await self.report_health(False)
+        if drain > 0:
+            log.info("draining: health NOT_SERVING, new calls accepted for %.1fs", drain)
+            await asyncio.sleep(drain)
         await self.set_serving(False)
         await self.server.stop(grace)
         await self.state.cancel_background()
@@ -230,6 +241,7 @@ async def serve(
         # In-flight calls fail with UNAVAILABLE (engine dead); do not wait long.
         await running.stop(min(1.0, settings.grace_seconds))
         return 1
-    log.info("shutting down (grace %.1fs)", settings.grace_seconds)
-    await running.stop(settings.grace_seconds)
+    log.info("shutting down (drain %.1fs, grace %.1fs)", settings.drain_seconds,
+             settings.grace_seconds)
+    await running.stop(settings.grace_seconds, settings.drain_seconds)
     return 0

@@ -1,6 +1,8 @@
 """The token ids of finished session requests, kept so that a later turn can
 continue one by id. Bounded: per session (requests and tokens) and over
-all sessions (tokens); least recently used entries go first. Ids are kept
+all sessions (tokens); least recently used entries go first, and at the
+server-wide limit from the session holding the most (a fair share: one
+busy session cannot evict every other session's history). Ids are kept
 as 4-byte arrays, not Python int lists (about 9x smaller)."""
 
 from __future__ import annotations
@@ -77,8 +79,12 @@ class ContinuationStore:
             oldest = next(iter(entries.keys))
             self._evict((session, oldest), "the session's limits")
         while self.tokens > self.max_tokens:
-            oldest_key = next(iter(self._turns))
-            self._evict(oldest_key, "the server-wide token limit")
+            # Fair share: the session holding the most tokens gives up its
+            # least recently used entry, so a busy session evicts its own
+            # history before anyone else's.
+            largest = max(self._sessions, key=lambda s: self._sessions[s].tokens)
+            oldest = next(iter(self._sessions[largest].keys))
+            self._evict((largest, oldest), "the server-wide token limit")
         return True
 
     def get(self, session: str, request_id: str) -> StoredTurn:

@@ -117,8 +117,11 @@ def check_priority(priority: int, settings: ServerSettings) -> int:
     return priority
 
 
-def stop_strings(param: str, value: struct_pb2.Value | None, limit: int) -> list[str]:
-    """`stop`: a string, a list of strings, or null."""
+def stop_strings(param: str, value: struct_pb2.Value | None, settings: ServerSettings) -> list[str]:
+    """`stop`: a string, a list of strings, or null; at most
+    --max-stop-strings of at most --max-stop-string-chars characters (the
+    engine matches every one against the tail of the output per token)."""
+    limit, chars = settings.max_stop_strings, settings.max_stop_string_chars
     if value is None:
         return []
     kind = value.WhichOneof("kind")
@@ -139,6 +142,9 @@ def stop_strings(param: str, value: struct_pb2.Value | None, limit: int) -> list
     for i, s in enumerate(items):
         if not s:
             raise InvalidArgument(f"{param}[{i}] must not be empty", param=param, reason="EMPTY_VALUE")
+        if len(s) > chars:
+            raise InvalidArgument(f"{param}[{i}] must be at most {chars} characters, got {len(s)}",
+                                  param=param, reason="VALUE_TOO_LONG")
     return items
 
 

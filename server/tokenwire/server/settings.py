@@ -66,6 +66,7 @@ class ServerSettings:
     max_n: int = _own(16, "largest `n` (choices per request)")
     max_stop_token_ids: int = _own(256, "most ids in `stop_token_ids`")
     max_stop_strings: int = _own(16, "most strings in `stop`")
+    max_stop_string_chars: int = _own(256, "longest string in `stop` (characters)")
     max_top_logprobs: int = _own(20, "largest `top_logprobs` / `prompt_logprobs`")
     trust_request_chat_template: bool = _own(
         False, "accept `chat_template` in requests (Jinja runs on the server: trusted callers "
@@ -103,6 +104,9 @@ class ServerSettings:
     port: int = _own(50051, "listen port (0 picks a free one)")
     max_message_bytes: int = _own(16 * 1024 * 1024, "largest gRPC message (bytes)")
     grace_seconds: float = _own(10.0, "how long in-flight calls may finish on shutdown (seconds)")
+    drain_seconds: float = _own(
+        0.0, "on shutdown, seconds health reports NOT_SERVING while new calls are still served "
+             "(so load balancers move away first); then new calls are refused")
     worker_id: str = _own("", "this process's id in responses and logs (default: hostname:pid)")
     log_level: str = _own("INFO", "log level")
 
