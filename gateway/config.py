@@ -203,7 +203,10 @@ def _connection_manager(settings: GatewaySettings) -> dict[str, Any]:
         # OpenAI error shape. Native gRPC calls keep plain gRPC statuses.
         "local_reply_config": {"mappers": local_reply_mappers(settings)},
         "route_config": {"name": "tokenwire", "virtual_hosts": [
-            {"name": "tokenwire", "domains": ["*"], "routes": [grpc_route]}]},
+            {"name": "tokenwire", "domains": ["*"], "routes": [grpc_route]}],
+            # The tenant comes from the credential; a caller never names it
+            # (the server trusts x-tenant-id only with --trust-tenant-header).
+            "request_headers_to_remove": ["x-tenant-id"]},
         "http_filters": _http_filters(settings),
     }
 

@@ -32,7 +32,8 @@ def flaky_engine() -> FlakyEngine:
 
 @pytest.fixture(scope="session")
 def flaky_server(flaky_engine: FlakyEngine) -> collections.abc.Iterator[ThreadServer]:
-    settings = ServerSettings(engine="fake", port=0, max_model_len=512, served_model_name=MODEL)
+    settings = ServerSettings(engine="fake", port=0, max_model_len=512, served_model_name=MODEL,
+                              trust_tenant_header=True)  # the gateway is the trusted hop
     server = ThreadServer(settings, flaky_engine).start()
     yield server
     server.stop()

@@ -8,7 +8,7 @@ from google.protobuf import json_format, struct_pb2
 
 from tokenwire.server import request_fields as rf
 from tokenwire.server.chat_request import build_chat_plan
-from tokenwire.server.domain import RenderOptions
+from tokenwire.server.domain import Caller, RenderOptions
 from tokenwire.server.errors import InvalidArgument, NotFound
 from tokenwire.server.fake_engine import FakeEngine
 from tokenwire.server.generate_service import build_generate_plan
@@ -26,29 +26,33 @@ def _chat(**fields: object) -> chat_pb2.CreateChatCompletionRequest:
     return req
 
 
-def _chat_plan(req: chat_pb2.CreateChatCompletionRequest, settings=FCFS, tenant=None):
-    return build_chat_plan(req, ENGINE, settings, served_model="fake", tenant=tenant, stream=False)
+ANYONE = Caller()
+TENANT_T = Caller(salt_prefix="tenant-t")
 
 
-def _gen_plan(req: generate_pb2.GenerateRequest, settings=FCFS, tenant=None):
+def _chat_plan(req: chat_pb2.CreateChatCompletionRequest, settings=FCFS, caller=ANYONE):
+    return build_chat_plan(req, ENGINE, settings, served_model="fake", caller=caller, stream=False)
+
+
+def _gen_plan(req: generate_pb2.GenerateRequest, settings=FCFS, caller=ANYONE):
     return build_generate_plan(
-        req, ENGINE, settings, served_model="fake", tenant=tenant, stream=False
+        req, ENGINE, settings, served_model="fake", caller=caller, stream=False
     )
 
 
 # -- cache salt --------------------------------------------------------------
-def test_cache_salt_order_tenant_then_requested_in_order() -> None:
-    assert rf.pick_cache_salt("tenant", "nv", "root") == "tenant"
-    assert rf.pick_cache_salt(None, "nv", "root") == "nv"
-    assert rf.pick_cache_salt(None, "", "root") == "root"
-    assert rf.pick_cache_salt(None, "", "") is None
-    assert rf.pick_cache_salt("", "") is None
+def test_cache_salt_requested_in_order_inside_the_tenant_domain() -> None:
+    assert rf.pick_cache_salt(ANYONE, "nv", "root") == "nv"
+    assert rf.pick_cache_salt(ANYONE, "", "root") == "root"
+    assert rf.pick_cache_salt(ANYONE, "", "") is None
+    assert rf.pick_cache_salt(TENANT_T, "nv", "root") == "tenant-t:nv"
+    assert rf.pick_cache_salt(TENANT_T, "", "") == "tenant-t"  # always applied
 
 
 def test_cache_salt_length_limit() -> None:
-    assert rf.pick_cache_salt(None, "x" * rf.MAX_CACHE_SALT) == "x" * rf.MAX_CACHE_SALT
+    assert rf.pick_cache_salt(ANYONE, "x" * rf.MAX_CACHE_SALT) == "x" * rf.MAX_CACHE_SALT
     with pytest.raises(InvalidArgument) as exc:
-        rf.pick_cache_salt(None, "x" * (rf.MAX_CACHE_SALT + 1))
+        rf.pick_cache_salt(ANYONE, "x" * (rf.MAX_CACHE_SALT + 1))
     assert exc.value.param == "cache_salt"
 
 
@@ -60,8 +64,9 @@ def test_generate_enforces_the_cache_salt_length_like_chat() -> None:
         _chat_plan(_chat(cache_salt=long_salt))
     assert gen.value.param == chat.value.param == "cache_salt"
     assert gen.value.message == chat.value.message
-    ok = _gen_plan(generate_pb2.GenerateRequest(token_ids=[5, 6], cache_salt="s"), tenant="t")
-    assert ok.request.cache_salt == "t"  # the tenant header wins, as in chat
+    gen_ok = _gen_plan(generate_pb2.GenerateRequest(token_ids=[5, 6], cache_salt="s"), caller=TENANT_T)
+    chat_ok = _chat_plan(_chat(cache_salt="s"), caller=TENANT_T)
+    assert gen_ok.request.cache_salt == chat_ok.request.cache_salt == "tenant-t:s"
 
 
 # -- priority ----------------------------------------------------------------
@@ -76,8 +81,8 @@ def test_chat_and_generate_give_the_same_priority_message() -> None:
 
 
 def test_priority_is_kept_under_the_priority_scheduler() -> None:
-    assert rf.check_priority(0, FCFS) == 0
-    assert rf.check_priority(-5, PRIORITY) == -5
+    assert rf.check_priority(0, FCFS, ANYONE) == 0
+    assert rf.check_priority(-5, PRIORITY, ANYONE) == -5
     gen = _gen_plan(generate_pb2.GenerateRequest(token_ids=[5, 6], priority=3), PRIORITY)
     chat = _chat_plan(_chat(priority=3), PRIORITY)
     assert gen.request.priority == chat.request.priority == 3
@@ -89,6 +94,16 @@ def test_chat_and_generate_plans_have_the_same_shape() -> None:
     assert type(chat.request) is type(gen.request)
     assert chat.request.stream is gen.request.stream is False
     assert chat.request.params.max_tokens == 4
+
+
+def test_priority_is_clamped_to_the_callers_range() -> None:
+    narrow = Caller(priority_min=0, priority_max=10)
+    assert rf.check_priority(-(2**31), PRIORITY, narrow) == 0  # cannot jump the queue
+    assert rf.check_priority(99, PRIORITY, narrow) == 10
+    assert rf.check_priority(4, PRIORITY, narrow) == 4
+    chat = _chat_plan(_chat(priority=-7), PRIORITY, caller=narrow)
+    gen = _gen_plan(generate_pb2.GenerateRequest(token_ids=[5, 6], priority=-7), PRIORITY, narrow)
+    assert chat.request.priority == gen.request.priority == 0
 
 
 # -- render options ----------------------------------------------------------

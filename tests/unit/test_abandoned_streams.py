@@ -8,6 +8,7 @@ import pytest
 from tokenwire.server.admission import Admission
 from tokenwire.server.chat_request import build_chat_plan
 from tokenwire.server.chat_service import stream_chat
+from tokenwire.server.domain import Caller
 from tokenwire.server.fake_engine import FakeEngine
 from tokenwire.server.generate_service import build_generate_plan, stream_generate
 from tokenwire.server.guarded_engine import GuardedEngine
@@ -28,7 +29,7 @@ async def test_closing_a_generate_stream_aborts_at_once(engines) -> None:
     fake, guarded = engines
     req = generate_pb2.GenerateRequest(token_ids=[10, 11], sampling_params=common_pb2.SamplingParams(
         max_tokens=200, ignore_eos=True))
-    plan = build_generate_plan(req, guarded, SETTINGS, served_model="m", tenant=None, stream=True)  # type: ignore[arg-type]
+    plan = build_generate_plan(req, guarded, SETTINGS, served_model="m", caller=Caller(), stream=True)  # type: ignore[arg-type]
     stream = stream_generate(guarded, plan)  # type: ignore[arg-type]
     await anext(stream)
     assert fake.running and guarded.admission.requests == 1
@@ -41,7 +42,7 @@ async def test_closing_a_chat_stream_aborts_at_once(engines) -> None:
     fake, guarded = engines
     req = chat_pb2.CreateChatCompletionRequest(max_tokens=200, ignore_eos=True)
     req.messages.add(role="user").content.string_value = "hi"
-    plan = build_chat_plan(req, guarded, SETTINGS, served_model="m", tenant=None, stream=True)  # type: ignore[arg-type]
+    plan = build_chat_plan(req, guarded, SETTINGS, served_model="m", caller=Caller(), stream=True)  # type: ignore[arg-type]
     stream = stream_chat(guarded, plan, worker_id="w")  # type: ignore[arg-type]
     await anext(stream)
     await anext(stream)

@@ -139,12 +139,14 @@ def test_cache_salt_precedence(fake_stub, fake_engine) -> None:
     assert fake_engine.requests[-1].cache_salt == "root"
     fake_stub.CreateChatCompletion(chat_request(cache_salt="root", nvext={"cache_salt": "nv"}), timeout=10)
     assert fake_engine.requests[-1].cache_salt == "nv"
+    # x-tenant-id from a caller is ignored unless the server trusts the hop
+    # that sets it (tests/unit/test_tenancy.py).
     fake_stub.CreateChatCompletion(
         chat_request(cache_salt="root", nvext={"cache_salt": "nv"}),
         metadata=(("x-tenant-id", "tenant"),),
         timeout=10,
     )
-    assert fake_engine.requests[-1].cache_salt == "tenant"
+    assert fake_engine.requests[-1].cache_salt == "nv"
     fake_stub.CreateChatCompletion(chat_request(cache_salt=""), timeout=10)
     assert fake_engine.requests[-1].cache_salt is None
 

@@ -9,6 +9,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from tokenwire.server.chat_request import build_chat_plan
+from tokenwire.server.domain import Caller
 from tokenwire.server.errors import InvalidArgument, NotFound
 from tokenwire.server.fake_engine import FakeEngine
 from tokenwire.server.generate_service import build_generate_plan
@@ -98,7 +99,7 @@ def chat_requests(draw):
 @given(chat_requests())
 def test_chat_conversion_raises_only_validation_errors(req) -> None:
     try:
-        plan = build_chat_plan(req, ENGINE, SETTINGS, served_model="fake", tenant=None, stream=False)
+        plan = build_chat_plan(req, ENGINE, SETTINGS, served_model="fake", caller=Caller(), stream=False)
     except EXPECTED as exc:
         assert exc.message
         return
@@ -119,7 +120,7 @@ def test_generate_conversion(token_ids, max_tokens, temperature, mode) -> None:
     if temperature is not None:
         req.sampling_params.temperature = temperature
     try:
-        plan = build_generate_plan(req, ENGINE, SETTINGS, served_model="fake", tenant=None, stream=False)
+        plan = build_generate_plan(req, ENGINE, SETTINGS, served_model="fake", caller=Caller(), stream=False)
     except EXPECTED as exc:
         assert exc.message and exc.param
         return

@@ -327,14 +327,6 @@ def wait_idle_engine(engine: FakeEngine, timeout: float = 5) -> None:
     assert not engine.running
 
 
-def test_tenant_header_salts_every_session_request(fake_stub, fake_engine) -> None:
-    s = RawSession(fake_stub, metadata=(("x-tenant-id", "tenant-z"),))
-    s.send(start_chat("a", max_tokens=2, cache_salt="ignored"))
-    s.until_terminal("a")
-    assert fake_engine.requests[-1].cache_salt == "tenant-z"
-    s.close()
-
-
 def test_store_limits_per_session_and_global() -> None:
     from tokenwire.server.continuation_store import ContinuationStore, StoredTurn
     from tokenwire.server.errors import NotFound

@@ -37,6 +37,7 @@ from tokenwire.server.prefill import Prefiller
 from tokenwire.server.servicer import TokenwireServicer
 from tokenwire.server.serving_state import ServingState
 from tokenwire.server.settings import ServerSettings
+from tokenwire.server.tenancy import Tenancy
 from tokenwire.server.turns import TurnTemplates
 from tokenwire.v1 import control_pb2, control_pb2_grpc, service_pb2, service_pb2_grpc
 
@@ -70,9 +71,11 @@ async def warm_up(engine: Engine) -> None:
         pass
 
 
-def build_data_plane(engine: Engine, settings: ServerSettings, state: ServingState) -> DataPlane:
+def build_data_plane(
+    engine: Engine, settings: ServerSettings, state: ServingState, tenancy: Tenancy
+) -> DataPlane:
     """Every object the calls share, built once: continuation store, turn
-    templates, speculative prefiller, and the data plane over them."""
+    templates, speculative prefiller, tenancy, and the data plane over them."""
     store = ContinuationStore(
         max_tokens=settings.continuation_max_tokens,
         session_max_tokens=settings.continuation_session_max_tokens,
@@ -80,7 +83,8 @@ def build_data_plane(engine: Engine, settings: ServerSettings, state: ServingSta
     )
     turns = TurnTemplates(engine)
     prefiller = Prefiller(engine, settings, state, turns)
-    return DataPlane(engine, settings, state, store=store, turns=turns, prefiller=prefiller)
+    return DataPlane(engine, settings, state, store=store, turns=turns, prefiller=prefiller,
+                     tenancy=tenancy)
 
 
 async def load_lora_modules(control: ControlPlane, modules: tuple[str, ...]) -> None:
@@ -157,10 +161,12 @@ async def start(settings: ServerSettings, engine: Engine) -> RunningServer:
     ]
     metrics = Metrics()
     interceptors: list[grpc.aio.ServerInterceptor] = [MetricsInterceptor(metrics)]
-    if settings.api_key:
-        interceptors.append(ApiKeyInterceptor(settings.api_key, open_probes=settings.open_probes))
+    tenancy = Tenancy.from_settings(settings)
+    inference_keys = [k for k in (settings.api_key, *(t.key for t in tenancy.keys)) if k]
+    if inference_keys:
+        interceptors.append(ApiKeyInterceptor(inference_keys, open_probes=settings.open_probes))
     if settings.enable_control:
-        if settings.admin_api_key and settings.admin_api_key == settings.api_key:
+        if settings.admin_api_key and settings.admin_api_key in inference_keys:
             raise ValueError("--admin-api-key must differ from --api-key "
                              "(the inference key never grants control)")
         interceptors.append(ControlAccessInterceptor(settings.admin_api_key))
@@ -170,7 +176,7 @@ async def start(settings: ServerSettings, engine: Engine) -> RunningServer:
         engine, Admission(settings.max_concurrent_requests, settings.max_admitted_tokens), metrics
     )
     metrics.engine_requests.set_function(engine.num_unfinished_requests)
-    plane = build_data_plane(guarded, settings, state)  # type: ignore[arg-type]
+    plane = build_data_plane(guarded, settings, state, tenancy)  # type: ignore[arg-type]
     service_pb2_grpc.add_TokenwireServiceServicer_to_server(TokenwireServicer(plane), server)
     control = ControlPlane(
         engine, state, timeout=settings.control_timeout_seconds,  # type: ignore[arg-type]

@@ -14,6 +14,7 @@ from typing import Any
 import grpc
 
 from tokenwire.server.errors import PermissionDenied, TokenwireError, Unauthenticated, abort_with
+from tokenwire.server.tenancy import bearer_token
 
 OPEN_PREFIXES = ("/grpc.health.v1.Health/", "/grpc.reflection.")
 OPEN_METHODS = ("/tokenwire.v1.TokenwireService/GetHealth",)
@@ -21,15 +22,12 @@ CONTROL_PREFIX = "/tokenwire.v1.ControlService/"
 LOOPBACK_PEERS = ("ipv4:127.", "ipv6:[::1]", "unix:")
 
 
-def bearer_ok(metadata: Any, key: bytes) -> bool:
-    for name, value in metadata or ():
-        if name != "authorization":
-            continue
-        text = value.decode() if isinstance(value, bytes) else str(value)
-        scheme, _, token = text.partition(" ")
-        if scheme.lower() == "bearer" and hmac.compare_digest(token.strip().encode(), key):
-            return True
-    return False
+def bearer_ok(metadata: Any, *keys: bytes) -> bool:
+    """Whether the bearer token is one of `keys` (each compared in constant time)."""
+    token = bearer_token(metadata)
+    if token is None:
+        return False
+    return sum(hmac.compare_digest(token, key) for key in keys) > 0
 
 
 def is_open(method: str, open_probes: bool) -> bool:
@@ -37,8 +35,8 @@ def is_open(method: str, open_probes: bool) -> bool:
 
 
 class ApiKeyInterceptor(grpc.aio.ServerInterceptor):
-    def __init__(self, api_key: str, *, open_probes: bool):
-        self._key = api_key.encode()
+    def __init__(self, api_keys: list[str], *, open_probes: bool):
+        self._keys = [k.encode() for k in api_keys]
         self._open_probes = open_probes
 
     async def intercept_service(
@@ -51,7 +49,7 @@ class ApiKeyInterceptor(grpc.aio.ServerInterceptor):
             return handler
         if details.method.startswith(CONTROL_PREFIX):  # the admin credential's business
             return handler
-        if bearer_ok(details.invocation_metadata, self._key):
+        if bearer_ok(details.invocation_metadata, *self._keys):
             return handler
         return _deny_like(handler, _NO_KEY)
 

@@ -16,6 +16,7 @@ from google.protobuf import struct_pb2
 from tokenwire.server import sampling_rules as rules
 from tokenwire.server import validation as v
 from tokenwire.server.domain import (
+    Caller,
     Engine,
     EngineRequest,
     GenerationParams,
@@ -181,7 +182,7 @@ def build_chat_plan(
     settings: ServerSettings,
     *,
     served_model: str,
-    tenant: str | None,
+    caller: Caller,
     stream: bool,
 ) -> ChatPlan:
     model = check_model(req.model, served_model, engine.lora_names())
@@ -247,14 +248,14 @@ def build_chat_plan(
         priority = req.priority
     elif nv.agent_hints.HasField("priority"):
         priority = nv.agent_hints.priority
-    check_priority(priority, settings)
+    priority = check_priority(priority, settings, caller)
 
     return ChatPlan(
         request=EngineRequest(
             request_id=request_id,
             prompt_token_ids=prompt,
             params=params,
-            cache_salt=pick_cache_salt(tenant, nv.cache_salt, req.cache_salt),
+            cache_salt=pick_cache_salt(caller, nv.cache_salt, req.cache_salt),
             priority=priority,
             stream=stream,
             lora=lora_of(model, served_model),

@@ -6,7 +6,7 @@ the objects every call shares. Plans are proto -> domain (validated), runs
 are domain -> engine -> proto. Chat and generate plans have one shape (both
 hold the EngineRequest), so callers treat them alike:
 
-    plan = plane.chat_plan(request, tenant=..., stream=True)
+    plan = plane.chat_plan(request, caller=..., stream=True)
     outcome = RunOutcome()
     async for chunk in plane.stream_chat(plan, outcome): ...
     plane.after(plan, outcome)   # speculative prefill of the next turn
@@ -23,7 +23,7 @@ from typing import TypeAlias
 from tokenwire.server.chat_request import ChatPlan, build_chat_plan
 from tokenwire.server.chat_service import run_chat, stream_chat
 from tokenwire.server.continuation_store import ContinuationStore
-from tokenwire.server.domain import Engine, RunOutcome
+from tokenwire.server.domain import Caller, Engine, RunOutcome
 from tokenwire.server.generate_service import (
     GeneratePlan,
     build_generate_plan,
@@ -34,6 +34,7 @@ from tokenwire.server.prefill import Prefiller
 from tokenwire.server.request_fields import pick_dp_rank
 from tokenwire.server.serving_state import ServingState
 from tokenwire.server.settings import ServerSettings
+from tokenwire.server.tenancy import Tenancy
 from tokenwire.server.tokenize_service import detokenize, tokenize
 from tokenwire.server.turns import TurnTemplates
 from tokenwire.v1 import chat_pb2, generate_pb2, tokenize_pb2
@@ -53,6 +54,7 @@ class DataPlane:
         store: ContinuationStore,
         turns: TurnTemplates,
         prefiller: Prefiller,
+        tenancy: Tenancy,
     ):
         self.engine = engine
         self.settings = settings
@@ -60,17 +62,18 @@ class DataPlane:
         self.store = store
         self.turns = turns
         self.prefiller = prefiller
+        self.tenancy = tenancy
         self.served_model = settings.resolved_served_name()
         self.worker_id = settings.resolved_worker_id()
 
     # -- plans (proto -> validated domain) --------------------------------
     def chat_plan(
-        self, req: chat_pb2.CreateChatCompletionRequest, *, tenant: str | None, stream: bool,
+        self, req: chat_pb2.CreateChatCompletionRequest, *, caller: Caller, stream: bool,
         dp_rank: str | None = None,
     ) -> ChatPlan:
         plan = build_chat_plan(
             req, self.engine, self.settings,
-            served_model=self.served_model, tenant=tenant, stream=stream,
+            served_model=self.served_model, caller=caller, stream=stream,
         )
         plan.weight_version = self.state.weight_version
         body = req.nvext.dp_rank if req.nvext.HasField("dp_rank") else None
@@ -78,12 +81,12 @@ class DataPlane:
         return plan
 
     def generate_plan(
-        self, req: generate_pb2.GenerateRequest, *, tenant: str | None, stream: bool,
+        self, req: generate_pb2.GenerateRequest, *, caller: Caller, stream: bool,
         dp_rank: str | None = None,
     ) -> GeneratePlan:
         plan = build_generate_plan(
             req, self.engine, self.settings,
-            served_model=self.served_model, tenant=tenant, stream=stream,
+            served_model=self.served_model, caller=caller, stream=stream,
         )
         body = req.data_parallel_rank if req.HasField("data_parallel_rank") else None
         plan.request.data_parallel_rank = self._dp_rank(body, "data_parallel_rank", dp_rank)

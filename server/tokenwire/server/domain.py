@@ -15,6 +15,20 @@ from typing import Any, Protocol
 LOGPROB_FLOOR = -9999.0
 
 
+INT32_MIN, INT32_MAX = -(2**31), 2**31 - 1
+
+
+@dataclasses.dataclass(frozen=True)
+class Caller:
+    """Who sent a request, as far as the serving rules care: its tenant's
+    cache-salt prefix (None: no tenant; the request's own salt is used as
+    sent) and the priority range it may use (lower runs first)."""
+
+    salt_prefix: str | None = None
+    priority_min: int = INT32_MIN
+    priority_max: int = INT32_MAX
+
+
 @dataclasses.dataclass
 class StructuredOutput:
     """A constraint on the output: exactly one field is set."""

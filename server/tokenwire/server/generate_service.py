@@ -12,6 +12,7 @@ from typing import Any
 from tokenwire.server import sampling_rules as rules
 from tokenwire.server import validation as v
 from tokenwire.server.domain import (
+    Caller,
     ChoiceOutput,
     Engine,
     EngineRequest,
@@ -78,7 +79,7 @@ def build_generate_plan(
     settings: ServerSettings,
     *,
     served_model: str,
-    tenant: str | None,
+    caller: Caller,
     stream: bool,
 ) -> GeneratePlan:
     model = check_model(req.model, served_model, engine.lora_names())
@@ -102,8 +103,8 @@ def build_generate_plan(
         )
     params.detokenize = mode == "text" or bool(params.stop)
     params.stream_interval = v.stream_interval(req.stream_options)
-    salt = pick_cache_salt(tenant, req.cache_salt)
-    priority = check_priority(req.priority if req.HasField("priority") else 0, settings)
+    salt = pick_cache_salt(caller, req.cache_salt)
+    priority = check_priority(req.priority if req.HasField("priority") else 0, settings, caller)
     return GeneratePlan(
         request=EngineRequest(
             request_id=new_request_id("gen", req.request_id),

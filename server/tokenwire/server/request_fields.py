@@ -14,7 +14,7 @@ from typing import Any, Protocol
 
 from google.protobuf import json_format, struct_pb2
 
-from tokenwire.server.domain import RenderOptions
+from tokenwire.server.domain import Caller, RenderOptions
 from tokenwire.server.errors import InvalidArgument, NotFound
 from tokenwire.server.settings import ServerSettings
 from tokenwire.v1 import chat_pb2
@@ -95,26 +95,33 @@ def new_request_id(prefix: str, requested: str) -> str:
     return f"{prefix}-{uuid.uuid4().hex}"
 
 
-def pick_cache_salt(tenant_header: str | None, *requested: str) -> str | None:
-    """The one cache-salt rule: x-tenant-id metadata, else the first non-empty
-    requested salt (chat: nvext.cache_salt, then cache_salt; generate:
-    cache_salt); '' = absent; at most MAX_CACHE_SALT characters."""
-    salt = tenant_header or next((s for s in requested if s), None)
+def pick_cache_salt(caller: Caller, *requested: str) -> str | None:
+    """The one cache-salt rule: the first non-empty requested salt (chat:
+    nvext.cache_salt, then cache_salt; generate: cache_salt; '' = absent; at
+    most MAX_CACHE_SALT characters), inside the caller's tenant domain when
+    it has one: the tenant's secret prefix is always applied, so no caller
+    can name a salt of another tenant (tenancy.py)."""
+    salt = next((s for s in requested if s), None)
     if salt is not None and len(salt) > MAX_CACHE_SALT:
         raise InvalidArgument(
             f"cache_salt must be at most {MAX_CACHE_SALT} characters", param="cache_salt", reason="VALUE_TOO_LONG"
         )
-    return salt
+    if caller.salt_prefix is None:
+        return salt
+    return caller.salt_prefix if salt is None else f"{caller.salt_prefix}:{salt}"
 
 
-def check_priority(priority: int, settings: ServerSettings) -> int:
-    """The one priority rule: non-zero needs the priority scheduler."""
+def check_priority(priority: int, settings: ServerSettings, caller: Caller) -> int:
+    """The one priority rule: non-zero needs the priority scheduler; the
+    value is clamped to the caller's range (its API key's, else the
+    server's --min-priority/--max-priority), so no caller jumps the queue
+    further than the operator allows."""
     if priority != 0 and settings.scheduling_policy != "priority":
         raise InvalidArgument(
             "priority needs the server's priority scheduler (--scheduling-policy priority)",
             param="priority", reason="FEATURE_DISABLED",
         )
-    return priority
+    return min(max(priority, caller.priority_min), caller.priority_max)
 
 
 def stop_strings(param: str, value: struct_pb2.Value | None, settings: ServerSettings) -> list[str]:

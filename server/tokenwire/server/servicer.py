@@ -12,7 +12,7 @@ from collections.abc import AsyncIterator
 import grpc
 
 from tokenwire.server.data_plane import DataPlane
-from tokenwire.server.domain import RunOutcome
+from tokenwire.server.domain import Caller, RunOutcome
 from tokenwire.server.errors import stream_errors, unary_errors
 from tokenwire.server.request_fields import DP_RANK_HEADERS
 from tokenwire.server.session import Session
@@ -25,20 +25,11 @@ from tokenwire.v1 import (
     tokenize_pb2,
 )
 
-TENANT_HEADER = "x-tenant-id"
-
 
 def dp_rank_of(context: grpc.aio.ServicerContext) -> str | None:
     """The data-parallel rank metadata (vLLM's or Dynamo's name), if any."""
     for key, value in context.invocation_metadata() or ():
         if key in DP_RANK_HEADERS and value:
-            return str(value)
-    return None
-
-
-def tenant_of(context: grpc.aio.ServicerContext) -> str | None:
-    for key, value in context.invocation_metadata() or ():
-        if key == TENANT_HEADER and value:
             return str(value)
     return None
 
@@ -49,12 +40,15 @@ class TokenwireServicer(service_pb2_grpc.TokenwireServiceServicer):
         self.state = plane.state
         self.engine = plane.engine
 
+    def _caller(self, context: grpc.aio.ServicerContext) -> Caller:
+        return self.plane.tenancy.caller(context.invocation_metadata())
+
     @unary_errors
     async def CreateChatCompletion(
         self, request: chat_pb2.CreateChatCompletionRequest, context: grpc.aio.ServicerContext
     ) -> chat_pb2.CreateChatCompletionResponse:
         with self.state.call():
-            plan = self.plane.chat_plan(request, tenant=tenant_of(context), stream=False,
+            plan = self.plane.chat_plan(request, caller=self._caller(context), stream=False,
                                           dp_rank=dp_rank_of(context))
             outcome = RunOutcome()
             resp = await self.plane.run_chat(plan, outcome)
@@ -66,7 +60,7 @@ class TokenwireServicer(service_pb2_grpc.TokenwireServiceServicer):
         self, request: chat_pb2.CreateChatCompletionRequest, context: grpc.aio.ServicerContext
     ) -> AsyncIterator[chat_pb2.StreamChatCompletionResponse]:
         with self.state.call():
-            plan = self.plane.chat_plan(request, tenant=tenant_of(context), stream=True,
+            plan = self.plane.chat_plan(request, caller=self._caller(context), stream=True,
                                           dp_rank=dp_rank_of(context))
             outcome = RunOutcome()
             async for chunk in self.plane.stream_chat(plan, outcome):
@@ -78,7 +72,7 @@ class TokenwireServicer(service_pb2_grpc.TokenwireServiceServicer):
         self, request: generate_pb2.GenerateRequest, context: grpc.aio.ServicerContext
     ) -> generate_pb2.GenerateResponse:
         with self.state.call():
-            plan = self.plane.generate_plan(request, tenant=tenant_of(context), stream=False,
+            plan = self.plane.generate_plan(request, caller=self._caller(context), stream=False,
                                           dp_rank=dp_rank_of(context))
             return await self.plane.run_generate(plan)
 
@@ -87,7 +81,7 @@ class TokenwireServicer(service_pb2_grpc.TokenwireServiceServicer):
         self, request: generate_pb2.GenerateRequest, context: grpc.aio.ServicerContext
     ) -> AsyncIterator[generate_pb2.GenerateResponse]:
         with self.state.call():
-            plan = self.plane.generate_plan(request, tenant=tenant_of(context), stream=True,
+            plan = self.plane.generate_plan(request, caller=self._caller(context), stream=True,
                                           dp_rank=dp_rank_of(context))
             async for chunk in self.plane.stream_generate(plan):
                 yield chunk
@@ -98,7 +92,7 @@ class TokenwireServicer(service_pb2_grpc.TokenwireServiceServicer):
         context: grpc.aio.ServicerContext,
     ) -> AsyncIterator[session_pb2.SessionResponse]:
         with self.state.call():
-            session = Session(self.plane, tenant=tenant_of(context), dp_rank=dp_rank_of(context))
+            session = Session(self.plane, caller=self._caller(context), dp_rank=dp_rank_of(context))
             async for event in session.run(request_iterator):
                 yield event
 

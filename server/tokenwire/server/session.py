@@ -21,7 +21,7 @@ from collections.abc import AsyncIterator
 from tokenwire.server.continuation import ResolvedContinuation, resolve_continuation
 from tokenwire.server.continuation_store import StoredTurn
 from tokenwire.server.data_plane import DataPlane
-from tokenwire.server.domain import RenderOptions, RunOutcome
+from tokenwire.server.domain import Caller, RenderOptions, RunOutcome
 from tokenwire.server.errors import (
     Cancelled,
     InvalidArgument,
@@ -73,9 +73,9 @@ def error_event(request_id: str, err: TokenwireError) -> session_pb2.SessionResp
 
 
 class Session:
-    def __init__(self, plane: DataPlane, *, tenant: str | None, dp_rank: str | None = None):
+    def __init__(self, plane: DataPlane, *, caller: Caller, dp_rank: str | None = None):
         self.plane = plane
-        self.tenant = tenant
+        self.caller = caller
         self.dp_rank = dp_rank  # the stream's data-parallel rank metadata, if any
         self.id = uuid.uuid4().hex
         self.tasks: dict[str, asyncio.Task[session_pb2.SessionRequestDone]] = {}
@@ -191,9 +191,9 @@ class Session:
             req = _with_prompt(req, cont.prompt)
         plane = self.plane
         plan = (
-            plane.chat_plan(req, tenant=self.tenant, stream=req.stream, dp_rank=self.dp_rank)
+            plane.chat_plan(req, caller=self.caller, stream=req.stream, dp_rank=self.dp_rank)
             if isinstance(req, chat_pb2.CreateChatCompletionRequest)
-            else plane.generate_plan(req, tenant=self.tenant, stream=req.stream,
+            else plane.generate_plan(req, caller=self.caller, stream=req.stream,
                                   dp_rank=self.dp_rank)
         )
         if cont is not None and plan.request.cache_salt is None:

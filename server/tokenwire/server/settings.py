@@ -92,6 +92,16 @@ class ServerSettings:
 
     # Access control and observability.
     api_key: str = _own("", "inference API key (also $TOKENWIRE_API_KEY); empty: no key")
+    api_keys_file: str = _own(
+        "", "TOML file of inference keys, each with its tenant (cache domain) and optional "
+            "priority range (docs/hardening.md)")
+    trust_tenant_header: bool = _own(
+        False, "take the tenant from x-tenant-id metadata (only behind a hop that sets it, "
+               "such as the gateway, which strips it from outside callers)")
+    min_priority: int = _own(
+        0, "lowest priority a request may ask for (lower runs first; values beyond are clamped); "
+           "a key's range in --api-keys-file overrides it")
+    max_priority: int = _own(2**31 - 1, "highest priority a request may ask for (clamped)")
     open_probes: bool = _own(True, "health and reflection answer without the key")
     tls_cert: str = _own("", "PEM certificate chain: serve gRPC over TLS")
     tls_key: str = _own("", "PEM private key of --tls-cert")

@@ -1,0 +1,135 @@
+"""Who a caller is: its tenant (a cache domain) and the priority range it
+may use, from the credential it presents.
+
+The operator lists API keys in a TOML file (``--api-keys-file``)::
+
+    [[keys]]
+    key = "sk-team-a-..."      # the bearer token
+    tenant = "team-a"          # the cache domain of every key of this tenant
+    priority = [-10, 100]      # optional: the range its requests may use
+
+A request authenticated by such a key always runs in its tenant's cache
+domain: the engine's cache salt is a secret per-tenant prefix (an HMAC of
+the tenant name under a per-server secret) plus the request's own salt, so
+no caller can join another tenant's cache or probe it for cached prompts.
+``x-tenant-id`` metadata names the tenant only when the operator says it
+comes from a trusted hop (``--trust-tenant-header``; the gateway strips it
+from outside callers). Priorities outside the caller's range are clamped.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import hashlib
+import hmac
+import os
+import secrets
+import tomllib
+from collections.abc import Iterable, Sequence
+from typing import Any
+
+from tokenwire.server.domain import Caller
+from tokenwire.server.settings import ServerSettings
+
+TENANT_HEADER = "x-tenant-id"
+SECRET_ENV = "TOKENWIRE_TENANT_SALT_SECRET"
+
+
+@dataclasses.dataclass(frozen=True)
+class ApiKey:
+    key: str
+    tenant: str
+    priority: tuple[int, int] | None = None  # None: the server's range
+
+
+def load_keys(path: str) -> list[ApiKey]:
+    """The keys of an --api-keys-file; ValueError naming the entry at fault."""
+    with open(path, "rb") as f:
+        doc = tomllib.load(f)
+    entries = doc.get("keys")
+    if not isinstance(entries, list) or not entries:
+        raise ValueError(f"{path}: expected one or more [[keys]] tables")
+    keys: list[ApiKey] = []
+    for i, entry in enumerate(entries):
+        where = f"{path}: keys[{i}]"
+        key, tenant = entry.get("key"), entry.get("tenant")
+        if not isinstance(key, str) or len(key) < 8:
+            raise ValueError(f"{where}.key must be a string of at least 8 characters")
+        if not isinstance(tenant, str) or not tenant:
+            raise ValueError(f"{where}.tenant must be a non-empty string")
+        unknown = set(entry) - {"key", "tenant", "priority"}
+        if unknown:
+            raise ValueError(f"{where}: unknown field(s) {sorted(unknown)}")
+        prio = entry.get("priority")
+        if prio is not None and not (
+            isinstance(prio, list) and len(prio) == 2 and all(isinstance(p, int) for p in prio)
+            and prio[0] <= prio[1]
+        ):
+            raise ValueError(f"{where}.priority must be [low, high] integers with low <= high")
+        keys.append(ApiKey(key, tenant, (prio[0], prio[1]) if prio else None))
+    if len({k.key for k in keys}) != len(keys):
+        raise ValueError(f"{path}: a key is listed twice")
+    return keys
+
+
+def _digest(token: bytes) -> bytes:
+    return hashlib.sha256(token).digest()
+
+
+def bearer_token(metadata: Iterable[tuple[str, Any]] | None) -> bytes | None:
+    for name, value in metadata or ():
+        if name != "authorization":
+            continue
+        text = value.decode() if isinstance(value, bytes) else str(value)
+        scheme, _, token = text.partition(" ")
+        if scheme.lower() == "bearer":
+            return token.strip().encode()
+    return None
+
+
+class Tenancy:
+    """Resolves each request's Caller; built once at start-up."""
+
+    def __init__(
+        self, keys: Sequence[ApiKey] = (), *, trust_tenant_header: bool = False,
+        priority: tuple[int, int] = (-(2**31), 2**31 - 1), secret: bytes | None = None,
+    ):
+        self.keys = list(keys)
+        self.trust_tenant_header = trust_tenant_header
+        self._secret = secret or secrets.token_bytes(32)
+        self._default = Caller(priority_min=priority[0], priority_max=priority[1])
+        self._by_digest = {
+            _digest(k.key.encode()): dataclasses.replace(
+                self._default, salt_prefix=self.salt_prefix(k.tenant),
+                **({"priority_min": k.priority[0], "priority_max": k.priority[1]}
+                   if k.priority else {}),
+            )
+            for k in self.keys
+        }
+
+    @classmethod
+    def from_settings(cls, settings: ServerSettings) -> Tenancy:
+        keys = load_keys(settings.api_keys_file) if settings.api_keys_file else []
+        secret = os.environ.get(SECRET_ENV, "").encode() or None
+        return cls(keys, trust_tenant_header=settings.trust_tenant_header,
+                   priority=(settings.min_priority, settings.max_priority), secret=secret)
+
+    def salt_prefix(self, tenant: str) -> str:
+        """The tenant's cache domain: unguessable without the server secret."""
+        mac = hmac.new(self._secret, tenant.encode(), hashlib.sha256).hexdigest()[:32]
+        return f"tenant-{mac}"
+
+    def caller(self, metadata: Iterable[tuple[str, Any]] | None) -> Caller:
+        metadata = list(metadata or ())
+        if self._by_digest:
+            token = bearer_token(metadata)
+            if token is not None:
+                found = self._by_digest.get(_digest(token))
+                if found is not None:
+                    return found
+        if self.trust_tenant_header:
+            for key, value in metadata:
+                if key == TENANT_HEADER and value:
+                    text = value.decode() if isinstance(value, bytes) else str(value)
+                    return dataclasses.replace(self._default, salt_prefix=self.salt_prefix(text))
+        return self._default

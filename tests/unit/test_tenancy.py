@@ -1,0 +1,136 @@
+"""Tenancy from the credential (issue #11 items 4 and 5): API keys map to
+tenants and priority ranges from a file; a tenant's cache domain is always
+applied and cannot be named by anyone else; x-tenant-id counts only from a
+trusted hop; priorities are clamped to the caller's range."""
+
+from __future__ import annotations
+
+import collections.abc
+
+import grpc
+import pytest
+
+from tests.rpc import chat_request
+from tests.servers import ThreadServer
+from tests.session_rpc import RawSession, start_chat
+from tokenwire.server.fake_engine import FakeEngine
+from tokenwire.server.settings import ServerSettings
+from tokenwire.server.tenancy import Tenancy, load_keys
+from tokenwire.v1 import generate_pb2, service_pb2_grpc
+
+KEYS = """
+[[keys]]
+key = "sk-alpha-one"
+tenant = "alpha"
+priority = [-5, 5]
+
+[[keys]]
+key = "sk-alpha-two"
+tenant = "alpha"
+
+[[keys]]
+key = "sk-beta-0001"
+tenant = "beta"
+"""
+
+
+def _auth(key: str) -> tuple[tuple[str, str], ...]:
+    return (("authorization", f"Bearer {key}"),)
+
+
+@pytest.fixture(scope="module")
+def tenant_server(tmp_path_factory) -> collections.abc.Iterator[tuple[ThreadServer, FakeEngine]]:
+    path = tmp_path_factory.mktemp("keys") / "keys.toml"
+    path.write_text(KEYS)
+    engine = FakeEngine(max_model_len=512)
+    settings = ServerSettings(engine="fake", port=0, max_model_len=512, api_keys_file=str(path),
+                              api_key="sk-plain-key", min_priority=0, max_priority=100)
+    server = ThreadServer(settings, engine).start()
+    yield server, engine
+    server.stop()
+
+
+@pytest.fixture
+def stub(tenant_server):
+    with grpc.insecure_channel(tenant_server[0].address) as ch:
+        yield service_pb2_grpc.TokenwireServiceStub(ch)
+
+
+def _salt(stub, engine, key: str, salt: str = "", **headers: str) -> str | None:
+    metadata = _auth(key) + tuple(headers.items())
+    stub.CreateChatCompletion(chat_request(max_tokens=1, cache_salt=salt), metadata=metadata, timeout=10)
+    return engine.requests[-1].cache_salt
+
+
+def test_keys_of_one_tenant_share_a_cache_domain_others_do_not(tenant_server, stub) -> None:
+    engine = tenant_server[1]
+    one, two = _salt(stub, engine, "sk-alpha-one"), _salt(stub, engine, "sk-alpha-two")
+    beta = _salt(stub, engine, "sk-beta-0001")
+    assert one == two and one is not None and one != beta
+    assert "alpha" not in one  # the prefix is secret, not the tenant's name
+    # A request's own salt stays inside the tenant's domain.
+    assert _salt(stub, engine, "sk-alpha-one", "user-7") == f"{one}:user-7"
+
+
+def test_no_caller_can_name_another_tenants_salt(tenant_server, stub) -> None:
+    engine = tenant_server[1]
+    alpha = _salt(stub, engine, "sk-alpha-one")
+    assert _salt(stub, engine, "sk-beta-0001", alpha) != alpha
+    assert _salt(stub, engine, "sk-plain-key", alpha) == alpha  # no tenant: its own salt ...
+    assert _salt(stub, engine, "sk-alpha-one", "x") != _salt(stub, engine, "sk-plain-key", "x")
+    # ... and a header does not make the caller a tenant without --trust-tenant-header.
+    assert _salt(stub, engine, "sk-plain-key", "", **{"x-tenant-id": "alpha"}) is None
+    assert _salt(stub, engine, "sk-beta-0001", "", **{"x-tenant-id": "alpha"}) != alpha
+
+
+def test_unknown_keys_are_refused(stub) -> None:
+    with pytest.raises(grpc.RpcError) as info:
+        stub.CreateChatCompletion(chat_request(max_tokens=1), metadata=_auth("sk-nobody-00"), timeout=10)
+    assert info.value.code() == grpc.StatusCode.UNAUTHENTICATED
+
+
+@pytest.mark.parametrize(("key", "asked", "got"), [
+    ("sk-alpha-one", -(2**31), -5), ("sk-alpha-one", 3, 3), ("sk-alpha-one", 50, 5),
+    ("sk-alpha-two", -1, 0), ("sk-alpha-two", 10**6, 100),  # the server's range
+    ("sk-plain-key", -(2**31), 0),
+])
+def test_priority_is_clamped_to_the_keys_range(tenant_server, stub, key, asked, got) -> None:
+    engine = tenant_server[1]
+    stub.CreateChatCompletion(chat_request(max_tokens=1, priority=asked), metadata=_auth(key), timeout=10)
+    assert engine.requests[-1].priority == got
+    stub.Generate(generate_pb2.GenerateRequest(token_ids=[5, 6], priority=asked), metadata=_auth(key),
+                  timeout=10)
+    assert engine.requests[-1].priority == got
+
+
+def test_session_requests_run_in_the_tenant_domain(tenant_server, stub) -> None:
+    engine = tenant_server[1]
+    alpha = _salt(stub, engine, "sk-alpha-one")
+    s = RawSession(stub, metadata=_auth("sk-alpha-two"))
+    s.send(start_chat("a", max_tokens=2, cache_salt="conv"))
+    s.until_terminal("a")
+    assert engine.requests[-1].cache_salt == f"{alpha}:conv"
+    s.close()
+
+
+def test_trusted_header_names_the_tenant() -> None:
+    tenancy = Tenancy(trust_tenant_header=True, secret=b"s" * 32)
+    caller = tenancy.caller([("x-tenant-id", "gamma")])
+    assert caller.salt_prefix == tenancy.salt_prefix("gamma") != tenancy.salt_prefix("delta")
+    assert Tenancy(secret=b"s" * 32).caller([("x-tenant-id", "gamma")]).salt_prefix is None
+
+
+@pytest.mark.parametrize(("text", "error"), [
+    ("", "one or more [[keys]]"),
+    ('[[keys]]\nkey = "short"\ntenant = "a"', "at least 8 characters"),
+    ('[[keys]]\nkey = "sk-12345678"', "tenant must be"),
+    ('[[keys]]\nkey = "sk-12345678"\ntenant = "a"\npriority = [5, 1]', "low <= high"),
+    ('[[keys]]\nkey = "sk-12345678"\ntenant = "a"\nrole = "x"', "unknown field"),
+    ('[[keys]]\nkey = "sk-12345678"\ntenant = "a"\n[[keys]]\nkey = "sk-12345678"\ntenant = "b"',
+     "listed twice"),
+])
+def test_bad_key_files_are_refused_at_start(tmp_path, text, error) -> None:
+    path = tmp_path / "keys.toml"
+    path.write_text(text)
+    with pytest.raises(ValueError, match=error.replace("[", r"\[")):
+        load_keys(str(path))
