@@ -193,11 +193,14 @@ def _connection_manager(settings: GatewaySettings) -> dict[str, Any]:
                ".HttpConnectionManager",
         "stat_prefix": "tokenwire",
         "codec_type": "AUTO",  # HTTP/1.1 for REST clients, h2c for gRPC clients
-        # Long generations: no overall request timeout; only a long idle
-        # timeout (a unary completion sends nothing until it is done).
-        "request_timeout": "0s",
+        # Slow clients: headers and body must arrive in time (the request
+        # timer stops when the response starts, so long generations are not
+        # cut); then only a long idle timeout (a unary completion sends
+        # nothing until it is done).
+        "request_timeout": f"{settings.request_timeout_s}s",  # receiving the request only
+        "request_headers_timeout": f"{settings.request_headers_timeout_s}s",
         "stream_idle_timeout": idle,
-        "http2_protocol_options": {"max_concurrent_streams": 1024},
+        "http2_protocol_options": {"max_concurrent_streams": settings.max_streams_per_connection},
         # Envoy's own errors (no route, body too large, malformed JSON or
         # wrong types rejected by the transcoder, upstream down) in the
         # OpenAI error shape. Native gRPC calls keep plain gRPC statuses.
@@ -253,17 +256,39 @@ def _cluster(settings: GatewaySettings) -> dict[str, Any]:
     return cluster
 
 
+def _overload_manager(settings: GatewaySettings) -> dict[str, Any]:
+    """Envoy's own overload manager: a connection cap, and a heap budget
+    under which it first shrinks its heap, then refuses new requests (503)
+    instead of growing until the kernel kills it."""
+    heap = "envoy.resource_monitors.fixed_heap"
+
+    def at(threshold: float) -> dict[str, Any]:
+        return {"name": heap, "threshold": {"value": threshold}}
+
+    return {
+        "refresh_interval": "0.25s",
+        "resource_monitors": [
+            {"name": "envoy.resource_monitors.global_downstream_max_connections",
+             "typed_config": {
+                 _TYPE: "type.googleapis.com/envoy.extensions.resource_monitors"
+                        ".downstream_connections.v3.DownstreamConnectionsConfig",
+                 "max_active_downstream_connections": settings.max_connections}},
+            {"name": heap, "typed_config": {
+                _TYPE: "type.googleapis.com/envoy.extensions.resource_monitors.fixed_heap.v3"
+                       ".FixedHeapConfig",
+                "max_heap_size_bytes": settings.max_heap_bytes}},
+        ],
+        "actions": [
+            {"name": "envoy.overload_actions.shrink_heap", "triggers": [at(0.95)]},
+            {"name": "envoy.overload_actions.stop_accepting_requests", "triggers": [at(0.98)]},
+        ],
+    }
+
+
 def build(settings: GatewaySettings) -> dict[str, Any]:
     """The Envoy bootstrap for these settings, as data."""
     bootstrap: dict[str, Any] = {
-        "overload_manager": {"resource_monitors": [{
-            "name": "envoy.resource_monitors.global_downstream_max_connections",
-            "typed_config": {
-                _TYPE: "type.googleapis.com/envoy.extensions.resource_monitors"
-                       ".downstream_connections.v3.DownstreamConnectionsConfig",
-                "max_active_downstream_connections": settings.max_connections,
-            },
-        }]},
+        "overload_manager": _overload_manager(settings),
         "static_resources": {"listeners": [_listener(settings)], "clusters": [_cluster(settings)]},
     }
     if settings.admin_port >= 0:

@@ -28,6 +28,10 @@ class GatewaySettings:
     stream_idle_timeout_s: int = 3600  # a unary completion is silent until done
     max_requests: int = 4096  # concurrent upstream requests before 503
     max_connections: int = 10000  # open client connections
+    max_streams_per_connection: int = 128  # concurrent HTTP/2 streams one client connection may open
+    request_headers_timeout_s: int = 10  # a client must send its headers within this
+    request_timeout_s: int = 60  # ... and its whole body within this (a response disarms it)
+    max_heap_bytes: int = 1024 * 1024 * 1024  # Envoy's heap: shed load near it
     concurrency: int = 1  # Envoy worker threads
     log_level: str = "warning"
     config_dir: str = ""  # where the rendered config goes; "" : a temporary folder
@@ -48,6 +52,12 @@ HELPS = {
     "stream_idle_timeout_s": "seconds a call may stay silent before Envoy ends it",
     "max_requests": "concurrent upstream requests before Envoy answers 503",
     "max_connections": "open client connections Envoy accepts",
+    "max_streams_per_connection": "concurrent HTTP/2 streams (calls) one client connection may open",
+    "request_headers_timeout_s": "seconds a client has to send its request headers (slow clients are cut off)",
+    "request_timeout_s": "seconds a client has to send its whole request body (disarmed once the "
+                         "response starts, so long generations are not cut)",
+    "max_heap_bytes": "Envoy's heap budget: its overload manager shrinks the heap at 95 %% and "
+                      "refuses new requests (503) at 98 %%",
     "concurrency": "Envoy worker threads",
     "log_level": "Envoy log level (trace, debug, info, warning, error, critical, off)",
     "config_dir": "write the rendered Envoy config here (default: a temporary folder)",

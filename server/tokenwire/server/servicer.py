@@ -93,6 +93,10 @@ class TokenwireServicer(service_pb2_grpc.TokenwireServiceServicer):
     ) -> AsyncIterator[session_pb2.SessionResponse]:
         with self.state.call():
             session = Session(self.plane, caller=self._caller(context), dp_rank=dp_rank_of(context))
+            # The response starts at once (a proxy's request timer, e.g. the
+            # gateway's request_timeout, stops when the response starts; a
+            # session may wait long between requests).
+            await context.send_initial_metadata(())
             async for event in session.run(request_iterator):
                 yield event
 
