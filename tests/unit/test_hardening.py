@@ -89,8 +89,15 @@ def test_api_key() -> None:
                 chat_request(max_tokens=2), metadata=(("authorization", "Bearer s3cret"),), timeout=10
             )
             assert ok.choices
-            # probes stay open by default
-            assert stub.GetHealth(models_pb2.GetHealthRequest(), timeout=5).status == "SERVING"
+            # probes stay open by default, and say nothing but the status ...
+            health = stub.GetHealth(models_pb2.GetHealthRequest(), timeout=5)
+            assert health.status == "SERVING" and list(health.ListFields()) == [
+                (models_pb2.GetHealthResponse.DESCRIPTOR.fields_by_name["status"], "SERVING")]
+            # ... while what identifies the process (worker_id, the engine's
+            # config with the model path) needs the key.
+            with pytest.raises(grpc.RpcError) as exc_info:
+                stub.GetStats(models_pb2.GetStatsRequest(), timeout=5)
+            assert exc_info.value.code() == grpc.StatusCode.UNAUTHENTICATED
             h = health_pb2_grpc.HealthStub(ch).Check(health_pb2.HealthCheckRequest(), timeout=5)
             assert h.status == health_pb2.HealthCheckResponse.SERVING
     finally:

@@ -38,18 +38,20 @@ class TopLogProb(_message.Message):
     def __init__(self, token: _Optional[str] = ..., logprob: _Optional[float] = ..., bytes: _Optional[_Iterable[int]] = ..., token_id: _Optional[int] = ...) -> None: ...
 
 class TokenLogProb(_message.Message):
-    __slots__ = ("token", "logprob", "bytes", "top_logprobs", "token_id")
+    __slots__ = ("token", "logprob", "bytes", "top_logprobs", "token_id", "non_finite")
     TOKEN_FIELD_NUMBER: _ClassVar[int]
     LOGPROB_FIELD_NUMBER: _ClassVar[int]
     BYTES_FIELD_NUMBER: _ClassVar[int]
     TOP_LOGPROBS_FIELD_NUMBER: _ClassVar[int]
     TOKEN_ID_FIELD_NUMBER: _ClassVar[int]
+    NON_FINITE_FIELD_NUMBER: _ClassVar[int]
     token: str
     logprob: float
     bytes: _containers.RepeatedScalarFieldContainer[int]
     top_logprobs: _containers.RepeatedCompositeFieldContainer[TopLogProb]
     token_id: int
-    def __init__(self, token: _Optional[str] = ..., logprob: _Optional[float] = ..., bytes: _Optional[_Iterable[int]] = ..., top_logprobs: _Optional[_Iterable[_Union[TopLogProb, _Mapping]]] = ..., token_id: _Optional[int] = ...) -> None: ...
+    non_finite: bool
+    def __init__(self, token: _Optional[str] = ..., logprob: _Optional[float] = ..., bytes: _Optional[_Iterable[int]] = ..., top_logprobs: _Optional[_Iterable[_Union[TopLogProb, _Mapping]]] = ..., token_id: _Optional[int] = ..., non_finite: _Optional[bool] = ...) -> None: ...
 
 class ChoiceLogProbs(_message.Message):
     __slots__ = ("content",)
@@ -58,18 +60,20 @@ class ChoiceLogProbs(_message.Message):
     def __init__(self, content: _Optional[_Iterable[_Union[TokenLogProb, _Mapping]]] = ...) -> None: ...
 
 class EngineData(_message.Message):
-    __slots__ = ("prompt_token_ids", "completion_token_ids", "completion_logprobs", "finished", "weight_versions")
+    __slots__ = ("prompt_token_ids", "completion_token_ids", "completion_logprobs", "finished", "weight_versions", "non_finite_logprobs")
     PROMPT_TOKEN_IDS_FIELD_NUMBER: _ClassVar[int]
     COMPLETION_TOKEN_IDS_FIELD_NUMBER: _ClassVar[int]
     COMPLETION_LOGPROBS_FIELD_NUMBER: _ClassVar[int]
     FINISHED_FIELD_NUMBER: _ClassVar[int]
     WEIGHT_VERSIONS_FIELD_NUMBER: _ClassVar[int]
+    NON_FINITE_LOGPROBS_FIELD_NUMBER: _ClassVar[int]
     prompt_token_ids: _containers.RepeatedScalarFieldContainer[int]
     completion_token_ids: _containers.RepeatedScalarFieldContainer[int]
     completion_logprobs: _containers.RepeatedScalarFieldContainer[float]
     finished: bool
     weight_versions: _containers.RepeatedCompositeFieldContainer[WeightVersionSpan]
-    def __init__(self, prompt_token_ids: _Optional[_Iterable[int]] = ..., completion_token_ids: _Optional[_Iterable[int]] = ..., completion_logprobs: _Optional[_Iterable[float]] = ..., finished: _Optional[bool] = ..., weight_versions: _Optional[_Iterable[_Union[WeightVersionSpan, _Mapping]]] = ...) -> None: ...
+    non_finite_logprobs: _containers.RepeatedScalarFieldContainer[int]
+    def __init__(self, prompt_token_ids: _Optional[_Iterable[int]] = ..., completion_token_ids: _Optional[_Iterable[int]] = ..., completion_logprobs: _Optional[_Iterable[float]] = ..., finished: _Optional[bool] = ..., weight_versions: _Optional[_Iterable[_Union[WeightVersionSpan, _Mapping]]] = ..., non_finite_logprobs: _Optional[_Iterable[int]] = ...) -> None: ...
 
 class WeightVersionSpan(_message.Message):
     __slots__ = ("version", "start", "end")

@@ -46,16 +46,18 @@ class GenerateTopLogProb(_message.Message):
     def __init__(self, token_id: _Optional[int] = ..., logprob: _Optional[float] = ..., rank: _Optional[int] = ...) -> None: ...
 
 class GenerateLogProbsContent(_message.Message):
-    __slots__ = ("token_id", "logprob", "rank", "top_logprobs")
+    __slots__ = ("token_id", "logprob", "rank", "top_logprobs", "non_finite")
     TOKEN_ID_FIELD_NUMBER: _ClassVar[int]
     LOGPROB_FIELD_NUMBER: _ClassVar[int]
     RANK_FIELD_NUMBER: _ClassVar[int]
     TOP_LOGPROBS_FIELD_NUMBER: _ClassVar[int]
+    NON_FINITE_FIELD_NUMBER: _ClassVar[int]
     token_id: int
     logprob: float
     rank: int
     top_logprobs: _containers.RepeatedCompositeFieldContainer[GenerateTopLogProb]
-    def __init__(self, token_id: _Optional[int] = ..., logprob: _Optional[float] = ..., rank: _Optional[int] = ..., top_logprobs: _Optional[_Iterable[_Union[GenerateTopLogProb, _Mapping]]] = ...) -> None: ...
+    non_finite: bool
+    def __init__(self, token_id: _Optional[int] = ..., logprob: _Optional[float] = ..., rank: _Optional[int] = ..., top_logprobs: _Optional[_Iterable[_Union[GenerateTopLogProb, _Mapping]]] = ..., non_finite: _Optional[bool] = ...) -> None: ...
 
 class GenerateLogProbs(_message.Message):
     __slots__ = ("content",)

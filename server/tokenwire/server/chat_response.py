@@ -28,6 +28,8 @@ def token_logprob(engine: Engine, pos: PositionLogprobs, top_k: int) -> common_p
         bytes=engine.token_bytes(pos.token_id),
         token_id=pos.token_id,
     )
+    if pos.non_finite:
+        entry.non_finite = True
     if top_k > 0:
         for cand in pos.top[:top_k]:
             entry.top_logprobs.add(
@@ -72,6 +74,7 @@ class ChoiceAccumulator:
     index: int
     token_ids: list[int] = dataclasses.field(default_factory=list)
     logprobs: list[float] = dataclasses.field(default_factory=list)
+    non_finite: list[int] = dataclasses.field(default_factory=list)  # indices into logprobs
     finish_reason: str | None = None
     stop_reason: int | str | None = None
     weight_versions: list[WeightSpan] | None = None
@@ -79,7 +82,9 @@ class ChoiceAccumulator:
     def add(self, out: ChoiceOutput) -> None:
         self.token_ids.extend(out.token_ids)
         if out.logprobs is not None:
+            base = len(self.logprobs)
             self.logprobs.extend(p.logprob for p in out.logprobs)
+            self.non_finite.extend(base + i for i, p in enumerate(out.logprobs) if p.non_finite)
         if out.finish_reason is not None:
             self.finish_reason = out.finish_reason
             self.stop_reason = out.stop_reason
@@ -97,6 +102,7 @@ def choice_nvext(plan: ChatPlan, acc: ChoiceAccumulator, prompt_ids: list[int]) 
         nv.engine_data.prompt_token_ids.extend(prompt_ids)
         nv.engine_data.completion_token_ids.extend(acc.token_ids)
         nv.engine_data.completion_logprobs.extend(acc.logprobs)
+        nv.engine_data.non_finite_logprobs.extend(acc.non_finite)
         nv.engine_data.finished = acc.finish_reason is not None
         add_weight_spans(nv.engine_data.weight_versions, acc.weight_versions)
     if "stop_reason" in fields:

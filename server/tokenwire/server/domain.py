@@ -15,6 +15,18 @@ from typing import Any, Protocol
 LOGPROB_FLOOR = -9999.0
 
 
+def finite_logprob(x: float) -> tuple[float, bool]:
+    """A logprob JSON can carry, and whether the engine's was not finite:
+    NaN and -inf become LOGPROB_FLOOR, +inf becomes 0.0 (both flagged, so
+    a trainer can tell a clamp from a real value); finite values are
+    floored at LOGPROB_FLOOR."""
+    if x != x:  # NaN
+        return LOGPROB_FLOOR, True
+    if x in (float("inf"), float("-inf")):
+        return (LOGPROB_FLOOR if x < 0 else 0.0), True
+    return max(float(x), LOGPROB_FLOOR), False
+
+
 INT32_MIN, INT32_MAX = -(2**31), 2**31 - 1
 
 
@@ -94,6 +106,7 @@ class PositionLogprobs:
     logprob: float
     rank: int | None
     top: list[Candidate]  # the top-k alternatives, most likely first
+    non_finite: bool = False  # the engine's logprob was NaN or infinite (logprob is the clamp)
 
 
 @dataclasses.dataclass(frozen=True)

@@ -26,6 +26,7 @@ from tokenwire.server.domain import (
     EngineTimes,
     PositionLogprobs,
     RenderOptions,
+    finite_logprob,
 )
 from tokenwire.server.fake_control import FakeControl
 
@@ -47,9 +48,11 @@ REPLIES = ["Hello from the fake engine.", "Another answer here.", "Third reply!"
 
 class FakeEngine(FakeControl):
     def __init__(
-        self, *, max_model_len: int = 512, block_size: int = 16, token_delay: float = 0.0
+        self, *, max_model_len: int = 512, block_size: int = 16, token_delay: float = 0.0,
+        nan_logprob_at: int | None = None,
     ):
         self._max_model_len = max_model_len
+        self.nan_logprob_at = nan_logprob_at  # an output position whose logprob is NaN
         self.block_size = block_size
         self.token_delay = token_delay
         self.running: set[str] = set()
@@ -144,11 +147,13 @@ class FakeEngine(FakeControl):
             self._cache.add((key, tuple(prompt[:end])))
         return cached
 
-    @staticmethod
-    def _logprob(pos: int, k: int, sampled: int) -> PositionLogprobs:
+    def _logprob(self, pos: int, k: int, sampled: int) -> PositionLogprobs:
         lp = -0.1 * (pos % 7) - 0.01
         top = [Candidate(sampled, lp, 1)]
         top += [Candidate(3 + (sampled + j) % 256, lp - j, 1 + j) for j in range(1, k)]
+        if pos == self.nan_logprob_at:  # what a diverged model gives
+            clamped, _ = finite_logprob(float("nan"))
+            return PositionLogprobs(sampled, clamped, 1, top, non_finite=True)
         return PositionLogprobs(sampled, lp, 1, top)
 
     def _plan_choice(self, request: EngineRequest, index: int) -> list[int]:

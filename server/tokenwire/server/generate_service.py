@@ -135,6 +135,8 @@ def _add_choice(resp: generate_pb2.GenerateResponse, plan: GeneratePlan, c: Choi
     if c.logprobs is not None:
         for pos in c.logprobs:
             entry = ch.logprobs.content.add(token_id=pos.token_id, logprob=pos.logprob)
+            if pos.non_finite:
+                entry.non_finite = True
             if pos.rank is not None:
                 entry.rank = pos.rank
             # vLLM's order: the sampled token first, then the others by rank.

@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import asyncio
 import logging
-import math
 import os
 import time
 import uuid
@@ -27,6 +26,7 @@ from tokenwire.server.domain import (
     PositionLogprobs,
     RenderOptions,
     WeightSpan,
+    finite_logprob,
 )
 from tokenwire.server.settings import ServerSettings
 from tokenwire.server.tokenizer_ops import TokenizerOps
@@ -241,11 +241,7 @@ def _reasoning_markers(parser_name: str, tokenizer: Any) -> tuple[str, str]:
 
 
 def _finite(x: float) -> float:
-    if math.isnan(x):
-        return LOGPROB_FLOOR
-    if math.isinf(x):
-        return LOGPROB_FLOOR if x < 0 else 0.0
-    return max(float(x), LOGPROB_FLOOR)
+    return finite_logprob(x)[0]
 
 
 def _position(sampled: int, entry: Any) -> PositionLogprobs:
@@ -257,12 +253,10 @@ def _position(sampled: int, entry: Any) -> PositionLogprobs:
         (Candidate(tid, _finite(lp.logprob), lp.rank) for tid, lp in entry.items()),
         key=lambda c: (c.rank if c.rank is not None else 1 << 30),
     )
-    return PositionLogprobs(
-        sampled,
-        _finite(sampled_lp.logprob) if sampled_lp is not None else LOGPROB_FLOOR,
-        sampled_lp.rank if sampled_lp is not None else None,
-        ranked,
-    )
+    if sampled_lp is None:
+        return PositionLogprobs(sampled, LOGPROB_FLOOR, None, ranked)
+    logprob, non_finite = finite_logprob(sampled_lp.logprob)
+    return PositionLogprobs(sampled, logprob, sampled_lp.rank, ranked, non_finite)
 
 
 _NO_IDS: list[int] = []  # shared, never mutated
