@@ -14,6 +14,7 @@ import uuid
 
 import grpc
 import pytest
+from google.protobuf import json_format
 
 from tests.rpc import chat_request, error_info, stream_ids, stream_text
 from tests.unit.test_validation_matrix import CHAT_CASES
@@ -314,6 +315,17 @@ def test_priority_and_prompt_logprobs(real_stub) -> None:
     assert len(resp.prompt_logprobs) == len(resp.prompt_token_ids)
     assert not resp.prompt_logprobs[0].HasField("logprob")  # the first prompt token has none
     assert [e.token_id for e in resp.prompt_logprobs[1:]] == list(resp.prompt_token_ids[1:])
+    # Streamed chat and StreamGenerate send them on the first chunk.
+    chunks = list(real_stub.StreamChatCompletion(
+        chat_request(temperature=0, max_tokens=2, prompt_logprobs=1), timeout=120))
+    streamed = chunks[0].prompt_logprobs
+    assert [e.token_id for e in streamed[1:]] == list(resp.prompt_token_ids[1:])
+    assert all(abs(a.logprob - b.logprob) < 1e-3 for a, b in zip(streamed[1:], resp.prompt_logprobs[1:], strict=True))
+    gen = list(real_stub.StreamGenerate(json_format.ParseDict(
+        {"token_ids": list(resp.prompt_token_ids), "sampling_params": {"max_tokens": 2, "prompt_logprobs": 1}},
+        generate_pb2.GenerateRequest()), timeout=120))
+    assert [e.token_id for e in gen[0].prompt_logprobs[1:]] == list(resp.prompt_token_ids[1:])
+    assert not gen[0].prompt_logprobs[0].HasField("token_id")
 
 
 def test_many_seeded_concurrent_requests_keep_the_engine_alive(real_stub) -> None:

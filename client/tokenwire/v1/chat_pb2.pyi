@@ -340,7 +340,7 @@ class ChatCompletionChunkChoice(_message.Message):
     def __init__(self, index: _Optional[int] = ..., delta: _Optional[_Union[ChatCompletionDelta, _Mapping]] = ..., finish_reason: _Optional[str] = ..., stop_reason: _Optional[_Union[_struct_pb2.Value, _Mapping]] = ..., logprobs: _Optional[_Union[_common_pb2.ChoiceLogProbs, _Mapping]] = ..., token_ids: _Optional[_Iterable[int]] = ..., nvext: _Optional[_Union[ChoiceNvExt, _Mapping]] = ..., weight_versions: _Optional[_Iterable[_Union[_common_pb2.WeightVersionSpan, _Mapping]]] = ...) -> None: ...
 
 class StreamChatCompletionResponse(_message.Message):
-    __slots__ = ("id", "object", "created", "model", "choices", "usage", "system_fingerprint", "prompt_token_ids", "nvext")
+    __slots__ = ("id", "object", "created", "model", "choices", "usage", "system_fingerprint", "prompt_token_ids", "nvext", "prompt_logprobs")
     ID_FIELD_NUMBER: _ClassVar[int]
     OBJECT_FIELD_NUMBER: _ClassVar[int]
     CREATED_FIELD_NUMBER: _ClassVar[int]
@@ -350,6 +350,7 @@ class StreamChatCompletionResponse(_message.Message):
     SYSTEM_FINGERPRINT_FIELD_NUMBER: _ClassVar[int]
     PROMPT_TOKEN_IDS_FIELD_NUMBER: _ClassVar[int]
     NVEXT_FIELD_NUMBER: _ClassVar[int]
+    PROMPT_LOGPROBS_FIELD_NUMBER: _ClassVar[int]
     id: str
     object: str
     created: int
@@ -359,4 +360,5 @@ class StreamChatCompletionResponse(_message.Message):
     system_fingerprint: str
     prompt_token_ids: _containers.RepeatedScalarFieldContainer[int]
     nvext: NvExtResponse
-    def __init__(self, id: _Optional[str] = ..., object: _Optional[str] = ..., created: _Optional[int] = ..., model: _Optional[str] = ..., choices: _Optional[_Iterable[_Union[ChatCompletionChunkChoice, _Mapping]]] = ..., usage: _Optional[_Union[_common_pb2.Usage, _Mapping]] = ..., system_fingerprint: _Optional[str] = ..., prompt_token_ids: _Optional[_Iterable[int]] = ..., nvext: _Optional[_Union[NvExtResponse, _Mapping]] = ...) -> None: ...
+    prompt_logprobs: _containers.RepeatedCompositeFieldContainer[_common_pb2.TokenLogProb]
+    def __init__(self, id: _Optional[str] = ..., object: _Optional[str] = ..., created: _Optional[int] = ..., model: _Optional[str] = ..., choices: _Optional[_Iterable[_Union[ChatCompletionChunkChoice, _Mapping]]] = ..., usage: _Optional[_Union[_common_pb2.Usage, _Mapping]] = ..., system_fingerprint: _Optional[str] = ..., prompt_token_ids: _Optional[_Iterable[int]] = ..., nvext: _Optional[_Union[NvExtResponse, _Mapping]] = ..., prompt_logprobs: _Optional[_Iterable[_Union[_common_pb2.TokenLogProb, _Mapping]]] = ...) -> None: ...

@@ -84,7 +84,7 @@ class GenerateChoice(_message.Message):
     def __init__(self, index: _Optional[int] = ..., token_ids: _Optional[_Iterable[int]] = ..., logprobs: _Optional[_Union[GenerateLogProbs, _Mapping]] = ..., finish_reason: _Optional[str] = ..., stop_reason: _Optional[_Union[_struct_pb2.Value, _Mapping]] = ..., text: _Optional[str] = ..., weight_versions: _Optional[_Iterable[_Union[_common_pb2.WeightVersionSpan, _Mapping]]] = ...) -> None: ...
 
 class GenerateResponse(_message.Message):
-    __slots__ = ("request_id", "model", "created", "choices", "usage", "prompt_token_ids", "output_mode")
+    __slots__ = ("request_id", "model", "created", "choices", "usage", "prompt_token_ids", "output_mode", "prompt_logprobs")
     REQUEST_ID_FIELD_NUMBER: _ClassVar[int]
     MODEL_FIELD_NUMBER: _ClassVar[int]
     CREATED_FIELD_NUMBER: _ClassVar[int]
@@ -92,6 +92,7 @@ class GenerateResponse(_message.Message):
     USAGE_FIELD_NUMBER: _ClassVar[int]
     PROMPT_TOKEN_IDS_FIELD_NUMBER: _ClassVar[int]
     OUTPUT_MODE_FIELD_NUMBER: _ClassVar[int]
+    PROMPT_LOGPROBS_FIELD_NUMBER: _ClassVar[int]
     request_id: str
     model: str
     created: int
@@ -99,4 +100,5 @@ class GenerateResponse(_message.Message):
     usage: _common_pb2.Usage
     prompt_token_ids: _containers.RepeatedScalarFieldContainer[int]
     output_mode: str
-    def __init__(self, request_id: _Optional[str] = ..., model: _Optional[str] = ..., created: _Optional[int] = ..., choices: _Optional[_Iterable[_Union[GenerateChoice, _Mapping]]] = ..., usage: _Optional[_Union[_common_pb2.Usage, _Mapping]] = ..., prompt_token_ids: _Optional[_Iterable[int]] = ..., output_mode: _Optional[str] = ...) -> None: ...
+    prompt_logprobs: _containers.RepeatedCompositeFieldContainer[GenerateLogProbsContent]
+    def __init__(self, request_id: _Optional[str] = ..., model: _Optional[str] = ..., created: _Optional[int] = ..., choices: _Optional[_Iterable[_Union[GenerateChoice, _Mapping]]] = ..., usage: _Optional[_Union[_common_pb2.Usage, _Mapping]] = ..., prompt_token_ids: _Optional[_Iterable[int]] = ..., output_mode: _Optional[str] = ..., prompt_logprobs: _Optional[_Iterable[_Union[GenerateLogProbsContent, _Mapping]]] = ...) -> None: ...

@@ -21,6 +21,21 @@ from tokenwire.server.tool_calls import ParsedCall, StreamParser, parse_text
 from tokenwire.v1 import chat_pb2, common_pb2
 
 
+def add_prompt_logprobs(
+    target: Any, engine: Engine, plan: ChatPlan, positions: list[PositionLogprobs | None] | None,
+) -> None:
+    """`prompt_logprobs`, one entry per prompt position (the first, which
+    has no logprob, as an empty entry)."""
+    if positions is None:
+        return
+    k = plan.request.params.prompt_logprobs or 0
+    for pos in positions:
+        if pos is None:
+            target.add()
+        else:
+            target.append(token_logprob(engine, pos, k))
+
+
 def token_logprob(engine: Engine, pos: PositionLogprobs, top_k: int) -> common_pb2.TokenLogProb:
     entry = common_pb2.TokenLogProb(
         token=engine.token_text(pos.token_id),
@@ -207,13 +222,7 @@ def build_chat_response(
                 mirror = nv
     if plan.return_token_ids:
         resp.prompt_token_ids.extend(final.prompt_token_ids)
-    if final.prompt_logprobs is not None:
-        k = plan.request.params.prompt_logprobs or 0
-        for pos in final.prompt_logprobs:
-            if pos is None:
-                resp.prompt_logprobs.add()
-            else:
-                resp.prompt_logprobs.append(token_logprob(engine, pos, k))
+    add_prompt_logprobs(resp.prompt_logprobs, engine, plan, final.prompt_logprobs)
     resp.usage.CopyFrom(usage(len(final.prompt_token_ids), completion_len, final.num_cached_tokens))
     nvr = response_nvext(
         plan, worker_id, prompt_ids=final.prompt_token_ids, mirror=mirror,
@@ -258,8 +267,12 @@ class ChatStreamBuilder:
             system_fingerprint=self._fingerprint,
         )
 
-    def first_chunk(self) -> chat_pb2.StreamChatCompletionResponse:
+    def first_chunk(self, first: EngineOutput | None = None) -> chat_pb2.StreamChatCompletionResponse:
+        """The role chunk; with the engine's first output, also the prompt
+        logprobs it carries (asked with prompt_logprobs)."""
         chunk = self._chunk()
+        if first is not None:
+            add_prompt_logprobs(chunk.prompt_logprobs, self.engine, self.plan, first.prompt_logprobs)
         for i in range(self.plan.request.params.n):
             chunk.choices.add(index=i, delta=chat_pb2.ChatCompletionDelta(role="assistant", content=""))
         if self.plan.return_token_ids:

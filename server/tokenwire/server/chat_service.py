@@ -42,7 +42,7 @@ async def stream_chat(
         # plain HTTP error (429/503 with retry-after), not an error event
         # after a 200. The same iterator then goes on, with no extra layer.
         out = await anext(outputs, None)
-        yield builder.first_chunk()
+        yield builder.first_chunk(out)
         finished = False
         while out is not None:
             chunk = builder.on_output(out)

@@ -268,6 +268,7 @@ class FakeEngine(FakeControl):
                         yield EngineOutput(
                             out_deltas, list(request.prompt_token_ids), cached, finished,
                             times=EngineTimes(arrival, arrival, first_token, time.time()),
+                            prompt_logprobs=self._prompt_logprobs(request) if sent == 0 else None,
                         )
                     else:
                         yield EngineOutput(out_deltas, [], cached, finished)
@@ -302,7 +303,16 @@ class FakeEngine(FakeControl):
         return EngineOutput(
             choices, list(request.prompt_token_ids), cached, True,
             times=EngineTimes(arrival, arrival, first_token, time.time()),
+            prompt_logprobs=self._prompt_logprobs(request),
         )
+
+    def _prompt_logprobs(self, request: EngineRequest) -> list[PositionLogprobs | None] | None:
+        """Like vLLM: None for the first prompt position, then one entry each."""
+        k = request.params.prompt_logprobs
+        if k is None:
+            return None
+        ids = request.prompt_token_ids
+        return [None] + [self._logprob(100 + j, k + 1, t) for j, t in enumerate(ids[1:])]
 
     def num_unfinished_requests(self) -> int:
         return len(self.running)

@@ -17,6 +17,7 @@ from tokenwire.server.domain import (
     Engine,
     EngineRequest,
     GenerationParams,
+    PositionLogprobs,
     RunOutcome,
 )
 from tokenwire.server.errors import Internal, InvalidArgument
@@ -133,21 +134,39 @@ def _add_choice(resp: generate_pb2.GenerateResponse, plan: GeneratePlan, c: Choi
         if sr is not None:
             ch.stop_reason.CopyFrom(sr)
     if c.logprobs is not None:
+        with_top = bool(plan.request.params.logprobs)
         for pos in c.logprobs:
-            entry = ch.logprobs.content.add(token_id=pos.token_id, logprob=pos.logprob)
-            if pos.non_finite:
-                entry.non_finite = True
-            if pos.rank is not None:
-                entry.rank = pos.rank
-            # vLLM's order: the sampled token first, then the others by rank.
-            sampled = [x for x in pos.top if x.token_id == pos.token_id]
-            others = [x for x in pos.top if x.token_id != pos.token_id]
-            for cand in sampled + others if plan.request.params.logprobs else []:
-                top = entry.top_logprobs.add(token_id=cand.token_id, logprob=cand.logprob)
-                if cand.rank is not None:
-                    top.rank = cand.rank
+            _fill_logprob(ch.logprobs.content.add(), pos, with_top)
     if plan.output_mode == "text":
         ch.text = c.text
+
+
+def _fill_logprob(entry: generate_pb2.GenerateLogProbsContent, pos: PositionLogprobs,
+                  with_top: bool) -> None:
+    entry.token_id = pos.token_id
+    entry.logprob = pos.logprob
+    if pos.non_finite:
+        entry.non_finite = True
+    if pos.rank is not None:
+        entry.rank = pos.rank
+    # vLLM's order: the sampled token first, then the others by rank.
+    sampled = [x for x in pos.top if x.token_id == pos.token_id]
+    others = [x for x in pos.top if x.token_id != pos.token_id]
+    for cand in sampled + others if with_top else []:
+        top = entry.top_logprobs.add(token_id=cand.token_id, logprob=cand.logprob)
+        if cand.rank is not None:
+            top.rank = cand.rank
+
+
+def _add_prompt_logprobs(resp: generate_pb2.GenerateResponse, plan: GeneratePlan,
+                         positions: list[PositionLogprobs | None] | None) -> None:
+    if positions is None:
+        return
+    with_top = bool(plan.request.params.prompt_logprobs)
+    for pos in positions:
+        entry = resp.prompt_logprobs.add()
+        if pos is not None:
+            _fill_logprob(entry, pos, with_top)
 
 
 def _response(plan: GeneratePlan) -> generate_pb2.GenerateResponse:
@@ -177,6 +196,7 @@ async def run_generate(
         _add_choice(resp, plan, c)
     if plan.return_token_ids:
         resp.prompt_token_ids.extend(final.prompt_token_ids)
+    _add_prompt_logprobs(resp, plan, final.prompt_logprobs)
     completion = sum(len(c.token_ids) for c in final.choices)
     resp.usage.CopyFrom(usage(len(final.prompt_token_ids), completion, final.num_cached_tokens))
     return resp
@@ -196,8 +216,10 @@ async def stream_generate(
     async with contextlib.aclosing(engine.generate(plan.request)) as outputs:
         async for out in outputs:
             resp = _response(plan)
-            if first and plan.return_token_ids:
-                resp.prompt_token_ids.extend(plan.request.prompt_token_ids)
+            if first:
+                if plan.return_token_ids:
+                    resp.prompt_token_ids.extend(plan.request.prompt_token_ids)
+                _add_prompt_logprobs(resp, plan, out.prompt_logprobs)
             first = False
             for c in out.choices:
                 if c.token_ids or c.text or c.finish_reason is not None:
@@ -210,7 +232,7 @@ async def stream_generate(
                     prompt_ids = out.prompt_token_ids
                 for c in out.choices:
                     ids.setdefault(c.index, []).extend(c.token_ids)
-            if resp.choices or resp.prompt_token_ids:
+            if resp.choices or resp.prompt_token_ids or resp.prompt_logprobs:
                 yield resp
     if not finished:
         raise Internal("the engine ended the stream without finishing the request", reason="ENGINE_OUTPUT_INCOMPLETE")
