@@ -34,32 +34,49 @@ from tokenwire.v1 import chat_pb2, generate_pb2, session_pb2
 
 log = logging.getLogger("tokenwire.session")
 
-OUTBOX_EVENTS = 256  # data events buffered per session before producers wait
-
-
-
 _END = object()
 
 
 class Outbox:
-    """Events waiting to be written. Data events take a slot (producers wait
-    when the client reads slowly: backpressure); terminal events never wait."""
+    """Events waiting to be written, bounded in bytes. When the client reads
+    slowly, producers of data events wait for room, and the session stops
+    reading the client's messages (back-pressure through HTTP/2 flow
+    control), so a client that sends but never reads cannot grow the
+    server's memory. Terminal events never wait (they come from done
+    callbacks): each needs a start the session read while there was room,
+    so they are bounded by the running requests."""
 
-    def __init__(self, limit: int):
-        self._queue: asyncio.Queue[tuple[bool, object]] = asyncio.Queue()
-        self._slots = asyncio.Semaphore(limit)
+    def __init__(self, max_bytes: int):
+        self._queue: asyncio.Queue[tuple[int, object]] = asyncio.Queue()
+        self.max_bytes = max_bytes
+        self.bytes = 0
+        self._room = asyncio.Condition()
 
     async def put_data(self, event: session_pb2.SessionResponse) -> None:
-        await self._slots.acquire()
-        self._queue.put_nowait((True, event))
+        size = event.ByteSize()
+        if self.bytes and self.bytes + size > self.max_bytes:
+            async with self._room:  # one event always fits into an empty outbox
+                await self._room.wait_for(lambda: not self.bytes or self.bytes + size <= self.max_bytes)
+        self.bytes += size
+        self._queue.put_nowait((size, event))
 
     def put_final(self, item: object) -> None:
-        self._queue.put_nowait((False, item))
+        size = item.ByteSize() if isinstance(item, session_pb2.SessionResponse) else 0
+        self.bytes += size
+        self._queue.put_nowait((size, item))
+
+    async def wait_for_room(self) -> None:
+        """Return once the outbox is below its limit (the reader's gate)."""
+        if self.bytes >= self.max_bytes:
+            async with self._room:
+                await self._room.wait_for(lambda: self.bytes < self.max_bytes)
 
     async def get(self) -> object:
-        held, item = await self._queue.get()
-        if held:
-            self._slots.release()
+        size, item = await self._queue.get()
+        if size:
+            self.bytes -= size
+            async with self._room:
+                self._room.notify_all()
         return item
 
 
@@ -79,7 +96,7 @@ class Session:
         self.dp_rank = dp_rank  # the stream's data-parallel rank metadata, if any
         self.id = uuid.uuid4().hex
         self.tasks: dict[str, asyncio.Task[session_pb2.SessionRequestDone]] = {}
-        self.outbox = Outbox(OUTBOX_EVENTS)
+        self.outbox = Outbox(plane.settings.session_max_buffered_bytes)
         self._closing = False
 
     # -- the stream -----------------------------------------------------
@@ -108,6 +125,7 @@ class Session:
     async def _read(self, requests: AsyncIterator[session_pb2.SessionRequest]) -> None:
         try:
             async for msg in requests:
+                await self.outbox.wait_for_room()  # a client that does not read stops being read
                 kind = msg.WhichOneof("kind")
                 if kind == "start":
                     self._start(msg.start)

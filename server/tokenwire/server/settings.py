@@ -74,6 +74,9 @@ class ServerSettings:
 
     # Sessions, continuation and speculative prefill.
     session_max_requests: int = _own(1024, "running requests one Session stream may hold")
+    session_max_buffered_bytes: int = _own(
+        8 * 1024 * 1024, "bytes of events one Session may hold for a client that reads slowly; "
+                         "beyond, its requests wait and the session stops reading the client")
     continuation_max_tokens: int = _own(
         16_000_000, "token ids kept for session continuation, all sessions (LRU)")
     continuation_session_max_tokens: int = _own(
