@@ -7,9 +7,10 @@ import time
 
 import grpc
 import pytest
+from google.protobuf import json_format
 
 from tests.rpc import chat_request, stream_ids, stream_text
-from tokenwire.server.fake_engine import EOS
+from tokenwire.server.fake_engine import EOS, IM_END
 from tokenwire.v1 import generate_pb2, models_pb2, tokenize_pb2
 
 ALL_EXTRA = ["completion_token_ids", "engine_data", "prompt_token_ids", "timing", "stop_reason", "worker_id"]
@@ -265,3 +266,30 @@ def test_tokenize_detokenize_models(fake_stub, fake_engine) -> None:
     assert de.prompt == "hey"
     models = fake_stub.ListModels(models_pb2.ListModelsRequest(), timeout=5)
     assert models.data[0].id == "fake-model" and models.data[0].max_model_len == 512
+
+
+def test_tokenize_next_turn_is_the_session_continuation_suffix(fake_stub) -> None:
+    """Tokenize(next_turn) gives the ids a Session continuation appends, so
+    a client in "tokens" mode needs no copy of the server's turn logic."""
+    from tests.session_rpc import RawSession, start_chat
+
+    nxt = [{"role": "user", "content": "And Germany?"}]
+    s = RawSession(fake_stub)
+    s.send(start_chat("t1", max_tokens=4, return_token_ids=True))
+    first = s.until_terminal("t1")[0].chat_result
+    s.send(start_chat("t2", max_tokens=2, continuation={"previous_request_id": "t1", "messages": nxt}))
+    done = s.until_terminal("t2")[-1].done
+    s.close()
+    completion = list(first.choices[0].token_ids)
+    req = json_format.ParseDict({"messages": nxt, "next_turn": True,
+                                 "previous_completion_ids": completion}, tokenize_pb2.TokenizeRequest())
+    suffix = list(fake_stub.Tokenize(req, timeout=5).tokens)
+    assert suffix == list(done.suffix_token_ids) and suffix
+    # The end-of-turn id is added only when the completion lacks it.
+    def after(ids: list[int]) -> list[int]:
+        req.ClearField("previous_completion_ids")
+        req.previous_completion_ids.extend(ids)
+        return list(fake_stub.Tokenize(req, timeout=5).tokens)
+
+    ended, open_ = after([50, IM_END]), after([50])
+    assert open_ == [IM_END, *ended]

@@ -15,6 +15,7 @@ from tokenwire.server.fake_engine import FakeEngine
 from tokenwire.server.generate_service import build_generate_plan
 from tokenwire.server.settings import ServerSettings
 from tokenwire.server.tokenize_service import detokenize, tokenize
+from tokenwire.server.turns import TurnTemplates
 from tokenwire.v1 import chat_pb2, generate_pb2, tokenize_pb2
 
 ENGINE = FakeEngine(max_model_len=256)
@@ -143,7 +144,7 @@ def test_tokenize_detokenize(prompt, tokens) -> None:
     if prompt is not None:
         req.prompt = prompt
     try:
-        resp = tokenize(req, ENGINE, served_model="fake")
+        resp = tokenize(req, ENGINE, TurnTemplates(ENGINE), served_model="fake")
     except EXPECTED as exc:
         assert prompt is None and exc.param == "prompt"  # neither prompt nor messages
     else:

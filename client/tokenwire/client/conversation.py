@@ -29,13 +29,6 @@ if TYPE_CHECKING:
 MODES = ("session", "tokens")
 Message = str | Mapping[str, Any] | Sequence[Mapping[str, Any]]
 
-# The placeholder conversation the next-turn suffix is cut from (the server
-# uses the same method for session continuations).
-PLACEHOLDER = [
-    {"role": "user", "content": "tokenwire-turn-user"},
-    {"role": "assistant", "content": "tokenwire-turn-assistant"},
-]
-
 
 @dataclasses.dataclass
 class Turn:
@@ -68,7 +61,6 @@ class _Core:
         self.pending: list[dict[str, Any]] = (
             [{"role": "system", "content": system}] if system else []
         ) + as_messages(messages)
-        self._suffix_cache: tuple[list[int], list[int]] | None = None  # (closed, opened)
 
     @property
     def last(self) -> Turn | None:
@@ -93,29 +85,13 @@ class _Core:
         self.pending = []
         return new
 
-    def tokenize_requests(self, messages: list[dict[str, Any]]) -> list[dict[str, Any]]:
-        """Tokenize bodies for the suffix (the cached probes are skipped)."""
-        reqs = []
-        if self._suffix_cache is None:
-            reqs.append({"messages": PLACEHOLDER, "add_generation_prompt": False})
-            reqs.append({"messages": PLACEHOLDER, "add_generation_prompt": False,
-                         "continue_final_message": True})
-        reqs.append({"messages": PLACEHOLDER + messages, "add_generation_prompt": True})
-        return reqs
-
-    def suffix_from(self, tokenized: list[list[int]], completion: Sequence[int]) -> list[int]:
-        if self._suffix_cache is None:
-            self._suffix_cache = (tokenized[0], tokenized[1])
-        closed, opened = self._suffix_cache
-        full = tokenized[-1]
-        if closed[: len(opened)] != opened or full[: len(closed)] != closed:
-            raise ValueError(
-                "this chat template does not render turns incrementally; pass suffix_ids"
-            )
-        close = closed[len(opened):]
-        if completion and close and completion[-1] == close[0]:
-            close = close[1:]
-        return close + full[len(closed):]
+    @staticmethod
+    def suffix_request(prev: Turn, messages: list[dict[str, Any]]) -> dict[str, Any]:
+        """The Tokenize body that renders `messages` as the turn after
+        `prev`: the server's own next-turn suffix (the same one a Session
+        continuation uses), so the client never re-renders the history."""
+        return {"messages": messages, "next_turn": True,
+                "previous_completion_ids": list(prev.completion_ids)}
 
     def session_kwargs(
         self, prev: Turn | None, messages: list[dict[str, Any]],
@@ -220,9 +196,7 @@ class Conversation:
             if suffix_ids is not None:
                 new = list(suffix_ids)
             else:
-                tokenized = [list(self.client.tokenize(r).tokens)
-                             for r in core.tokenize_requests(messages)]
-                new = core.suffix_from(tokenized, prev.completion_ids)
+                new = list(self.client.tokenize(core.suffix_request(prev, messages)).tokens)
         body = core.token_body(prev, messages, new or [], body)
         if not _stream:
             resp = self.client.chat(body)
@@ -296,9 +270,7 @@ class AsyncConversation:
             if suffix_ids is not None:
                 new = list(suffix_ids)
             else:
-                tokenized = [list((await self.client.tokenize(r)).tokens)
-                             for r in core.tokenize_requests(messages)]
-                new = core.suffix_from(tokenized, prev.completion_ids)
+                new = list((await self.client.tokenize(core.suffix_request(prev, messages))).tokens)
         body = core.token_body(prev, messages, new or [], body)
         if not _stream:
             resp = await self.client.chat(body)

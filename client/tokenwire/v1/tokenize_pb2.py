@@ -26,7 +26,7 @@ from google.protobuf import struct_pb2 as google_dot_protobuf_dot_struct__pb2
 from tokenwire.v1 import chat_pb2 as tokenwire_dot_v1_dot_chat__pb2
 
 
-DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n\x1btokenwire/v1/tokenize.proto\x12\x0ctokenwire.v1\x1a\x1cgoogle/protobuf/struct.proto\x1a\x17tokenwire/v1/chat.proto\"\xe1\x03\n\x0fTokenizeRequest\x12\r\n\x05model\x18\x01 \x01(\t\x12\x13\n\x06prompt\x18\x02 \x01(\tH\x00\x88\x01\x01\x12+\n\x08messages\x18\x03 \x03(\x0b\x32\x19.tokenwire.v1.ChatMessage\x12\"\n\x15\x61\x64\x64_generation_prompt\x18\x04 \x01(\x08H\x01\x88\x01\x01\x12#\n\x16\x63ontinue_final_message\x18\x05 \x01(\x08H\x02\x88\x01\x01\x12\x1f\n\x12\x61\x64\x64_special_tokens\x18\x06 \x01(\x08H\x03\x88\x01\x01\x12\x1a\n\rchat_template\x18\x07 \x01(\tH\x04\x88\x01\x01\x12\x35\n\x14\x63hat_template_kwargs\x18\x08 \x01(\x0b\x32\x17.google.protobuf.Struct\x12!\n\x05tools\x18\t \x03(\x0b\x32\x12.tokenwire.v1.Tool\x12\x1e\n\x11return_token_strs\x18\n \x01(\x08H\x05\x88\x01\x01\x42\t\n\x07_promptB\x18\n\x16_add_generation_promptB\x19\n\x17_continue_final_messageB\x15\n\x13_add_special_tokensB\x10\n\x0e_chat_templateB\x14\n\x12_return_token_strs\"\x82\x01\n\x10TokenizeResponse\x12\x12\n\x05\x63ount\x18\x01 \x01(\rH\x00\x88\x01\x01\x12\x1a\n\rmax_model_len\x18\x02 \x01(\rH\x01\x88\x01\x01\x12\x0e\n\x06tokens\x18\x03 \x03(\r\x12\x12\n\ntoken_strs\x18\x04 \x03(\tB\x08\n\x06_countB\x10\n\x0e_max_model_len\"2\n\x11\x44\x65tokenizeRequest\x12\r\n\x05model\x18\x01 \x01(\t\x12\x0e\n\x06tokens\x18\x02 \x03(\r\"$\n\x12\x44\x65tokenizeResponse\x12\x0e\n\x06prompt\x18\x01 \x01(\tb\x06proto3')
+DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n\x1btokenwire/v1/tokenize.proto\x12\x0ctokenwire.v1\x1a\x1cgoogle/protobuf/struct.proto\x1a\x17tokenwire/v1/chat.proto\"\xa8\x04\n\x0fTokenizeRequest\x12\r\n\x05model\x18\x01 \x01(\t\x12\x13\n\x06prompt\x18\x02 \x01(\tH\x00\x88\x01\x01\x12+\n\x08messages\x18\x03 \x03(\x0b\x32\x19.tokenwire.v1.ChatMessage\x12\"\n\x15\x61\x64\x64_generation_prompt\x18\x04 \x01(\x08H\x01\x88\x01\x01\x12#\n\x16\x63ontinue_final_message\x18\x05 \x01(\x08H\x02\x88\x01\x01\x12\x1f\n\x12\x61\x64\x64_special_tokens\x18\x06 \x01(\x08H\x03\x88\x01\x01\x12\x1a\n\rchat_template\x18\x07 \x01(\tH\x04\x88\x01\x01\x12\x35\n\x14\x63hat_template_kwargs\x18\x08 \x01(\x0b\x32\x17.google.protobuf.Struct\x12!\n\x05tools\x18\t \x03(\x0b\x32\x12.tokenwire.v1.Tool\x12\x1e\n\x11return_token_strs\x18\n \x01(\x08H\x05\x88\x01\x01\x12\x16\n\tnext_turn\x18\x0b \x01(\x08H\x06\x88\x01\x01\x12\x1f\n\x17previous_completion_ids\x18\x0c \x03(\rB\t\n\x07_promptB\x18\n\x16_add_generation_promptB\x19\n\x17_continue_final_messageB\x15\n\x13_add_special_tokensB\x10\n\x0e_chat_templateB\x14\n\x12_return_token_strsB\x0c\n\n_next_turn\"\x82\x01\n\x10TokenizeResponse\x12\x12\n\x05\x63ount\x18\x01 \x01(\rH\x00\x88\x01\x01\x12\x1a\n\rmax_model_len\x18\x02 \x01(\rH\x01\x88\x01\x01\x12\x0e\n\x06tokens\x18\x03 \x03(\r\x12\x12\n\ntoken_strs\x18\x04 \x03(\tB\x08\n\x06_countB\x10\n\x0e_max_model_len\"2\n\x11\x44\x65tokenizeRequest\x12\r\n\x05model\x18\x01 \x01(\t\x12\x0e\n\x06tokens\x18\x02 \x03(\r\"$\n\x12\x44\x65tokenizeResponse\x12\x0e\n\x06prompt\x18\x01 \x01(\tb\x06proto3')
 
 _globals = globals()
 _builder.BuildMessageAndEnumDescriptors(DESCRIPTOR, _globals)
@@ -34,11 +34,11 @@ _builder.BuildTopDescriptorsAndMessages(DESCRIPTOR, 'tokenwire.v1.tokenize_pb2',
 if not _descriptor._USE_C_DESCRIPTORS:
   DESCRIPTOR._loaded_options = None
   _globals['_TOKENIZEREQUEST']._serialized_start=101
-  _globals['_TOKENIZEREQUEST']._serialized_end=582
-  _globals['_TOKENIZERESPONSE']._serialized_start=585
-  _globals['_TOKENIZERESPONSE']._serialized_end=715
-  _globals['_DETOKENIZEREQUEST']._serialized_start=717
-  _globals['_DETOKENIZEREQUEST']._serialized_end=767
-  _globals['_DETOKENIZERESPONSE']._serialized_start=769
-  _globals['_DETOKENIZERESPONSE']._serialized_end=805
+  _globals['_TOKENIZEREQUEST']._serialized_end=653
+  _globals['_TOKENIZERESPONSE']._serialized_start=656
+  _globals['_TOKENIZERESPONSE']._serialized_end=786
+  _globals['_DETOKENIZEREQUEST']._serialized_start=788
+  _globals['_DETOKENIZEREQUEST']._serialized_end=838
+  _globals['_DETOKENIZERESPONSE']._serialized_start=840
+  _globals['_DETOKENIZERESPONSE']._serialized_end=876
 # @@protoc_insertion_point(module_scope)

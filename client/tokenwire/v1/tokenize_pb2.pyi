@@ -9,7 +9,7 @@ from typing import ClassVar as _ClassVar, Optional as _Optional, Union as _Union
 DESCRIPTOR: _descriptor.FileDescriptor
 
 class TokenizeRequest(_message.Message):
-    __slots__ = ("model", "prompt", "messages", "add_generation_prompt", "continue_final_message", "add_special_tokens", "chat_template", "chat_template_kwargs", "tools", "return_token_strs")
+    __slots__ = ("model", "prompt", "messages", "add_generation_prompt", "continue_final_message", "add_special_tokens", "chat_template", "chat_template_kwargs", "tools", "return_token_strs", "next_turn", "previous_completion_ids")
     MODEL_FIELD_NUMBER: _ClassVar[int]
     PROMPT_FIELD_NUMBER: _ClassVar[int]
     MESSAGES_FIELD_NUMBER: _ClassVar[int]
@@ -20,6 +20,8 @@ class TokenizeRequest(_message.Message):
     CHAT_TEMPLATE_KWARGS_FIELD_NUMBER: _ClassVar[int]
     TOOLS_FIELD_NUMBER: _ClassVar[int]
     RETURN_TOKEN_STRS_FIELD_NUMBER: _ClassVar[int]
+    NEXT_TURN_FIELD_NUMBER: _ClassVar[int]
+    PREVIOUS_COMPLETION_IDS_FIELD_NUMBER: _ClassVar[int]
     model: str
     prompt: str
     messages: _containers.RepeatedCompositeFieldContainer[_chat_pb2.ChatMessage]
@@ -30,7 +32,9 @@ class TokenizeRequest(_message.Message):
     chat_template_kwargs: _struct_pb2.Struct
     tools: _containers.RepeatedCompositeFieldContainer[_chat_pb2.Tool]
     return_token_strs: bool
-    def __init__(self, model: _Optional[str] = ..., prompt: _Optional[str] = ..., messages: _Optional[_Iterable[_Union[_chat_pb2.ChatMessage, _Mapping]]] = ..., add_generation_prompt: _Optional[bool] = ..., continue_final_message: _Optional[bool] = ..., add_special_tokens: _Optional[bool] = ..., chat_template: _Optional[str] = ..., chat_template_kwargs: _Optional[_Union[_struct_pb2.Struct, _Mapping]] = ..., tools: _Optional[_Iterable[_Union[_chat_pb2.Tool, _Mapping]]] = ..., return_token_strs: _Optional[bool] = ...) -> None: ...
+    next_turn: bool
+    previous_completion_ids: _containers.RepeatedScalarFieldContainer[int]
+    def __init__(self, model: _Optional[str] = ..., prompt: _Optional[str] = ..., messages: _Optional[_Iterable[_Union[_chat_pb2.ChatMessage, _Mapping]]] = ..., add_generation_prompt: _Optional[bool] = ..., continue_final_message: _Optional[bool] = ..., add_special_tokens: _Optional[bool] = ..., chat_template: _Optional[str] = ..., chat_template_kwargs: _Optional[_Union[_struct_pb2.Struct, _Mapping]] = ..., tools: _Optional[_Iterable[_Union[_chat_pb2.Tool, _Mapping]]] = ..., return_token_strs: _Optional[bool] = ..., next_turn: _Optional[bool] = ..., previous_completion_ids: _Optional[_Iterable[int]] = ...) -> None: ...
 
 class TokenizeResponse(_message.Message):
     __slots__ = ("count", "max_model_len", "tokens", "token_strs")

@@ -142,7 +142,7 @@ class DataPlane:
 
     # -- tokenizer -------------------------------------------------------
     def tokenize(self, req: tokenize_pb2.TokenizeRequest) -> tokenize_pb2.TokenizeResponse:
-        return tokenize(req, self.engine, served_model=self.served_model,
+        return tokenize(req, self.engine, self.turns, served_model=self.served_model,
                         trust_template=self.settings.trust_request_chat_template)
 
     def detokenize(self, req: tokenize_pb2.DetokenizeRequest) -> tokenize_pb2.DetokenizeResponse:

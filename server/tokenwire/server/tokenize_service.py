@@ -11,18 +11,28 @@ from tokenwire.server.request_fields import (
     messages_to_dicts,
     render_options,
 )
+from tokenwire.server.turns import TurnTemplates
 from tokenwire.v1 import tokenize_pb2
 
 
 def tokenize(
-    req: tokenize_pb2.TokenizeRequest, engine: Engine, *, served_model: str,
-    trust_template: bool = False,
+    req: tokenize_pb2.TokenizeRequest, engine: Engine, turns: TurnTemplates, *,
+    served_model: str, trust_template: bool = False,
 ) -> tokenize_pb2.TokenizeResponse:
     check_model(req.model, served_model, engine.lora_names())
     has_prompt = req.HasField("prompt")
     if has_prompt == bool(req.messages):
         raise InvalidArgument("give exactly one of prompt and messages", param="prompt", reason="FIELDS_CONFLICT")
-    if has_prompt:
+    if req.next_turn:
+        if has_prompt:
+            raise InvalidArgument("next_turn renders messages, not a prompt", param="next_turn",
+                                  reason="FIELDS_CONFLICT")
+        check_render_flags(req)
+        options = render_options(req, trust_template=trust_template)
+        previous = v.token_ids("previous_completion_ids", req.previous_completion_ids,
+                               engine.vocab_size)
+        ids = turns.suffix(options, previous, messages_to_dicts(req.messages), param="messages")
+    elif has_prompt:
         add_special = req.add_special_tokens if req.HasField("add_special_tokens") else True
         ids = engine.encode(req.prompt, add_special_tokens=add_special)
     else:

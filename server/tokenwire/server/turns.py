@@ -58,7 +58,7 @@ class TurnTemplates:
             sort_keys=True, default=str,
         )
 
-    def get(self, options: RenderOptions) -> TurnTemplate:
+    def get(self, options: RenderOptions, param: str = "continuation.messages") -> TurnTemplate:
         key = self._key(options)
         found = self._cache.get(key)
         if found is not None:
@@ -76,7 +76,7 @@ class TurnTemplates:
                 "the chat template renders a closed assistant turn that does not extend the "
                 "open one, so it cannot render a next-turn suffix; send "
                 "continuation.suffix_token_ids instead",
-                param="continuation.messages", reason="TEMPLATE_NOT_INCREMENTAL",
+                param=param, reason="TEMPLATE_NOT_INCREMENTAL",
             )
         template = TurnTemplate(tuple(closed), tuple(closed[len(opened):]))
         if len(self._cache) >= MAX_CACHED_TEMPLATES:
@@ -85,10 +85,11 @@ class TurnTemplates:
         return template
 
     def suffix(
-        self, options: RenderOptions, completion: Sequence[int], messages: list[dict[str, Any]]
+        self, options: RenderOptions, completion: Sequence[int], messages: list[dict[str, Any]],
+        param: str = "continuation.messages",
     ) -> list[int]:
         """The ids that follow `completion` when `messages` come next."""
-        template = self.get(options)
+        template = self.get(options, param)
         full = self._engine.render_chat(PLACEHOLDER + messages, options)
         closed = list(template.closed)
         if full[: len(closed)] != closed:
@@ -96,6 +97,6 @@ class TurnTemplates:
                 "the chat template renders earlier turns differently when more messages "
                 "follow, so the history cannot be kept token-exact; send "
                 "continuation.suffix_token_ids instead",
-                param="continuation.messages", reason="TEMPLATE_NOT_INCREMENTAL",
+                param=param, reason="TEMPLATE_NOT_INCREMENTAL",
             )
         return template.after(completion) + full[len(closed):]
