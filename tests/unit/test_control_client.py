@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import asyncio
 import collections.abc
-import inspect
 import json
 from pathlib import Path
 
@@ -15,9 +14,7 @@ from tests.servers import ThreadServer
 from tokenwire.cli import main as cli_main
 from tokenwire.client import (
     AsyncClient,
-    AsyncControlClient,
     Client,
-    ControlClient,
     InvalidArgumentError,
     UnauthenticatedError,
 )
@@ -32,17 +29,6 @@ def server() -> collections.abc.Iterator[ThreadServer]:
     srv = ThreadServer(settings, FakeEngine(max_model_len=512)).start()
     yield srv
     srv.stop()
-
-
-def test_sync_and_async_control_have_the_same_methods_and_signatures() -> None:
-    def public(cls: type) -> dict[str, inspect.Signature]:
-        return {n: inspect.signature(f) for n, f in vars(cls).items()
-                if callable(f) and not n.startswith("_")}
-
-    sync, aio = public(ControlClient), public(AsyncControlClient)
-    assert sync.keys() == aio.keys()
-    for name, sig in sync.items():
-        assert list(sig.parameters.values()) == list(aio[name].parameters.values()), name
 
 
 def test_paused_always_resumes_and_updates_version(server: ThreadServer, tmp_path: Path) -> None:

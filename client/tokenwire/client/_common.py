@@ -1,5 +1,7 @@
-"""What the sync and asyncio clients share: request building, the retry
-policy, deadlines, and reading token ids out of responses."""
+"""The client core, shared by the sync and asyncio clients: configuration
+and metadata (ClientCore), request building, the retry policy and its pure
+decision (retry_wait), deadlines, and reading token ids out of responses.
+The sync and async classes only do I/O on top of it."""
 
 from __future__ import annotations
 
@@ -20,6 +22,7 @@ from tokenwire.v1 import chat_pb2, generate_pb2, session_pb2
 DEFAULT_TARGET = "127.0.0.1:50051"
 TENANT_HEADER = "x-tenant-id"
 API_KEY_ENV = "TOKENWIRE_API_KEY"
+ADMIN_KEY_ENV = "TOKENWIRE_ADMIN_API_KEY"
 
 M = TypeVar("M", bound=Message)
 
@@ -95,7 +98,17 @@ class RetryPolicy:
         return wait
 
 
-NO_RETRY = RetryPolicy(max_attempts=1)
+def retry_wait(
+    policy: RetryPolicy, err: TokenwireError, attempt: int, deadline: Deadline,
+    *, received: bool = False,
+) -> float | None:
+    """The one retry decision (no I/O): seconds to wait before attempt
+    `attempt + 1`, or None when the error must be raised (not retryable, out
+    of attempts or deadline, or a stream that already delivered a message)."""
+    if received or not policy.should_retry(err, attempt):
+        return None
+    wait = policy.backoff(attempt, err)
+    return wait if deadline.allows(wait) else None
 
 
 class Deadline:
@@ -139,6 +152,38 @@ def call_metadata(
     return tuple(md)
 
 
+def admin_metadata(base: Sequence[tuple[str, str]], admin_api_key: str | None) -> tuple[tuple[str, str], ...]:
+    """`base` without its authorization, plus the admin key's (if any; default
+    $TOKENWIRE_ADMIN_API_KEY): what ControlService calls carry."""
+    key = admin_api_key if admin_api_key is not None else os.environ.get(ADMIN_KEY_ENV, "")
+    md = tuple((k, v) for k, v in base if k != "authorization")
+    return md + ((("authorization", f"Bearer {key}"),) if key else ())
+
+
+class ClientCore:
+    """What a client is, whatever its I/O: target, default deadline, retry
+    policy, tenant and metadata (inference and admin), TLS credentials."""
+
+    def __init__(
+        self, target: str, *, timeout: float | None, retry: RetryPolicy | None,
+        tenant: str | None, metadata: Sequence[tuple[str, str]], api_key: str | None,
+        tls: bool, root_certificates: bytes | None, admin_api_key: str | None,
+    ):
+        self.target = target
+        self.timeout = timeout
+        self.retry = retry or RetryPolicy()
+        self.tenant = tenant
+        self._metadata = base_metadata(metadata, api_key)
+        self._admin_metadata = admin_metadata(self._metadata, admin_api_key)
+        self._credentials = credentials(tls, root_certificates)
+
+    def _md(self, metadata: Iterable[tuple[str, str]] | None) -> tuple[tuple[str, str], ...]:
+        return call_metadata(self._metadata, self.tenant, metadata)
+
+    def _deadline(self, timeout: float | None) -> Deadline:
+        return Deadline(self.timeout if timeout is None else timeout)
+
+
 # -- sessions ---------------------------------------------------------------
 
 
@@ -170,9 +215,6 @@ def session_start(
     if cont is not None:
         start.continuation.CopyFrom(cont)
     return session_pb2.SessionRequest(start=start)
-
-
-DATA_EVENTS = ("chat_chunk", "chat_result", "generate_chunk", "generate_result")
 
 
 @dataclasses.dataclass

@@ -13,16 +13,8 @@ from typing import Any
 
 import grpc
 
-from tokenwire.client._common import (
-    DEFAULT_TARGET,
-    Deadline,
-    RetryPolicy,
-    base_metadata,
-    build,
-    call_metadata,
-    credentials,
-)
-from tokenwire.client.control import AsyncControlClient, admin_metadata
+from tokenwire.client._common import DEFAULT_TARGET, ClientCore, RetryPolicy, build, retry_wait
+from tokenwire.client.control import AsyncControlClient
 from tokenwire.client.errors import TokenwireError, UnavailableError, from_rpc_error
 from tokenwire.client.session import AsyncSession
 from tokenwire.v1 import (
@@ -36,8 +28,9 @@ from tokenwire.v1 import (
 Metadata = Iterable[tuple[str, str]] | None
 
 
-class AsyncClient:
-    """An asyncio tokenwire client (see Client for the arguments).
+class AsyncClient(ClientCore):
+    """The asyncio tokenwire client: Client's methods and arguments, with
+    asyncio I/O over the same ClientCore (streams are async iterators).
 
     Create it inside a running event loop; ``async with AsyncClient() as c``.
     """
@@ -49,22 +42,17 @@ class AsyncClient:
         options: Sequence[tuple[str, Any]] = (), api_key: str | None = None, tls: bool = False,
         root_certificates: bytes | None = None, admin_api_key: str | None = None,
     ):
-        self.target = target
-        self.timeout = timeout
-        self.retry = retry or RetryPolicy()
-        self.tenant = tenant
-        self._metadata = base_metadata(metadata, api_key)
+        super().__init__(target, timeout=timeout, retry=retry, tenant=tenant, metadata=metadata,
+                         api_key=api_key, tls=tls, root_certificates=root_certificates,
+                         admin_api_key=admin_api_key)
         self._own_channel = channel is None
-        creds = credentials(tls, root_certificates)
+        creds = self._credentials
         self.channel = channel or (
             grpc.aio.secure_channel(target, creds, options=list(options)) if creds
             else grpc.aio.insecure_channel(target, options=list(options))
         )
         self.stub = service_pb2_grpc.TokenwireServiceStub(self.channel)
-        # The ControlService, with the admin key (default $TOKENWIRE_ADMIN_API_KEY).
-        self.control = AsyncControlClient(
-            self.channel, admin_metadata(self._metadata, admin_api_key), timeout
-        )
+        self.control = AsyncControlClient(self.channel, self._admin_metadata, timeout)
 
     async def close(self) -> None:
         if self._own_channel:
@@ -76,22 +64,19 @@ class AsyncClient:
     async def __aexit__(self, *exc: object) -> None:
         await self.close()
 
-    # -- plumbing ---------------------------------------------------------
-    def _md(self, metadata: Metadata) -> tuple[tuple[str, str], ...]:
-        return call_metadata(self._metadata, self.tenant, metadata)
-
+    # -- I/O: one attempt after another, as retry_wait decides --------------
     async def _unary(
         self, method: Callable[..., Any], request: Any, timeout: float | None, metadata: Metadata
     ) -> Any:
-        deadline = Deadline(self.timeout if timeout is None else timeout)
+        deadline = self._deadline(timeout)
         attempt = 1
         while True:
             try:
                 return await method(request, timeout=deadline.remaining(), metadata=self._md(metadata))
             except grpc.RpcError as exc:
                 err = from_rpc_error(exc)
-                wait = self.retry.backoff(attempt, err)
-                if not (self.retry.should_retry(err, attempt) and deadline.allows(wait)):
+                wait = retry_wait(self.retry, err, attempt, deadline)
+                if wait is None:
                     raise err from None
             await asyncio.sleep(wait)
             attempt += 1
@@ -99,7 +84,7 @@ class AsyncClient:
     async def _stream(
         self, method: Callable[..., Any], request: Any, timeout: float | None, metadata: Metadata
     ) -> AsyncIterator[Any]:
-        deadline = Deadline(self.timeout if timeout is None else timeout)
+        deadline = self._deadline(timeout)
         attempt = 1
         while True:
             call = method(request, timeout=deadline.remaining(), metadata=self._md(metadata))
@@ -111,8 +96,8 @@ class AsyncClient:
                 return
             except grpc.RpcError as exc:
                 err = from_rpc_error(exc)
-                wait = self.retry.backoff(attempt, err)
-                if received or not (self.retry.should_retry(err, attempt) and deadline.allows(wait)):
+                wait = retry_wait(self.retry, err, attempt, deadline, received=received)
+                if wait is None:
                     raise err from None
             finally:
                 call.cancel()  # a consumer that stops early aborts the engine request

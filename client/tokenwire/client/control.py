@@ -13,7 +13,6 @@ Requests are built once in `_Requests`; the two classes only do the I/O.
 from __future__ import annotations
 
 import contextlib
-import os
 from collections.abc import AsyncIterator, Iterator, Mapping, Sequence
 from typing import Any
 
@@ -24,13 +23,6 @@ from tokenwire.client.errors import from_rpc_error
 from tokenwire.v1 import control_pb2, control_pb2_grpc
 
 Metadata = tuple[tuple[str, str], ...]
-
-
-def admin_metadata(base: Sequence[tuple[str, str]], admin_api_key: str | None) -> Metadata:
-    """`base` without its authorization, plus the admin key's (if any)."""
-    key = admin_api_key if admin_api_key is not None else os.environ.get("TOKENWIRE_ADMIN_API_KEY", "")
-    md = tuple((k, v) for k, v in base if k != "authorization")
-    return md + ((("authorization", f"Bearer {key}"),) if key else ())
 
 
 def _struct(info: Mapping[str, Any] | None) -> struct_pb2.Struct:

@@ -239,9 +239,17 @@ class AsyncRequestHandle:
         self._state = _HandleState(request_id)
         self._events: asyncio.Queue[Any] = asyncio.Queue()
 
-    async def events(self) -> AsyncIterator[session_pb2.SessionResponse]:
+    async def events(self, timeout: float | None = None) -> AsyncIterator[session_pb2.SessionResponse]:
+        """Data events (chunks or the result) until the request ends; raises
+        the typed error when it fails. `timeout` bounds each wait."""
         while not self._state.ended:
-            event = self._state.take(await self._events.get())
+            try:
+                item = await asyncio.wait_for(self._events.get(), timeout)
+            except TimeoutError:
+                raise DeadlineExceededError(
+                    f"no event for request '{self.request_id}' within {timeout}s"
+                ) from None
+            event = self._state.take(item)
             if event is not None:
                 yield event
         if self._state.error is not None:
@@ -250,8 +258,9 @@ class AsyncRequestHandle:
     def __aiter__(self) -> AsyncIterator[session_pb2.SessionResponse]:
         return self.events()
 
-    async def result(self) -> RequestResult:
-        async for _ in self.events():
+    async def result(self, timeout: float | None = None) -> RequestResult:
+        """Wait for the end of the request; everything it returned."""
+        async for _ in self.events(timeout):
             pass
         return self._state.result
 

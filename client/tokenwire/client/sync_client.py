@@ -9,16 +9,8 @@ from typing import Any, TypeVar
 
 import grpc
 
-from tokenwire.client._common import (
-    DEFAULT_TARGET,
-    Deadline,
-    RetryPolicy,
-    base_metadata,
-    build,
-    call_metadata,
-    credentials,
-)
-from tokenwire.client.control import ControlClient, admin_metadata
+from tokenwire.client._common import DEFAULT_TARGET, ClientCore, RetryPolicy, build, retry_wait
+from tokenwire.client.control import ControlClient
 from tokenwire.client.errors import TokenwireError, UnavailableError, from_rpc_error
 from tokenwire.client.session import Session
 from tokenwire.v1 import (
@@ -33,15 +25,17 @@ R = TypeVar("R")
 Metadata = Iterable[tuple[str, str]] | None
 
 
-class Client:
-    """A tokenwire client on one channel.
+class Client(ClientCore):
+    """A tokenwire client on one channel (blocking I/O over ClientCore).
 
     ``timeout`` is the default deadline of every call in seconds (None: no
     deadline; each method takes ``timeout=`` too). ``tenant`` is sent as the
-    ``x-tenant-id`` header (it salts the prefix cache). ``api_key`` (default
-    $TOKENWIRE_API_KEY) is sent as ``authorization: Bearer``; ``tls`` /
-    ``root_certificates`` open a TLS channel. Request methods take
-    a proto message, an OpenAI-style dict, and/or keyword fields::
+    ``x-tenant-id`` header (honoured only by a server that trusts the hop,
+    ``--trust-tenant-header``; otherwise the API key names the tenant).
+    ``api_key`` (default $TOKENWIRE_API_KEY) is sent as ``authorization:
+    Bearer``; ``tls`` / ``root_certificates`` open a TLS channel. Request
+    methods take a proto message, an OpenAI-style dict, and/or keyword
+    fields::
 
         client.chat(messages="What is the capital of France?", max_tokens=20,
                     return_token_ids=True)
@@ -54,22 +48,18 @@ class Client:
         options: Sequence[tuple[str, Any]] = (), api_key: str | None = None, tls: bool = False,
         root_certificates: bytes | None = None, admin_api_key: str | None = None,
     ):
-        self.target = target
-        self.timeout = timeout
-        self.retry = retry or RetryPolicy()
-        self.tenant = tenant
-        self._metadata = base_metadata(metadata, api_key)
+        super().__init__(target, timeout=timeout, retry=retry, tenant=tenant, metadata=metadata,
+                         api_key=api_key, tls=tls, root_certificates=root_certificates,
+                         admin_api_key=admin_api_key)
         self._own_channel = channel is None
-        creds = credentials(tls, root_certificates)
+        creds = self._credentials
         self.channel = channel or (
             grpc.secure_channel(target, creds, options=list(options)) if creds
             else grpc.insecure_channel(target, options=list(options))
         )
         self.stub = service_pb2_grpc.TokenwireServiceStub(self.channel)
         # The ControlService, with the admin key (default $TOKENWIRE_ADMIN_API_KEY).
-        self.control = ControlClient(
-            self.channel, admin_metadata(self._metadata, admin_api_key), timeout
-        )
+        self.control = ControlClient(self.channel, self._admin_metadata, timeout)
 
     def close(self) -> None:
         if self._own_channel:
@@ -81,22 +71,19 @@ class Client:
     def __exit__(self, *exc: object) -> None:
         self.close()
 
-    # -- plumbing ---------------------------------------------------------
-    def _md(self, metadata: Metadata) -> tuple[tuple[str, str], ...]:
-        return call_metadata(self._metadata, self.tenant, metadata)
-
+    # -- I/O: one attempt after another, as retry_wait decides --------------
     def _unary(
         self, method: Callable[..., R], request: Any, timeout: float | None, metadata: Metadata
     ) -> R:
-        deadline = Deadline(self.timeout if timeout is None else timeout)
+        deadline = self._deadline(timeout)
         attempt = 1
         while True:
             try:
                 return method(request, timeout=deadline.remaining(), metadata=self._md(metadata))
             except grpc.RpcError as exc:
                 err = from_rpc_error(exc)
-                wait = self.retry.backoff(attempt, err)
-                if not (self.retry.should_retry(err, attempt) and deadline.allows(wait)):
+                wait = retry_wait(self.retry, err, attempt, deadline)
+                if wait is None:
                     raise err from None
             time.sleep(wait)
             attempt += 1
@@ -104,7 +91,7 @@ class Client:
     def _stream(
         self, method: Callable[..., Any], request: Any, timeout: float | None, metadata: Metadata
     ) -> Iterator[Any]:
-        deadline = Deadline(self.timeout if timeout is None else timeout)
+        deadline = self._deadline(timeout)
         attempt = 1
         while True:
             call = method(request, timeout=deadline.remaining(), metadata=self._md(metadata))
@@ -116,8 +103,8 @@ class Client:
                 return
             except grpc.RpcError as exc:
                 err = from_rpc_error(exc)
-                wait = self.retry.backoff(attempt, err)
-                if received or not (self.retry.should_retry(err, attempt) and deadline.allows(wait)):
+                wait = retry_wait(self.retry, err, attempt, deadline, received=received)
+                if wait is None:
                     raise err from None
             finally:
                 call.cancel()  # a consumer that stops early aborts the engine request
