@@ -12,56 +12,18 @@ from tokenwire.server.domain import (
     Engine,
     EngineOutput,
     EngineTimes,
-    PositionLogprobs,
     WeightSpan,
 )
 from tokenwire.server.reasoning import ReasoningStream, split_text
-from tokenwire.server.response_fields import add_weight_spans, stop_reason_value, usage
+from tokenwire.server.response_fields import (
+    add_prompt_logprobs,
+    add_weight_spans,
+    choice_logprobs,
+    stop_reason_value,
+    usage,
+)
 from tokenwire.server.tool_calls import ParsedCall, StreamParser, parse_text
 from tokenwire.v1 import chat_pb2, common_pb2
-
-
-def add_prompt_logprobs(
-    target: Any, engine: Engine, plan: ChatPlan, positions: list[PositionLogprobs | None] | None,
-) -> None:
-    """`prompt_logprobs`, one entry per prompt position (the first, which
-    has no logprob, as an empty entry)."""
-    if positions is None:
-        return
-    k = plan.request.params.prompt_logprobs or 0
-    for pos in positions:
-        if pos is None:
-            target.add()
-        else:
-            target.append(token_logprob(engine, pos, k))
-
-
-def token_logprob(engine: Engine, pos: PositionLogprobs, top_k: int) -> common_pb2.TokenLogProb:
-    entry = common_pb2.TokenLogProb(
-        token=engine.token_text(pos.token_id),
-        logprob=pos.logprob,
-        bytes=engine.token_bytes(pos.token_id),
-        token_id=pos.token_id,
-    )
-    if pos.non_finite:
-        entry.non_finite = True
-    if top_k > 0:
-        for cand in pos.top[:top_k]:
-            entry.top_logprobs.add(
-                token=engine.token_text(cand.token_id),
-                logprob=cand.logprob,
-                bytes=engine.token_bytes(cand.token_id),
-                token_id=cand.token_id,
-            )
-    return entry
-
-
-def choice_logprobs(
-    engine: Engine, positions: list[PositionLogprobs] | None, top_k: int
-) -> common_pb2.ChoiceLogProbs:
-    return common_pb2.ChoiceLogProbs(
-        content=[token_logprob(engine, p, top_k) for p in positions or []]
-    )
 
 
 def timing(received: float, times: EngineTimes | None, first_seen: float | None) -> common_pb2.Timing:
@@ -222,7 +184,8 @@ def build_chat_response(
                 mirror = nv
     if plan.return_token_ids:
         resp.prompt_token_ids.extend(final.prompt_token_ids)
-    add_prompt_logprobs(resp.prompt_logprobs, engine, plan, final.prompt_logprobs)
+    add_prompt_logprobs(resp.prompt_logprobs, engine, plan.request.params.prompt_logprobs or 0,
+                        final.prompt_logprobs)
     resp.usage.CopyFrom(usage(len(final.prompt_token_ids), completion_len, final.num_cached_tokens))
     nvr = response_nvext(
         plan, worker_id, prompt_ids=final.prompt_token_ids, mirror=mirror,
@@ -272,7 +235,8 @@ class ChatStreamBuilder:
         logprobs it carries (asked with prompt_logprobs)."""
         chunk = self._chunk()
         if first is not None:
-            add_prompt_logprobs(chunk.prompt_logprobs, self.engine, self.plan, first.prompt_logprobs)
+            add_prompt_logprobs(chunk.prompt_logprobs, self.engine,
+                                self.plan.request.params.prompt_logprobs or 0, first.prompt_logprobs)
         for i in range(self.plan.request.params.n):
             chunk.choices.add(index=i, delta=chat_pb2.ChatCompletionDelta(role="assistant", content=""))
         if self.plan.return_token_ids:

@@ -1,5 +1,6 @@
 """Response-side conversion shared by every RPC: domain values -> protobuf
-fields (usage, stop reason, weight version spans). Chat-only response building lives in
+fields (usage, stop reason, weight version spans, logprobs in the OpenAI
+shape). Chat-only response building lives in
 chat_response.py; generate's in generate_service.py."""
 
 from __future__ import annotations
@@ -8,7 +9,7 @@ from typing import Any
 
 from google.protobuf import struct_pb2
 
-from tokenwire.server.domain import WeightSpan
+from tokenwire.server.domain import Engine, PositionLogprobs, WeightSpan
 from tokenwire.v1 import common_pb2
 
 
@@ -34,3 +35,45 @@ def add_weight_spans(target: Any, spans: list[WeightSpan] | None) -> None:
     if spans:
         for span in spans:
             target.add(version=span.version, start=span.start, end=span.end)
+
+
+def add_prompt_logprobs(
+    target: Any, engine: Engine, k: int, positions: list[PositionLogprobs | None] | None,
+) -> None:
+    """`prompt_logprobs` (OpenAI shape, `k` alternatives), one entry per
+    prompt position (the first, which has no logprob, as an empty entry)."""
+    if positions is None:
+        return
+    for pos in positions:
+        if pos is None:
+            target.add()
+        else:
+            target.append(token_logprob(engine, pos, k))
+
+
+def token_logprob(engine: Engine, pos: PositionLogprobs, top_k: int) -> common_pb2.TokenLogProb:
+    entry = common_pb2.TokenLogProb(
+        token=engine.token_text(pos.token_id),
+        logprob=pos.logprob,
+        bytes=engine.token_bytes(pos.token_id),
+        token_id=pos.token_id,
+    )
+    if pos.non_finite:
+        entry.non_finite = True
+    if top_k > 0:
+        for cand in pos.top[:top_k]:
+            entry.top_logprobs.add(
+                token=engine.token_text(cand.token_id),
+                logprob=cand.logprob,
+                bytes=engine.token_bytes(cand.token_id),
+                token_id=cand.token_id,
+            )
+    return entry
+
+
+def choice_logprobs(
+    engine: Engine, positions: list[PositionLogprobs] | None, top_k: int
+) -> common_pb2.ChoiceLogProbs:
+    return common_pb2.ChoiceLogProbs(
+        content=[token_logprob(engine, p, top_k) for p in positions or []]
+    )
