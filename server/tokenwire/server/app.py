@@ -33,6 +33,7 @@ from tokenwire.server.domain import (
 from tokenwire.server.errors import TokenwireError
 from tokenwire.server.guarded_engine import GuardedEngine
 from tokenwire.server.metrics import Metrics, MetricsInterceptor
+from tokenwire.server.offload import Offload
 from tokenwire.server.prefill import Prefiller
 from tokenwire.server.servicer import TokenwireServicer
 from tokenwire.server.serving_state import ServingState
@@ -110,6 +111,7 @@ class RunningServer:
     metrics: Metrics
     control: ControlPlane
     metrics_port: int = 0
+    offload: Offload | None = None
 
     async def set_serving(self, serving: bool) -> None:
         self.state.serving = serving
@@ -135,6 +137,8 @@ class RunningServer:
         await self.set_serving(False)
         await self.server.stop(grace)
         await self.state.cancel_background()
+        if self.offload is not None:
+            self.offload.shutdown()
         self.engine.shutdown()
 
 
@@ -193,7 +197,8 @@ async def start(settings: ServerSettings, engine: Engine) -> RunningServer:
     )
     port = _listen(server, settings)
     await server.start()
-    running = RunningServer(server, port, engine, state, health_servicer, metrics, control)
+    running = RunningServer(server, port, engine, state, health_servicer, metrics, control,
+                            offload=plane.offload)
     await running.set_serving(False)
     if settings.metrics_port:
         running.metrics_port = metrics.serve(settings.metrics_host, settings.metrics_port)

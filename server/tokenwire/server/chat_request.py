@@ -200,6 +200,9 @@ def build_chat_plan(
     # Tool calls are parsed from the output when tools are offered and the
     # tool choice is not "none" (whether or not the prompt was rendered here).
     options = render_options(req, trust_template=settings.trust_request_chat_template)
+    if options.chat_template is not None:  # a request's own template: bound what it renders
+        options = dataclasses.replace(
+            options, max_text_chars=engine.max_model_len * engine.max_token_chars)
     tools = options.tools
     if req.HasField("tool_choice"):
         check_tool_choice(req.tool_choice, tools)
@@ -208,10 +211,15 @@ def build_chat_plan(
     # The prompt: token ids as given, raw text, or the rendered template.
     if len(nv.token_data) > 0:
         prompt_param = "nvext.token_data"
+        v.prompt_fits(prompt_param, len(nv.token_data), engine.max_model_len)  # before the walk
         prompt = v.token_ids(prompt_param, nv.token_data, engine.vocab_size)
     else:
         prompt_param = "messages"
         messages = messages_to_dicts(req.messages)
+        # Cheap limit first: a text too long for the window by its length
+        # alone is refused before any rendering or tokenizing.
+        v.text_fits(prompt_param, sum(len(m["content"]) for m in messages), engine.max_model_len,
+                    engine.max_token_chars)
         check_render_flags(req)
         if options.continue_final_message and messages[-1]["role"] != "assistant":
             raise InvalidArgument(

@@ -6,7 +6,7 @@ the objects every call shares. Plans are proto -> domain (validated), runs
 are domain -> engine -> proto. Chat and generate plans have one shape (both
 hold the EngineRequest), so callers treat them alike:
 
-    plan = plane.chat_plan(request, caller=..., stream=True)
+    plan = await plane.chat_plan(request, caller=..., stream=True)
     outcome = RunOutcome()
     async for chunk in plane.stream_chat(plan, outcome): ...
     plane.after(plan, outcome)   # speculative prefill of the next turn
@@ -17,8 +17,8 @@ the per-token path is exactly chat_service.stream_chat / stream_generate.
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator
-from typing import TypeAlias
+from collections.abc import AsyncIterator, Callable
+from typing import Any, TypeAlias, TypeVar
 
 from tokenwire.server.chat_request import ChatPlan, build_chat_plan
 from tokenwire.server.chat_service import run_chat, stream_chat
@@ -30,8 +30,9 @@ from tokenwire.server.generate_service import (
     run_generate,
     stream_generate,
 )
+from tokenwire.server.offload import OFFLOAD_CHARS, Offload
 from tokenwire.server.prefill import Prefiller
-from tokenwire.server.request_fields import pick_dp_rank
+from tokenwire.server.request_fields import has_request_template, pick_dp_rank, request_chars
 from tokenwire.server.serving_state import ServingState
 from tokenwire.server.settings import ServerSettings
 from tokenwire.server.tenancy import Tenancy
@@ -39,6 +40,7 @@ from tokenwire.server.tokenize_service import detokenize, tokenize
 from tokenwire.server.turns import TurnTemplates
 from tokenwire.v1 import chat_pb2, generate_pb2, tokenize_pb2
 
+P = TypeVar("P")
 Plan: TypeAlias = ChatPlan | GeneratePlan
 Response: TypeAlias = chat_pb2.CreateChatCompletionResponse | generate_pb2.GenerateResponse
 Chunk: TypeAlias = chat_pb2.StreamChatCompletionResponse | generate_pb2.GenerateResponse
@@ -63,24 +65,34 @@ class DataPlane:
         self.turns = turns
         self.prefiller = prefiller
         self.tenancy = tenancy
+        self.offload = Offload(settings.request_template_timeout_seconds)
         self.served_model = settings.resolved_served_name()
         self.worker_id = settings.resolved_worker_id()
 
     # -- plans (proto -> validated domain) --------------------------------
-    def chat_plan(
+    async def _prepare(self, req: Any, fn: Callable[[], P]) -> P:
+        """Run a request's preparation (validation, rendering, tokenizing)
+        inline, or off the event loop when it is heavy (offload.py)."""
+        if has_request_template(req):
+            return await self.offload.template(fn)
+        if request_chars(req) > OFFLOAD_CHARS:
+            return await self.offload.prompt(fn)
+        return fn()
+
+    async def chat_plan(
         self, req: chat_pb2.CreateChatCompletionRequest, *, caller: Caller, stream: bool,
         dp_rank: str | None = None,
     ) -> ChatPlan:
-        plan = build_chat_plan(
+        plan = await self._prepare(req, lambda: build_chat_plan(
             req, self.engine, self.settings,
             served_model=self.served_model, caller=caller, stream=stream,
-        )
+        ))
         plan.weight_version = self.state.weight_version
         body = req.nvext.dp_rank if req.nvext.HasField("dp_rank") else None
         plan.request.data_parallel_rank = self._dp_rank(body, "nvext.dp_rank", dp_rank)
         return plan
 
-    def generate_plan(
+    async def generate_plan(
         self, req: generate_pb2.GenerateRequest, *, caller: Caller, stream: bool,
         dp_rank: str | None = None,
     ) -> GeneratePlan:
@@ -141,9 +153,11 @@ class DataPlane:
         return self.prefiller.start(plan, outcome.prompt_ids, first)
 
     # -- tokenizer -------------------------------------------------------
-    def tokenize(self, req: tokenize_pb2.TokenizeRequest) -> tokenize_pb2.TokenizeResponse:
-        return tokenize(req, self.engine, self.turns, served_model=self.served_model,
-                        trust_template=self.settings.trust_request_chat_template)
+    async def tokenize(self, req: tokenize_pb2.TokenizeRequest) -> tokenize_pb2.TokenizeResponse:
+        return await self._prepare(req, lambda: tokenize(
+            req, self.engine, self.turns, served_model=self.served_model,
+            trust_template=self.settings.trust_request_chat_template,
+        ))
 
     def detokenize(self, req: tokenize_pb2.DetokenizeRequest) -> tokenize_pb2.DetokenizeResponse:
         return detokenize(req, self.engine, served_model=self.served_model)

@@ -178,6 +178,7 @@ class RenderOptions:
     chat_template: str | None = None
     template_kwargs: dict[str, Any] = dataclasses.field(default_factory=dict)
     tools: list[dict[str, Any]] | None = None
+    max_text_chars: int | None = None  # refuse a rendered text longer than this before tokenizing
 
 
 class Engine(Protocol):
@@ -195,6 +196,13 @@ class Engine(Protocol):
     @property
     def reasoning_markers(self) -> tuple[str, str]:
         """Start and end markers of reasoning text (used with a reasoning parser)."""
+        ...
+
+    @property
+    def max_token_chars(self) -> int:
+        """The most characters one token of the vocabulary stands for: a
+        text of C characters has at least C / max_token_chars tokens, so
+        its length alone can refuse it before any tokenizing."""
         ...
 
     def generate(self, request: EngineRequest) -> AsyncIterator[EngineOutput]:

@@ -92,6 +92,10 @@ class FakeEngine(FakeControl):
     def reasoning_markers(self) -> tuple[str, str]:
         return ("<think>", "</think>")
 
+    @property
+    def max_token_chars(self) -> int:
+        return max(len(s) for s in SPECIALS.values())  # other tokens are single bytes
+
     # -- tokenizer --------------------------------------------------------
     def encode(self, text: str, add_special_tokens: bool) -> list[int]:
         ids: list[int] = [IM_START] if add_special_tokens else []
@@ -132,6 +136,9 @@ class FakeEngine(FakeControl):
             text = f"<|im_start|>system\ntools: {names}<|im_end|>\n" + text
         if options.add_generation_prompt:
             text += "<|im_start|>assistant\n"
+        if options.max_text_chars is not None and len(text) > options.max_text_chars:
+            raise errors.InvalidArgument("the chat template rendered too much text", param="messages",
+                                  reason="PROMPT_TOO_LONG")
         return self.encode(text, add_special_tokens=False)
 
     # -- generation -------------------------------------------------------

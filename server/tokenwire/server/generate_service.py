@@ -87,8 +87,8 @@ def build_generate_plan(
     mode = req.output_mode or "tokens"
     if mode not in OUTPUT_MODES:
         raise InvalidArgument(f"output_mode '{mode}' is not one of tokens, text", param="output_mode", reason="VALUE_NOT_ALLOWED")
+    v.prompt_fits("token_ids", len(req.token_ids), engine.max_model_len)  # before the walk
     prompt = v.token_ids("token_ids", req.token_ids, engine.vocab_size)
-    v.prompt_fits("token_ids", len(prompt), engine.max_model_len)
     params = _sampling(req.sampling_params, settings, engine.vocab_size, engine.sampling_defaults())
     sp = req.sampling_params
     params.max_tokens = v.max_tokens(

@@ -155,6 +155,31 @@ def stop_strings(param: str, value: struct_pb2.Value | None, settings: ServerSet
     return items
 
 
+def has_request_template(req: Any) -> bool:
+    """Whether a request carries its own chat template (chat, tokenize)."""
+    template = getattr(req, "chat_template", "")
+    kwargs = getattr(req, "chat_template_kwargs", None)
+    return bool(template) or (kwargs is not None and "chat_template" in kwargs.fields)
+
+
+def request_chars(req: Any) -> int:
+    """The characters of a request's prompt text (messages or prompt)."""
+    chars = len(getattr(req, "prompt", "") or "")
+    return chars + sum(content_chars(m.content) for m in getattr(req, "messages", ()))
+
+
+def content_chars(content: struct_pb2.Value) -> int:
+    """The characters of a message's content (a string or text parts),
+    counted without converting it: for the cheap length limit."""
+    if content.HasField("string_value"):
+        return len(content.string_value)
+    if content.HasField("list_value"):
+        return sum(len(part.struct_value.fields["text"].string_value)
+                   for part in content.list_value.values
+                   if part.HasField("struct_value") and "text" in part.struct_value.fields)
+    return 0
+
+
 def _content_text(param: str, content: struct_pb2.Value, allow_null: bool) -> str | None:
     kind = content.WhichOneof("kind")
     if kind is None or kind == "null_value":

@@ -48,7 +48,7 @@ class TokenwireServicer(service_pb2_grpc.TokenwireServiceServicer):
         self, request: chat_pb2.CreateChatCompletionRequest, context: grpc.aio.ServicerContext
     ) -> chat_pb2.CreateChatCompletionResponse:
         with self.state.call():
-            plan = self.plane.chat_plan(request, caller=self._caller(context), stream=False,
+            plan = await self.plane.chat_plan(request, caller=self._caller(context), stream=False,
                                           dp_rank=dp_rank_of(context))
             outcome = RunOutcome()
             resp = await self.plane.run_chat(plan, outcome)
@@ -60,7 +60,7 @@ class TokenwireServicer(service_pb2_grpc.TokenwireServiceServicer):
         self, request: chat_pb2.CreateChatCompletionRequest, context: grpc.aio.ServicerContext
     ) -> AsyncIterator[chat_pb2.StreamChatCompletionResponse]:
         with self.state.call():
-            plan = self.plane.chat_plan(request, caller=self._caller(context), stream=True,
+            plan = await self.plane.chat_plan(request, caller=self._caller(context), stream=True,
                                           dp_rank=dp_rank_of(context))
             outcome = RunOutcome()
             async for chunk in self.plane.stream_chat(plan, outcome):
@@ -72,7 +72,7 @@ class TokenwireServicer(service_pb2_grpc.TokenwireServiceServicer):
         self, request: generate_pb2.GenerateRequest, context: grpc.aio.ServicerContext
     ) -> generate_pb2.GenerateResponse:
         with self.state.call():
-            plan = self.plane.generate_plan(request, caller=self._caller(context), stream=False,
+            plan = await self.plane.generate_plan(request, caller=self._caller(context), stream=False,
                                           dp_rank=dp_rank_of(context))
             return await self.plane.run_generate(plan)
 
@@ -81,7 +81,7 @@ class TokenwireServicer(service_pb2_grpc.TokenwireServiceServicer):
         self, request: generate_pb2.GenerateRequest, context: grpc.aio.ServicerContext
     ) -> AsyncIterator[generate_pb2.GenerateResponse]:
         with self.state.call():
-            plan = self.plane.generate_plan(request, caller=self._caller(context), stream=True,
+            plan = await self.plane.generate_plan(request, caller=self._caller(context), stream=True,
                                           dp_rank=dp_rank_of(context))
             async for chunk in self.plane.stream_generate(plan):
                 yield chunk
@@ -104,13 +104,15 @@ class TokenwireServicer(service_pb2_grpc.TokenwireServiceServicer):
     async def Tokenize(
         self, request: tokenize_pb2.TokenizeRequest, context: grpc.aio.ServicerContext
     ) -> tokenize_pb2.TokenizeResponse:
-        return self.plane.tokenize(request)
+        with self.state.call():
+            return await self.plane.tokenize(request)
 
     @unary_errors
     async def Detokenize(
         self, request: tokenize_pb2.DetokenizeRequest, context: grpc.aio.ServicerContext
     ) -> tokenize_pb2.DetokenizeResponse:
-        return self.plane.detokenize(request)
+        with self.state.call():
+            return self.plane.detokenize(request)
 
     @unary_errors
     async def ListModels(

@@ -209,9 +209,9 @@ class Session:
             req = _with_prompt(req, cont.prompt)
         plane = self.plane
         plan = (
-            plane.chat_plan(req, caller=self.caller, stream=req.stream, dp_rank=self.dp_rank)
+            await plane.chat_plan(req, caller=self.caller, stream=req.stream, dp_rank=self.dp_rank)
             if isinstance(req, chat_pb2.CreateChatCompletionRequest)
-            else plane.generate_plan(req, caller=self.caller, stream=req.stream,
+            else await plane.generate_plan(req, caller=self.caller, stream=req.stream,
                                   dp_rank=self.dp_rank)
         )
         if cont is not None and plan.request.cache_salt is None:

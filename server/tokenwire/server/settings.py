@@ -68,6 +68,8 @@ class ServerSettings:
     max_stop_strings: int = _own(16, "most strings in `stop`")
     max_stop_string_chars: int = _own(256, "longest string in `stop` (characters)")
     max_top_logprobs: int = _own(20, "largest `top_logprobs` / `prompt_logprobs`")
+    request_template_timeout_seconds: float = _own(
+        10.0, "longest a request's own chat template may render (with --trust-request-chat-template)")
     trust_request_chat_template: bool = _own(
         False, "accept `chat_template` in requests (Jinja runs on the server: trusted callers "
                "only; vLLM's flag of the same name)")

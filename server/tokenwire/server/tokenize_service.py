@@ -8,6 +8,7 @@ from tokenwire.server.errors import InvalidArgument
 from tokenwire.server.request_fields import (
     check_model,
     check_render_flags,
+    content_chars,
     messages_to_dicts,
     render_options,
 )
@@ -23,6 +24,9 @@ def tokenize(
     has_prompt = req.HasField("prompt")
     if has_prompt == bool(req.messages):
         raise InvalidArgument("give exactly one of prompt and messages", param="prompt", reason="FIELDS_CONFLICT")
+    chars = len(req.prompt) if has_prompt else sum(content_chars(m.content) for m in req.messages)
+    v.text_fits("prompt" if has_prompt else "messages", chars, engine.max_model_len,
+                engine.max_token_chars)
     if req.next_turn:
         if has_prompt:
             raise InvalidArgument("next_turn renders messages, not a prompt", param="next_turn",
@@ -51,5 +55,10 @@ def detokenize(
     req: tokenize_pb2.DetokenizeRequest, engine: Engine, *, served_model: str
 ) -> tokenize_pb2.DetokenizeResponse:
     check_model(req.model, served_model, engine.lora_names())
+    if len(req.tokens) > engine.max_model_len:
+        raise InvalidArgument(
+            f"tokens: {len(req.tokens)} ids are more than the context window of "
+            f"{engine.max_model_len}", param="tokens", reason="TOO_MANY_ITEMS",
+        )
     ids = v.token_ids("tokens", req.tokens, engine.vocab_size)
     return tokenize_pb2.DetokenizeResponse(prompt=engine.decode(ids, skip_special_tokens=False))

@@ -44,6 +44,13 @@ class TokenizerOps:
     def raw(self) -> Any:
         return self._tok
 
+    def max_token_chars(self) -> int:
+        """The longest vocabulary entry, in the tokenizer's own spelling
+        (byte-level BPE spells each byte as one character, SentencePiece a
+        space as one): an upper bound on the characters one token covers."""
+        vocab = self._tok.get_vocab()
+        return max(8, max((len(piece) for piece in vocab), default=1))
+
     def encode(self, text: str, add_special_tokens: bool) -> list[int]:
         return list(self._tok.encode(text, add_special_tokens=add_special_tokens))
 
@@ -101,5 +108,11 @@ class TokenizerOps:
             ) from exc
         if not isinstance(text, str):
             raise errors.Internal("chat template did not return text", reason="TEMPLATE_ERROR")
+        if options.max_text_chars is not None and len(text) > options.max_text_chars:
+            raise errors.InvalidArgument(
+                f"the chat template rendered {len(text)} characters, more than can fit the "
+                f"context window ({options.max_text_chars})", param="messages",
+                reason="PROMPT_TOO_LONG",
+            )
         # The template already holds any BOS it wants: add no special tokens.
         return self.encode(text, add_special_tokens=False)

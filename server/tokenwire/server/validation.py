@@ -64,6 +64,20 @@ def prompt_fits(param: str, prompt_len: int, max_model_len: int) -> None:
         )
 
 
+def text_fits(param: str, chars: int, max_model_len: int, max_token_chars: int) -> None:
+    """Refuse a text too long to fit the context window, by its length alone
+    (before rendering or tokenizing it): each token covers at most
+    `max_token_chars` characters."""
+    limit = max_model_len * max_token_chars
+    if chars > limit:
+        raise InvalidArgument(
+            f"{param}: {chars} characters cannot fit the context window of {max_model_len} "
+            f"tokens (a token covers at most {max_token_chars} characters of this vocabulary, "
+            f"so at most {limit} characters fit)",
+            param=param, reason="PROMPT_TOO_LONG",
+        )
+
+
 def max_tokens(param: str, requested: int | None, prompt_len: int, max_model_len: int) -> int:
     room = max_model_len - prompt_len
     if requested is None:

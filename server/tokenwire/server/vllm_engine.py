@@ -60,6 +60,7 @@ class VllmEngine(VllmControl):
         self._tok = TokenizerOps(self._llm.get_tokenizer())
         self._vocab_size = max(int(self._llm.model_config.get_vocab_size()), self._tok.size)
         self._reasoning_markers = _reasoning_markers(settings.reasoning_parser, self._tok.raw)
+        self._max_token_chars = self._tok.max_token_chars()
         self._loras: dict[str, Any] = {}
         self._sampling_defaults = dict(self._llm.model_config.get_diff_sampling_param())
         if self._sampling_defaults:
@@ -102,6 +103,10 @@ class VllmEngine(VllmControl):
     @property
     def reasoning_markers(self) -> tuple[str, str]:
         return self._reasoning_markers
+
+    @property
+    def max_token_chars(self) -> int:
+        return self._max_token_chars
 
     # -- tokenizer --------------------------------------------------------
     def encode(self, text: str, add_special_tokens: bool) -> list[int]:
