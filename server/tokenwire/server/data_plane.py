@@ -20,10 +20,11 @@ from __future__ import annotations
 from collections.abc import AsyncIterator, Callable
 from typing import Any, TypeAlias, TypeVar
 
+from tokenwire.server import validation as v
 from tokenwire.server.chat_request import ChatPlan, build_chat_plan
 from tokenwire.server.chat_service import run_chat, stream_chat
 from tokenwire.server.continuation_store import ContinuationStore
-from tokenwire.server.domain import Caller, Engine, RunOutcome
+from tokenwire.server.domain import Caller, Engine, EngineRequest, RunOutcome
 from tokenwire.server.generate_service import (
     GeneratePlan,
     build_generate_plan,
@@ -88,6 +89,7 @@ class DataPlane:
             served_model=self.served_model, caller=caller, stream=stream,
         ))
         plan.weight_version = self.state.weight_version
+        self._response_fits(plan.request, "max_tokens")
         body = req.nvext.dp_rank if req.nvext.HasField("dp_rank") else None
         plan.request.data_parallel_rank = self._dp_rank(body, "nvext.dp_rank", dp_rank)
         return plan
@@ -100,9 +102,18 @@ class DataPlane:
             req, self.engine, self.settings,
             served_model=self.served_model, caller=caller, stream=stream,
         )
+        self._response_fits(plan.request, "sampling_params.max_tokens")
         body = req.data_parallel_rank if req.HasField("data_parallel_rank") else None
         plan.request.data_parallel_rank = self._dp_rank(body, "data_parallel_rank", dp_rank)
         return plan
+
+    def _response_fits(self, request: EngineRequest, param: str) -> None:
+        if request.stream:  # chunks stay small
+            return
+        p = request.params
+        v.response_fits(param, n=p.n, max_tokens=p.max_tokens, logprobs=p.logprobs,
+                        prompt_len=len(request.prompt_token_ids),
+                        prompt_logprobs=p.prompt_logprobs, limit=self.settings.max_message_bytes)
 
     def _dp_rank(self, body: int | None, param: str, header: str | None) -> int | None:
         if body is None and header is None:

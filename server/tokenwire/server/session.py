@@ -226,9 +226,15 @@ class Session:
                 )
         else:
             result = await plane.run(plan, outcome)
-            await outbox.put_data(
-                session_pb2.SessionResponse(request_id=rid, **{f"{kind}_result": result})
-            )
+            event = session_pb2.SessionResponse(request_id=rid, **{f"{kind}_result": result})
+            limit = plane.settings.max_message_bytes
+            if event.ByteSize() > limit:  # this request fails; the stream goes on
+                raise ResourceExhausted(
+                    f"request '{rid}': its result is {event.ByteSize()} bytes, more than the "
+                    f"{limit}-byte message limit; stream it, or ask for less",
+                    reason="RESPONSE_TOO_LARGE",
+                )
+            await outbox.put_data(event)
         done = session_pb2.SessionRequestDone(continuable=False)
         turn = StoredTurn.of(outcome.prompt_ids, outcome.completions, plan.request.cache_salt)
         done.continuable = plane.store.put(self.id, rid, turn)

@@ -78,6 +78,36 @@ def text_fits(param: str, chars: int, max_model_len: int, max_token_chars: int) 
         )
 
 
+# Estimated bytes a unary response spends per token (protobuf): the id and
+# its text; each logprob entry (token text, bytes, logprob, id) and each
+# alternative in it. An estimate: it refuses what would surely overflow.
+BYTES_PER_TOKEN = 8
+BYTES_PER_LOGPROB = 32
+
+
+def response_fits(
+    param: str, *, n: int, max_tokens: int, logprobs: int | None, prompt_len: int,
+    prompt_logprobs: int | None, limit: int,
+) -> None:
+    """Refuse, before generating, a unary response that would exceed the
+    gRPC message limit (n choices x max_tokens x logprobs and alternatives,
+    plus the prompt's logprobs): the caller learns it up front, not after
+    the engine did the work."""
+    per_token = BYTES_PER_TOKEN
+    if logprobs is not None:
+        per_token += BYTES_PER_LOGPROB * (1 + logprobs)
+    estimate = n * max_tokens * per_token + 5 * prompt_len
+    if prompt_logprobs is not None:
+        estimate += prompt_len * BYTES_PER_LOGPROB * (1 + prompt_logprobs)
+    if estimate > limit:
+        raise InvalidArgument(
+            f"{param}: the response could reach about {estimate} bytes (n={n} x max_tokens="
+            f"{max_tokens} with logprobs), more than the {limit}-byte message limit; lower "
+            "n, max_tokens or the logprobs asked, or stream it",
+            param=param, reason="RESPONSE_TOO_LARGE",
+        )
+
+
 def max_tokens(param: str, requested: int | None, prompt_len: int, max_model_len: int) -> int:
     room = max_model_len - prompt_len
     if requested is None:
