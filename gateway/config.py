@@ -20,7 +20,9 @@ from tokenwire.gateway.settings import PACKAGE_DIR, GatewaySettings
 LUA_DIR = PACKAGE_DIR / "lua"
 CLUSTER = "tokenwire_grpc"
 # Lua modules bundled with each filter's entry file (see lua_source).
-LUA_MODULES = ("json_text", "openai_error", "sse_framing", "stream_select")
+LUA_MODULES = ("json_text", "openai_error", "sse_framing", "stream_select", "strict_types")
+# Message types whose JSON form is not an object (the transcoder's well-known types).
+_FREE_FORM = {"google.protobuf.Value", "google.protobuf.Struct", "google.protobuf.ListValue"}
 _TYPE = "@type"
 _LUA = "type.googleapis.com/envoy.extensions.filters.http.lua.v3.Lua"
 
@@ -69,8 +71,22 @@ def _mapper(status_filter: dict, reply: tuple[str, str, str]) -> dict:
     }
 
 
+def _strict_type_mapper() -> dict:
+    """openai_rest.lua's refusal of a value of the wrong JSON kind: the field
+    it recorded (dynamic metadata tokenwire.rest/strict_param) is `param`."""
+    recorded = {"metadata_filter": {"matcher": {
+        "filter": "tokenwire.rest", "path": [{"key": "strict_param"}],
+        "value": {"present_match": True}}, "match_if_key_not_found": False}}
+    error = {"message": "%LOCAL_REPLY_BODY%", "type": "invalid_request_error",
+             "param": "%DYNAMIC_METADATA(tokenwire.rest:strict_param)%", "code": "invalid_type"}
+    return {
+        "filter": {"and_filter": {"filters": [_status_filter("EQ", 400), recorded]}},
+        "body_format_override": {"json_format": {"error": error}, "content_type": "application/json"},
+    }
+
+
 def local_reply_mappers(settings: GatewaySettings) -> list[dict]:
-    mappers = []
+    mappers = [_strict_type_mapper()]
     for status, (kind, code, message) in LOCAL_REPLIES.items():
         reply = (kind, code, message.format(limit=settings.max_request_bytes))
         mappers.append(_mapper(_status_filter("EQ", status), reply))
@@ -78,15 +94,70 @@ def local_reply_mappers(settings: GatewaySettings) -> list[dict]:
     return mappers
 
 
-def lua_source(entry: str) -> str:
+def strict_type_rules(service_names: list[str]) -> dict[str, dict[str, str]]:
+    """For each REST path with a JSON body, the kind each top-level field's
+    value must have ("array", "object", "bool"), from the proto descriptor:
+    what strict_types.lua checks before the transcoder coerces."""
+    from google.api import annotations_pb2
+    from google.protobuf import descriptor
+
+    from tokenwire.v1 import control_pb2, service_pb2
+
+    files = {"tokenwire.v1.TokenwireService": service_pb2, "tokenwire.v1.ControlService": control_pb2}
+    rules: dict[str, dict[str, str]] = {}
+    for full_name in service_names:
+        service = files[full_name].DESCRIPTOR.services_by_name[full_name.rsplit(".", 1)[1]]
+        for method in service.methods:
+            options = method.GetOptions()
+            if not options.HasExtension(annotations_pb2.http):
+                continue
+            http = options.Extensions[annotations_pb2.http]
+            if http.body != "*" or not http.post:
+                continue
+            kinds: dict[str, str] = {}
+            for field in method.input_type.fields:
+                if field.is_repeated:
+                    entry = field.message_type is not None and field.message_type.GetOptions().map_entry
+                    kind = "object" if entry else "array"
+                elif field.type == descriptor.FieldDescriptor.TYPE_BOOL:
+                    kind = "bool"
+                elif (field.type == descriptor.FieldDescriptor.TYPE_MESSAGE
+                      and field.message_type.full_name not in _FREE_FORM
+                      and not field.message_type.full_name.startswith("google.protobuf.")):
+                    kind = "object"
+                else:
+                    continue
+                kinds[field.name] = kinds[field.json_name] = kind
+            rules[http.post] = kinds
+    return rules
+
+
+def _lua_table(rules: dict[str, dict[str, str]]) -> str:
+    def quoted(text: str) -> str:
+        return json.dumps(text)  # a JSON string is a valid Lua string here (ASCII names)
+
+    rows = []
+    for path, kinds in sorted(rules.items()):
+        fields = ", ".join(f"[{quoted(k)}] = {quoted(v)}" for k, v in sorted(kinds.items()))
+        rows.append(f"  [{quoted(path)}] = {{ {fields} }},")
+    return "return {\n" + "\n".join(rows) + "\n}\n"
+
+
+def generated_modules(settings: GatewaySettings) -> dict[str, str]:
+    """The Lua modules built from data at config time (name -> source)."""
+    return {"strict_rules": _lua_table(strict_type_rules(services(settings)))}
+
+
+def lua_source(entry: str, generated: dict[str, str] | None = None) -> str:
     """The Lua code of filter ``entry`` (a file in lua/) with the modules it
     requires bundled in front: Envoy loads one chunk per filter, while the
     files stay small and are tested one by one with lupa (tests/pure)."""
+    generated = generated or {}
+    sources = {m: (LUA_DIR / f"{m}.lua").read_text() for m in LUA_MODULES} | generated
     text = (LUA_DIR / f"{entry}.lua").read_text()
-    needed = [m for m in LUA_MODULES if f'require("{m}")' in text]
+    needed = [m for m in sources if f'require("{m}")' in text]
     for name in needed:  # modules' own requires (one level is all there is)
-        needed += [m for m in LUA_MODULES
-                   if f'require("{m}")' in (LUA_DIR / f"{name}.lua").read_text() and m not in needed]
+        needed += [m for m in sources if f'require("{m}")' in sources[name] and m not in needed]
     if not needed:
         return text
     parts = [
@@ -97,13 +168,13 @@ def lua_source(entry: str) -> str:
         "end",
     ]
     for name in needed:
-        parts.append(f'MODULES["{name}"] = function()\n{(LUA_DIR / f"{name}.lua").read_text()}end')
+        parts.append(f'MODULES["{name}"] = function()\n{sources[name]}end')
     return "\n".join(parts) + "\n" + text
 
 
-def _lua_filter(name: str, entry: str) -> dict[str, Any]:
+def _lua_filter(name: str, entry: str, generated: dict[str, str] | None = None) -> dict[str, Any]:
     return {"name": name, "typed_config": {
-        _TYPE: _LUA, "default_source_code": {"inline_string": lua_source(entry)},
+        _TYPE: _LUA, "default_source_code": {"inline_string": lua_source(entry, generated)},
     }}
 
 
@@ -169,7 +240,7 @@ def _http_filters(settings: GatewaySettings) -> list[dict[str, Any]]:
         "print_options": {"preserve_proto_field_names": True, "always_print_enums_as_ints": False},
     }
     return [
-        _lua_filter("tokenwire.openai_rest", "openai_rest"),
+        _lua_filter("tokenwire.openai_rest", "openai_rest", generated_modules(settings)),
         {"name": "envoy.filters.http.grpc_json_transcoder", "typed_config": transcoder},
         _lua_filter("tokenwire.grpc_status", "grpc_status"),
         {"name": "envoy.filters.http.router", "typed_config": {

@@ -3,8 +3,10 @@
 -- live in their own modules (stream_select, sse_framing, openai_error),
 -- bundled with this file by tokenwire.gateway.config.
 --
--- Request: a streaming body goes to the streaming method's binding
--- (stream_select.lua). Every REST call is marked in dynamic metadata
+-- Request: a body whose top-level values have the wrong JSON kind is
+-- refused with 400 before the transcoder could coerce it (strict_types.lua,
+-- rules generated from the descriptor); a streaming body goes to the
+-- streaming method's binding (stream_select.lua). Every REST call is marked in dynamic metadata
 -- "tokenwire.rest" (mode "json" or "sse"); native gRPC calls are left alone.
 --
 -- Response (REST calls only): grpc-* and tokenwire-* headers are dropped;
@@ -16,6 +18,8 @@
 local stream_select = require("stream_select")
 local sse_framing = require("sse_framing")
 local openai_error = require("openai_error")
+local strict_types = require("strict_types")
+local strict_rules = require("strict_rules") -- generated from the proto descriptor
 
 local NS = "tokenwire.rest"
 local UPSTREAM_HEADERS = {
@@ -30,11 +34,26 @@ function envoy_on_request(handle)
     return -- native gRPC pass-through
   end
   local mode = "json"
-  local path = stream_select.stream_path(headers:get(":method"), headers:get(":path") or "",
-    function()
+  local method, full_path = headers:get(":method"), headers:get(":path") or ""
+  local text -- the body, read once, only where a rule or the stream flag needs it
+  local function body_text()
+    if text == nil then
       local body = handle:body()
-      return body and body:getBytes(0, body:length())
-    end)
+      text = body and body:getBytes(0, body:length()) or ""
+    end
+    return text
+  end
+  local rules = method == "POST" and strict_rules[full_path:match("^([^?]*)")] or nil
+  if rules ~= nil then
+    local key, kind = strict_types.violation(body_text(), rules)
+    if key ~= nil then -- the transcoder would coerce it: refuse as OpenAI does
+      -- Envoy's local-reply mapper renders it (config.py: param = this field).
+      handle:streamInfo():dynamicMetadata():set(NS, "strict_param", key)
+      handle:respond({ [":status"] = "400" }, strict_types.message(key, kind))
+      return
+    end
+  end
+  local path = stream_select.stream_path(method, full_path, body_text)
   if path ~= nil then
     mode = "sse"
     handle:headers():replace(":path", path)

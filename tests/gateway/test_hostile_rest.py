@@ -84,3 +84,23 @@ def test_still_healthy_and_nothing_running(rest, flaky_engine) -> None:
     assert flaky_engine.num_unfinished_requests() == 0
     ok = rest.post("/v1/chat/completions", json=chat_body(max_tokens=3))
     assert ok.status_code == 200 and ok.json()["choices"][0]["finish_reason"] == "length"
+
+
+@pytest.mark.parametrize(("path", "body", "param"), [
+    ("/v1/chat/completions", {"model": "fake-model", "messages": {"role": "user", "content": "hi"}}, "messages"),
+    ("/v1/chat/completions", {"model": "fake-model", "messages": [{"role": "user", "content": "hi"}],
+                              "logprobs": "yes"}, "logprobs"),
+    ("/v1/chat/completions", {"model": "fake-model", "messages": [{"role": "user", "content": "hi"}],
+                              "stream": "yes"}, "stream"),
+    ("/inference/v1/generate", {"token_ids": 5}, "token_ids"),
+    ("/tokenize", {"messages": {"role": "user", "content": "hi"}}, "messages"),
+])
+def test_coercible_types_are_refused_like_openai(rest, path, body, param) -> None:
+    """The transcoder would take an object as a one-element list and "yes"
+    as a bool; OpenAI refuses both, and so does the gateway."""
+    r = rest.post(path, json=body)
+    assert r.status_code == 400, r.text
+    kind = "an array" if param in ("messages", "token_ids") else "a boolean"
+    assert r.json() == {"error": {"message": f"{param}: invalid value, expected {kind}",
+                                  "type": "invalid_request_error", "param": param,
+                                  "code": "invalid_type"}}

@@ -10,6 +10,7 @@ import random
 import pytest
 
 from tokenwire.gateway import config
+from tokenwire.gateway.settings import GatewaySettings
 
 lupa = pytest.importorskip("lupa")
 try:
@@ -244,7 +245,8 @@ end
 
 def _bundle(entry: str):
     runtime = lua_impl.LuaRuntime(unpack_returned_tuples=True)
-    runtime.execute(config.lua_source(entry))  # no package.path: the bundle is self-contained
+    generated = config.generated_modules(GatewaySettings())
+    runtime.execute(config.lua_source(entry, generated))  # self-contained: no package.path
     runtime.execute(FAKE_ENVOY)
     return runtime
 
@@ -289,3 +291,34 @@ def test_bundled_filters_turn_trailers_into_an_sse_error_event() -> None:
     assert error == {"message": "bad value", "type": "invalid_request_error", "param": "top_p",
                      "code": "value_out_of_range"}
     assert events[2] == "data: [DONE]"
+
+
+# strict_types ----------------------------------------------------------------
+
+RULES = {"messages": "array", "stream": "bool", "nvext": "object"}
+
+
+@pytest.mark.parametrize(("body", "found"), [
+    ('{"messages": [{"role": "user"}], "stream": true, "nvext": {}}', None),
+    ('{"messages": null, "stream": false}', None),
+    ('{"messages": {"role": "user", "content": "hi"}}', ("messages", "array")),
+    ('{"messages": "hi"}', ("messages", "array")),
+    ('{"stream": "yes"}', ("stream", "bool")),
+    ('{"stream": 1}', ("stream", "bool")),
+    ('{"nvext": ["x"]}', ("nvext", "object")),
+    ('{"other": {"messages": "nested: not ours"}, "stream": true}', None),
+    ('{"a": "\\"messages\\": 5", "messages": []}', None),
+    ('[1, 2]', None),  # not an object: the transcoder answers it
+])
+def test_strict_types(lua, body, found) -> None:
+    got = module(lua, "strict_types").violation(body, lua.table_from(RULES))
+    assert got == found
+
+
+def test_strict_rules_come_from_the_descriptor() -> None:
+    rules = config.strict_type_rules(["tokenwire.v1.TokenwireService"])
+    chat = rules["/v1/chat/completions"]
+    assert chat["messages"] == "array" and chat["stream"] == "bool" and chat["logprobs"] == "bool"
+    assert chat["nvext"] == "object" and chat["stopTokenIds"] == chat["stop_token_ids"] == "array"
+    assert "stop" not in chat  # a google.protobuf.Value takes any JSON
+    assert rules["/inference/v1/generate"]["token_ids"] == "array"

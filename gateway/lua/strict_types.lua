@@ -1,0 +1,86 @@
+-- Strict top-level JSON types for REST bodies. The gRPC-JSON transcoder
+-- coerces what OpenAI rejects (an object where a list is expected becomes a
+-- one-element list; "yes" becomes a bool), so before it runs, the kind of
+-- each top-level value is checked against rules generated from the proto
+-- descriptor (tokenwire.gateway.config): "array" (repeated fields),
+-- "object" (message fields), "bool". null always passes (an absent field).
+-- Only the top level is scanned, structurally, like stream_select.
+local M = {}
+
+local OPENERS = { array = "[", object = "{" }
+
+local function fits(kind, first)
+  if first == "n" then
+    return true -- null
+  end
+  if kind == "bool" then
+    return first == "t" or first == "f"
+  end
+  return first == OPENERS[kind]
+end
+
+-- The first top-level key of JSON object text `s` whose value does not have
+-- the kind `rules[key]` asks, and that kind; nil when all fit (or `s` is not
+-- an object: the transcoder answers that itself).
+function M.violation(s, rules)
+  local root = s:find("[^%s]")
+  if root == nil or s:sub(root, root) ~= "{" then
+    return nil
+  end
+  local depth, key_next, i = 1, true, root + 1
+  while true do
+    local j = s:find('[{}%[%]",]', i)
+    if j == nil then
+      return nil
+    end
+    local c = s:sub(j, j)
+    if c == '"' then
+      local k = j + 1
+      while true do -- the closing quote
+        local q = s:find('["\\]', k)
+        if q == nil then
+          return nil
+        end
+        if s:sub(q, q) == "\\" then
+          k = q + 2
+        else
+          k = q
+          break
+        end
+      end
+      if key_next and depth == 1 then
+        local key = s:sub(j + 1, k - 1)
+        local kind = rules[key]
+        if kind ~= nil then
+          local first = s:match("^%s*:%s*(.)", k + 1)
+          if first ~= nil and not fits(kind, first) then
+            return key, kind
+          end
+        end
+      end
+      key_next = false
+      i = k + 1
+    else
+      if c == "{" or c == "[" then
+        depth = depth + 1
+      elseif c == "}" or c == "]" then
+        depth = depth - 1
+      else -- ","
+        key_next = depth == 1
+      end
+      i = j + 1
+    end
+  end
+end
+
+local NAMES = { array = "an array", object = "an object", bool = "a boolean" }
+
+-- The text of the 400 for a value of the wrong kind, worded like the
+-- transcoder's own type errors ("<field>: invalid value ..."), so Envoy's
+-- local-reply mapper and openai_rest.lua render it as OpenAI does
+-- (param = the field, code "invalid_type").
+function M.message(key, kind)
+  return key .. ": invalid value, expected " .. NAMES[kind]
+end
+
+return M
