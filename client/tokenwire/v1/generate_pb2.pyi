@@ -36,28 +36,36 @@ class GenerateRequest(_message.Message):
     def __init__(self, model: _Optional[str] = ..., token_ids: _Optional[_Iterable[int]] = ..., sampling_params: _Optional[_Union[_common_pb2.SamplingParams, _Mapping]] = ..., request_id: _Optional[str] = ..., cache_salt: _Optional[str] = ..., priority: _Optional[int] = ..., return_token_ids: _Optional[bool] = ..., output_mode: _Optional[str] = ..., stream: _Optional[bool] = ..., stream_options: _Optional[_Union[_chat_pb2.StreamOptions, _Mapping]] = ..., data_parallel_rank: _Optional[int] = ...) -> None: ...
 
 class GenerateTopLogProb(_message.Message):
-    __slots__ = ("token_id", "logprob", "rank")
+    __slots__ = ("token_id", "logprob", "rank", "token", "bytes")
     TOKEN_ID_FIELD_NUMBER: _ClassVar[int]
     LOGPROB_FIELD_NUMBER: _ClassVar[int]
     RANK_FIELD_NUMBER: _ClassVar[int]
+    TOKEN_FIELD_NUMBER: _ClassVar[int]
+    BYTES_FIELD_NUMBER: _ClassVar[int]
     token_id: int
     logprob: float
     rank: int
-    def __init__(self, token_id: _Optional[int] = ..., logprob: _Optional[float] = ..., rank: _Optional[int] = ...) -> None: ...
+    token: str
+    bytes: _containers.RepeatedScalarFieldContainer[int]
+    def __init__(self, token_id: _Optional[int] = ..., logprob: _Optional[float] = ..., rank: _Optional[int] = ..., token: _Optional[str] = ..., bytes: _Optional[_Iterable[int]] = ...) -> None: ...
 
 class GenerateLogProbsContent(_message.Message):
-    __slots__ = ("token_id", "logprob", "rank", "top_logprobs", "non_finite")
+    __slots__ = ("token_id", "logprob", "rank", "token", "bytes", "top_logprobs", "non_finite")
     TOKEN_ID_FIELD_NUMBER: _ClassVar[int]
     LOGPROB_FIELD_NUMBER: _ClassVar[int]
     RANK_FIELD_NUMBER: _ClassVar[int]
+    TOKEN_FIELD_NUMBER: _ClassVar[int]
+    BYTES_FIELD_NUMBER: _ClassVar[int]
     TOP_LOGPROBS_FIELD_NUMBER: _ClassVar[int]
     NON_FINITE_FIELD_NUMBER: _ClassVar[int]
     token_id: int
     logprob: float
     rank: int
+    token: str
+    bytes: _containers.RepeatedScalarFieldContainer[int]
     top_logprobs: _containers.RepeatedCompositeFieldContainer[GenerateTopLogProb]
     non_finite: bool
-    def __init__(self, token_id: _Optional[int] = ..., logprob: _Optional[float] = ..., rank: _Optional[int] = ..., top_logprobs: _Optional[_Iterable[_Union[GenerateTopLogProb, _Mapping]]] = ..., non_finite: _Optional[bool] = ...) -> None: ...
+    def __init__(self, token_id: _Optional[int] = ..., logprob: _Optional[float] = ..., rank: _Optional[int] = ..., token: _Optional[str] = ..., bytes: _Optional[_Iterable[int]] = ..., top_logprobs: _Optional[_Iterable[_Union[GenerateTopLogProb, _Mapping]]] = ..., non_finite: _Optional[bool] = ...) -> None: ...
 
 class GenerateLogProbs(_message.Message):
     __slots__ = ("content",)

@@ -124,7 +124,8 @@ def build_generate_plan(
     )
 
 
-def _add_choice(resp: generate_pb2.GenerateResponse, plan: GeneratePlan, c: ChoiceOutput) -> None:
+def _add_choice(resp: generate_pb2.GenerateResponse, plan: GeneratePlan, c: ChoiceOutput,
+                engine: Engine) -> None:
     """Append choice `c` to `resp`, built in place (no message copy)."""
     ch = resp.choices.add(index=c.index, token_ids=c.token_ids)
     if c.finish_reason is not None:
@@ -135,15 +136,28 @@ def _add_choice(resp: generate_pb2.GenerateResponse, plan: GeneratePlan, c: Choi
             ch.stop_reason.CopyFrom(sr)
     if c.logprobs is not None:
         with_top = bool(plan.request.params.logprobs)
+        text = engine if plan.output_mode == "text" else None
         for pos in c.logprobs:
-            _fill_logprob(ch.logprobs.content.add(), pos, with_top)
+            _fill_logprob(ch.logprobs.content.add(), pos, with_top, text)
     if plan.output_mode == "text":
         ch.text = c.text
 
 
+def _name(entry: Any, token_id: int, text: Engine | None) -> None:
+    """`token` in both shapes clients parse: "token_id:N" (tokens mode, as
+    vLLM's generate has long sent it) or the token's text and bytes (text
+    mode); `token_id` is always set too."""
+    if text is None:
+        entry.token = f"token_id:{token_id}"
+    else:
+        entry.token = text.token_text(token_id)
+        entry.bytes.extend(text.token_bytes(token_id))
+
+
 def _fill_logprob(entry: generate_pb2.GenerateLogProbsContent, pos: PositionLogprobs,
-                  with_top: bool) -> None:
+                  with_top: bool, text: Engine | None = None) -> None:
     entry.token_id = pos.token_id
+    _name(entry, pos.token_id, text)
     entry.logprob = pos.logprob
     if pos.non_finite:
         entry.non_finite = True
@@ -154,19 +168,21 @@ def _fill_logprob(entry: generate_pb2.GenerateLogProbsContent, pos: PositionLogp
     others = [x for x in pos.top if x.token_id != pos.token_id]
     for cand in sampled + others if with_top else []:
         top = entry.top_logprobs.add(token_id=cand.token_id, logprob=cand.logprob)
+        _name(top, cand.token_id, text)
         if cand.rank is not None:
             top.rank = cand.rank
 
 
 def _add_prompt_logprobs(resp: generate_pb2.GenerateResponse, plan: GeneratePlan,
-                         positions: list[PositionLogprobs | None] | None) -> None:
+                         positions: list[PositionLogprobs | None] | None, engine: Engine) -> None:
     if positions is None:
         return
     with_top = bool(plan.request.params.prompt_logprobs)
+    text = engine if plan.output_mode == "text" else None
     for pos in positions:
         entry = resp.prompt_logprobs.add()
         if pos is not None:
-            _fill_logprob(entry, pos, with_top)
+            _fill_logprob(entry, pos, with_top, text)
 
 
 def _response(plan: GeneratePlan) -> generate_pb2.GenerateResponse:
@@ -193,10 +209,10 @@ async def run_generate(
         )
     resp = _response(plan)
     for c in sorted(final.choices, key=lambda c: c.index):
-        _add_choice(resp, plan, c)
+        _add_choice(resp, plan, c, engine)
     if plan.return_token_ids:
         resp.prompt_token_ids.extend(final.prompt_token_ids)
-    _add_prompt_logprobs(resp, plan, final.prompt_logprobs)
+    _add_prompt_logprobs(resp, plan, final.prompt_logprobs, engine)
     completion = sum(len(c.token_ids) for c in final.choices)
     resp.usage.CopyFrom(usage(len(final.prompt_token_ids), completion, final.num_cached_tokens))
     return resp
@@ -219,11 +235,11 @@ async def stream_generate(
             if first:
                 if plan.return_token_ids:
                     resp.prompt_token_ids.extend(plan.request.prompt_token_ids)
-                _add_prompt_logprobs(resp, plan, out.prompt_logprobs)
+                _add_prompt_logprobs(resp, plan, out.prompt_logprobs, engine)
             first = False
             for c in out.choices:
                 if c.token_ids or c.text or c.finish_reason is not None:
-                    _add_choice(resp, plan, c)
+                    _add_choice(resp, plan, c, engine)
                     completion += len(c.token_ids)
             cached = out.num_cached_tokens
             finished = out.finished
