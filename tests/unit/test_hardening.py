@@ -138,7 +138,8 @@ def test_metrics_endpoint() -> None:
     try:
         with grpc.insecure_channel(server.address) as ch:
             stub = service_pb2_grpc.TokenwireServiceStub(ch)
-            resp = stub.CreateChatCompletion(chat_request(return_token_ids=True), timeout=10)
+            resp = stub.CreateChatCompletion(chat_request(return_token_ids=True, session_id="s1"),
+                                             timeout=10)
             with pytest.raises(grpc.RpcError):
                 stub.CreateChatCompletion(chat_request(n=0), timeout=10)
         text = urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=5).read().decode()
@@ -148,6 +149,7 @@ def test_metrics_endpoint() -> None:
         assert f"tokenwire_completion_tokens_total {completion}.0" in text  # warm-up not counted
         assert "tokenwire_time_to_first_token_seconds_count 1.0" in text
         assert "tokenwire_requests_in_flight 0.0" in text
+        assert "tokenwire_session_requests_total 1.0" in text  # the request that named a session
     finally:
         server.stop()
 

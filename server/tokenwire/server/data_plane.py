@@ -33,7 +33,12 @@ from tokenwire.server.generate_service import (
 )
 from tokenwire.server.offload import OFFLOAD_CHARS, Offload
 from tokenwire.server.prefill import Prefiller
-from tokenwire.server.request_fields import has_request_template, pick_dp_rank, request_chars
+from tokenwire.server.request_fields import (
+    has_request_template,
+    pick_dp_rank,
+    pick_session_id,
+    request_chars,
+)
 from tokenwire.server.serving_state import ServingState
 from tokenwire.server.settings import ServerSettings
 from tokenwire.server.tenancy import Tenancy
@@ -82,7 +87,7 @@ class DataPlane:
 
     async def chat_plan(
         self, req: chat_pb2.CreateChatCompletionRequest, *, caller: Caller, stream: bool,
-        dp_rank: str | None = None,
+        dp_rank: str | None = None, session_id: str | None = None,
     ) -> ChatPlan:
         plan = await self._prepare(req, lambda: build_chat_plan(
             req, self.engine, self.settings,
@@ -92,11 +97,12 @@ class DataPlane:
         self._response_fits(plan.request, "max_tokens")
         body = req.nvext.dp_rank if req.nvext.HasField("dp_rank") else None
         plan.request.data_parallel_rank = self._dp_rank(body, "nvext.dp_rank", dp_rank)
+        plan.request.session_id = pick_session_id(req.session_id, session_id)
         return plan
 
     async def generate_plan(
         self, req: generate_pb2.GenerateRequest, *, caller: Caller, stream: bool,
-        dp_rank: str | None = None,
+        dp_rank: str | None = None, session_id: str | None = None,
     ) -> GeneratePlan:
         plan = build_generate_plan(
             req, self.engine, self.settings,
@@ -105,6 +111,7 @@ class DataPlane:
         self._response_fits(plan.request, "sampling_params.max_tokens")
         body = req.data_parallel_rank if req.HasField("data_parallel_rank") else None
         plan.request.data_parallel_rank = self._dp_rank(body, "data_parallel_rank", dp_rank)
+        plan.request.session_id = pick_session_id(req.session_id, session_id)
         return plan
 
     def _response_fits(self, request: EngineRequest, param: str) -> None:

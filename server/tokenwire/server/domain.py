@@ -89,6 +89,7 @@ class EngineRequest:
     stream: bool = True  # True: deltas; False: one final output
     lora: str | None = None  # a loaded LoRA adapter's name; None: the base model
     data_parallel_rank: int | None = None  # pin to a DP engine rank; None: vLLM balances
+    session_id: str | None = None  # the session it belongs to (body or x-session-id)
 
 
 @dataclasses.dataclass

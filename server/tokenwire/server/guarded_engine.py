@@ -4,6 +4,7 @@ around every request (chat, generate, session, prefill), by delegation."""
 from __future__ import annotations
 
 import contextlib
+import logging
 import time
 from collections.abc import AsyncIterator
 from typing import Any
@@ -11,6 +12,8 @@ from typing import Any
 from tokenwire.server.admission import Admission
 from tokenwire.server.domain import Engine, EngineOutput, EngineRequest
 from tokenwire.server.metrics import Metrics
+
+log = logging.getLogger("tokenwire.requests")
 
 
 class GuardedEngine:
@@ -29,6 +32,9 @@ class GuardedEngine:
         with self.admission.hold(need):
             m.in_flight.inc()
             m.prompt_tokens.inc(len(request.prompt_token_ids))
+            if request.session_id is not None:
+                m.session_requests.inc()
+                log.debug("request %s session %s", request.request_id, request.session_id)
             received = time.time()
             produced = 0  # added to the counter once, when the request ends
             first = True

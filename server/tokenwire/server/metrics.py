@@ -24,6 +24,10 @@ class Metrics:
         self.completion_tokens = prom.Counter(
             "tokenwire_completion_tokens", "Tokens generated (ids sent to clients).", registry=r
         )
+        self.session_requests = prom.Counter(
+            "tokenwire_session_requests",
+            "Generation requests that named a session (session_id or x-session-id).", registry=r,
+        )
         self.in_flight = prom.Gauge(
             "tokenwire_requests_in_flight", "Generation requests in progress.", registry=r
         )

@@ -56,6 +56,18 @@ def check_model(requested: str, served: str, adapters: Collection[str] = ()) -> 
 
 
 DP_RANK_HEADERS = ("x-data-parallel-rank", "x-dynamo-dp-rank")  # vLLM's, Dynamo's
+SESSION_HEADER = "x-session-id"  # vLLM's and vllm-router's X-Session-ID
+MAX_SESSION_ID = 256
+
+
+def pick_session_id(body: str, header: str | None) -> str | None:
+    """The session a request belongs to: the body's session_id, else the
+    x-session-id metadata; None when neither is given."""
+    session = body or header or None
+    if session is not None and len(session) > MAX_SESSION_ID:
+        raise InvalidArgument(f"session_id must be at most {MAX_SESSION_ID} characters",
+                              param="session_id", reason="VALUE_TOO_LONG")
+    return session
 
 
 def pick_dp_rank(body: int | None, body_param: str, header: str | None, dp_size: int) -> int | None:

@@ -14,7 +14,7 @@ import grpc
 from tokenwire.server.data_plane import DataPlane
 from tokenwire.server.domain import Caller, RunOutcome
 from tokenwire.server.errors import stream_errors, unary_errors
-from tokenwire.server.request_fields import DP_RANK_HEADERS
+from tokenwire.server.request_fields import DP_RANK_HEADERS, SESSION_HEADER
 from tokenwire.server.session import Session
 from tokenwire.v1 import (
     chat_pb2,
@@ -24,6 +24,14 @@ from tokenwire.v1 import (
     session_pb2,
     tokenize_pb2,
 )
+
+
+def session_of(context: grpc.aio.ServicerContext) -> str | None:
+    """The x-session-id metadata (X-Session-ID header), if any."""
+    for key, value in context.invocation_metadata() or ():
+        if key == SESSION_HEADER and value:
+            return str(value)
+    return None
 
 
 def dp_rank_of(context: grpc.aio.ServicerContext) -> str | None:
@@ -49,7 +57,8 @@ class TokenwireServicer(service_pb2_grpc.TokenwireServiceServicer):
     ) -> chat_pb2.CreateChatCompletionResponse:
         with self.state.call():
             plan = await self.plane.chat_plan(request, caller=self._caller(context), stream=False,
-                                          dp_rank=dp_rank_of(context))
+                                          dp_rank=dp_rank_of(context),
+                                          session_id=session_of(context))
             outcome = RunOutcome()
             resp = await self.plane.run_chat(plan, outcome)
             self.plane.after(plan, outcome)
@@ -61,7 +70,8 @@ class TokenwireServicer(service_pb2_grpc.TokenwireServiceServicer):
     ) -> AsyncIterator[chat_pb2.StreamChatCompletionResponse]:
         with self.state.call():
             plan = await self.plane.chat_plan(request, caller=self._caller(context), stream=True,
-                                          dp_rank=dp_rank_of(context))
+                                          dp_rank=dp_rank_of(context),
+                                          session_id=session_of(context))
             outcome = RunOutcome()
             async for chunk in self.plane.stream_chat(plan, outcome):
                 yield chunk
@@ -73,7 +83,8 @@ class TokenwireServicer(service_pb2_grpc.TokenwireServiceServicer):
     ) -> generate_pb2.GenerateResponse:
         with self.state.call():
             plan = await self.plane.generate_plan(request, caller=self._caller(context), stream=False,
-                                          dp_rank=dp_rank_of(context))
+                                          dp_rank=dp_rank_of(context),
+                                          session_id=session_of(context))
             return await self.plane.run_generate(plan)
 
     @stream_errors
@@ -82,7 +93,8 @@ class TokenwireServicer(service_pb2_grpc.TokenwireServiceServicer):
     ) -> AsyncIterator[generate_pb2.GenerateResponse]:
         with self.state.call():
             plan = await self.plane.generate_plan(request, caller=self._caller(context), stream=True,
-                                          dp_rank=dp_rank_of(context))
+                                          dp_rank=dp_rank_of(context),
+                                          session_id=session_of(context))
             async for chunk in self.plane.stream_generate(plan):
                 yield chunk
 
@@ -92,7 +104,8 @@ class TokenwireServicer(service_pb2_grpc.TokenwireServiceServicer):
         context: grpc.aio.ServicerContext,
     ) -> AsyncIterator[session_pb2.SessionResponse]:
         with self.state.call():
-            session = Session(self.plane, caller=self._caller(context), dp_rank=dp_rank_of(context))
+            session = Session(self.plane, caller=self._caller(context), dp_rank=dp_rank_of(context),
+                              session_id=session_of(context))
             # The response starts at once (a proxy's request timer, e.g. the
             # gateway's request_timeout, stops when the response starts; a
             # session may wait long between requests).

@@ -90,10 +90,12 @@ def error_event(request_id: str, err: TokenwireError) -> session_pb2.SessionResp
 
 
 class Session:
-    def __init__(self, plane: DataPlane, *, caller: Caller, dp_rank: str | None = None):
+    def __init__(self, plane: DataPlane, *, caller: Caller, dp_rank: str | None = None,
+                 session_id: str | None = None):
         self.plane = plane
         self.caller = caller
         self.dp_rank = dp_rank  # the stream's data-parallel rank metadata, if any
+        self.session_id = session_id  # the stream's x-session-id metadata, if any
         self.id = uuid.uuid4().hex
         self.tasks: dict[str, asyncio.Task[session_pb2.SessionRequestDone]] = {}
         self.outbox = Outbox(plane.settings.session_max_buffered_bytes)
@@ -209,10 +211,11 @@ class Session:
             req = _with_prompt(req, cont.prompt)
         plane = self.plane
         plan = (
-            await plane.chat_plan(req, caller=self.caller, stream=req.stream, dp_rank=self.dp_rank)
+            await plane.chat_plan(req, caller=self.caller, stream=req.stream, dp_rank=self.dp_rank,
+                                  session_id=self.session_id)
             if isinstance(req, chat_pb2.CreateChatCompletionRequest)
             else await plane.generate_plan(req, caller=self.caller, stream=req.stream,
-                                  dp_rank=self.dp_rank)
+                                  dp_rank=self.dp_rank, session_id=self.session_id)
         )
         if cont is not None and plan.request.cache_salt is None:
             plan.request.cache_salt = cont.cache_salt
