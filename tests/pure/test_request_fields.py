@@ -177,22 +177,25 @@ def test_model_and_request_id() -> None:
 
 def test_stop_strings() -> None:
     four = ServerSettings(engine="fake", max_stop_strings=4, max_stop_string_chars=8)
-    assert rf.stop_strings("stop", None, four) == []
-    assert rf.stop_strings("stop", struct_pb2.Value(string_value="END"), four) == ["END"]
+    assert rf.stop_strings("stop", None, four) == ([], [])
+    assert rf.stop_strings("stop", struct_pb2.Value(string_value="END"), four) == (["END"], [])
     many = struct_pb2.Value()
     many.list_value.extend(["a", "b"])
-    assert rf.stop_strings("stop", many, four) == ["a", "b"]
+    assert rf.stop_strings("stop", many, four) == (["a", "b"], [])
     with pytest.raises(InvalidArgument) as exc:
         rf.stop_strings("sampling_params.stop", many, ServerSettings(engine="fake", max_stop_strings=1))
     assert exc.value.param == "sampling_params.stop"
     with pytest.raises(InvalidArgument) as exc:
         rf.stop_strings("stop", struct_pb2.Value(string_value="x" * 9), four)
     assert exc.value.reason == "VALUE_TOO_LONG" and "at most 8 characters" in exc.value.message
+    mixed = struct_pb2.Value()
+    mixed.list_value.extend(["a", 5, 7])  # integer entries are token ids (Dynamo 2026)
+    assert rf.stop_strings("stop", mixed, four) == (["a"], [5, 7])
     bad = struct_pb2.Value()
-    bad.list_value.extend(["a", 5])
+    bad.list_value.extend(["a", 1.5])
     with pytest.raises(InvalidArgument) as exc:
         rf.stop_strings("stop", bad, four)
-    assert "stop[1] must be a string" in exc.value.message
+    assert "stop[1] must be a string or a token id" in exc.value.message
 
 
 def test_messages_to_dicts() -> None:

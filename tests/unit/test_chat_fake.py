@@ -293,3 +293,19 @@ def test_tokenize_next_turn_is_the_session_continuation_suffix(fake_stub) -> Non
 
     ended, open_ = after([50, IM_END]), after([50])
     assert open_ == [IM_END, *ended]
+
+
+def test_integer_stop_entries_are_token_ids(fake_stub, fake_engine) -> None:
+    """Dynamo's 2026 wire: integers in `stop` are token ids, merged with
+    stop_token_ids; the strings stay stop strings."""
+    fake_stub.CreateChatCompletion(chat_request(max_tokens=2, stop=["END", 65], stop_token_ids=[66]),
+                                   timeout=10)
+    params = fake_engine.requests[-1].params
+    assert params.stop == ["END"] and sorted(params.stop_token_ids) == [65, 66]
+    gen = json_format.ParseDict({"token_ids": [5, 6], "sampling_params": {"max_tokens": 2, "stop": [67]}},
+                                generate_pb2.GenerateRequest())
+    fake_stub.Generate(gen, timeout=10)
+    assert fake_engine.requests[-1].params.stop_token_ids == [67]
+    with pytest.raises(grpc.RpcError) as info:
+        fake_stub.CreateChatCompletion(chat_request(max_tokens=2, stop=[10**6]), timeout=10)
+    assert info.value.code() == grpc.StatusCode.INVALID_ARGUMENT and "stop" in info.value.details()

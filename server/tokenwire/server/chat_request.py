@@ -152,8 +152,10 @@ def sampling_from_chat(
     rules.check_greedy_choices(p, "n")
     if req.HasField("seed"):
         p.seed = v.int_range("seed", req.seed, -(2**63), 2**63 - 1)
-    p.stop = stop_strings("stop", req.stop if req.HasField("stop") else None, settings)
-    p.stop_token_ids = rules.stop_token_ids("stop_token_ids", req.stop_token_ids, settings, vocab_size)
+    p.stop, stop_ids = stop_strings("stop", req.stop if req.HasField("stop") else None, settings)
+    v.token_ids("stop", stop_ids, vocab_size)
+    p.stop_token_ids = rules.stop_token_ids("stop_token_ids", [*req.stop_token_ids, *stop_ids],
+                                            settings, vocab_size)
     ignore_eos = _opt(req, "ignore_eos")
     if ignore_eos is None and nv.HasField("ignore_eos"):
         ignore_eos = nv.ignore_eos

@@ -64,8 +64,10 @@ def _sampling(
     rules.check_greedy_choices(p, pre + "n")
     if sp.HasField("seed"):
         p.seed = sp.seed
-    p.stop = stop_strings(pre + "stop", sp.stop if sp.HasField("stop") else None, settings)
-    p.stop_token_ids = rules.stop_token_ids(pre + "stop_token_ids", sp.stop_token_ids, settings, vocab)
+    p.stop, stop_ids = stop_strings(pre + "stop", sp.stop if sp.HasField("stop") else None, settings)
+    v.token_ids(pre + "stop", stop_ids, vocab)
+    p.stop_token_ids = rules.stop_token_ids(pre + "stop_token_ids", [*sp.stop_token_ids, *stop_ids],
+                                            settings, vocab)
     p.ignore_eos = bool(sp.ignore_eos)
     if sp.HasField("logprobs"):
         p.logprobs = v.int_range(pre + "logprobs", sp.logprobs, 0, settings.max_top_logprobs)

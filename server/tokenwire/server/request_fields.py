@@ -136,23 +136,36 @@ def check_priority(priority: int, settings: ServerSettings, caller: Caller) -> i
     return min(max(priority, caller.priority_min), caller.priority_max)
 
 
-def stop_strings(param: str, value: struct_pb2.Value | None, settings: ServerSettings) -> list[str]:
-    """`stop`: a string, a list of strings, or null; at most
-    --max-stop-strings of at most --max-stop-string-chars characters (the
-    engine matches every one against the tail of the output per token)."""
+def stop_strings(
+    param: str, value: struct_pb2.Value | None, settings: ServerSettings
+) -> tuple[list[str], list[int]]:
+    """`stop`: a string, a list, or null; at most --max-stop-strings strings
+    of at most --max-stop-string-chars characters (the engine matches every
+    one against the tail of the output per token). Integer entries of a
+    list are token ids (Dynamo's 2026 wire), returned apart."""
     limit, chars = settings.max_stop_strings, settings.max_stop_string_chars
+    ids: list[int] = []
     if value is None:
-        return []
+        return [], ids
     kind = value.WhichOneof("kind")
     if kind is None or kind == "null_value":
-        return []
+        return [], ids
     if kind == "string_value":
         items = [value.string_value]
     elif kind == "list_value":
         items = []
         for i, item in enumerate(value.list_value.values):
+            if item.WhichOneof("kind") == "number_value":
+                number = item.number_value
+                if not (number.is_integer() and 0 <= number < 2**32):
+                    raise InvalidArgument(f"{param}[{i}] must be a string or a token id (an "
+                                          f"integer >= 0), got {number}", param=param,
+                                          reason="INVALID_TYPE")
+                ids.append(int(number))
+                continue
             if item.WhichOneof("kind") != "string_value":
-                raise InvalidArgument(f"{param}[{i}] must be a string", param=param, reason="INVALID_TYPE")
+                raise InvalidArgument(f"{param}[{i}] must be a string or a token id", param=param,
+                                      reason="INVALID_TYPE")
             items.append(item.string_value)
     else:
         raise InvalidArgument(f"{param} must be a string or a list of strings", param=param, reason="INVALID_TYPE")
@@ -164,7 +177,7 @@ def stop_strings(param: str, value: struct_pb2.Value | None, settings: ServerSet
         if len(s) > chars:
             raise InvalidArgument(f"{param}[{i}] must be at most {chars} characters, got {len(s)}",
                                   param=param, reason="VALUE_TOO_LONG")
-    return items
+    return items, ids
 
 
 def has_request_template(req: Any) -> bool:
