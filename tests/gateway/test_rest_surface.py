@@ -174,3 +174,16 @@ def test_stats_show_engine_requests_as_a_number(rest) -> None:
     stats = rest.get("/tokenwire/v1/stats").json()
     assert stats["engine_requests"] == 0
     assert json.dumps(stats)
+
+
+def test_chat_render_through_rest(rest) -> None:
+    """vLLM's POST /v1/chat/completions/render: a generate body, which
+    /inference/v1/generate then runs as the chat call would."""
+    body = chat_body(max_tokens=3, temperature=0)
+    rendered = rest.post("/v1/chat/completions/render", json=body)
+    assert rendered.status_code == 200, rendered.text
+    gen_body = rendered.json()
+    assert gen_body["token_ids"] and gen_body["sampling_params"]["max_tokens"] == 3
+    gen = rest.post("/inference/v1/generate", json=gen_body)
+    chat = rest.post("/v1/chat/completions", json={**body, "return_token_ids": True})
+    assert gen.json()["choices"][0]["token_ids"] == chat.json()["choices"][0]["token_ids"]

@@ -36,7 +36,8 @@ class TokenwireServiceStub:
     model, RESOURCE_EXHAUSTED when the server is full, UNAVAILABLE while the
     engine is not serving, CANCELLED/DEADLINE_EXCEEDED abort the engine
     request. Each error carries a google.rpc.ErrorInfo detail (domain
-    "tokenwire", a reason, and metadata "param" naming the offending field).
+    "tokenwire.dev", a reason naming the cause, and metadata "param" naming
+    the offending field).
     """
 
     def __init__(self, channel):
@@ -80,6 +81,11 @@ class TokenwireServiceStub:
                 request_serializer=tokenwire_dot_v1_dot_models__pb2.ListModelsRequest.SerializeToString,
                 response_deserializer=tokenwire_dot_v1_dot_models__pb2.ListModelsResponse.FromString,
                 _registered_method=True)
+        self.RenderChatCompletion = channel.unary_unary(
+                '/tokenwire.v1.TokenwireService/RenderChatCompletion',
+                request_serializer=tokenwire_dot_v1_dot_chat__pb2.CreateChatCompletionRequest.SerializeToString,
+                response_deserializer=tokenwire_dot_v1_dot_generate__pb2.GenerateRequest.FromString,
+                _registered_method=True)
         self.GetHealth = channel.unary_unary(
                 '/tokenwire.v1.TokenwireService/GetHealth',
                 request_serializer=tokenwire_dot_v1_dot_models__pb2.GetHealthRequest.SerializeToString,
@@ -104,7 +110,8 @@ class TokenwireServiceServicer:
     model, RESOURCE_EXHAUSTED when the server is full, UNAVAILABLE while the
     engine is not serving, CANCELLED/DEADLINE_EXCEEDED abort the engine
     request. Each error carries a google.rpc.ErrorInfo detail (domain
-    "tokenwire", a reason, and metadata "param" naming the offending field).
+    "tokenwire.dev", a reason naming the cause, and metadata "param" naming
+    the offending field).
     """
 
     def CreateChatCompletion(self, request, context):
@@ -153,6 +160,17 @@ class TokenwireServiceServicer:
 
     def ListModels(self, request, context):
         """List the served models (`GET /v1/models`).
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def RenderChatCompletion(self, request, context):
+        """The Generate request a chat body would produce, without generating
+        (vLLM's `POST /v1/chat/completions/render`): the rendered prompt's
+        token ids and the resolved sampling parameters, ready to send to
+        Generate. A body asking for a response_format is refused (Generate has
+        no structured outputs).
         """
         context.set_code(grpc.StatusCode.UNIMPLEMENTED)
         context.set_details('Method not implemented!')
@@ -222,6 +240,11 @@ def add_TokenwireServiceServicer_to_server(servicer, server):
                     request_deserializer=tokenwire_dot_v1_dot_models__pb2.ListModelsRequest.FromString,
                     response_serializer=tokenwire_dot_v1_dot_models__pb2.ListModelsResponse.SerializeToString,
             ),
+            'RenderChatCompletion': grpc.unary_unary_rpc_method_handler(
+                    servicer.RenderChatCompletion,
+                    request_deserializer=tokenwire_dot_v1_dot_chat__pb2.CreateChatCompletionRequest.FromString,
+                    response_serializer=tokenwire_dot_v1_dot_generate__pb2.GenerateRequest.SerializeToString,
+            ),
             'GetHealth': grpc.unary_unary_rpc_method_handler(
                     servicer.GetHealth,
                     request_deserializer=tokenwire_dot_v1_dot_models__pb2.GetHealthRequest.FromString,
@@ -252,7 +275,8 @@ class TokenwireService:
     model, RESOURCE_EXHAUSTED when the server is full, UNAVAILABLE while the
     engine is not serving, CANCELLED/DEADLINE_EXCEEDED abort the engine
     request. Each error carries a google.rpc.ErrorInfo detail (domain
-    "tokenwire", a reason, and metadata "param" naming the offending field).
+    "tokenwire.dev", a reason naming the cause, and metadata "param" naming
+    the offending field).
     """
 
     @staticmethod
@@ -434,6 +458,33 @@ class TokenwireService:
             '/tokenwire.v1.TokenwireService/ListModels',
             tokenwire_dot_v1_dot_models__pb2.ListModelsRequest.SerializeToString,
             tokenwire_dot_v1_dot_models__pb2.ListModelsResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def RenderChatCompletion(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/tokenwire.v1.TokenwireService/RenderChatCompletion',
+            tokenwire_dot_v1_dot_chat__pb2.CreateChatCompletionRequest.SerializeToString,
+            tokenwire_dot_v1_dot_generate__pb2.GenerateRequest.FromString,
             options,
             channel_credentials,
             insecure,

@@ -33,6 +33,7 @@ from tokenwire.server.generate_service import (
 )
 from tokenwire.server.offload import OFFLOAD_CHARS, Offload
 from tokenwire.server.prefill import Prefiller
+from tokenwire.server.render_service import generate_request
 from tokenwire.server.request_fields import (
     has_request_template,
     pick_dp_rank,
@@ -169,6 +170,13 @@ class DataPlane:
             return False
         first = outcome.completions[0] if outcome.completions else []
         return self.prefiller.start(plan, outcome.prompt_ids, first)
+
+    async def render_chat(
+        self, req: chat_pb2.CreateChatCompletionRequest, *, caller: Caller,
+    ) -> generate_pb2.GenerateRequest:
+        """The Generate request `req` would run as (nothing is generated)."""
+        plan = await self.chat_plan(req, caller=caller, stream=False)
+        return generate_request(plan, req)
 
     # -- tokenizer -------------------------------------------------------
     async def tokenize(self, req: tokenize_pb2.TokenizeRequest) -> tokenize_pb2.TokenizeResponse:

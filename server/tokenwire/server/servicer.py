@@ -114,6 +114,13 @@ class TokenwireServicer(service_pb2_grpc.TokenwireServiceServicer):
                 yield event
 
     @unary_errors
+    async def RenderChatCompletion(
+        self, request: chat_pb2.CreateChatCompletionRequest, context: grpc.aio.ServicerContext
+    ) -> generate_pb2.GenerateRequest:
+        with self.state.call():
+            return await self.plane.render_chat(request, caller=self._caller(context))
+
+    @unary_errors
     async def Tokenize(
         self, request: tokenize_pb2.TokenizeRequest, context: grpc.aio.ServicerContext
     ) -> tokenize_pb2.TokenizeResponse:

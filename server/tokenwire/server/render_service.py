@@ -1,0 +1,54 @@
+"""Render: the Generate request a chat body would produce, without
+generating (vLLM's /v1/chat/completions/render). The chat plan is built
+exactly as for CreateChatCompletion (same validation, template, defaults,
+clamps); its prompt ids and resolved sampling parameters become a
+GenerateRequest the client can send to Generate as it is."""
+
+from __future__ import annotations
+
+from google.protobuf import struct_pb2
+
+from tokenwire.server.chat_request import ChatPlan
+from tokenwire.server.errors import InvalidArgument
+from tokenwire.v1 import chat_pb2, common_pb2, generate_pb2
+
+_COPIED = ("n", "temperature", "top_p", "top_k", "min_p", "presence_penalty", "frequency_penalty",
+           "repetition_penalty", "max_tokens", "min_tokens", "ignore_eos", "skip_special_tokens",
+           "spaces_between_special_tokens", "include_stop_str_in_output")
+
+
+def generate_request(
+    plan: ChatPlan, req: chat_pb2.CreateChatCompletionRequest
+) -> generate_pb2.GenerateRequest:
+    p = plan.request.params
+    if p.structured is not None:
+        raise InvalidArgument(
+            "response_format cannot be rendered into a Generate request (Generate has no "
+            "structured outputs); render without it", param="response_format",
+            reason="FEATURE_DISABLED",
+        )
+    sp = common_pb2.SamplingParams(**{name: getattr(p, name) for name in _COPIED})
+    if p.seed is not None:
+        sp.seed = p.seed
+    if p.stop:
+        sp.stop.CopyFrom(struct_pb2.Value(list_value=struct_pb2.ListValue(
+            values=[struct_pb2.Value(string_value=s) for s in p.stop])))
+    sp.stop_token_ids.extend(p.stop_token_ids)
+    if p.logprobs is not None:
+        sp.logprobs = p.logprobs
+    if p.prompt_logprobs is not None:
+        sp.prompt_logprobs = p.prompt_logprobs
+    if p.thinking_token_budget is not None:
+        sp.thinking_token_budget = p.thinking_token_budget
+    for token_id, bias in p.logit_bias.items():
+        sp.logit_bias[token_id] = bias
+    out = generate_pb2.GenerateRequest(
+        model=plan.model, token_ids=plan.request.prompt_token_ids, sampling_params=sp,
+        priority=plan.request.priority, return_token_ids=True,
+    )
+    # The salt as the caller asked it (the server applies a tenant's domain
+    # again when the rendered request is sent).
+    salt = req.nvext.cache_salt or req.cache_salt
+    if salt:
+        out.cache_salt = salt
+    return out
