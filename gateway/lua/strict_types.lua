@@ -5,6 +5,8 @@
 -- descriptor (tokenwire.gateway.config): "array" (repeated fields),
 -- "object" (message fields), "bool". null always passes (an absent field).
 -- Only the top level is scanned, structurally, like stream_select.
+local json_scan = require("json_scan")
+
 local M = {}
 
 local OPENERS = { array = "[", object = "{" }
@@ -23,54 +25,19 @@ end
 -- the kind `rules[key]` asks, and that kind; nil when all fit (or `s` is not
 -- an object: the transcoder answers that itself).
 function M.violation(s, rules)
-  local root = s:find("[^%s]")
-  if root == nil or s:sub(root, root) ~= "{" then
+  local found = json_scan.each_key(s, function(key, after)
+    local kind = rules[key]
+    if kind ~= nil then
+      local first = json_scan.value_start(s, after)
+      if first ~= nil and not fits(kind, first) then
+        return { key, kind }
+      end
+    end
+  end)
+  if found == nil then
     return nil
   end
-  local depth, key_next, i = 1, true, root + 1
-  while true do
-    local j = s:find('[{}%[%]",]', i)
-    if j == nil then
-      return nil
-    end
-    local c = s:sub(j, j)
-    if c == '"' then
-      local k = j + 1
-      while true do -- the closing quote
-        local q = s:find('["\\]', k)
-        if q == nil then
-          return nil
-        end
-        if s:sub(q, q) == "\\" then
-          k = q + 2
-        else
-          k = q
-          break
-        end
-      end
-      if key_next and depth == 1 then
-        local key = s:sub(j + 1, k - 1)
-        local kind = rules[key]
-        if kind ~= nil then
-          local first = s:match("^%s*:%s*(.)", k + 1)
-          if first ~= nil and not fits(kind, first) then
-            return key, kind
-          end
-        end
-      end
-      key_next = false
-      i = k + 1
-    else
-      if c == "{" or c == "[" then
-        depth = depth + 1
-      elseif c == "}" or c == "]" then
-        depth = depth - 1
-      else -- ","
-        key_next = depth == 1
-      end
-      i = j + 1
-    end
-  end
+  return found[1], found[2]
 end
 
 local NAMES = { array = "an array", object = "an object", bool = "a boolean" }

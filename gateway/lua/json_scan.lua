@@ -1,0 +1,62 @@
+-- The top-level keys of a JSON object text, found structurally (strings are
+-- skipped, nesting is counted), without parsing values: what stream
+-- selection and the strict type check read before the transcoder runs.
+local M = {}
+
+-- Call visit(key, after) for each top-level key of object text `s`, where
+-- `after` is the index just past the key's closing quote; stop early when
+-- visit returns a value, and return it. nil when `s` is not an object or is
+-- cut short.
+function M.each_key(s, visit)
+  local root = s:find("[^%s]")
+  if root == nil or s:sub(root, root) ~= "{" then
+    return nil
+  end
+  local depth, key_next, i = 1, true, root + 1
+  while true do
+    local j = s:find('[{}%[%]",]', i)
+    if j == nil then
+      return nil
+    end
+    local c = s:sub(j, j)
+    if c == '"' then
+      local k = j + 1
+      while true do -- the closing quote
+        local q = s:find('["\\]', k)
+        if q == nil then
+          return nil
+        end
+        if s:sub(q, q) == "\\" then
+          k = q + 2
+        else
+          k = q
+          break
+        end
+      end
+      if key_next and depth == 1 then
+        local found = visit(s:sub(j + 1, k - 1), k + 1)
+        if found ~= nil then
+          return found
+        end
+      end
+      key_next = false
+      i = k + 1
+    else
+      if c == "{" or c == "[" then
+        depth = depth + 1
+      elseif c == "}" or c == "]" then
+        depth = depth - 1
+      else -- ","
+        key_next = depth == 1
+      end
+      i = j + 1
+    end
+  end
+end
+
+-- The first character of the value after the key ending before `after`.
+function M.value_start(s, after)
+  return s:match("^%s*:%s*(.)", after)
+end
+
+return M
