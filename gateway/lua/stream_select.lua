@@ -7,7 +7,11 @@ local json_scan = require("json_scan")
 local M = {}
 
 -- The REST paths with a streaming twin.
-M.STREAMABLE = { ["/v1/chat/completions"] = true, ["/inference/v1/generate"] = true }
+M.STREAMABLE = {
+  ["/v1/chat/completions"] = true,
+  ["/v1/completions"] = true,
+  ["/inference/v1/generate"] = true,
+}
 
 -- Whether JSON object text `s` has `"stream": true` at its top level.
 function M.stream_requested(s)

@@ -4,6 +4,7 @@ import grpc
 import warnings
 
 from tokenwire.v1 import chat_pb2 as tokenwire_dot_v1_dot_chat__pb2
+from tokenwire.v1 import completion_pb2 as tokenwire_dot_v1_dot_completion__pb2
 from tokenwire.v1 import generate_pb2 as tokenwire_dot_v1_dot_generate__pb2
 from tokenwire.v1 import models_pb2 as tokenwire_dot_v1_dot_models__pb2
 from tokenwire.v1 import session_pb2 as tokenwire_dot_v1_dot_session__pb2
@@ -55,6 +56,21 @@ class TokenwireServiceStub:
                 '/tokenwire.v1.TokenwireService/StreamChatCompletion',
                 request_serializer=tokenwire_dot_v1_dot_chat__pb2.CreateChatCompletionRequest.SerializeToString,
                 response_deserializer=tokenwire_dot_v1_dot_chat__pb2.StreamChatCompletionResponse.FromString,
+                _registered_method=True)
+        self.CreateCompletion = channel.unary_unary(
+                '/tokenwire.v1.TokenwireService/CreateCompletion',
+                request_serializer=tokenwire_dot_v1_dot_completion__pb2.CreateCompletionRequest.SerializeToString,
+                response_deserializer=tokenwire_dot_v1_dot_completion__pb2.CreateCompletionResponse.FromString,
+                _registered_method=True)
+        self.StreamCompletion = channel.unary_stream(
+                '/tokenwire.v1.TokenwireService/StreamCompletion',
+                request_serializer=tokenwire_dot_v1_dot_completion__pb2.CreateCompletionRequest.SerializeToString,
+                response_deserializer=tokenwire_dot_v1_dot_completion__pb2.StreamCompletionResponse.FromString,
+                _registered_method=True)
+        self.RenderCompletion = channel.unary_unary(
+                '/tokenwire.v1.TokenwireService/RenderCompletion',
+                request_serializer=tokenwire_dot_v1_dot_completion__pb2.CreateCompletionRequest.SerializeToString,
+                response_deserializer=tokenwire_dot_v1_dot_completion__pb2.RenderCompletionResponse.FromString,
                 _registered_method=True)
         self.Generate = channel.unary_unary(
                 '/tokenwire.v1.TokenwireService/Generate',
@@ -125,6 +141,31 @@ class TokenwireServiceServicer:
     def StreamChatCompletion(self, request, context):
         """Stream a chat completion as chunks. Over REST the gateway routes
         `POST /v1/chat/completions` with "stream": true here.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def CreateCompletion(self, request, context):
+        """Create a completion (OpenAI `POST /v1/completions` with "stream":
+        false): a text or token-id prompt, or a batch of them.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def StreamCompletion(self, request, context):
+        """Stream a completion as chunks. Over REST the gateway routes
+        `POST /v1/completions` with "stream": true here.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def RenderCompletion(self, request, context):
+        """The Generate requests a completion body would produce, one per prompt,
+        without generating (vLLM's `POST /v1/completions/render`; over REST the
+        body is the JSON list itself).
         """
         context.set_code(grpc.StatusCode.UNIMPLEMENTED)
         context.set_details('Method not implemented!')
@@ -214,6 +255,21 @@ def add_TokenwireServiceServicer_to_server(servicer, server):
                     servicer.StreamChatCompletion,
                     request_deserializer=tokenwire_dot_v1_dot_chat__pb2.CreateChatCompletionRequest.FromString,
                     response_serializer=tokenwire_dot_v1_dot_chat__pb2.StreamChatCompletionResponse.SerializeToString,
+            ),
+            'CreateCompletion': grpc.unary_unary_rpc_method_handler(
+                    servicer.CreateCompletion,
+                    request_deserializer=tokenwire_dot_v1_dot_completion__pb2.CreateCompletionRequest.FromString,
+                    response_serializer=tokenwire_dot_v1_dot_completion__pb2.CreateCompletionResponse.SerializeToString,
+            ),
+            'StreamCompletion': grpc.unary_stream_rpc_method_handler(
+                    servicer.StreamCompletion,
+                    request_deserializer=tokenwire_dot_v1_dot_completion__pb2.CreateCompletionRequest.FromString,
+                    response_serializer=tokenwire_dot_v1_dot_completion__pb2.StreamCompletionResponse.SerializeToString,
+            ),
+            'RenderCompletion': grpc.unary_unary_rpc_method_handler(
+                    servicer.RenderCompletion,
+                    request_deserializer=tokenwire_dot_v1_dot_completion__pb2.CreateCompletionRequest.FromString,
+                    response_serializer=tokenwire_dot_v1_dot_completion__pb2.RenderCompletionResponse.SerializeToString,
             ),
             'Generate': grpc.unary_unary_rpc_method_handler(
                     servicer.Generate,
@@ -323,6 +379,87 @@ class TokenwireService:
             '/tokenwire.v1.TokenwireService/StreamChatCompletion',
             tokenwire_dot_v1_dot_chat__pb2.CreateChatCompletionRequest.SerializeToString,
             tokenwire_dot_v1_dot_chat__pb2.StreamChatCompletionResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def CreateCompletion(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/tokenwire.v1.TokenwireService/CreateCompletion',
+            tokenwire_dot_v1_dot_completion__pb2.CreateCompletionRequest.SerializeToString,
+            tokenwire_dot_v1_dot_completion__pb2.CreateCompletionResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def StreamCompletion(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_stream(
+            request,
+            target,
+            '/tokenwire.v1.TokenwireService/StreamCompletion',
+            tokenwire_dot_v1_dot_completion__pb2.CreateCompletionRequest.SerializeToString,
+            tokenwire_dot_v1_dot_completion__pb2.StreamCompletionResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def RenderCompletion(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/tokenwire.v1.TokenwireService/RenderCompletion',
+            tokenwire_dot_v1_dot_completion__pb2.CreateCompletionRequest.SerializeToString,
+            tokenwire_dot_v1_dot_completion__pb2.RenderCompletionResponse.FromString,
             options,
             channel_credentials,
             insecure,

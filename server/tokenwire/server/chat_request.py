@@ -127,12 +127,13 @@ def _opt(msg: Any, name: str) -> Any:
     return getattr(msg, name) if msg.HasField(name) else None
 
 
-def sampling_from_chat(
-    req: chat_pb2.CreateChatCompletionRequest, settings: ServerSettings, vocab_size: int,
-    defaults: Mapping[str, Any] | None = None,
-) -> tuple[GenerationParams, bool, int]:
-    """Sampling parameters of a chat request (max_tokens is set later);
-    unset fields take the engine's `defaults` (its generation config)."""
+def sampling_from_body(
+    req: Any, settings: ServerSettings, vocab_size: int, defaults: Mapping[str, Any] | None = None,
+) -> GenerationParams:
+    """The sampling parameters chat and completion bodies spell alike (the
+    root fields and Dynamo's nvext; logprobs and max_tokens are each
+    body's own); unset fields take the engine's `defaults` (its generation
+    config)."""
     nv = req.nvext
     p = rules.default_params(defaults or {})
     present: dict[str, tuple[str, Any]] = {
@@ -160,6 +161,37 @@ def sampling_from_chat(
     if ignore_eos is None and nv.HasField("ignore_eos"):
         ignore_eos = nv.ignore_eos
     p.ignore_eos = bool(ignore_eos)
+    rules.copy_text_flags(p, req)
+    p.logit_bias = rules.logit_bias("logit_bias", req.logit_bias.items(), vocab_size)
+    return p
+
+
+def check_extra_fields(nv: chat_pb2.NvExtRequest) -> frozenset[str]:
+    unknown = sorted(set(nv.extra_fields) - EXTRA_FIELDS)
+    if unknown:
+        raise InvalidArgument(
+            f"nvext.extra_fields: unknown name(s) {unknown}; known: {sorted(EXTRA_FIELDS)}",
+            param="nvext.extra_fields", reason="UNKNOWN_EXTRA_FIELD",
+        )
+    return frozenset(nv.extra_fields)
+
+
+def body_priority(req: Any, settings: ServerSettings, caller: Caller) -> int:
+    """The root priority, else nvext.agent_hints.priority, checked for `caller`."""
+    priority = 0
+    if req.HasField("priority"):
+        priority = req.priority
+    elif req.nvext.agent_hints.HasField("priority"):
+        priority = req.nvext.agent_hints.priority
+    return check_priority(priority, settings, caller)
+
+
+def sampling_from_chat(
+    req: chat_pb2.CreateChatCompletionRequest, settings: ServerSettings, vocab_size: int,
+    defaults: Mapping[str, Any] | None = None,
+) -> tuple[GenerationParams, bool, int]:
+    """Sampling parameters of a chat request (max_tokens is set later)."""
+    p = sampling_from_body(req, settings, vocab_size, defaults)
     # OpenAI logprobs / top_logprobs.
     want_lp = bool(req.logprobs) if req.HasField("logprobs") else False
     top = 0
@@ -169,10 +201,8 @@ def sampling_from_chat(
             raise InvalidArgument("top_logprobs needs logprobs: true", param="top_logprobs", reason="MISSING_DEPENDENCY")
     if want_lp:
         p.logprobs = top
-    if "engine_data" in set(nv.extra_fields) and p.logprobs is None:
+    if "engine_data" in set(req.nvext.extra_fields) and p.logprobs is None:
         p.logprobs = 0  # engine_data carries the sampled tokens' logprobs
-    rules.copy_text_flags(p, req)
-    p.logit_bias = rules.logit_bias("logit_bias", req.logit_bias.items(), vocab_size)
     if req.HasField("response_format"):
         p.structured = structured_output(req.response_format)
     return p, want_lp, top
@@ -190,12 +220,7 @@ def build_chat_plan(
     model = check_model(req.model, served_model, engine.lora_names())
     request_id = new_request_id("chatcmpl", req.request_id)
     nv = req.nvext
-    unknown = sorted(set(nv.extra_fields) - EXTRA_FIELDS)
-    if unknown:
-        raise InvalidArgument(
-            f"nvext.extra_fields: unknown name(s) {unknown}; known: {sorted(EXTRA_FIELDS)}",
-            param="nvext.extra_fields", reason="UNKNOWN_EXTRA_FIELD",
-        )
+    extra_fields = check_extra_fields(nv)
     params, want_lp, top = sampling_from_chat(req, settings, engine.vocab_size,
                                               engine.sampling_defaults())
 
@@ -253,12 +278,7 @@ def build_chat_plan(
         )
     params.stream_interval = v.stream_interval(req.stream_options)
 
-    priority = 0
-    if req.HasField("priority"):
-        priority = req.priority
-    elif nv.agent_hints.HasField("priority"):
-        priority = nv.agent_hints.priority
-    priority = check_priority(priority, settings, caller)
+    priority = body_priority(req, settings, caller)
 
     return ChatPlan(
         request=EngineRequest(
@@ -275,7 +295,7 @@ def build_chat_plan(
         logprobs=want_lp,
         top_logprobs=top,
         return_token_ids=bool(req.return_token_ids) if req.HasField("return_token_ids") else False,
-        extra_fields=frozenset(nv.extra_fields),
+        extra_fields=extra_fields,
         include_usage=bool(req.stream_options.include_usage),
         continuous_usage=bool(req.stream_options.continuous_usage_stats),
         speculative_prefill=bool(nv.agent_hints.speculative_prefill),

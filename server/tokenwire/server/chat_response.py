@@ -4,13 +4,14 @@ from __future__ import annotations
 
 import dataclasses
 import time
-from typing import Any
+from typing import Any, Protocol
 
 from tokenwire.server.chat_request import ChatPlan
 from tokenwire.server.domain import (
     ChoiceOutput,
     Engine,
     EngineOutput,
+    EngineRequest,
     EngineTimes,
     WeightSpan,
 )
@@ -68,7 +69,16 @@ class ChoiceAccumulator:
             self.weight_versions = out.weight_versions
 
 
-def choice_nvext(plan: ChatPlan, acc: ChoiceAccumulator, prompt_ids: list[int]) -> chat_pb2.ChoiceNvExt | None:
+class NvExtPlan(Protocol):
+    """What the nvext builders read of a plan (chat or completion)."""
+
+    extra_fields: frozenset[str]
+
+    @property
+    def request(self) -> EngineRequest: ...
+
+
+def choice_nvext(plan: NvExtPlan, acc: ChoiceAccumulator, prompt_ids: list[int]) -> chat_pb2.ChoiceNvExt | None:
     fields = plan.extra_fields
     if not fields & {"completion_token_ids", "engine_data", "stop_reason"}:
         return None
@@ -90,7 +100,7 @@ def choice_nvext(plan: ChatPlan, acc: ChoiceAccumulator, prompt_ids: list[int]) 
 
 
 def response_nvext(
-    plan: ChatPlan,
+    plan: NvExtPlan,
     worker_id: str,
     *,
     prompt_ids: list[int] | None,

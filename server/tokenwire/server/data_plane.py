@@ -23,6 +23,8 @@ from typing import Any, TypeAlias, TypeVar
 from tokenwire.server import validation as v
 from tokenwire.server.chat_request import ChatPlan, build_chat_plan
 from tokenwire.server.chat_service import run_chat, stream_chat
+from tokenwire.server.completion_request import CompletionPlan, build_completion_plan
+from tokenwire.server.completion_service import run_completion, stream_completion
 from tokenwire.server.continuation_store import ContinuationStore
 from tokenwire.server.domain import Caller, Engine, EngineRequest, RunOutcome
 from tokenwire.server.generate_service import (
@@ -33,7 +35,7 @@ from tokenwire.server.generate_service import (
 )
 from tokenwire.server.offload import OFFLOAD_CHARS, Offload
 from tokenwire.server.prefill import Prefiller
-from tokenwire.server.render_service import generate_request
+from tokenwire.server.render_service import generate_request, generate_requests
 from tokenwire.server.request_fields import (
     has_request_template,
     pick_dp_rank,
@@ -45,7 +47,7 @@ from tokenwire.server.settings import ServerSettings
 from tokenwire.server.tenancy import Tenancy
 from tokenwire.server.tokenize_service import detokenize, tokenize
 from tokenwire.server.turns import TurnTemplates
-from tokenwire.v1 import chat_pb2, generate_pb2, tokenize_pb2
+from tokenwire.v1 import chat_pb2, completion_pb2, generate_pb2, tokenize_pb2
 
 P = TypeVar("P")
 Plan: TypeAlias = ChatPlan | GeneratePlan
@@ -115,6 +117,30 @@ class DataPlane:
         plan.request.session_id = pick_session_id(req.session_id, session_id)
         return plan
 
+    async def completion_plan(
+        self, req: completion_pb2.CreateCompletionRequest, *, caller: Caller, stream: bool,
+        dp_rank: str | None = None, session_id: str | None = None,
+    ) -> CompletionPlan:
+        plan = await self._prepare(req, lambda: build_completion_plan(
+            req, self.engine, self.settings,
+            served_model=self.served_model, caller=caller, stream=stream,
+        ))
+        plan.weight_version = self.state.weight_version
+        if not stream:  # the whole batch is one response
+            p = plan.request.params
+            v.response_fits("max_tokens", n=p.n * len(plan.requests), max_tokens=p.max_tokens,
+                            logprobs=p.logprobs,
+                            prompt_len=sum(len(r.prompt_token_ids) for r in plan.requests),
+                            prompt_logprobs=p.prompt_logprobs,
+                            limit=self.settings.max_message_bytes)
+        body = req.nvext.dp_rank if req.nvext.HasField("dp_rank") else None
+        rank = self._dp_rank(body, "nvext.dp_rank", dp_rank)
+        session = pick_session_id(req.session_id, session_id)
+        for request in plan.requests:
+            request.data_parallel_rank = rank
+            request.session_id = session
+        return plan
+
     def _response_fits(self, request: EngineRequest, param: str) -> None:
         if request.stream:  # chunks stay small
             return
@@ -150,6 +176,14 @@ class DataPlane:
     ) -> AsyncIterator[generate_pb2.GenerateResponse]:
         return stream_generate(self.engine, plan, outcome=outcome)
 
+    async def run_completion(self, plan: CompletionPlan) -> completion_pb2.CreateCompletionResponse:
+        return await run_completion(self.engine, plan, worker_id=self.worker_id)
+
+    def stream_completion(
+        self, plan: CompletionPlan
+    ) -> AsyncIterator[completion_pb2.StreamCompletionResponse]:
+        return stream_completion(self.engine, plan, worker_id=self.worker_id)
+
     async def run(self, plan: Plan, outcome: RunOutcome | None = None) -> Response:
         """Run either plan to the end: the one response. `outcome`: filled with the ids."""
         if isinstance(plan, ChatPlan):
@@ -177,6 +211,13 @@ class DataPlane:
         """The Generate request `req` would run as (nothing is generated)."""
         plan = await self.chat_plan(req, caller=caller, stream=False)
         return generate_request(plan, req)
+
+    async def render_completion(
+        self, req: completion_pb2.CreateCompletionRequest, *, caller: Caller,
+    ) -> completion_pb2.RenderCompletionResponse:
+        """The Generate requests `req` would run as, one per prompt."""
+        plan = await self.completion_plan(req, caller=caller, stream=False)
+        return generate_requests(plan, req)
 
     # -- tokenizer -------------------------------------------------------
     async def tokenize(self, req: tokenize_pb2.TokenizeRequest) -> tokenize_pb2.TokenizeResponse:

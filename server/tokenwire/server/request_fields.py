@@ -189,8 +189,25 @@ def has_request_template(req: Any) -> bool:
 
 def request_chars(req: Any) -> int:
     """The characters of a request's prompt text (messages or prompt)."""
-    chars = len(getattr(req, "prompt", "") or "")
+    prompt = getattr(req, "prompt", "")
+    chars = prompt_chars(prompt) if isinstance(prompt, struct_pb2.Value) else len(prompt or "")
     return chars + sum(content_chars(m.content) for m in getattr(req, "messages", ()))
+
+
+def prompt_chars(value: struct_pb2.Value) -> int:
+    """Characters of a completion `prompt` (its strings; an id counts as
+    one), counted without converting it."""
+    if value.HasField("string_value"):
+        return len(value.string_value)
+    total = 0
+    for item in value.list_value.values if value.HasField("list_value") else ():
+        if item.HasField("string_value"):
+            total += len(item.string_value)
+        elif item.HasField("list_value"):
+            total += len(item.list_value.values)
+        else:
+            total += 1
+    return total
 
 
 def content_chars(content: struct_pb2.Value) -> int:

@@ -18,6 +18,7 @@ from tokenwire.server.request_fields import DP_RANK_HEADERS, SESSION_HEADER
 from tokenwire.server.session import Session
 from tokenwire.v1 import (
     chat_pb2,
+    completion_pb2,
     generate_pb2,
     models_pb2,
     service_pb2_grpc,
@@ -76,6 +77,34 @@ class TokenwireServicer(service_pb2_grpc.TokenwireServiceServicer):
             async for chunk in self.plane.stream_chat(plan, outcome):
                 yield chunk
             self.plane.after(plan, outcome)
+
+    @unary_errors
+    async def CreateCompletion(
+        self, request: completion_pb2.CreateCompletionRequest, context: grpc.aio.ServicerContext
+    ) -> completion_pb2.CreateCompletionResponse:
+        with self.state.call():
+            plan = await self.plane.completion_plan(request, caller=self._caller(context),
+                                                    stream=False, dp_rank=dp_rank_of(context),
+                                                    session_id=session_of(context))
+            return await self.plane.run_completion(plan)
+
+    @stream_errors
+    async def StreamCompletion(
+        self, request: completion_pb2.CreateCompletionRequest, context: grpc.aio.ServicerContext
+    ) -> AsyncIterator[completion_pb2.StreamCompletionResponse]:
+        with self.state.call():
+            plan = await self.plane.completion_plan(request, caller=self._caller(context),
+                                                    stream=True, dp_rank=dp_rank_of(context),
+                                                    session_id=session_of(context))
+            async for chunk in self.plane.stream_completion(plan):
+                yield chunk
+
+    @unary_errors
+    async def RenderCompletion(
+        self, request: completion_pb2.CreateCompletionRequest, context: grpc.aio.ServicerContext
+    ) -> completion_pb2.RenderCompletionResponse:
+        with self.state.call():
+            return await self.plane.render_completion(request, caller=self._caller(context))
 
     @unary_errors
     async def Generate(

@@ -67,6 +67,7 @@ class ServerSettings:
     max_stop_token_ids: int = _own(256, "most ids in `stop_token_ids`")
     max_stop_strings: int = _own(16, "most strings in `stop`")
     max_stop_string_chars: int = _own(256, "longest string in `stop` (characters)")
+    max_completion_prompts: int = _own(64, "most prompts in one completions batch (`prompt` list)")
     max_top_logprobs: int = _own(20, "largest `top_logprobs` / `prompt_logprobs`")
     request_template_timeout_seconds: float = _own(
         10.0, "longest a request's own chat template may render (with --trust-request-chat-template)")
