@@ -20,8 +20,8 @@ from tokenwire.gateway.settings import PACKAGE_DIR, GatewaySettings
 LUA_DIR = PACKAGE_DIR / "lua"
 CLUSTER = "tokenwire_grpc"
 # Lua modules bundled with each filter's entry file (see lua_source).
-LUA_MODULES = ("json_scan", "json_text", "openai_error", "sse_framing", "stream_select",
-               "strict_types")
+LUA_MODULES = ("json_scan", "json_text", "list_body", "openai_error", "sse_framing",
+               "stream_select", "strict_types")
 # Message types whose JSON form is not an object (the transcoder's well-known types).
 _FREE_FORM = {"google.protobuf.Value", "google.protobuf.Struct", "google.protobuf.ListValue"}
 _TYPE = "@type"

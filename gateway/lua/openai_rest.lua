@@ -7,7 +7,8 @@
 -- refused with 400 before the transcoder could coerce it (strict_types.lua,
 -- rules generated from the descriptor); a streaming body goes to the
 -- streaming method's binding (stream_select.lua). Every REST call is marked in dynamic metadata
--- "tokenwire.rest" (mode "json" or "sse"); native gRPC calls are left alone.
+-- "tokenwire.rest" (mode "json", "sse", or "list": a body that is a JSON list,
+-- list_body.lua); native gRPC calls are left alone.
 --
 -- Response (REST calls only): grpc-* and tokenwire-* headers are dropped;
 -- a failed call (status recorded by grpc_status.lua) becomes OpenAI's error
@@ -19,6 +20,7 @@ local stream_select = require("stream_select")
 local sse_framing = require("sse_framing")
 local openai_error = require("openai_error")
 local strict_types = require("strict_types")
+local list_body = require("list_body")
 local strict_rules = require("strict_rules") -- generated from the proto descriptor
 
 local NS = "tokenwire.rest"
@@ -57,6 +59,9 @@ function envoy_on_request(handle)
   if path ~= nil then
     mode = "sse"
     handle:headers():replace(":path", path)
+  elseif list_body.field(full_path) ~= nil then
+    mode = "list"
+    handle:streamInfo():dynamicMetadata():set(NS, "list_field", list_body.field(full_path))
   end
   handle:streamInfo():dynamicMetadata():set(NS, "mode", mode)
 end
@@ -102,6 +107,16 @@ function envoy_on_response(handle)
   end
   if status == nil and headers:get(":status") == "400" then
     name_rejected_field(handle)
+    return
+  end
+  if rest["mode"] == "list" and headers:get(":status") == "200" then
+    local body = handle:body()
+    local text = body and list_body.unwrap(body:getBytes(0, body:length()), rest["list_field"])
+    if text ~= nil then
+      body:setBytes(text)
+      -- headers fetched before the body was buffered are out of scope now
+      handle:headers():replace("content-length", tostring(#text))
+    end
     return
   end
   if rest["mode"] ~= "sse" or headers:get(":status") ~= "200" then

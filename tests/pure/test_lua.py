@@ -322,3 +322,25 @@ def test_strict_rules_come_from_the_descriptor() -> None:
     assert chat["nvext"] == "object" and chat["stopTokenIds"] == chat["stop_token_ids"] == "array"
     assert "stop" not in chat  # a google.protobuf.Value takes any JSON
     assert rules["/inference/v1/generate"]["token_ids"] == "array"
+
+
+# -- list_body --------------------------------------------------------------
+@pytest.mark.parametrize(("text", "expected"), [
+    ('{"requests": [{"token_ids": [1]}, {"token_ids": [2]}]}', '[{"token_ids": [1]}, {"token_ids": [2]}]'),
+    ('{"requests":[]}', "[]"),
+    ("{}", "[]"),
+    (' {\n "requests": [{"a": "}"}]\n}\n', '[{"a": "}"}]'),
+    ('{"other": [1]}', None),
+    ("[1, 2]", None),
+])
+def test_list_body_unwraps_the_one_field(lua, text, expected) -> None:
+    got = module(lua, "list_body").unwrap(text, "requests")
+    assert got == expected
+    if expected is not None:
+        assert json.loads(got) == json.loads(text).get("requests", [])
+
+
+def test_list_body_paths(lua) -> None:
+    m = module(lua, "list_body")
+    assert m.field("/v1/completions/render?x=1") == "requests"
+    assert m.field("/v1/completions") is None

@@ -165,7 +165,8 @@ class TokenwireServiceServicer:
     def RenderCompletion(self, request, context):
         """The Generate requests a completion body would produce, one per prompt,
         without generating (vLLM's `POST /v1/completions/render`; over REST the
-        body is the JSON list itself).
+        body is the JSON list of `requests` itself, as vLLM sends it: the
+        gateway unwraps it).
         """
         context.set_code(grpc.StatusCode.UNIMPLEMENTED)
         context.set_details('Method not implemented!')
