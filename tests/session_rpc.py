@@ -11,7 +11,7 @@ from typing import Any
 import grpc
 from google.protobuf import json_format
 
-from tokenwire.v1 import chat_pb2, generate_pb2, service_pb2_grpc, session_pb2
+from tokenwire.v1 import chat_pb2, completion_pb2, generate_pb2, service_pb2_grpc, session_pb2
 
 _STOP = object()
 TERMINAL = ("done", "error")
@@ -35,6 +35,16 @@ def start_chat(request_id: str, continuation: dict | None = None, **fields: Any)
 def start_generate(request_id: str, continuation: dict | None = None, **fields: Any) -> session_pb2.SessionRequest:
     start = session_pb2.SessionStart(
         request_id=request_id, generate=json_format.ParseDict(fields, generate_pb2.GenerateRequest())
+    )
+    if continuation is not None:
+        json_format.ParseDict(continuation, start.continuation)
+    return session_pb2.SessionRequest(start=start)
+
+
+def start_completion(request_id: str, continuation: dict | None = None, **fields: Any) -> session_pb2.SessionRequest:
+    start = session_pb2.SessionStart(
+        request_id=request_id,
+        completion=json_format.ParseDict(fields, completion_pb2.CreateCompletionRequest()),
     )
     if continuation is not None:
         json_format.ParseDict(continuation, start.continuation)

@@ -19,6 +19,7 @@ from tests.session_rpc import (
     close,
     kinds,
     start_chat,
+    start_completion,
     start_generate,
 )
 from tokenwire.server.fake_engine import EOS, FakeEngine
@@ -371,4 +372,26 @@ def test_one_id_per_conversation_continues_itself(fake_stub) -> None:
         prompts.append(list(evs[0].chat_result.prompt_token_ids))
         completions.append(list(evs[0].chat_result.choices[0].token_ids))
     assert prompts[2][: len(prompts[1]) + len(completions[0])] == prompts[1] + completions[0]
+    s.close()
+
+
+def test_completion_in_a_session_streams_and_continues(fake_stub, fake_engine) -> None:
+    s = RawSession(fake_stub)
+    s.send(start_completion("c1", prompt=[70, 71, 72], max_tokens=4, return_token_ids=True,
+                            stream=True))
+    events = s.until_terminal("c1")
+    chunks = [e.completion_chunk for e in events if e.HasField("completion_chunk")]
+    ids = [t for c in chunks for ch in c.choices for t in ch.token_ids]
+    assert len(ids) == 4 and events[-1].done.continuable
+    s.send(start_completion("c2", continuation={"previous_request_id": "c1", "suffix_token_ids": [73]},
+                            max_tokens=2, return_token_ids=True))
+    c2 = s.until_terminal("c2")[0].completion_result
+    assert list(c2.choices[0].prompt_token_ids) == [70, 71, 72, *ids, 73]
+    s.send(start_completion("c3", continuation={"previous_request_id": "c2"}, prompt="x"))
+    err = s.until_terminal("c3")[-1].error
+    assert (err.param, err.reason) == ("prompt", "FIELDS_CONFLICT")
+    s.send(start_completion("batch", prompt=[[70], [71]], max_tokens=2))
+    events = s.until_terminal("batch")
+    assert len(events[0].completion_result.choices) == 2
+    assert not events[-1].done.continuable  # a batch is not one turn
     s.close()

@@ -24,30 +24,31 @@ _sym_db = _symbol_database.Default()
 
 from google.rpc import code_pb2 as google_dot_rpc_dot_code__pb2
 from tokenwire.v1 import chat_pb2 as tokenwire_dot_v1_dot_chat__pb2
+from tokenwire.v1 import completion_pb2 as tokenwire_dot_v1_dot_completion__pb2
 from tokenwire.v1 import generate_pb2 as tokenwire_dot_v1_dot_generate__pb2
 
 
-DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n\x1atokenwire/v1/session.proto\x12\x0ctokenwire.v1\x1a\x15google/rpc/code.proto\x1a\x17tokenwire/v1/chat.proto\x1a\x1btokenwire/v1/generate.proto\"\xa1\x01\n\x0eSessionRequest\x12+\n\x05start\x18\x01 \x01(\x0b\x32\x1a.tokenwire.v1.SessionStartH\x00\x12-\n\x06\x63\x61ncel\x18\x02 \x01(\x0b\x32\x1b.tokenwire.v1.SessionCancelH\x00\x12+\n\x05\x63lose\x18\x03 \x01(\x0b\x32\x1a.tokenwire.v1.SessionCloseH\x00\x42\x06\n\x04kind\"\xcd\x01\n\x0cSessionStart\x12\x12\n\nrequest_id\x18\x01 \x01(\t\x12\x39\n\x04\x63hat\x18\x02 \x01(\x0b\x32).tokenwire.v1.CreateChatCompletionRequestH\x00\x12\x31\n\x08generate\x18\x03 \x01(\x0b\x32\x1d.tokenwire.v1.GenerateRequestH\x00\x12\x30\n\x0c\x63ontinuation\x18\x04 \x01(\x0b\x32\x1a.tokenwire.v1.ContinuationB\t\n\x07request\"\x9e\x01\n\x0c\x43ontinuation\x12\x1b\n\x13previous_request_id\x18\x01 \x01(\t\x12\x19\n\x0c\x63hoice_index\x18\x02 \x01(\rH\x00\x88\x01\x01\x12\x18\n\x10suffix_token_ids\x18\x03 \x03(\r\x12+\n\x08messages\x18\x04 \x03(\x0b\x32\x19.tokenwire.v1.ChatMessageB\x0f\n\r_choice_index\"#\n\rSessionCancel\x12\x12\n\nrequest_id\x18\x01 \x01(\t\"\x0e\n\x0cSessionClose\"\x8e\x03\n\x0fSessionResponse\x12\x12\n\nrequest_id\x18\x01 \x01(\t\x12@\n\nchat_chunk\x18\x02 \x01(\x0b\x32*.tokenwire.v1.StreamChatCompletionResponseH\x00\x12\x41\n\x0b\x63hat_result\x18\x03 \x01(\x0b\x32*.tokenwire.v1.CreateChatCompletionResponseH\x00\x12\x38\n\x0egenerate_chunk\x18\x04 \x01(\x0b\x32\x1e.tokenwire.v1.GenerateResponseH\x00\x12\x39\n\x0fgenerate_result\x18\x05 \x01(\x0b\x32\x1e.tokenwire.v1.GenerateResponseH\x00\x12\x30\n\x04\x64one\x18\x06 \x01(\x0b\x32 .tokenwire.v1.SessionRequestDoneH\x00\x12\x32\n\x05\x65rror\x18\x07 \x01(\x0b\x32!.tokenwire.v1.SessionRequestErrorH\x00\x42\x07\n\x05\x65vent\"\xac\x01\n\x12SessionRequestDone\x12\x18\n\x0b\x63ontinuable\x18\x01 \x01(\x08H\x00\x88\x01\x01\x12\x18\n\x10prompt_token_ids\x18\x02 \x03(\r\x12\x18\n\x10suffix_token_ids\x18\x03 \x03(\r\x12 \n\x13speculative_prefill\x18\x04 \x01(\x08H\x01\x88\x01\x01\x42\x0e\n\x0c_continuableB\x16\n\x14_speculative_prefill\"e\n\x13SessionRequestError\x12\x1e\n\x04\x63ode\x18\x01 \x01(\x0e\x32\x10.google.rpc.Code\x12\x0f\n\x07message\x18\x02 \x01(\t\x12\r\n\x05param\x18\x03 \x01(\t\x12\x0e\n\x06reason\x18\x04 \x01(\tb\x06proto3')
+DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n\x1atokenwire/v1/session.proto\x12\x0ctokenwire.v1\x1a\x15google/rpc/code.proto\x1a\x17tokenwire/v1/chat.proto\x1a\x1dtokenwire/v1/completion.proto\x1a\x1btokenwire/v1/generate.proto\"\xa1\x01\n\x0eSessionRequest\x12+\n\x05start\x18\x01 \x01(\x0b\x32\x1a.tokenwire.v1.SessionStartH\x00\x12-\n\x06\x63\x61ncel\x18\x02 \x01(\x0b\x32\x1b.tokenwire.v1.SessionCancelH\x00\x12+\n\x05\x63lose\x18\x03 \x01(\x0b\x32\x1a.tokenwire.v1.SessionCloseH\x00\x42\x06\n\x04kind\"\x8a\x02\n\x0cSessionStart\x12\x12\n\nrequest_id\x18\x01 \x01(\t\x12\x39\n\x04\x63hat\x18\x02 \x01(\x0b\x32).tokenwire.v1.CreateChatCompletionRequestH\x00\x12\x31\n\x08generate\x18\x03 \x01(\x0b\x32\x1d.tokenwire.v1.GenerateRequestH\x00\x12;\n\ncompletion\x18\x05 \x01(\x0b\x32%.tokenwire.v1.CreateCompletionRequestH\x00\x12\x30\n\x0c\x63ontinuation\x18\x04 \x01(\x0b\x32\x1a.tokenwire.v1.ContinuationB\t\n\x07request\"\x9e\x01\n\x0c\x43ontinuation\x12\x1b\n\x13previous_request_id\x18\x01 \x01(\t\x12\x19\n\x0c\x63hoice_index\x18\x02 \x01(\rH\x00\x88\x01\x01\x12\x18\n\x10suffix_token_ids\x18\x03 \x03(\r\x12+\n\x08messages\x18\x04 \x03(\x0b\x32\x19.tokenwire.v1.ChatMessageB\x0f\n\r_choice_index\"#\n\rSessionCancel\x12\x12\n\nrequest_id\x18\x01 \x01(\t\"\x0e\n\x0cSessionClose\"\x97\x04\n\x0fSessionResponse\x12\x12\n\nrequest_id\x18\x01 \x01(\t\x12@\n\nchat_chunk\x18\x02 \x01(\x0b\x32*.tokenwire.v1.StreamChatCompletionResponseH\x00\x12\x41\n\x0b\x63hat_result\x18\x03 \x01(\x0b\x32*.tokenwire.v1.CreateChatCompletionResponseH\x00\x12\x38\n\x0egenerate_chunk\x18\x04 \x01(\x0b\x32\x1e.tokenwire.v1.GenerateResponseH\x00\x12\x39\n\x0fgenerate_result\x18\x05 \x01(\x0b\x32\x1e.tokenwire.v1.GenerateResponseH\x00\x12\x42\n\x10\x63ompletion_chunk\x18\x08 \x01(\x0b\x32&.tokenwire.v1.StreamCompletionResponseH\x00\x12\x43\n\x11\x63ompletion_result\x18\t \x01(\x0b\x32&.tokenwire.v1.CreateCompletionResponseH\x00\x12\x30\n\x04\x64one\x18\x06 \x01(\x0b\x32 .tokenwire.v1.SessionRequestDoneH\x00\x12\x32\n\x05\x65rror\x18\x07 \x01(\x0b\x32!.tokenwire.v1.SessionRequestErrorH\x00\x42\x07\n\x05\x65vent\"\xac\x01\n\x12SessionRequestDone\x12\x18\n\x0b\x63ontinuable\x18\x01 \x01(\x08H\x00\x88\x01\x01\x12\x18\n\x10prompt_token_ids\x18\x02 \x03(\r\x12\x18\n\x10suffix_token_ids\x18\x03 \x03(\r\x12 \n\x13speculative_prefill\x18\x04 \x01(\x08H\x01\x88\x01\x01\x42\x0e\n\x0c_continuableB\x16\n\x14_speculative_prefill\"e\n\x13SessionRequestError\x12\x1e\n\x04\x63ode\x18\x01 \x01(\x0e\x32\x10.google.rpc.Code\x12\x0f\n\x07message\x18\x02 \x01(\t\x12\r\n\x05param\x18\x03 \x01(\t\x12\x0e\n\x06reason\x18\x04 \x01(\tb\x06proto3')
 
 _globals = globals()
 _builder.BuildMessageAndEnumDescriptors(DESCRIPTOR, _globals)
 _builder.BuildTopDescriptorsAndMessages(DESCRIPTOR, 'tokenwire.v1.session_pb2', _globals)
 if not _descriptor._USE_C_DESCRIPTORS:
   DESCRIPTOR._loaded_options = None
-  _globals['_SESSIONREQUEST']._serialized_start=122
-  _globals['_SESSIONREQUEST']._serialized_end=283
-  _globals['_SESSIONSTART']._serialized_start=286
-  _globals['_SESSIONSTART']._serialized_end=491
-  _globals['_CONTINUATION']._serialized_start=494
-  _globals['_CONTINUATION']._serialized_end=652
-  _globals['_SESSIONCANCEL']._serialized_start=654
-  _globals['_SESSIONCANCEL']._serialized_end=689
-  _globals['_SESSIONCLOSE']._serialized_start=691
-  _globals['_SESSIONCLOSE']._serialized_end=705
-  _globals['_SESSIONRESPONSE']._serialized_start=708
-  _globals['_SESSIONRESPONSE']._serialized_end=1106
-  _globals['_SESSIONREQUESTDONE']._serialized_start=1109
-  _globals['_SESSIONREQUESTDONE']._serialized_end=1281
-  _globals['_SESSIONREQUESTERROR']._serialized_start=1283
-  _globals['_SESSIONREQUESTERROR']._serialized_end=1384
+  _globals['_SESSIONREQUEST']._serialized_start=153
+  _globals['_SESSIONREQUEST']._serialized_end=314
+  _globals['_SESSIONSTART']._serialized_start=317
+  _globals['_SESSIONSTART']._serialized_end=583
+  _globals['_CONTINUATION']._serialized_start=586
+  _globals['_CONTINUATION']._serialized_end=744
+  _globals['_SESSIONCANCEL']._serialized_start=746
+  _globals['_SESSIONCANCEL']._serialized_end=781
+  _globals['_SESSIONCLOSE']._serialized_start=783
+  _globals['_SESSIONCLOSE']._serialized_end=797
+  _globals['_SESSIONRESPONSE']._serialized_start=800
+  _globals['_SESSIONRESPONSE']._serialized_end=1335
+  _globals['_SESSIONREQUESTDONE']._serialized_start=1338
+  _globals['_SESSIONREQUESTDONE']._serialized_end=1510
+  _globals['_SESSIONREQUESTERROR']._serialized_start=1512
+  _globals['_SESSIONREQUESTERROR']._serialized_end=1613
 # @@protoc_insertion_point(module_scope)

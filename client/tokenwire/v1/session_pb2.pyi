@@ -1,5 +1,6 @@
 from google.rpc import code_pb2 as _code_pb2
 from tokenwire.v1 import chat_pb2 as _chat_pb2
+from tokenwire.v1 import completion_pb2 as _completion_pb2
 from tokenwire.v1 import generate_pb2 as _generate_pb2
 from google.protobuf.internal import containers as _containers
 from google.protobuf import descriptor as _descriptor
@@ -20,16 +21,18 @@ class SessionRequest(_message.Message):
     def __init__(self, start: _Optional[_Union[SessionStart, _Mapping]] = ..., cancel: _Optional[_Union[SessionCancel, _Mapping]] = ..., close: _Optional[_Union[SessionClose, _Mapping]] = ...) -> None: ...
 
 class SessionStart(_message.Message):
-    __slots__ = ("request_id", "chat", "generate", "continuation")
+    __slots__ = ("request_id", "chat", "generate", "completion", "continuation")
     REQUEST_ID_FIELD_NUMBER: _ClassVar[int]
     CHAT_FIELD_NUMBER: _ClassVar[int]
     GENERATE_FIELD_NUMBER: _ClassVar[int]
+    COMPLETION_FIELD_NUMBER: _ClassVar[int]
     CONTINUATION_FIELD_NUMBER: _ClassVar[int]
     request_id: str
     chat: _chat_pb2.CreateChatCompletionRequest
     generate: _generate_pb2.GenerateRequest
+    completion: _completion_pb2.CreateCompletionRequest
     continuation: Continuation
-    def __init__(self, request_id: _Optional[str] = ..., chat: _Optional[_Union[_chat_pb2.CreateChatCompletionRequest, _Mapping]] = ..., generate: _Optional[_Union[_generate_pb2.GenerateRequest, _Mapping]] = ..., continuation: _Optional[_Union[Continuation, _Mapping]] = ...) -> None: ...
+    def __init__(self, request_id: _Optional[str] = ..., chat: _Optional[_Union[_chat_pb2.CreateChatCompletionRequest, _Mapping]] = ..., generate: _Optional[_Union[_generate_pb2.GenerateRequest, _Mapping]] = ..., completion: _Optional[_Union[_completion_pb2.CreateCompletionRequest, _Mapping]] = ..., continuation: _Optional[_Union[Continuation, _Mapping]] = ...) -> None: ...
 
 class Continuation(_message.Message):
     __slots__ = ("previous_request_id", "choice_index", "suffix_token_ids", "messages")
@@ -54,12 +57,14 @@ class SessionClose(_message.Message):
     def __init__(self) -> None: ...
 
 class SessionResponse(_message.Message):
-    __slots__ = ("request_id", "chat_chunk", "chat_result", "generate_chunk", "generate_result", "done", "error")
+    __slots__ = ("request_id", "chat_chunk", "chat_result", "generate_chunk", "generate_result", "completion_chunk", "completion_result", "done", "error")
     REQUEST_ID_FIELD_NUMBER: _ClassVar[int]
     CHAT_CHUNK_FIELD_NUMBER: _ClassVar[int]
     CHAT_RESULT_FIELD_NUMBER: _ClassVar[int]
     GENERATE_CHUNK_FIELD_NUMBER: _ClassVar[int]
     GENERATE_RESULT_FIELD_NUMBER: _ClassVar[int]
+    COMPLETION_CHUNK_FIELD_NUMBER: _ClassVar[int]
+    COMPLETION_RESULT_FIELD_NUMBER: _ClassVar[int]
     DONE_FIELD_NUMBER: _ClassVar[int]
     ERROR_FIELD_NUMBER: _ClassVar[int]
     request_id: str
@@ -67,9 +72,11 @@ class SessionResponse(_message.Message):
     chat_result: _chat_pb2.CreateChatCompletionResponse
     generate_chunk: _generate_pb2.GenerateResponse
     generate_result: _generate_pb2.GenerateResponse
+    completion_chunk: _completion_pb2.StreamCompletionResponse
+    completion_result: _completion_pb2.CreateCompletionResponse
     done: SessionRequestDone
     error: SessionRequestError
-    def __init__(self, request_id: _Optional[str] = ..., chat_chunk: _Optional[_Union[_chat_pb2.StreamChatCompletionResponse, _Mapping]] = ..., chat_result: _Optional[_Union[_chat_pb2.CreateChatCompletionResponse, _Mapping]] = ..., generate_chunk: _Optional[_Union[_generate_pb2.GenerateResponse, _Mapping]] = ..., generate_result: _Optional[_Union[_generate_pb2.GenerateResponse, _Mapping]] = ..., done: _Optional[_Union[SessionRequestDone, _Mapping]] = ..., error: _Optional[_Union[SessionRequestError, _Mapping]] = ...) -> None: ...
+    def __init__(self, request_id: _Optional[str] = ..., chat_chunk: _Optional[_Union[_chat_pb2.StreamChatCompletionResponse, _Mapping]] = ..., chat_result: _Optional[_Union[_chat_pb2.CreateChatCompletionResponse, _Mapping]] = ..., generate_chunk: _Optional[_Union[_generate_pb2.GenerateResponse, _Mapping]] = ..., generate_result: _Optional[_Union[_generate_pb2.GenerateResponse, _Mapping]] = ..., completion_chunk: _Optional[_Union[_completion_pb2.StreamCompletionResponse, _Mapping]] = ..., completion_result: _Optional[_Union[_completion_pb2.CreateCompletionResponse, _Mapping]] = ..., done: _Optional[_Union[SessionRequestDone, _Mapping]] = ..., error: _Optional[_Union[SessionRequestError, _Mapping]] = ...) -> None: ...
 
 class SessionRequestDone(_message.Message):
     __slots__ = ("continuable", "prompt_token_ids", "suffix_token_ids", "speculative_prefill")

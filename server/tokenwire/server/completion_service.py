@@ -16,7 +16,7 @@ from tokenwire.server.completion_response import (
     CompletionStreamBuilder,
     build_completion_response,
 )
-from tokenwire.server.domain import Engine, EngineOutput
+from tokenwire.server.domain import Engine, EngineOutput, RunOutcome
 from tokenwire.server.errors import Internal
 from tokenwire.v1 import completion_pb2
 
@@ -67,7 +67,7 @@ def _outputs(engine: Engine, plan: CompletionPlan) -> AsyncGenerator[tuple[int, 
 
 
 async def run_completion(
-    engine: Engine, plan: CompletionPlan, *, worker_id: str,
+    engine: Engine, plan: CompletionPlan, *, worker_id: str, outcome: RunOutcome | None = None,
 ) -> completion_pb2.CreateCompletionResponse:
     finals: list[EngineOutput | None] = [None] * len(plan.requests)
     async with contextlib.aclosing(_outputs(engine, plan)) as outputs:
@@ -76,11 +76,14 @@ async def run_completion(
     done = [f for f in finals if f is not None and f.finished]
     if len(done) != len(finals):
         raise Internal("the engine ended a request without a final output", reason="ENGINE_OUTPUT_INCOMPLETE")
+    if outcome is not None and len(done) == 1:  # a batch is not one turn
+        outcome.fill(done[0].prompt_token_ids or plan.request.prompt_token_ids,
+                     {c.index: [] if plan.echo_only else c.token_ids for c in done[0].choices})
     return build_completion_response(plan, engine, done, worker_id=worker_id)
 
 
 async def stream_completion(
-    engine: Engine, plan: CompletionPlan, *, worker_id: str,
+    engine: Engine, plan: CompletionPlan, *, worker_id: str, outcome: RunOutcome | None = None,
 ) -> AsyncIterator[completion_pb2.StreamCompletionResponse]:
     builder = CompletionStreamBuilder(plan, engine, worker_id=worker_id)
     finished = 0
@@ -95,5 +98,8 @@ async def stream_completion(
                 yield chunk
     if finished != len(plan.requests):
         raise Internal("the engine ended the stream without finishing the request", reason="ENGINE_OUTPUT_INCOMPLETE")
+    if outcome is not None and len(plan.requests) == 1:  # a batch is not one turn
+        outcome.fill(builder.prompt_ids[0],
+                     {i: s.acc.token_ids for i, s in builder.states.items()})
     if plan.include_usage:
         yield builder.usage_chunk()

@@ -50,9 +50,11 @@ from tokenwire.server.turns import TurnTemplates
 from tokenwire.v1 import chat_pb2, completion_pb2, generate_pb2, tokenize_pb2
 
 P = TypeVar("P")
-Plan: TypeAlias = ChatPlan | GeneratePlan
-Response: TypeAlias = chat_pb2.CreateChatCompletionResponse | generate_pb2.GenerateResponse
-Chunk: TypeAlias = chat_pb2.StreamChatCompletionResponse | generate_pb2.GenerateResponse
+Plan: TypeAlias = ChatPlan | GeneratePlan | CompletionPlan
+Response: TypeAlias = (chat_pb2.CreateChatCompletionResponse | generate_pb2.GenerateResponse
+                       | completion_pb2.CreateCompletionResponse)
+Chunk: TypeAlias = (chat_pb2.StreamChatCompletionResponse | generate_pb2.GenerateResponse
+                    | completion_pb2.StreamCompletionResponse)
 
 
 class DataPlane:
@@ -176,18 +178,22 @@ class DataPlane:
     ) -> AsyncIterator[generate_pb2.GenerateResponse]:
         return stream_generate(self.engine, plan, outcome=outcome)
 
-    async def run_completion(self, plan: CompletionPlan) -> completion_pb2.CreateCompletionResponse:
-        return await run_completion(self.engine, plan, worker_id=self.worker_id)
+    async def run_completion(
+        self, plan: CompletionPlan, outcome: RunOutcome | None = None
+    ) -> completion_pb2.CreateCompletionResponse:
+        return await run_completion(self.engine, plan, worker_id=self.worker_id, outcome=outcome)
 
     def stream_completion(
-        self, plan: CompletionPlan
+        self, plan: CompletionPlan, outcome: RunOutcome | None = None
     ) -> AsyncIterator[completion_pb2.StreamCompletionResponse]:
-        return stream_completion(self.engine, plan, worker_id=self.worker_id)
+        return stream_completion(self.engine, plan, worker_id=self.worker_id, outcome=outcome)
 
     async def run(self, plan: Plan, outcome: RunOutcome | None = None) -> Response:
         """Run either plan to the end: the one response. `outcome`: filled with the ids."""
         if isinstance(plan, ChatPlan):
             return await self.run_chat(plan, outcome)
+        if isinstance(plan, CompletionPlan):
+            return await self.run_completion(plan, outcome)
         return await self.run_generate(plan, outcome)
 
     def stream(self, plan: Plan, outcome: RunOutcome | None = None) -> AsyncIterator[Chunk]:
@@ -195,6 +201,8 @@ class DataPlane:
         close it when abandoned). `outcome`: filled once the stream finished."""
         if isinstance(plan, ChatPlan):
             return self.stream_chat(plan, outcome)
+        if isinstance(plan, CompletionPlan):
+            return self.stream_completion(plan, outcome)
         return self.stream_generate(plan, outcome)
 
     def after(self, plan: Plan, outcome: RunOutcome) -> bool:

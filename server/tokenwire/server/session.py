@@ -20,7 +20,7 @@ from collections.abc import AsyncIterator
 
 from tokenwire.server.continuation import ResolvedContinuation, resolve_continuation
 from tokenwire.server.continuation_store import StoredTurn
-from tokenwire.server.data_plane import DataPlane
+from tokenwire.server.data_plane import DataPlane, Plan
 from tokenwire.server.domain import Caller, RenderOptions, RunOutcome
 from tokenwire.server.errors import (
     Cancelled,
@@ -30,7 +30,7 @@ from tokenwire.server.errors import (
     classify,
 )
 from tokenwire.server.request_fields import MAX_REQUEST_ID, render_options
-from tokenwire.v1 import chat_pb2, generate_pb2, session_pb2
+from tokenwire.v1 import chat_pb2, completion_pb2, generate_pb2, session_pb2
 
 log = logging.getLogger("tokenwire.session")
 
@@ -198,25 +198,31 @@ class Session:
     ) -> session_pb2.SessionRequestDone:
         self.plane.state.admit()
         kind = start.WhichOneof("request")
-        req: chat_pb2.CreateChatCompletionRequest | generate_pb2.GenerateRequest
+        req: Request
         if kind == "chat":
             req = start.chat
         elif kind == "generate":
             req = start.generate
+        elif kind == "completion":
+            req = start.completion
         else:
-            raise InvalidArgument("start must carry a chat or a generate request", param="request", reason="FIELD_REQUIRED")
+            raise InvalidArgument("start must carry a chat, generate or completion request",
+                                  param="request", reason="FIELD_REQUIRED")
         cont = None
         if start.HasField("continuation"):
             cont = self._continuation(rid, start.continuation, req)
             req = _with_prompt(req, cont.prompt)
         plane = self.plane
-        plan = (
-            await plane.chat_plan(req, caller=self.caller, stream=req.stream, dp_rank=self.dp_rank,
-                                  session_id=self.session_id)
-            if isinstance(req, chat_pb2.CreateChatCompletionRequest)
-            else await plane.generate_plan(req, caller=self.caller, stream=req.stream,
-                                  dp_rank=self.dp_rank, session_id=self.session_id)
-        )
+        plan: Plan
+        if isinstance(req, chat_pb2.CreateChatCompletionRequest):
+            plan = await plane.chat_plan(req, caller=self.caller, stream=req.stream,
+                                         dp_rank=self.dp_rank, session_id=self.session_id)
+        elif isinstance(req, completion_pb2.CreateCompletionRequest):
+            plan = await plane.completion_plan(req, caller=self.caller, stream=req.stream,
+                                               dp_rank=self.dp_rank, session_id=self.session_id)
+        else:
+            plan = await plane.generate_plan(req, caller=self.caller, stream=req.stream,
+                                             dp_rank=self.dp_rank, session_id=self.session_id)
         if cont is not None and plan.request.cache_salt is None:
             plan.request.cache_salt = cont.cache_salt
         outcome = RunOutcome()
@@ -239,8 +245,9 @@ class Session:
                 )
             await outbox.put_data(event)
         done = session_pb2.SessionRequestDone(continuable=False)
-        turn = StoredTurn.of(outcome.prompt_ids, outcome.completions, plan.request.cache_salt)
-        done.continuable = plane.store.put(self.id, rid, turn)
+        if outcome.prompt_ids:  # (a completion batch is not one turn: not stored)
+            turn = StoredTurn.of(outcome.prompt_ids, outcome.completions, plan.request.cache_salt)
+            done.continuable = plane.store.put(self.id, rid, turn)
         if cont is not None:
             done.prompt_token_ids.extend(cont.prompt)
             done.suffix_token_ids.extend(cont.suffix)
@@ -248,8 +255,7 @@ class Session:
         return done
 
     def _continuation(
-        self, rid: str, c: session_pb2.Continuation,
-        req: chat_pb2.CreateChatCompletionRequest | generate_pb2.GenerateRequest,
+        self, rid: str, c: session_pb2.Continuation, req: Request,
     ) -> ResolvedContinuation:
         options = RenderOptions()
         if isinstance(req, chat_pb2.CreateChatCompletionRequest):
@@ -261,6 +267,13 @@ class Session:
                 )
             options = render_options(
                 req, trust_template=self.plane.settings.trust_request_chat_template)
+        elif isinstance(req, completion_pb2.CreateCompletionRequest):
+            if req.HasField("prompt") or req.nvext.token_data:
+                raise InvalidArgument(
+                    "with a continuation, completion.prompt and completion.nvext.token_data must "
+                    "be empty: the prompt is the earlier request's ids plus the suffix",
+                    param="prompt", reason="FIELDS_CONFLICT",
+                )
         elif req.token_ids:
             raise InvalidArgument(
                 "with a continuation, generate.token_ids must be empty: the prompt is the "
@@ -273,16 +286,17 @@ class Session:
         )
 
 
-Request = chat_pb2.CreateChatCompletionRequest | generate_pb2.GenerateRequest
+Request = (chat_pb2.CreateChatCompletionRequest | generate_pb2.GenerateRequest
+           | completion_pb2.CreateCompletionRequest)
 
 
 def _with_prompt(msg: Request, prompt: list[int]) -> Request:
     """A copy of `msg` whose prompt is the given ids."""
-    if isinstance(msg, chat_pb2.CreateChatCompletionRequest):
-        chat = chat_pb2.CreateChatCompletionRequest()
-        chat.CopyFrom(msg)
-        chat.nvext.token_data.extend(prompt)
-        return chat
+    if isinstance(msg, chat_pb2.CreateChatCompletionRequest | completion_pb2.CreateCompletionRequest):
+        copy = type(msg)()
+        copy.MergeFrom(msg)  # type: ignore[arg-type]  # (same type)
+        copy.nvext.token_data.extend(prompt)
+        return copy
     gen = generate_pb2.GenerateRequest()
     gen.CopyFrom(msg)
     gen.token_ids.extend(prompt)
