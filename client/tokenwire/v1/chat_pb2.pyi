@@ -95,14 +95,16 @@ class ResponseFormat(_message.Message):
     def __init__(self, type: _Optional[str] = ..., json_schema: _Optional[_Union[JsonSchemaFormat, _Mapping]] = ...) -> None: ...
 
 class AgentHints(_message.Message):
-    __slots__ = ("priority", "speculative_prefill", "osl")
+    __slots__ = ("priority", "speculative_prefill", "osl", "strict_priority")
     PRIORITY_FIELD_NUMBER: _ClassVar[int]
     SPECULATIVE_PREFILL_FIELD_NUMBER: _ClassVar[int]
     OSL_FIELD_NUMBER: _ClassVar[int]
+    STRICT_PRIORITY_FIELD_NUMBER: _ClassVar[int]
     priority: int
     speculative_prefill: bool
     osl: int
-    def __init__(self, priority: _Optional[int] = ..., speculative_prefill: _Optional[bool] = ..., osl: _Optional[int] = ...) -> None: ...
+    strict_priority: int
+    def __init__(self, priority: _Optional[int] = ..., speculative_prefill: _Optional[bool] = ..., osl: _Optional[int] = ..., strict_priority: _Optional[int] = ...) -> None: ...
 
 class NvExtRequest(_message.Message):
     __slots__ = ("token_data", "extra_fields", "cache_salt", "greed_sampling", "use_raw_prompt", "ignore_eos", "top_k", "repetition_penalty", "max_thinking_tokens", "agent_hints", "annotations", "dp_rank")
@@ -250,20 +252,22 @@ class ChoiceNvExt(_message.Message):
     def __init__(self, completion_token_ids: _Optional[_Iterable[int]] = ..., engine_data: _Optional[_Union[_common_pb2.EngineData, _Mapping]] = ..., stop_reason: _Optional[_Union[_struct_pb2.Value, _Mapping]] = ...) -> None: ...
 
 class NvExtResponse(_message.Message):
-    __slots__ = ("completion_token_ids", "engine_data", "prompt_token_ids", "timing", "stop_reason", "worker_id")
+    __slots__ = ("completion_token_ids", "engine_data", "prompt_token_ids", "timing", "stop_reason", "worker_id", "prompt_logprobs")
     COMPLETION_TOKEN_IDS_FIELD_NUMBER: _ClassVar[int]
     ENGINE_DATA_FIELD_NUMBER: _ClassVar[int]
     PROMPT_TOKEN_IDS_FIELD_NUMBER: _ClassVar[int]
     TIMING_FIELD_NUMBER: _ClassVar[int]
     STOP_REASON_FIELD_NUMBER: _ClassVar[int]
     WORKER_ID_FIELD_NUMBER: _ClassVar[int]
+    PROMPT_LOGPROBS_FIELD_NUMBER: _ClassVar[int]
     completion_token_ids: _containers.RepeatedScalarFieldContainer[int]
     engine_data: _common_pb2.EngineData
     prompt_token_ids: _containers.RepeatedScalarFieldContainer[int]
     timing: _common_pb2.Timing
     stop_reason: _struct_pb2.Value
     worker_id: str
-    def __init__(self, completion_token_ids: _Optional[_Iterable[int]] = ..., engine_data: _Optional[_Union[_common_pb2.EngineData, _Mapping]] = ..., prompt_token_ids: _Optional[_Iterable[int]] = ..., timing: _Optional[_Union[_common_pb2.Timing, _Mapping]] = ..., stop_reason: _Optional[_Union[_struct_pb2.Value, _Mapping]] = ..., worker_id: _Optional[str] = ...) -> None: ...
+    prompt_logprobs: _containers.RepeatedCompositeFieldContainer[_struct_pb2.Value]
+    def __init__(self, completion_token_ids: _Optional[_Iterable[int]] = ..., engine_data: _Optional[_Union[_common_pb2.EngineData, _Mapping]] = ..., prompt_token_ids: _Optional[_Iterable[int]] = ..., timing: _Optional[_Union[_common_pb2.Timing, _Mapping]] = ..., stop_reason: _Optional[_Union[_struct_pb2.Value, _Mapping]] = ..., worker_id: _Optional[str] = ..., prompt_logprobs: _Optional[_Iterable[_Union[_struct_pb2.Value, _Mapping]]] = ...) -> None: ...
 
 class ChatCompletionChoice(_message.Message):
     __slots__ = ("index", "message", "finish_reason", "stop_reason", "logprobs", "token_ids", "nvext", "weight_versions")

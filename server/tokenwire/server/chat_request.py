@@ -40,7 +40,8 @@ from tokenwire.server.settings import ServerSettings
 from tokenwire.v1 import chat_pb2
 
 EXTRA_FIELDS = frozenset(
-    {"completion_token_ids", "engine_data", "prompt_token_ids", "timing", "stop_reason", "worker_id"}
+    {"completion_token_ids", "engine_data", "prompt_token_ids", "prompt_logprobs", "routed_experts",
+     "timing", "stop_reason", "worker_id"}
 )
 TOOL_CHOICES = frozenset({"none", "auto", "required"})
 
@@ -163,6 +164,8 @@ def sampling_from_body(
     p.ignore_eos = bool(ignore_eos)
     rules.copy_text_flags(p, req)
     p.logit_bias = rules.logit_bias("logit_bias", req.logit_bias.items(), vocab_size)
+    if "prompt_logprobs" in nv.extra_fields and p.prompt_logprobs is None:
+        p.prompt_logprobs = 0  # Dynamo: the extra field asks for them
     return p
 
 

@@ -13,6 +13,7 @@ from tokenwire.server.domain import (
     EngineOutput,
     EngineRequest,
     EngineTimes,
+    PositionLogprobs,
     WeightSpan,
 )
 from tokenwire.server.reasoning import ReasoningStream, split_text
@@ -20,6 +21,7 @@ from tokenwire.server.response_fields import (
     add_prompt_logprobs,
     add_weight_spans,
     choice_logprobs,
+    native_prompt_logprobs,
     stop_reason_value,
     usage,
 )
@@ -99,6 +101,21 @@ def choice_nvext(plan: NvExtPlan, acc: ChoiceAccumulator, prompt_ids: list[int])
     return nv
 
 
+def add_prompt_nvext(
+    nv: chat_pb2.NvExtResponse, fields: frozenset[str], prompt_ids: list[int] | None,
+    prompt_logprobs: tuple[Engine, list[PositionLogprobs | None] | None] | None,
+) -> bool:
+    """nvext.prompt_token_ids / prompt_logprobs when asked; True if any."""
+    used = False
+    if prompt_ids is not None and "prompt_token_ids" in fields:
+        nv.prompt_token_ids.extend(prompt_ids)
+        used = True
+    if prompt_logprobs is not None and "prompt_logprobs" in fields:
+        native_prompt_logprobs(nv.prompt_logprobs, *prompt_logprobs)
+        used = True
+    return used
+
+
 def response_nvext(
     plan: NvExtPlan,
     worker_id: str,
@@ -106,14 +123,13 @@ def response_nvext(
     prompt_ids: list[int] | None,
     mirror: chat_pb2.ChoiceNvExt | None,
     timing_msg: common_pb2.Timing | None,
+    prompt_logprobs: tuple[Engine, list[PositionLogprobs | None] | None] | None = None,
 ) -> chat_pb2.NvExtResponse | None:
-    """The top-level nvext: prompt ids, timing, worker id, n = 1 mirror."""
+    """The top-level nvext: prompt ids and prompt logprobs (where the prompt
+    is reported), timing, worker id, n = 1 mirror."""
     fields = plan.extra_fields
     nv = chat_pb2.NvExtResponse()
-    used = False
-    if prompt_ids is not None and "prompt_token_ids" in fields:
-        nv.prompt_token_ids.extend(prompt_ids)
-        used = True
+    used = add_prompt_nvext(nv, fields, prompt_ids, prompt_logprobs)
     if timing_msg is not None and "timing" in fields:
         nv.timing.CopyFrom(timing_msg)
         used = True
@@ -200,6 +216,7 @@ def build_chat_response(
     nvr = response_nvext(
         plan, worker_id, prompt_ids=final.prompt_token_ids, mirror=mirror,
         timing_msg=timing(plan.received, final.times, first_seen),
+        prompt_logprobs=(engine, final.prompt_logprobs),
     )
     if nvr is not None:
         resp.nvext.CopyFrom(nvr)
@@ -251,8 +268,8 @@ class ChatStreamBuilder:
             chunk.choices.add(index=i, delta=chat_pb2.ChatCompletionDelta(role="assistant", content=""))
         if self.plan.return_token_ids:
             chunk.prompt_token_ids.extend(self.prompt_ids)
-        if "prompt_token_ids" in self.plan.extra_fields:
-            chunk.nvext.prompt_token_ids.extend(self.prompt_ids)
+        add_prompt_nvext(chunk.nvext, self.plan.extra_fields, self.prompt_ids,
+                         (self.engine, first.prompt_logprobs if first is not None else None))
         return chunk
 
     def on_output(self, out: EngineOutput) -> chat_pb2.StreamChatCompletionResponse | None:

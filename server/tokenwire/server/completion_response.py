@@ -9,7 +9,13 @@ from collections.abc import Sequence
 
 from google.protobuf import struct_pb2
 
-from tokenwire.server.chat_response import ChoiceAccumulator, choice_nvext, response_nvext, timing
+from tokenwire.server.chat_response import (
+    ChoiceAccumulator,
+    add_prompt_nvext,
+    choice_nvext,
+    response_nvext,
+    timing,
+)
 from tokenwire.server.completion_request import CompletionPlan
 from tokenwire.server.domain import ChoiceOutput, Engine, EngineOutput, PositionLogprobs
 from tokenwire.server.response_fields import (
@@ -154,6 +160,7 @@ def build_completion_response(
         nvr = response_nvext(
             plan, worker_id, prompt_ids=finals[0].prompt_token_ids, mirror=mirror,
             timing_msg=timing(plan.received, finals[0].times, None),
+            prompt_logprobs=(engine, finals[0].prompt_logprobs),
         )
         if nvr is not None:
             resp.nvext.CopyFrom(nvr)
@@ -172,6 +179,7 @@ class CompletionStreamBuilder:
         self.cached = [0] * len(plan.requests)
         self.first_seen: float | None = None
         self._mirror: chat_pb2.ChoiceNvExt | None = None
+        self.started = False
 
     def _chunk(self) -> completion_pb2.StreamCompletionResponse:
         plan = self.plan
@@ -189,6 +197,10 @@ class CompletionStreamBuilder:
             self.prompt_ids[p_index] = out.prompt_token_ids
         self.cached[p_index] = out.num_cached_tokens
         chunk = self._chunk()
+        if not self.started and len(plan.requests) == 1:  # the prompt's nvext, first
+            add_prompt_nvext(chunk.nvext, plan.extra_fields, self.prompt_ids[0],
+                             (self.engine, out.prompt_logprobs))
+        self.started = True
         for c in out.choices:
             index = p_index * plan.n + c.index
             state = self.states.get(index)
@@ -210,7 +222,7 @@ class CompletionStreamBuilder:
                 timing_msg=timing(plan.received, out.times, self.first_seen),
             )
             if nvr is not None:
-                chunk.nvext.CopyFrom(nvr)
+                chunk.nvext.MergeFrom(nvr)
         if not chunk.choices and not chunk.HasField("nvext"):
             return None
         return chunk

@@ -9,7 +9,7 @@ from typing import Any
 
 from google.protobuf import struct_pb2
 
-from tokenwire.server.domain import Engine, PositionLogprobs, WeightSpan
+from tokenwire.server.domain import Candidate, Engine, PositionLogprobs, WeightSpan
 from tokenwire.v1 import common_pb2
 
 
@@ -49,6 +49,28 @@ def add_prompt_logprobs(
             target.add()
         else:
             target.append(token_logprob(engine, pos, k))
+
+
+def native_prompt_logprobs(
+    target: Any, engine: Engine, positions: list[PositionLogprobs | None] | None,
+) -> None:
+    """Prompt logprobs in vLLM's native shape (Dynamo's nvext.prompt_logprobs):
+    per position null (the first) or {token id: {logprob, rank, decoded_token}}."""
+    for pos in positions or []:
+        value = target.add()
+        if pos is None:
+            value.null_value = struct_pb2.NULL_VALUE
+            continue
+        entries = value.struct_value
+        cands = list(pos.top)
+        if all(c.token_id != pos.token_id for c in cands):
+            cands.insert(0, Candidate(pos.token_id, pos.logprob, pos.rank))
+        for cand in cands:
+            entry = entries.fields[str(cand.token_id)].struct_value
+            entry.fields["logprob"].number_value = cand.logprob
+            if cand.rank is not None:
+                entry.fields["rank"].number_value = cand.rank
+            entry.fields["decoded_token"].string_value = engine.token_text(cand.token_id)
 
 
 def token_logprob(engine: Engine, pos: PositionLogprobs, top_k: int) -> common_pb2.TokenLogProb:
