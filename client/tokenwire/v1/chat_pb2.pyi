@@ -270,7 +270,7 @@ class NvExtResponse(_message.Message):
     def __init__(self, completion_token_ids: _Optional[_Iterable[int]] = ..., engine_data: _Optional[_Union[_common_pb2.EngineData, _Mapping]] = ..., prompt_token_ids: _Optional[_Iterable[int]] = ..., timing: _Optional[_Union[_common_pb2.Timing, _Mapping]] = ..., stop_reason: _Optional[_Union[_struct_pb2.Value, _Mapping]] = ..., worker_id: _Optional[str] = ..., prompt_logprobs: _Optional[_Iterable[_Union[_struct_pb2.Value, _Mapping]]] = ...) -> None: ...
 
 class ChatCompletionChoice(_message.Message):
-    __slots__ = ("index", "message", "finish_reason", "stop_reason", "logprobs", "token_ids", "nvext", "weight_versions")
+    __slots__ = ("index", "message", "finish_reason", "stop_reason", "logprobs", "token_ids", "nvext", "weight_versions", "routed_experts")
     INDEX_FIELD_NUMBER: _ClassVar[int]
     MESSAGE_FIELD_NUMBER: _ClassVar[int]
     FINISH_REASON_FIELD_NUMBER: _ClassVar[int]
@@ -279,6 +279,7 @@ class ChatCompletionChoice(_message.Message):
     TOKEN_IDS_FIELD_NUMBER: _ClassVar[int]
     NVEXT_FIELD_NUMBER: _ClassVar[int]
     WEIGHT_VERSIONS_FIELD_NUMBER: _ClassVar[int]
+    ROUTED_EXPERTS_FIELD_NUMBER: _ClassVar[int]
     index: int
     message: ResponseMessage
     finish_reason: str
@@ -287,7 +288,8 @@ class ChatCompletionChoice(_message.Message):
     token_ids: _containers.RepeatedScalarFieldContainer[int]
     nvext: ChoiceNvExt
     weight_versions: _containers.RepeatedCompositeFieldContainer[_common_pb2.WeightVersionSpan]
-    def __init__(self, index: _Optional[int] = ..., message: _Optional[_Union[ResponseMessage, _Mapping]] = ..., finish_reason: _Optional[str] = ..., stop_reason: _Optional[_Union[_struct_pb2.Value, _Mapping]] = ..., logprobs: _Optional[_Union[_common_pb2.ChoiceLogProbs, _Mapping]] = ..., token_ids: _Optional[_Iterable[int]] = ..., nvext: _Optional[_Union[ChoiceNvExt, _Mapping]] = ..., weight_versions: _Optional[_Iterable[_Union[_common_pb2.WeightVersionSpan, _Mapping]]] = ...) -> None: ...
+    routed_experts: bytes
+    def __init__(self, index: _Optional[int] = ..., message: _Optional[_Union[ResponseMessage, _Mapping]] = ..., finish_reason: _Optional[str] = ..., stop_reason: _Optional[_Union[_struct_pb2.Value, _Mapping]] = ..., logprobs: _Optional[_Union[_common_pb2.ChoiceLogProbs, _Mapping]] = ..., token_ids: _Optional[_Iterable[int]] = ..., nvext: _Optional[_Union[ChoiceNvExt, _Mapping]] = ..., weight_versions: _Optional[_Iterable[_Union[_common_pb2.WeightVersionSpan, _Mapping]]] = ..., routed_experts: _Optional[bytes] = ...) -> None: ...
 
 class CreateChatCompletionResponse(_message.Message):
     __slots__ = ("id", "object", "created", "model", "choices", "usage", "system_fingerprint", "prompt_token_ids", "prompt_logprobs", "nvext")
@@ -326,7 +328,7 @@ class ChatCompletionDelta(_message.Message):
     def __init__(self, role: _Optional[str] = ..., content: _Optional[str] = ..., reasoning_content: _Optional[str] = ..., tool_calls: _Optional[_Iterable[_Union[ToolCall, _Mapping]]] = ...) -> None: ...
 
 class ChatCompletionChunkChoice(_message.Message):
-    __slots__ = ("index", "delta", "finish_reason", "stop_reason", "logprobs", "token_ids", "nvext", "weight_versions")
+    __slots__ = ("index", "delta", "finish_reason", "stop_reason", "logprobs", "token_ids", "nvext", "weight_versions", "routed_experts")
     INDEX_FIELD_NUMBER: _ClassVar[int]
     DELTA_FIELD_NUMBER: _ClassVar[int]
     FINISH_REASON_FIELD_NUMBER: _ClassVar[int]
@@ -335,6 +337,7 @@ class ChatCompletionChunkChoice(_message.Message):
     TOKEN_IDS_FIELD_NUMBER: _ClassVar[int]
     NVEXT_FIELD_NUMBER: _ClassVar[int]
     WEIGHT_VERSIONS_FIELD_NUMBER: _ClassVar[int]
+    ROUTED_EXPERTS_FIELD_NUMBER: _ClassVar[int]
     index: int
     delta: ChatCompletionDelta
     finish_reason: str
@@ -343,7 +346,8 @@ class ChatCompletionChunkChoice(_message.Message):
     token_ids: _containers.RepeatedScalarFieldContainer[int]
     nvext: ChoiceNvExt
     weight_versions: _containers.RepeatedCompositeFieldContainer[_common_pb2.WeightVersionSpan]
-    def __init__(self, index: _Optional[int] = ..., delta: _Optional[_Union[ChatCompletionDelta, _Mapping]] = ..., finish_reason: _Optional[str] = ..., stop_reason: _Optional[_Union[_struct_pb2.Value, _Mapping]] = ..., logprobs: _Optional[_Union[_common_pb2.ChoiceLogProbs, _Mapping]] = ..., token_ids: _Optional[_Iterable[int]] = ..., nvext: _Optional[_Union[ChoiceNvExt, _Mapping]] = ..., weight_versions: _Optional[_Iterable[_Union[_common_pb2.WeightVersionSpan, _Mapping]]] = ...) -> None: ...
+    routed_experts: bytes
+    def __init__(self, index: _Optional[int] = ..., delta: _Optional[_Union[ChatCompletionDelta, _Mapping]] = ..., finish_reason: _Optional[str] = ..., stop_reason: _Optional[_Union[_struct_pb2.Value, _Mapping]] = ..., logprobs: _Optional[_Union[_common_pb2.ChoiceLogProbs, _Mapping]] = ..., token_ids: _Optional[_Iterable[int]] = ..., nvext: _Optional[_Union[ChoiceNvExt, _Mapping]] = ..., weight_versions: _Optional[_Iterable[_Union[_common_pb2.WeightVersionSpan, _Mapping]]] = ..., routed_experts: _Optional[bytes] = ...) -> None: ...
 
 class StreamChatCompletionResponse(_message.Message):
     __slots__ = ("id", "object", "created", "model", "choices", "usage", "system_fingerprint", "prompt_token_ids", "nvext", "prompt_logprobs")

@@ -76,7 +76,7 @@ class GenerateLogProbs(_message.Message):
     def __init__(self, content: _Optional[_Iterable[_Union[GenerateLogProbsContent, _Mapping]]] = ...) -> None: ...
 
 class GenerateChoice(_message.Message):
-    __slots__ = ("index", "token_ids", "logprobs", "finish_reason", "stop_reason", "text", "weight_versions")
+    __slots__ = ("index", "token_ids", "logprobs", "finish_reason", "stop_reason", "text", "weight_versions", "routed_experts")
     INDEX_FIELD_NUMBER: _ClassVar[int]
     TOKEN_IDS_FIELD_NUMBER: _ClassVar[int]
     LOGPROBS_FIELD_NUMBER: _ClassVar[int]
@@ -84,6 +84,7 @@ class GenerateChoice(_message.Message):
     STOP_REASON_FIELD_NUMBER: _ClassVar[int]
     TEXT_FIELD_NUMBER: _ClassVar[int]
     WEIGHT_VERSIONS_FIELD_NUMBER: _ClassVar[int]
+    ROUTED_EXPERTS_FIELD_NUMBER: _ClassVar[int]
     index: int
     token_ids: _containers.RepeatedScalarFieldContainer[int]
     logprobs: GenerateLogProbs
@@ -91,7 +92,8 @@ class GenerateChoice(_message.Message):
     stop_reason: _struct_pb2.Value
     text: str
     weight_versions: _containers.RepeatedCompositeFieldContainer[_common_pb2.WeightVersionSpan]
-    def __init__(self, index: _Optional[int] = ..., token_ids: _Optional[_Iterable[int]] = ..., logprobs: _Optional[_Union[GenerateLogProbs, _Mapping]] = ..., finish_reason: _Optional[str] = ..., stop_reason: _Optional[_Union[_struct_pb2.Value, _Mapping]] = ..., text: _Optional[str] = ..., weight_versions: _Optional[_Iterable[_Union[_common_pb2.WeightVersionSpan, _Mapping]]] = ...) -> None: ...
+    routed_experts: bytes
+    def __init__(self, index: _Optional[int] = ..., token_ids: _Optional[_Iterable[int]] = ..., logprobs: _Optional[_Union[GenerateLogProbs, _Mapping]] = ..., finish_reason: _Optional[str] = ..., stop_reason: _Optional[_Union[_struct_pb2.Value, _Mapping]] = ..., text: _Optional[str] = ..., weight_versions: _Optional[_Iterable[_Union[_common_pb2.WeightVersionSpan, _Mapping]]] = ..., routed_experts: _Optional[bytes] = ...) -> None: ...
 
 class GenerateResponse(_message.Message):
     __slots__ = ("request_id", "model", "created", "choices", "usage", "prompt_token_ids", "output_mode", "prompt_logprobs")

@@ -203,6 +203,8 @@ def build_chat_response(
         if plan.ids_wanted:
             choice.token_ids.extend(out.token_ids)
         add_weight_spans(choice.weight_versions, out.weight_versions)
+        if out.routed_experts:
+            choice.routed_experts = out.routed_experts
         nv = choice_nvext(plan, acc, final.prompt_token_ids)
         if nv is not None:
             choice.nvext.CopyFrom(nv)
@@ -302,6 +304,8 @@ class ChatStreamBuilder:
                 if sr is not None:
                     ch.stop_reason.CopyFrom(sr)
                 add_weight_spans(ch.weight_versions, c.weight_versions)
+                if c.routed_experts:
+                    ch.routed_experts = c.routed_experts
                 nv = choice_nvext(plan, acc, self.prompt_ids)
                 if nv is not None:
                     ch.nvext.CopyFrom(nv)

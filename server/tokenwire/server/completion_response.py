@@ -122,13 +122,15 @@ def fill_choice(
                             plan.requests[prompt_index].params.prompt_logprobs or 0,
                             out.prompt_logprobs)
     state.acc.add(ChoiceOutput(c.index, token_ids, text, c.logprobs, c.finish_reason,
-                               c.stop_reason, c.weight_versions))
+                               c.stop_reason, c.weight_versions, c.routed_experts))
     if c.finish_reason is not None:
         ch.finish_reason = c.finish_reason
         sr = stop_reason_value(c.stop_reason)
         if sr is not None:
             ch.stop_reason.CopyFrom(sr)
         add_weight_spans(ch.weight_versions, c.weight_versions)
+        if c.routed_experts:
+            ch.routed_experts = c.routed_experts
         nv = choice_nvext(plan, state.acc, prompt_ids)
         if nv is not None:
             ch.nvext.CopyFrom(nv)

@@ -132,6 +132,10 @@ class ChoiceOutput:
     # Which weights sampled the choice's ids: (version, start, end) spans over
     # the whole completion's token indexes; on the output that finishes it.
     weight_versions: list[WeightSpan] | None = None
+    # The experts the MoE router chose (vLLM --enable-return-routed-experts):
+    # an .npy array [positions, layers, top_k], on the output that finishes
+    # the choice; None when the engine returns none.
+    routed_experts: bytes | None = None
 
     @property
     def finished(self) -> bool:

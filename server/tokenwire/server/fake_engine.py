@@ -38,7 +38,7 @@ def _merge(a: ChoiceOutput, b: ChoiceOutput) -> ChoiceOutput:
     """Two consecutive deltas of one choice as one (like vLLM's DELTA merge)."""
     lps = None if a.logprobs is None else a.logprobs + (b.logprobs or [])
     return ChoiceOutput(a.index, a.token_ids + b.token_ids, a.text + b.text, lps,
-                        b.finish_reason, b.stop_reason, b.weight_versions)
+                        b.finish_reason, b.stop_reason, b.weight_versions, b.routed_experts)
 
 
 _SPECIAL_IDS = {tok: tid for tid, tok in SPECIALS.items()}
@@ -64,6 +64,26 @@ class FakeEngine(FakeControl):
         self._init_control()
         self.generation_defaults: dict[str, Any] = {}
         self.data_parallel_size = 1  # tests may pretend to have more ranks
+        # (layers, top_k): return routed experts like a MoE with that router
+        # (vLLM --enable-return-routed-experts); None: a dense model.
+        self.routed_experts: tuple[int, int] | None = None
+
+    def _routed(self, request: EngineRequest, ids: list[int]) -> bytes | None:
+        """Deterministic routed experts, [prompt + completion - 1, layers,
+        top_k] like vLLM's (every position the model ran), as .npy bytes."""
+        if self.routed_experts is None:
+            return None
+        import io
+
+        import numpy as np
+
+        layers, top_k = self.routed_experts
+        tokens = np.array([*request.prompt_token_ids, *ids][:-1] or [0], dtype=np.int32)
+        experts = (tokens[:, None, None] + np.arange(layers)[None, :, None]
+                   + np.arange(top_k)[None, None, :]) % 8
+        buffer = io.BytesIO()
+        np.save(buffer, experts.astype(np.int32), allow_pickle=False)
+        return buffer.getvalue()
 
     def sampling_defaults(self) -> dict[str, Any]:
         return self.generation_defaults  # tests set it; empty: OpenAI's defaults
@@ -251,6 +271,9 @@ class FakeEngine(FakeControl):
                     out = ChoiceOutput(i, [tid], text, lps, finish, stop_reason)
                     if finish is not None:
                         out.weight_versions = self._spans(spans[i])
+                        out.routed_experts = self._routed(
+                            request, [plans[i][j] if j < len(plans[i]) else plans[i][-1]
+                                      for j in range(emitted[i])])
                         done[i] = out
                     deltas.append(out)
                 first_token = first_token or time.time()
@@ -306,7 +329,7 @@ class FakeEngine(FakeControl):
                 else None
             )
             choices.append(ChoiceOutput(i, ids, texts[i], lps, d.finish_reason, d.stop_reason,
-                                        d.weight_versions))
+                                        d.weight_versions, d.routed_experts))
         return EngineOutput(
             choices, list(request.prompt_token_ids), cached, True,
             times=EngineTimes(arrival, arrival, first_token, time.time()),

@@ -133,6 +133,8 @@ def _add_choice(resp: generate_pb2.GenerateResponse, plan: GeneratePlan, c: Choi
     if c.finish_reason is not None:
         ch.finish_reason = c.finish_reason
         add_weight_spans(ch.weight_versions, c.weight_versions)
+        if c.routed_experts:
+            ch.routed_experts = c.routed_experts
         sr = stop_reason_value(c.stop_reason)
         if sr is not None:
             ch.stop_reason.CopyFrom(sr)

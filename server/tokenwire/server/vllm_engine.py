@@ -267,6 +267,17 @@ def _position(sampled: int, entry: Any) -> PositionLogprobs:
 _NO_IDS: list[int] = []  # shared, never mutated
 
 
+def npy_bytes(array: Any) -> bytes:
+    """An array as .npy bytes (what vLLM base64-encodes for routed experts)."""
+    import io
+
+    import numpy as np
+
+    buffer = io.BytesIO()
+    np.save(buffer, np.asarray(array), allow_pickle=False)
+    return buffer.getvalue()
+
+
 def _convert_output(out: Any, wall_offset: float, full: bool) -> EngineOutput:
     """One vLLM RequestOutput to the domain. `full`: also the prompt ids and
     the engine's timestamps (first and last output of a request)."""
@@ -280,8 +291,10 @@ def _convert_output(out: Any, wall_offset: float, full: bool) -> EngineOutput:
         spans = None
         if c.weight_versions:  # set on the output that finishes the choice
             spans = [WeightSpan(str(w.version), int(w.start), int(w.end)) for w in c.weight_versions]
+        routed = getattr(c, "routed_experts", None)  # with --enable-return-routed-experts
         choices.append(
-            ChoiceOutput(c.index, ids, c.text or "", lps, c.finish_reason, c.stop_reason, spans)
+            ChoiceOutput(c.index, ids, c.text or "", lps, c.finish_reason, c.stop_reason, spans,
+                         None if routed is None else npy_bytes(routed))
         )
     if not full:
         return EngineOutput(choices, _NO_IDS, int(out.num_cached_tokens or 0), bool(out.finished))
