@@ -303,3 +303,31 @@ def test_api_key_tls_and_retry_info(tmp_path, monkeypatch) -> None:
             long.close()
     finally:
         server.stop()
+
+
+def test_complete_and_stream_complete(client: Client) -> None:
+    resp = client.complete(prompt=[70, 71, 72], max_tokens=4, return_token_ids=True)
+    assert list(resp.choices[0].prompt_token_ids) == [70, 71, 72]
+    chunks = list(client.stream_complete({"prompt": [70, 71, 72], "max_tokens": 4},
+                                         return_token_ids=True))
+    assert [t for c in chunks for ch in c.choices for t in ch.token_ids] == list(resp.choices[0].token_ids)
+
+
+async def test_async_complete(fake_server: ThreadServer) -> None:
+    async with AsyncClient(fake_server.address, timeout=30) as c:
+        resp = await c.complete(prompt=["ab", "cd"], max_tokens=2)
+        assert [ch.index for ch in resp.choices] == [0, 1]
+        ids = [t async for chunk in c.stream_complete(prompt="ab", max_tokens=2, return_token_ids=True)
+               for ch in chunk.choices for t in ch.token_ids]
+        assert len(ids) == 2
+
+
+def test_session_completion_continues(client: Client) -> None:
+    with client.session() as s:
+        first = s.start_completion(prompt=[70, 71], max_tokens=3, return_token_ids=True).result()
+        assert first.done.continuable and first.completion is not None
+        ids = list(first.completion.choices[0].token_ids)
+        nxt = s.start_completion(continue_from=first.request_id, suffix_ids=[72], max_tokens=2,
+                                 return_token_ids=True, stream=True).result()
+        prompt = [p for c in nxt.completion_chunks for ch in c.choices for p in ch.prompt_token_ids]
+        assert prompt == [70, 71, *ids, 72]

@@ -17,7 +17,7 @@ from google.protobuf import json_format
 from google.protobuf.message import Message
 
 from tokenwire.client.errors import TokenwireError
-from tokenwire.v1 import chat_pb2, generate_pb2, session_pb2
+from tokenwire.v1 import chat_pb2, completion_pb2, generate_pb2, session_pb2
 
 DEFAULT_TARGET = "127.0.0.1:50051"
 TENANT_HEADER = "x-tenant-id"
@@ -206,10 +206,13 @@ def session_start(
     request_id: str, *, chat: chat_pb2.CreateChatCompletionRequest | None = None,
     generate: generate_pb2.GenerateRequest | None = None,
     cont: session_pb2.Continuation | None = None,
+    completion: completion_pb2.CreateCompletionRequest | None = None,
 ) -> session_pb2.SessionRequest:
     start = session_pb2.SessionStart(request_id=request_id)
     if chat is not None:
         start.chat.CopyFrom(chat)
+    if completion is not None:
+        start.completion.CopyFrom(completion)
     if generate is not None:
         start.generate.CopyFrom(generate)
     if cont is not None:
@@ -227,9 +230,16 @@ class RequestResult:
     generate: generate_pb2.GenerateResponse | None = None
     chat_chunks: list[chat_pb2.StreamChatCompletionResponse] = dataclasses.field(default_factory=list)
     generate_chunks: list[generate_pb2.GenerateResponse] = dataclasses.field(default_factory=list)
+    completion: completion_pb2.CreateCompletionResponse | None = None
+    completion_chunks: list[completion_pb2.StreamCompletionResponse] = dataclasses.field(
+        default_factory=list)
 
     def add(self, event: session_pb2.SessionResponse) -> None:
         kind = event.WhichOneof("event")
+        if kind == "completion_chunk":
+            self.completion_chunks.append(event.completion_chunk)
+        elif kind == "completion_result":
+            self.completion = event.completion_result
         if kind == "chat_chunk":
             self.chat_chunks.append(event.chat_chunk)
         elif kind == "chat_result":

@@ -19,6 +19,7 @@ from tokenwire.client.errors import TokenwireError, UnavailableError, from_rpc_e
 from tokenwire.client.session import AsyncSession
 from tokenwire.v1 import (
     chat_pb2,
+    completion_pb2,
     generate_pb2,
     models_pb2,
     service_pb2_grpc,
@@ -118,6 +119,22 @@ class AsyncClient(ClientCore):
     ) -> AsyncIterator[chat_pb2.StreamChatCompletionResponse]:
         req = build(chat_pb2.CreateChatCompletionRequest, request, fields)
         return self._stream(self.stub.StreamChatCompletion, req, timeout, metadata)
+
+    async def complete(
+        self, request: completion_pb2.CreateCompletionRequest | Mapping[str, Any] | None = None, /,
+        *, timeout: float | None = None, metadata: Metadata = None, **fields: Any,
+    ) -> completion_pb2.CreateCompletionResponse:
+        """CreateCompletion: a text or token-id prompt, or a batch of them."""
+        req = build(completion_pb2.CreateCompletionRequest, request, fields)
+        return await self._unary(self.stub.CreateCompletion, req, timeout, metadata)
+
+    def stream_complete(
+        self, request: completion_pb2.CreateCompletionRequest | Mapping[str, Any] | None = None, /,
+        *, timeout: float | None = None, metadata: Metadata = None, **fields: Any,
+    ) -> AsyncIterator[completion_pb2.StreamCompletionResponse]:
+        """StreamCompletion."""
+        req = build(completion_pb2.CreateCompletionRequest, request, fields)
+        return self._stream(self.stub.StreamCompletion, req, timeout, metadata)
 
     async def generate(
         self, request: generate_pb2.GenerateRequest | Mapping[str, Any] | None = None, /,

@@ -40,7 +40,7 @@ from tokenwire.client.errors import (
     from_rpc_error,
     from_session_error,
 )
-from tokenwire.v1 import chat_pb2, generate_pb2, service_pb2_grpc, session_pb2
+from tokenwire.v1 import chat_pb2, completion_pb2, generate_pb2, service_pb2_grpc, session_pb2
 
 _HALF_CLOSE = object()
 
@@ -60,6 +60,11 @@ def _start_message(
     if kind == "chat":
         return session_start(
             request_id, chat=build(chat_pb2.CreateChatCompletionRequest, request, fields), cont=cont
+        )
+    if kind == "completion":
+        return session_start(
+            request_id, completion=build(completion_pb2.CreateCompletionRequest, request, fields),
+            cont=cont,
         )
     return session_start(
         request_id, generate=build(generate_pb2.GenerateRequest, request, fields), cont=cont
@@ -205,6 +210,13 @@ class Session:
         """Start a token-in generate request (continue_from works as for chat)."""
         return self.start("generate", request, **kwargs)
 
+    def start_completion(
+        self, request: completion_pb2.CreateCompletionRequest | Mapping[str, Any] | None = None, /,
+        **kwargs: Any,
+    ) -> RequestHandle:
+        """Start a completion (continue_from with suffix_ids continues one prompt)."""
+        return self.start("completion", request, **kwargs)
+
     def cancel(self, request_id: str) -> None:
         """Cancel a running request (a no-op once the session has ended)."""
         if self.failure is None and self._reader.is_alive():
@@ -346,6 +358,12 @@ class AsyncSession:
         **kwargs: Any,
     ) -> AsyncRequestHandle:
         return await self.start("generate", request, **kwargs)
+
+    async def start_completion(
+        self, request: completion_pb2.CreateCompletionRequest | Mapping[str, Any] | None = None, /,
+        **kwargs: Any,
+    ) -> AsyncRequestHandle:
+        return await self.start("completion", request, **kwargs)
 
     async def cancel(self, request_id: str) -> None:
         """Cancel a running request (a no-op once the session has ended)."""

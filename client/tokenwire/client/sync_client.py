@@ -15,6 +15,7 @@ from tokenwire.client.errors import TokenwireError, UnavailableError, from_rpc_e
 from tokenwire.client.session import Session
 from tokenwire.v1 import (
     chat_pb2,
+    completion_pb2,
     generate_pb2,
     models_pb2,
     service_pb2_grpc,
@@ -127,6 +128,22 @@ class Client(ClientCore):
         """StreamChatCompletion: chunks with text and token-id deltas."""
         req = build(chat_pb2.CreateChatCompletionRequest, request, fields)
         return self._stream(self.stub.StreamChatCompletion, req, timeout, metadata)
+
+    def complete(
+        self, request: completion_pb2.CreateCompletionRequest | Mapping[str, Any] | None = None, /,
+        *, timeout: float | None = None, metadata: Metadata = None, **fields: Any,
+    ) -> completion_pb2.CreateCompletionResponse:
+        """CreateCompletion: a text or token-id prompt, or a batch of them."""
+        req = build(completion_pb2.CreateCompletionRequest, request, fields)
+        return self._unary(self.stub.CreateCompletion, req, timeout, metadata)
+
+    def stream_complete(
+        self, request: completion_pb2.CreateCompletionRequest | Mapping[str, Any] | None = None, /,
+        *, timeout: float | None = None, metadata: Metadata = None, **fields: Any,
+    ) -> Iterator[completion_pb2.StreamCompletionResponse]:
+        """StreamCompletion."""
+        req = build(completion_pb2.CreateCompletionRequest, request, fields)
+        return self._stream(self.stub.StreamCompletion, req, timeout, metadata)
 
     def generate(
         self, request: generate_pb2.GenerateRequest | Mapping[str, Any] | None = None, /,
