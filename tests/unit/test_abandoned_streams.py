@@ -49,3 +49,40 @@ async def test_closing_a_chat_stream_aborts_at_once(engines) -> None:
     await stream.aclose()  # type: ignore[attr-defined]
     assert not fake.running and fake.aborted == [plan.request.request_id]
     assert guarded.admission.requests == 0
+
+
+def _completion_plan(guarded: GuardedEngine, prompt: list, stream: bool):  # type: ignore[type-arg]
+    from google.protobuf import json_format
+
+    from tokenwire.server.completion_request import build_completion_plan
+    from tokenwire.v1 import completion_pb2
+
+    req = json_format.ParseDict({"prompt": prompt, "max_tokens": 200, "ignore_eos": True},
+                                completion_pb2.CreateCompletionRequest())
+    return build_completion_plan(req, guarded, SETTINGS, served_model="m", caller=Caller(),  # type: ignore[arg-type]
+                                 stream=stream)
+
+
+async def test_closing_a_batch_completion_stream_aborts_every_prompt(engines) -> None:
+    from tokenwire.server.completion_service import stream_completion
+
+    fake, guarded = engines
+    plan = _completion_plan(guarded, [[10, 11], [12], [13, 14, 15]], stream=True)
+    stream = stream_completion(guarded, plan, worker_id="w")  # type: ignore[arg-type]
+    await anext(stream)
+    assert guarded.admission.requests == 3
+    await stream.aclose()  # type: ignore[attr-defined]
+    assert not fake.running and sorted(fake.aborted) == sorted(r.request_id for r in plan.requests)
+    assert guarded.admission.requests == 0
+
+
+async def test_a_failing_prompt_aborts_its_batch(engines) -> None:
+    from tokenwire.server.completion_service import run_completion
+    from tokenwire.server.errors import ResourceExhausted
+
+    fake, _ = engines
+    tight = GuardedEngine(fake, Admission(2, 0), Metrics())  # room for two of three prompts
+    plan = _completion_plan(tight, [[10, 11], [12], [13, 14, 15]], stream=False)
+    with pytest.raises(ResourceExhausted):
+        await run_completion(tight, plan, worker_id="w")  # type: ignore[arg-type]
+    assert not fake.running and tight.admission.requests == 0
