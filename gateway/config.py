@@ -15,12 +15,16 @@ import json
 import pathlib
 from typing import Any
 
-from tokenwire.gateway.settings import PACKAGE_DIR, GatewaySettings
+from tokenwire.gateway.settings import PACKAGE_DIR, GatewaySettings, endpoints
 
 LUA_DIR = PACKAGE_DIR / "lua"
-CLUSTER = "tokenwire_grpc"
+CLUSTER = "tokenwire_grpc"  # the replicas, least-loaded first (calls without an affinity key)
+AFFINITY_CLUSTER = "tokenwire_affinity"  # the same replicas, by consistent hash of the key
+SESSION_HEADER = "x-session-id"  # vLLM's X-Session-ID (gRPC metadata x-session-id)
+AFFINITY_HEADER = "x-tokenwire-affinity"  # derived from a REST body (affinity_key.lua)
+RETRY_SAFE_HEADER = "tokenwire-retry-safe"  # the server's mark: refused before any engine work
 # Lua modules bundled with each filter's entry file (see lua_source).
-LUA_MODULES = ("json_scan", "json_text", "list_body", "openai_error", "sse_framing",
+LUA_MODULES = ("affinity_key", "json_scan", "json_text", "list_body", "openai_error", "sse_framing",
                "stream_select", "strict_types")
 # Message types whose JSON form is not an object (the transcoder's well-known types).
 _FREE_FORM = {"google.protobuf.Value", "google.protobuf.Struct", "google.protobuf.ListValue"}
@@ -254,12 +258,24 @@ def _connection_manager(settings: GatewaySettings) -> dict[str, Any]:
     # gRPC: native calls and transcoded REST calls (the transcoder has
     # rewritten those to POST /tokenwire.v1.<Service>/<Method>). Anything
     # else is an unknown REST path: no route, 404.
-    grpc_route = {
-        "match": {"prefix": "/", "headers": [
-            {"name": "content-type", "string_match": {"prefix": "application/grpc"}}]},
-        # Never cut a generation; only a long idle timeout.
-        "route": {"cluster": CLUSTER, "timeout": "0s", "idle_timeout": idle},
-    }
+    grpc = {"name": "content-type", "string_match": {"prefix": "application/grpc"}}
+
+    def route(cluster: str, *present: str) -> dict[str, Any]:
+        headers = [grpc, *({"name": h, "present_match": True} for h in present)]
+        action: dict[str, Any] = {
+            "cluster": cluster, "timeout": "0s", "idle_timeout": idle,  # never cut a generation
+            "retry_policy": _retry_policy(settings),
+        }
+        if cluster == AFFINITY_CLUSTER:  # X-Session-ID wins; else the body's key
+            action["hash_policy"] = [{"header": {"header_name": SESSION_HEADER}, "terminal": True},
+                                     {"header": {"header_name": AFFINITY_HEADER}}]
+        return {"match": {"prefix": "/", "headers": headers}, "route": action}
+
+    # A call with an affinity key goes by consistent hash (a conversation's
+    # turns land where its prefix is cached); one without, to the
+    # least-loaded replica. A Session stream is one call: one replica.
+    routes = [route(AFFINITY_CLUSTER, SESSION_HEADER), route(AFFINITY_CLUSTER, AFFINITY_HEADER),
+              route(CLUSTER)]
     return {
         _TYPE: "type.googleapis.com/envoy.extensions.filters.network.http_connection_manager.v3"
                ".HttpConnectionManager",
@@ -278,7 +294,7 @@ def _connection_manager(settings: GatewaySettings) -> dict[str, Any]:
         # OpenAI error shape. Native gRPC calls keep plain gRPC statuses.
         "local_reply_config": {"mappers": local_reply_mappers(settings)},
         "route_config": {"name": "tokenwire", "virtual_hosts": [
-            {"name": "tokenwire", "domains": ["*"], "routes": [grpc_route]}],
+            {"name": "tokenwire", "domains": ["*"], "routes": routes}],
             # The tenant comes from the credential; a caller never names it
             # (the server trusts x-tenant-id only with --trust-tenant-header).
             "request_headers_to_remove": ["x-tenant-id"]},
@@ -303,12 +319,58 @@ def _listener(settings: GatewaySettings) -> dict[str, Any]:
     }
 
 
-def _cluster(settings: GatewaySettings) -> dict[str, Any]:
+def _retry_policy(settings: GatewaySettings) -> dict[str, Any]:
+    """Retry on another replica only what never reached an engine: a failed
+    connect, a refused or reset-before-request stream, or a refusal the
+    server marked retry-safe (not serving, admission full, weights behind the
+    request's minimum version). Nothing that reached an engine is retried."""
+    return {
+        "retry_on": "connect-failure,refused-stream,reset-before-request,retriable-headers",
+        "num_retries": settings.retries,
+        "retriable_headers": [{"name": RETRY_SAFE_HEADER, "string_match": {"exact": "1"}}],
+        "retry_host_predicate": [{"name": "envoy.retry_host_predicates.previous_hosts",
+                                  "typed_config": {_TYPE: "type.googleapis.com/envoy.extensions"
+                                                   ".retry.host.previous_hosts.v3"
+                                                   ".PreviousHostsPredicate"}}],
+        "host_selection_retry_max_attempts": 5,
+    }
+
+
+def _is_ip(host: str) -> bool:
+    import ipaddress
+
+    try:
+        ipaddress.ip_address(host)
+    except ValueError:
+        return False
+    return True
+
+
+def _cluster(settings: GatewaySettings, name: str = CLUSTER) -> dict[str, Any]:
     limit = settings.max_requests
+    hosts = endpoints(settings)
+    interval = f"{settings.health_check_interval_s}s"
     cluster: dict[str, Any] = {
-        "name": CLUSTER,
-        "type": "STATIC",
+        "name": name,
+        # IP addresses as given; a DNS name stands for every address it
+        # resolves to (a Kubernetes headless Service), re-resolved.
+        "type": "STATIC" if all(_is_ip(h) for h, _ in hosts) else "STRICT_DNS",
+        "lb_policy": "MAGLEV" if name == AFFINITY_CLUSTER else "LEAST_REQUEST",
         "connect_timeout": "5s",
+        # grpc.health.v1 on every replica: warming, draining (and, with
+        # --unhealthy-while-paused, paused) replicas report NOT_SERVING and
+        # get no new calls; when none is healthy Envoy's panic mode still
+        # tries them all (the server's own answer beats a 503 from here).
+        "health_checks": [{
+            "timeout": "1s", "interval": interval, "no_traffic_interval": interval,
+            "unhealthy_threshold": 2, "healthy_threshold": 1, "grpc_health_check": {},
+        }],
+        # A replica that keeps failing (gateway errors: resets, refused
+        # connections; or 5xx-mapped gRPC failures) is ejected for a while.
+        "outlier_detection": {
+            "consecutive_5xx": 5, "consecutive_gateway_failure": 3,
+            "interval": "2s", "base_ejection_time": "10s", "max_ejection_percent": 50,
+        },
         "per_connection_buffer_limit_bytes": settings.max_request_bytes,
         "circuit_breakers": {"thresholds": [
             {"max_connections": limit, "max_pending_requests": limit, "max_requests": limit}]},
@@ -319,9 +381,12 @@ def _cluster(settings: GatewaySettings) -> dict[str, Any]:
                     "http2_protocol_options": {"max_concurrent_streams": limit}},
             }
         },
-        "load_assignment": {"cluster_name": CLUSTER, "endpoints": [{"lb_endpoints": [
-            {"endpoint": {"address": _address(settings.upstream_host, settings.upstream_port)}}]}]},
+        "load_assignment": {"cluster_name": name, "endpoints": [{"lb_endpoints": [
+            {"endpoint": {"address": _address(host, port)}} for host, port in hosts]}]},
     }
+    if cluster["type"] == "STRICT_DNS":
+        cluster["dns_refresh_rate"] = "5s"
+        cluster["respect_dns_ttl"] = True
     tls = _upstream_tls(settings)
     if tls is not None:
         cluster["transport_socket"] = tls
@@ -361,7 +426,8 @@ def build(settings: GatewaySettings) -> dict[str, Any]:
     """The Envoy bootstrap for these settings, as data."""
     bootstrap: dict[str, Any] = {
         "overload_manager": _overload_manager(settings),
-        "static_resources": {"listeners": [_listener(settings)], "clusters": [_cluster(settings)]},
+        "static_resources": {"listeners": [_listener(settings)], "clusters": [
+            _cluster(settings, CLUSTER), _cluster(settings, AFFINITY_CLUSTER)]},
     }
     if settings.admin_port >= 0:
         bootstrap["admin"] = {"address": _address(settings.admin_host, settings.admin_port)}

@@ -17,6 +17,11 @@ class GatewaySettings:
     listen_port: int = 8080  # REST (HTTP/1.1) and gRPC (h2c) on the same port
     upstream_host: str = "127.0.0.1"
     upstream_port: int = 50051  # the tokenwire gRPC server
+    # A fleet: HOST:PORT of every replica (or a DNS name resolving to many,
+    # e.g. a Kubernetes headless Service); empty: upstream_host:upstream_port.
+    upstreams: tuple[str, ...] = ()
+    health_check_interval_s: float = 2.0  # active grpc.health.v1 checks of each replica
+    retries: int = 2  # retries on another replica of calls that never reached an engine
     tls_cert: str = ""  # PEM certificate chain: serve REST/gRPC over TLS; "" : plaintext
     tls_key: str = ""  # PEM private key of tls_cert
     upstream_tls_ca: str = ""  # PEM CA (or self-signed cert) of a TLS server; "" : plaintext
@@ -41,6 +46,11 @@ class GatewaySettings:
 HELPS = {
     "listen_port": "REST and gRPC port of the gateway",
     "upstream_port": "port of the running tokenwire gRPC server",
+    "upstreams": "a fleet: HOST:PORT of each replica, or a DNS name that resolves to all of them "
+                 "(e.g. a Kubernetes headless Service); replaces --upstream-host/--upstream-port",
+    "health_check_interval_s": "seconds between active gRPC health checks of each replica",
+    "retries": "times a call that never reached an engine (connect failure, refused, or the "
+               "server's retry-safe refusal) is retried on another replica",
     "tls_cert": "serve the listener over TLS with this PEM certificate chain",
     "tls_key": "the PEM private key of --tls-cert",
     "upstream_tls_ca": "talk TLS to the server, trusting this PEM CA or self-signed certificate",
@@ -83,6 +93,10 @@ def add_arguments(
             parser.add_argument(flag, dest="gateway_" + field.name, default=default,
                                 action=argparse.BooleanOptionalAction, help=HELPS.get(field.name, ""))
             continue
+        if isinstance(default, tuple):
+            parser.add_argument(flag, dest="gateway_" + field.name, nargs="+", default=default,
+                                metavar="HOST:PORT", help=HELPS.get(field.name, ""))
+            continue
         parser.add_argument(
             flag, dest="gateway_" + field.name, type=type(default), default=default,
             help=HELPS.get(field.name, ""),
@@ -91,4 +105,18 @@ def add_arguments(
 
 def from_namespace(ns: argparse.Namespace) -> GatewaySettings:
     values = {f.name: getattr(ns, "gateway_" + f.name) for f in dataclasses.fields(GatewaySettings)}
+    values["upstreams"] = tuple(values["upstreams"])
     return GatewaySettings(**values)
+
+
+def endpoints(settings: GatewaySettings) -> list[tuple[str, int]]:
+    """(host, port) of every upstream replica."""
+    if not settings.upstreams:
+        return [(settings.upstream_host, settings.upstream_port)]
+    out = []
+    for item in settings.upstreams:
+        host, sep, port = item.rpartition(":")
+        if not sep or not port.isdigit() or not host:
+            raise ValueError(f"upstream {item!r} is not HOST:PORT")
+        out.append((host.strip("[]"), int(port)))
+    return out

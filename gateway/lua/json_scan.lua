@@ -46,6 +46,9 @@ function M.each_key(s, visit)
         depth = depth + 1
       elseif c == "}" or c == "]" then
         depth = depth - 1
+        if depth == 0 then
+          return nil -- the object ended (what follows is not ours)
+        end
       else -- ","
         key_next = depth == 1
       end
@@ -57,6 +60,32 @@ end
 -- The first character of the value after the key ending before `after`.
 function M.value_start(s, after)
   return s:match("^%s*:%s*(.)", after)
+end
+
+-- The text of a string value after the key ending before `after` (escapes
+-- left as they are), or nil when the value is not a string.
+function M.string_value(s, after)
+  local start = s:match('^%s*:%s*()"', after)
+  if start == nil then
+    return nil
+  end
+  local k = start + 1
+  while true do
+    local q = s:find('["\\]', k)
+    if q == nil then
+      return nil
+    end
+    if s:sub(q, q) == "\\" then
+      k = q + 2
+    else
+      return s:sub(start + 1, q - 1)
+    end
+  end
+end
+
+-- The index where the value after the key ending before `after` starts.
+function M.value_index(s, after)
+  return s:match("^%s*:%s*()", after)
 end
 
 return M

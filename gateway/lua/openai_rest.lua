@@ -5,8 +5,9 @@
 --
 -- Request: a body whose top-level values have the wrong JSON kind is
 -- refused with 400 before the transcoder could coerce it (strict_types.lua,
--- rules generated from the descriptor); a streaming body goes to the
--- streaming method's binding (stream_select.lua). Every REST call is marked in dynamic metadata
+-- rules generated from the descriptor); a body without an X-Session-ID
+-- header gets its affinity key header (affinity_key.lua); a streaming body
+-- goes to the streaming method's binding (stream_select.lua). Every REST call is marked in dynamic metadata
 -- "tokenwire.rest" (mode "json", "sse", or "list": a body that is a JSON list,
 -- list_body.lua); native gRPC calls are left alone.
 --
@@ -21,6 +22,7 @@ local sse_framing = require("sse_framing")
 local openai_error = require("openai_error")
 local strict_types = require("strict_types")
 local list_body = require("list_body")
+local affinity_key = require("affinity_key")
 local strict_rules = require("strict_rules") -- generated from the proto descriptor
 
 local NS = "tokenwire.rest"
@@ -53,6 +55,16 @@ function envoy_on_request(handle)
       handle:streamInfo():dynamicMetadata():set(NS, "strict_param", key)
       handle:respond({ [":status"] = "400" }, strict_types.message(key, kind))
       return
+    end
+  end
+  local now = handle:headers() -- fresh: reading the body ends the old object's scope
+  if rules ~= nil and now:get("x-session-id") == nil and now:get(affinity_key.HEADER) == nil then
+    -- The fleet's consistent hash (config.py) keys on X-Session-ID, else on
+    -- this header derived from the body (session_id, cache_salt, user).
+    local key = affinity_key.key(body_text())
+    if key ~= nil then
+      now:add(affinity_key.HEADER, key)
+      handle:clearRouteCache()
     end
   end
   local path = stream_select.stream_path(method, full_path, body_text)

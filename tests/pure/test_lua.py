@@ -344,3 +344,30 @@ def test_list_body_paths(lua) -> None:
     m = module(lua, "list_body")
     assert m.field("/v1/completions/render?x=1") == "requests"
     assert m.field("/v1/completions") is None
+
+
+# -- affinity_key -------------------------------------------------------------
+@pytest.mark.parametrize(("body", "key"), [
+    ('{"session_id": "s1", "cache_salt": "c", "user": "u"}', "s1"),
+    ('{"user": "u", "cache_salt": "c"}', "c"),
+    ('{"cache_salt": "c", "nvext": {"cache_salt": "n"}}', "n"),
+    ('{"nvext": {"token_data": [1, 2], "cache_salt": "n"}, "user": "u"}', "n"),
+    ('{"user": "u"}', "u"),
+    ('{"session_id": "", "user": "u"}', "u"),
+    ('{"messages": [{"session_id": "inner", "user": "x"}], "n": 1}', None),  # nested: not ours
+    ('{"nvext": {"agent_hints": {"cache_salt": "deep"}}}', None),
+    ('{"nvext": {"a": 1}, "x": {"y": 1, "cache_salt": "other"}}', None),  # after nvext closed
+    ('{"session_id": 5}', None),
+    ('{"session_id": "a\\"b"}', 'a\\"b'),
+    ('{"session_id": "' + "x" * 300 + '"}', None),  # too long for a key
+    ("[1]", None),
+    ("", None),
+])
+def test_affinity_key(lua, body, key) -> None:
+    assert module(lua, "affinity_key").key(body) == key
+
+
+def test_each_key_stops_at_the_end_of_the_object(lua) -> None:
+    keys = []
+    module(lua, "json_scan").each_key('{"a": 1} , "b": 2}', lambda k, _after: keys.append(k))
+    assert keys == ["a"]

@@ -36,6 +36,12 @@ DOMAIN = "tokenwire.dev"
 REASON_TRAILER = "tokenwire-reason"
 PARAM_TRAILER = "tokenwire-param"
 RETRY_TRAILER = "retry-after-ms"
+# Marks a refusal that happened before any engine work, so that a fleet
+# gateway may retry the call on another replica (gateway/config.py).
+RETRY_SAFE_TRAILER = "tokenwire-retry-safe"
+RETRY_SAFE_REASONS = frozenset({
+    "NOT_SERVING", "TOO_MANY_REQUESTS", "TOO_MANY_TOKENS", "ENGINE_FULL", "WEIGHT_VERSION_BEHIND",
+})
 
 
 class TokenwireError(Exception):
@@ -126,6 +132,8 @@ def to_status(err: TokenwireError) -> grpc.Status:
         retry.retry_delay.FromMilliseconds(int(err.retry_after * 1000))
         details.append(_packed(retry))
         plain.append((RETRY_TRAILER, str(int(err.retry_after * 1000))))
+    if err.reason in RETRY_SAFE_REASONS:
+        plain.append((RETRY_SAFE_TRAILER, "1"))
     status = rpc_status.to_status(
         status_pb2.Status(code=err.code.value[0], message=err.message, details=details)
     )

@@ -57,6 +57,7 @@ def check_model(requested: str, served: str, adapters: Collection[str] = ()) -> 
 
 DP_RANK_HEADERS = ("x-data-parallel-rank", "x-dynamo-dp-rank")  # vLLM's, Dynamo's
 SESSION_HEADER = "x-session-id"  # vLLM's and vllm-router's X-Session-ID
+MIN_VERSION_HEADER = "x-min-weight-version"  # the oldest weight version a call accepts
 MAX_SESSION_ID = 256
 
 

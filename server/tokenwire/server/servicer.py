@@ -13,8 +13,8 @@ import grpc
 
 from tokenwire.server.data_plane import DataPlane
 from tokenwire.server.domain import Caller, RunOutcome
-from tokenwire.server.errors import stream_errors, unary_errors
-from tokenwire.server.request_fields import DP_RANK_HEADERS, SESSION_HEADER
+from tokenwire.server.errors import Unavailable, stream_errors, unary_errors
+from tokenwire.server.request_fields import DP_RANK_HEADERS, MIN_VERSION_HEADER, SESSION_HEADER
 from tokenwire.server.session import Session
 from tokenwire.v1 import (
     chat_pb2,
@@ -43,6 +43,14 @@ def dp_rank_of(context: grpc.aio.ServicerContext) -> str | None:
     return None
 
 
+def min_version_of(context: grpc.aio.ServicerContext) -> str | None:
+    """The x-min-weight-version metadata (X-Min-Weight-Version header), if any."""
+    for key, value in context.invocation_metadata() or ():
+        if key == MIN_VERSION_HEADER and value:
+            return str(value)
+    return None
+
+
 class TokenwireServicer(service_pb2_grpc.TokenwireServiceServicer):
     def __init__(self, plane: DataPlane):
         self.plane = plane
@@ -50,6 +58,16 @@ class TokenwireServicer(service_pb2_grpc.TokenwireServiceServicer):
         self.engine = plane.engine
 
     def _caller(self, context: grpc.aio.ServicerContext) -> Caller:
+        """Who calls (tenant, priority range); refuses, retry-safe, a call that
+        needs newer weights than this replica serves (x-min-weight-version):
+        a fleet gateway then tries another replica."""
+        required = min_version_of(context)
+        if required is not None and not self.state.serves_at_least(required):
+            raise Unavailable(
+                f"this replica serves weight version '{self.state.weight_version}'; the request "
+                f"needs '{required}' or newer", param=MIN_VERSION_HEADER,
+                reason="WEIGHT_VERSION_BEHIND",
+            )
         return self.plane.tenancy.caller(context.invocation_metadata())
 
     @unary_errors

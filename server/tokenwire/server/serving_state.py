@@ -4,11 +4,16 @@ servicer, the data plane, sessions and speculative prefill."""
 from __future__ import annotations
 
 import asyncio
+import collections
 import contextlib
+import re
 import time
 from collections.abc import Iterator
 
 from tokenwire.server.errors import Unavailable
+
+
+_VERSION = re.compile(r"^(.*?)(\d+)$")
 
 
 class ServingState:
@@ -21,9 +26,34 @@ class ServingState:
         self.sessions = 0
         self.background: set[asyncio.Task[None]] = set()  # speculative prefills
         # Kept by the control plane: the weight version new tokens are
-        # attributed to, and whether generation is paused.
-        self.weight_version = ""
+        # attributed to (and the ones before it), and whether generation is
+        # paused.
+        self._weight_version = ""
+        self.earlier_versions: collections.deque[str] = collections.deque(maxlen=4096)
         self.paused = False
+
+    @property
+    def weight_version(self) -> str:
+        return self._weight_version
+
+    @weight_version.setter
+    def weight_version(self, version: str) -> None:
+        if version != self._weight_version and self._weight_version:
+            self.earlier_versions.append(self._weight_version)
+        self._weight_version = version
+
+    def serves_at_least(self, required: str) -> bool:
+        """Whether the current weights are `required` or newer: versions
+        that end in a number with the same prefix ("12", "step-12") compare
+        by that number; others are newer once this server has served them
+        (the current one or an earlier one)."""
+        current = self._weight_version
+        if required == current:
+            return True
+        a, b = _VERSION.match(required), _VERSION.match(current)
+        if a and b and a.group(1) == b.group(1):
+            return int(b.group(2)) >= int(a.group(2))
+        return required in self.earlier_versions
 
     async def cancel_background(self) -> None:
         tasks = list(self.background)
