@@ -112,7 +112,7 @@ def test_min_weight_version_picks_a_replica_that_has_it(fleet) -> None:
 
 
 def test_a_dead_replica_is_routed_around(fleet) -> None:
-    envoy, servers, rest = fleet
+    _, servers, rest = fleet
     servers["replica-a"].stop()
     # Every call succeeds: connect failures are retried on the other
     # replica, then health checks take the dead one out.

@@ -12,7 +12,6 @@ from collections.abc import Iterator
 
 from tokenwire.server.errors import Unavailable
 
-
 _VERSION = re.compile(r"^(.*?)(\d+)$")
 
 
