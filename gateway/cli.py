@@ -3,10 +3,12 @@
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import os
 import signal
 import sys
 import threading
+from typing import Any
 
 from tokenwire.gateway import settings as gw_settings
 
@@ -29,6 +31,12 @@ def add_gateway_parsers(sub: argparse._SubParsersAction) -> None:  # type: ignor
              "vLLM engine flags pass through to `tokenwire serve`",
     )
     add_server_arguments(up)
+    up.add_argument("--replicas", type=int, default=1,
+                    help="run N servers (each its own engine) on --port, --port+1, ... behind the "
+                         "gateway, with session/cache affinity (docs/fleet.md)")
+    up.add_argument("--gpus-per-replica", type=int, default=0,
+                    help="with --replicas on a GPU host: give replica i the devices "
+                         "i*K .. i*K+K-1 (CUDA_VISIBLE_DEVICES); 0 leaves devices alone")
     up.set_defaults(accepts_extra=True)
     gw_settings.add_arguments(up, prefix="gateway-",
                               exclude=("upstream_host", "upstream_port", "control"))
@@ -113,6 +121,31 @@ def run_up(ns: argparse.Namespace) -> int:
         api_key="" if ns.open_probes else (ns.api_key or os.environ.get("TOKENWIRE_API_KEY", "")),
     )
     env = {var: getattr(ns, name) for name, var in SECRET_FIELDS.items() if getattr(ns, name)}
-    # Engine flags (vLLM's) were not parsed here: they go to `tokenwire serve` as given.
-    argv = serve_argv(ns) + list(getattr(ns, "extra", []))
-    return supervisor.run(argv, gateway, probe=probe, server_env=env)
+    replicas = plan_replicas(ns)
+    if len(replicas) > 1:
+        gateway = dataclasses.replace(gateway, upstreams=tuple(r.address for r in replicas))
+    return supervisor.run(replicas, gateway, probe=probe, server_env=env)
+
+
+def plan_replicas(ns: argparse.Namespace) -> list[Any]:
+    """The `tokenwire serve` of each replica: ports (and metrics ports) one
+    after another from the given ones, devices split with --gpus-per-replica.
+    Engine flags (vLLM's) were not parsed here: they go to every replica as
+    given."""
+    from tokenwire.gateway.supervisor import Replica
+
+    if ns.replicas < 1:
+        raise SystemExit("tokenwire up: --replicas must be at least 1")
+    base_port, base_metrics = ns.port, ns.metrics_port
+    replicas = []
+    for i in range(ns.replicas):
+        ns.port = base_port + i
+        ns.metrics_port = base_metrics + i if base_metrics else 0
+        env = {}
+        if ns.gpus_per_replica > 0:
+            k = ns.gpus_per_replica
+            env["CUDA_VISIBLE_DEVICES"] = ",".join(str(d) for d in range(i * k, (i + 1) * k))
+        replicas.append(Replica(serve_argv(ns) + list(getattr(ns, "extra", [])),
+                                f"{ns.host}:{ns.port}", env))
+    ns.port, ns.metrics_port = base_port, base_metrics
+    return replicas

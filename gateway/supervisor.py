@@ -1,9 +1,12 @@
-"""`tokenwire up`: the server and the gateway together, stopped together.
+"""`tokenwire up`: the server (or several replicas) and the gateway
+together, stopped together.
 
-The server starts first (as `tokenwire serve` in a subprocess); Envoy starts
-once the server reports SERVING. SIGINT/SIGTERM, or either process exiting,
-stops both: Envoy first (no new REST calls), then the server (graceful:
-in-flight calls may finish within its grace period).
+The servers start first (as `tokenwire serve` subprocesses); Envoy starts
+once every one reports SERVING. SIGINT/SIGTERM, Envoy exiting, or the last
+server exiting stops everything: Envoy first (no new REST calls), then the
+servers (graceful: in-flight calls may finish within their grace period).
+With several replicas, one exiting is reported and the fleet goes on
+without it (Envoy's health checks take it out).
 """
 
 from __future__ import annotations
@@ -78,36 +81,54 @@ def stop_server(proc: subprocess.Popen[bytes], timeout: float) -> int:
     return proc.wait()
 
 
-def run(serve_argv: Sequence[str], gateway: GatewaySettings, *, probe: Probe | None = None,
+@dataclasses.dataclass(frozen=True)
+class Replica:
+    """One `tokenwire serve` to run: its flags, address and added environment."""
+
+    argv: Sequence[str]
+    address: str
+    env: Mapping[str, str] = dataclasses.field(default_factory=dict)
+
+
+def run(replicas: Sequence[Replica], gateway: GatewaySettings, *, probe: Probe | None = None,
         server_env: Mapping[str, str] | None = None, start_timeout: float = 900,
         stop_timeout: float = 120) -> int:
-    """Run `tokenwire serve <serve_argv>` (with `server_env` added to the
-    environment) and Envoy in front of it until a signal or until one of
-    them exits. Returns an exit status."""
+    """Run `tokenwire serve` for each replica (with `server_env` added to the
+    environment) and Envoy in front of them until a signal, Envoy exiting or
+    the last server exiting. Returns an exit status."""
     stop = threading.Event()
 
     def on_signal(signum: int, frame: object) -> None:
         stop.set()
 
     previous = {s: signal.signal(s, on_signal) for s in (signal.SIGINT, signal.SIGTERM)}
-    env = {**os.environ, **(server_env or {})}
-    server = subprocess.Popen([sys.executable, "-m", "tokenwire.cli", "serve", *serve_argv], env=env)
+    servers = [
+        subprocess.Popen([sys.executable, "-m", "tokenwire.cli", "serve", *r.argv],
+                         env={**os.environ, **(server_env or {}), **r.env})
+        for r in replicas
+    ]
     envoy = EnvoyProcess(gateway)
-    upstream = f"{gateway.upstream_host}:{gateway.upstream_port}"
+    addresses = ", ".join(r.address for r in replicas)
     status = 0
     try:
-        if not wait_serving(upstream, server, stop, start_timeout, probe or Probe()):
-            return 0 if stop.is_set() else (server.returncode or 1)
+        for replica, server in zip(replicas, servers, strict=True):
+            if not wait_serving(replica.address, server, stop, start_timeout, probe or Probe()):
+                return 0 if stop.is_set() else (server.returncode or 1)
         envoy.start()
         print(
-            f"tokenwire up: REST on {envoy.url}/v1 (OpenAI base_url), gRPC on {upstream} "
-            f"and through {envoy.address}; Ctrl-C stops both",
+            f"tokenwire up: REST on {envoy.url}/v1 (OpenAI base_url), gRPC on {addresses} "
+            f"and through {envoy.address}; Ctrl-C stops everything",
             flush=True,
         )
+        reported: set[int] = set()
         while not stop.is_set():
-            if server.poll() is not None:
-                print(f"tokenwire up: the server exited ({server.returncode})", file=sys.stderr)
-                status = server.returncode or 1
+            for i, server in enumerate(servers):
+                if server.poll() is not None and i not in reported:
+                    reported.add(i)
+                    print(f"tokenwire up: the server on {replicas[i].address} exited "
+                          f"({server.returncode})", file=sys.stderr, flush=True)
+            if len(reported) == len(servers):
+                status = servers[-1].returncode or 1
                 break
             if envoy.proc is not None and envoy.proc.poll() is not None:
                 print(f"tokenwire up: envoy exited ({envoy.proc.returncode})", file=sys.stderr)
@@ -116,7 +137,11 @@ def run(serve_argv: Sequence[str], gateway: GatewaySettings, *, probe: Probe | N
             stop.wait(0.2)
     finally:
         envoy.stop()
-        stop_server(server, stop_timeout)
+        for server in servers:
+            if server.poll() is None:
+                server.send_signal(signal.SIGTERM)  # all drain at once
+        for server in servers:
+            stop_server(server, stop_timeout)
         for s, handler in previous.items():
             signal.signal(s, handler)
     return status

@@ -84,3 +84,40 @@ def test_up_with_tls_and_an_api_key(tmp_path) -> None:
             proc.wait()
     out = proc.stdout.read().decode() if proc.stdout else ""
     assert "k3y" not in out
+
+
+def test_up_with_replicas_serves_from_both_and_survives_one(tmp_path) -> None:
+    grpc_port, rest_port = free_port(), free_port()
+    while port_open("127.0.0.1", grpc_port + 1):
+        grpc_port = free_port()
+    cmd = [sys.executable, "-m", "tokenwire.cli", "up", "--engine", "fake", "--replicas", "2",
+           "--served-model-name", "fake-model", "--port", str(grpc_port),
+           "--gateway-listen-port", str(rest_port), "--gateway-health-check-interval-s", "0.5"]
+    proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
+    url = f"http://127.0.0.1:{rest_port}"
+    body = {"model": "fake-model", "messages": [{"role": "user", "content": "hi"}], "max_tokens": 2,
+            "nvext": {"extra_fields": ["worker_id"]}}
+    try:
+        wait_rest(url, proc)
+        workers = {httpx.post(f"{url}/v1/chat/completions", json=body, timeout=10).json()["nvext"]["worker_id"]
+                   for _ in range(16)}
+        assert len(workers) == 2, workers
+        # One replica stops: the fleet goes on with the other.
+        pids = subprocess.run(["pgrep", "-f", f"serve.*--port {grpc_port + 1}"], capture_output=True,
+                              text=True).stdout.split()
+        assert pids, "replica 2 runs"
+        for pid in pids:
+            os.kill(int(pid), signal.SIGTERM)
+        deadline = time.monotonic() + 30
+        while port_open("127.0.0.1", grpc_port + 1) and time.monotonic() < deadline:
+            time.sleep(0.2)
+        codes = [httpx.post(f"{url}/v1/chat/completions", json=body, timeout=10).status_code
+                 for _ in range(8)]
+        assert codes == [200] * 8 and proc.poll() is None
+        proc.send_signal(signal.SIGTERM)
+        assert proc.wait(60) == 0
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+    assert not port_open("127.0.0.1", grpc_port) and not port_open("127.0.0.1", rest_port)
