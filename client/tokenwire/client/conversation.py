@@ -10,6 +10,11 @@ plain chat call, the suffix rendered through Tokenize). Either way
 turns[n].completion_ids``, and each turn carries what a trainer needs:
 ``prompt_ids``, ``completion_ids`` and ``logprobs`` (from the same engine
 output as the ids).
+
+In a fleet, a session turn whose continuation is unknown where it lands
+(the replica that held it was lost, or evicted it) is sent again with the
+full token ids on a fresh session, so the rollout goes on with the same ids.
+A turn that already streamed tokens is never re-sent (its error is raised).
 """
 
 from __future__ import annotations
@@ -19,6 +24,7 @@ from collections.abc import AsyncGenerator, Generator, Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
 from tokenwire.client._common import RequestResult, TurnTokens, as_messages
+from tokenwire.client.errors import NotFoundError, TokenwireError, UnavailableError
 from tokenwire.v1 import chat_pb2
 
 if TYPE_CHECKING:
@@ -104,6 +110,17 @@ class _Core:
             return {"continue_from": prev.request_id, "suffix_ids": list(suffix_ids), **body}
         return {"continue_from": prev.request_id, "messages": messages, **body}
 
+    @staticmethod
+    def may_fall_back(prev: Turn | None, exc: TokenwireError, streamed: bool) -> bool:
+        """Whether a failed session turn may be sent again with full ids: it
+        continued an earlier turn, produced nothing, and failed because its
+        continuation is gone (evicted, or its replica lost with the session)."""
+        if prev is None or streamed:
+            return False
+        lost = isinstance(exc, NotFoundError) and exc.reason in (
+            "CONTINUATION_NOT_FOUND", "CONTINUATION_EVICTED")
+        return lost or isinstance(exc, UnavailableError)
+
     def record_session(self, prev: Turn | None, result: RequestResult) -> Turn:
         tokens = result.tokens
         new = list(result.done.suffix_token_ids) if prev else list(tokens.prompt_ids)
@@ -156,6 +173,7 @@ class Conversation:
         self.client = client
         self._core = _Core(mode, system, messages, cache_salt, speculative_prefill, defaults)
         self._session: Session | None = None
+        self._result: RequestResult | None = None
 
     @property
     def turns(self) -> list[Turn]:
@@ -179,17 +197,25 @@ class Conversation:
         body = core.body(overrides, _stream)
         prev = core.last
         if core.mode == "session":
-            if self._session is None:
-                self._session = self.client.session()
-            handle = self._session.start_chat(**core.session_kwargs(prev, messages, suffix_ids, body))
+            streamed = []
             try:
-                for event in handle:
-                    if event.WhichOneof("event") == "chat_chunk":
-                        yield event.chat_chunk
-                core.record_session(prev, handle.result())
-            finally:
-                if core.last is prev:  # abandoned or failed: stop it in the engine
-                    self._session.cancel(handle.request_id)
+                for chunk in self._session_turn(core.session_kwargs(prev, messages, suffix_ids, body)):
+                    streamed.append(True)
+                    yield chunk
+                assert self._result is not None
+                core.record_session(prev, self._result)
+                return
+            except TokenwireError as exc:
+                if not core.may_fall_back(prev, exc, bool(streamed)):
+                    raise
+                if isinstance(exc, UnavailableError):  # the session's replica is gone
+                    self.close()
+            assert prev is not None
+            suffix = list(suffix_ids) if suffix_ids is not None else list(
+                self.client.tokenize(core.suffix_request(prev, messages)).tokens)
+            yield from self._session_turn(core.token_body(prev, messages, suffix, body))
+            assert self._result is not None
+            core.record(self._result.request_id, self._result.tokens, suffix)
             return
         new = None
         if prev is not None:
@@ -209,9 +235,31 @@ class Conversation:
             yield chunk
         core.record(rid, tokens, new)
 
+    def _session_turn(
+        self, kwargs: dict[str, Any]
+    ) -> Generator[chat_pb2.StreamChatCompletionResponse, None, None]:
+        """One chat request on the session (opened on first use): its chunks;
+        its result in self._result. Abandoned or failed: stopped in the engine."""
+        if self._session is None:
+            self._session = self.client.session()
+        handle = self._session.start_chat(**kwargs)
+        done = False
+        try:
+            for event in handle:
+                if event.WhichOneof("event") == "chat_chunk":
+                    yield event.chat_chunk
+            self._result = handle.result()
+            done = True
+        finally:
+            if not done and self._session is not None:
+                self._session.cancel(handle.request_id)
+
     def close(self) -> None:
         if self._session is not None:
-            self._session.close()
+            try:
+                self._session.close()
+            except TokenwireError:
+                pass  # a session whose stream already failed
             self._session = None
 
     def __enter__(self) -> Conversation:
@@ -232,6 +280,7 @@ class AsyncConversation:
         self.client = client
         self._core = _Core(mode, system, messages, cache_salt, speculative_prefill, defaults)
         self._session: AsyncSession | None = None
+        self._result: RequestResult | None = None
 
     @property
     def turns(self) -> list[Turn]:
@@ -252,18 +301,27 @@ class AsyncConversation:
         body = core.body(overrides, _stream)
         prev = core.last
         if core.mode == "session":
-            if self._session is None:
-                self._session = await self.client.session().open()
-            handle = await self._session.start_chat(
-                **core.session_kwargs(prev, messages, suffix_ids, body))
+            streamed = []
             try:
-                async for event in handle:
-                    if event.WhichOneof("event") == "chat_chunk":
-                        yield event.chat_chunk
-                core.record_session(prev, await handle.result())
-            finally:
-                if core.last is prev:  # abandoned or failed: stop it in the engine
-                    await self._session.cancel(handle.request_id)
+                async for chunk in self._session_turn(
+                        core.session_kwargs(prev, messages, suffix_ids, body)):
+                    streamed.append(True)
+                    yield chunk
+                assert self._result is not None
+                core.record_session(prev, self._result)
+                return
+            except TokenwireError as exc:
+                if not core.may_fall_back(prev, exc, bool(streamed)):
+                    raise
+                if isinstance(exc, UnavailableError):  # the session's replica is gone
+                    await self.close()
+            assert prev is not None
+            suffix = list(suffix_ids) if suffix_ids is not None else list(
+                (await self.client.tokenize(core.suffix_request(prev, messages))).tokens)
+            async for chunk in self._session_turn(core.token_body(prev, messages, suffix, body)):
+                yield chunk
+            assert self._result is not None
+            core.record(self._result.request_id, self._result.tokens, suffix)
             return
         new = None
         if prev is not None:
@@ -283,9 +341,31 @@ class AsyncConversation:
             yield chunk
         core.record(rid, tokens, new)
 
+    async def _session_turn(
+        self, kwargs: dict[str, Any]
+    ) -> AsyncGenerator[chat_pb2.StreamChatCompletionResponse, None]:
+        """One chat request on the session (opened on first use): its chunks;
+        its result in self._result. Abandoned or failed: stopped in the engine."""
+        if self._session is None:
+            self._session = await self.client.session().open()
+        handle = await self._session.start_chat(**kwargs)
+        done = False
+        try:
+            async for event in handle:
+                if event.WhichOneof("event") == "chat_chunk":
+                    yield event.chat_chunk
+            self._result = await handle.result()
+            done = True
+        finally:
+            if not done and self._session is not None:
+                await self._session.cancel(handle.request_id)
+
     async def close(self) -> None:
         if self._session is not None:
-            await self._session.close()
+            try:
+                await self._session.close()
+            except TokenwireError:
+                pass  # a session whose stream already failed
             self._session = None
 
     async def __aenter__(self) -> AsyncConversation:
