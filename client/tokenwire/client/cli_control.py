@@ -5,6 +5,13 @@
     tokenwire control update-weights /ckpt/step-42 --version step-42
     tokenwire control resume
     tokenwire control reset-cache
+    tokenwire control --fleet HOST:PORT,HOST:PORT update-weights /ckpt/step-42 \
+        --version step-42 --rollback-path /ckpt/step-41
+
+With --fleet, update-weights runs on every replica as one operation
+(pause all, update all, resume all; if one fails, all reload the rollback
+path under their old version) and prints the per-replica report; status
+prints every replica's state.
 
 Prints the control state as JSON; exit status 1 with the error on stderr
 when the server refuses. The admin key comes from --admin-api-key or
@@ -14,6 +21,7 @@ $TOKENWIRE_ADMIN_API_KEY.
 from __future__ import annotations
 
 import argparse
+import json
 import os
 import sys
 
@@ -32,6 +40,10 @@ def add_control_parser(sub: argparse._SubParsersAction) -> None:  # type: ignore
     control.add_argument("--admin-api-key", default=None,
                          help="the admin key (default $TOKENWIRE_ADMIN_API_KEY)")
     control.add_argument("--timeout", type=float, default=600.0, help="deadline in seconds")
+    control.add_argument("--fleet", action="extend", metavar="HOST:PORT,...", default=None,
+                         type=lambda v: [t for t in v.split(",") if t],
+                         help="every replica's server address (not the gateway's), comma-"
+                              "separated or repeated: update-weights and status act on all")
     ops = control.add_subparsers(dest="op", required=True)
     ops.add_parser("status", help="paused, version, adapters, requests in flight")
     pause = ops.add_parser("pause", help="pause generation")
@@ -45,11 +57,41 @@ def add_control_parser(sub: argparse._SubParsersAction) -> None:  # type: ignore
     update.add_argument("--pause-mode", choices=("abort", "wait", "keep"), default="keep")
     update.add_argument("--keep-cache", action="store_true",
                         help="do not reset the prefix cache (stale KV may be reused)")
+    update.add_argument("--rollback-path", default="",
+                        help="with --fleet: the weights to go back to if a replica fails "
+                             "(default: the model each server was started with)")
     ops.add_parser("reset-cache", help="reset the prefix cache")
     control.set_defaults(func=run_control)
 
 
+def run_fleet(ns: argparse.Namespace) -> int:
+    from tokenwire.client.fleet import update_fleet
+
+    if ns.op == "update-weights":
+        report = update_fleet(ns.fleet, ns.path, version=ns.version, rollback_path=ns.rollback_path,
+                              pause_mode=ns.pause_mode, clear_cache=not ns.keep_cache,
+                              admin_api_key=ns.admin_api_key, timeout=ns.timeout)
+        print(json.dumps(report.as_dict(), indent=2))
+        return 0 if report.ok else 1
+    if ns.op != "status":
+        print(f"tokenwire control {ns.op}: with --fleet only update-weights and status",
+              file=sys.stderr)
+        return 2
+    states = {}
+    for target in ns.fleet:
+        with Client(target, timeout=ns.timeout, admin_api_key=ns.admin_api_key) as client:
+            try:
+                states[target] = json_format.MessageToDict(
+                    client.control.state(), preserving_proto_field_name=True)
+            except TokenwireError as err:
+                states[target] = {"error": f"{err.code.name}: {err.message}"}
+    print(json.dumps(states, indent=2))
+    return 0 if all("error" not in s for s in states.values()) else 1
+
+
 def run_control(ns: argparse.Namespace) -> int:
+    if ns.fleet:
+        return run_fleet(ns)
     with Client(ns.server, timeout=ns.timeout, admin_api_key=ns.admin_api_key) as client:
         ctl = client.control
         try:

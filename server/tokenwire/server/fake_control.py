@@ -26,6 +26,7 @@ class FakeControl:
         self.version = "default"
         self.weights_generation = 0  # reloads so far: shifts the fake's replies
         self.loaded_paths: list[str] = []
+        self.fail_reloads = 0  # tests: the next N reloads fail (a replica with a bad disk)
         self.loras: dict[str, str] = {}
         self.resets = 0
         self._hold_new = False  # new requests wait (any pause)
@@ -87,6 +88,12 @@ class FakeControl:
         return True
 
     async def reload_weights(self, path: str) -> None:
+        if self.fail_reloads > 0:
+            self.fail_reloads -= 1
+            raise errors.FailedPrecondition(
+                f"reloading weights from {path!r} failed: read error", param="path",
+                reason="WEIGHT_LOAD_FAILED",
+            )
         if _broken(path):  # lets tests make a load fail (the folder was checked already)
             raise errors.FailedPrecondition(
                 f"reloading weights from {path!r} failed: broken checkpoint", param="path",

@@ -82,7 +82,7 @@ class FakeEngine(FakeControl):
         experts = (tokens[:, None, None] + np.arange(layers)[None, :, None]
                    + np.arange(top_k)[None, None, :]) % 8
         buffer = io.BytesIO()
-        np.save(buffer, experts.astype(np.int32), allow_pickle=False)
+        np.save(buffer, experts.astype(np.uint8), allow_pickle=False)  # vLLM: uint8 up to 256 experts
         return buffer.getvalue()
 
     def sampling_defaults(self) -> dict[str, Any]:
