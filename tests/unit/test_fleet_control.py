@@ -89,3 +89,26 @@ def test_cli_fleet_update_prints_the_report(fleet, tmp_path, capsys) -> None:
     assert main(["control", *(a for s in servers for a in ("--fleet", s.address)), "status"]) == 0
     states = json.loads(capsys.readouterr().out)
     assert {s["weight_version"] for s in states.values()} == {"step-3"}
+
+
+def test_unhealthy_while_paused_takes_a_replica_out_of_rotation() -> None:
+    from grpc_health.v1 import health_pb2, health_pb2_grpc
+
+    from tokenwire.client import Client
+
+    server = ThreadServer(ServerSettings(engine="fake", port=0, max_model_len=512, enable_control=True,
+                                         unhealthy_while_paused=True), FakeEngine()).start()
+    try:
+        def health() -> int:
+            with grpc.insecure_channel(server.address) as channel:
+                return health_pb2_grpc.HealthStub(channel).Check(
+                    health_pb2.HealthCheckRequest(service=""), timeout=5).status
+
+        assert health() == health_pb2.HealthCheckResponse.SERVING
+        with Client(server.address) as client:
+            client.control.pause("keep")
+            assert health() == health_pb2.HealthCheckResponse.NOT_SERVING
+            client.control.resume()
+        assert health() == health_pb2.HealthCheckResponse.SERVING
+    finally:
+        server.stop()

@@ -182,15 +182,25 @@ async def start(settings: ServerSettings, engine: Engine) -> RunningServer:
     metrics.engine_requests.set_function(engine.num_unfinished_requests)
     plane = build_data_plane(guarded, settings, state, tenancy)  # type: ignore[arg-type]
     service_pb2_grpc.add_TokenwireServiceServicer_to_server(TokenwireServicer(plane), server)
+    health_servicer = health.aio.HealthServicer()
+
+    async def paused_health(paused: bool) -> None:
+        """--unhealthy-while-paused: a paused replica reports NOT_SERVING, so
+        a fleet gateway sends new calls elsewhere during its update."""
+        status = (health_pb2.HealthCheckResponse.NOT_SERVING if paused or not state.serving
+                  else health_pb2.HealthCheckResponse.SERVING)
+        for name in ("", SERVICE_NAME):
+            await health_servicer.set(name, status)
+
     control = ControlPlane(
         engine, state, timeout=settings.control_timeout_seconds,  # type: ignore[arg-type]
         engine_requests=engine.num_unfinished_requests,
+        on_paused=paused_health if settings.unhealthy_while_paused else None,
     )
     names = [SERVICE_NAME]
     if settings.enable_control:
         control_pb2_grpc.add_ControlServiceServicer_to_server(ControlServicer(control), server)
         names.append(CONTROL_SERVICE_NAME)
-    health_servicer = health.aio.HealthServicer()
     health_pb2_grpc.add_HealthServicer_to_server(health_servicer, server)
     reflection.enable_server_reflection(
         (*names, health.SERVICE_NAME, reflection.SERVICE_NAME), server

@@ -106,8 +106,10 @@ class ControlPlane:
     def __init__(
         self, engine: EngineControl, state: ServingState, *, timeout: float,
         engine_requests: Callable[[], int],
+        on_paused: Callable[[bool], Awaitable[None]] | None = None,
     ):
         self._engine = engine
+        self._on_paused = on_paused  # told when generation pauses (True) and resumes
         self._state = state
         self._timeout = timeout
         self._engine_requests = engine_requests
@@ -149,11 +151,15 @@ class ControlPlane:
         await self._engine.pause(mode, clear_cache)
         self.pause_mode = mode
         self._state.paused = True
+        if self._on_paused is not None:
+            await self._on_paused(True)
 
     async def _resume(self) -> None:
         await self._engine.resume()
         self.pause_mode = ""
         self._state.paused = False
+        if self._on_paused is not None:
+            await self._on_paused(False)
 
     async def _set_version(self, version: str) -> None:
         await self._engine.set_weight_version(version)

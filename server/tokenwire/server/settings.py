@@ -58,6 +58,9 @@ class ServerSettings:
         600.0, "longest a control call runs when the caller set no deadline (seconds)")
     weight_version: str = _own(
         "", "the weight version tokens are attributed to at start (default: vLLM's 'default')")
+    unhealthy_while_paused: bool = _own(
+        False, "report NOT_SERVING on grpc.health.v1 while generation is paused, so a fleet "
+               "gateway routes new calls to other replicas during this one's update")
     lora_modules: tuple[str, ...] = _own(
         (), "LoRA adapters to load at start, NAME=PATH ... (with --enable-lora); requests select "
             "one by `model`")
