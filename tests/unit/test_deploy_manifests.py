@@ -8,7 +8,6 @@ and passes `envoy --mode validate`."""
 from __future__ import annotations
 
 import argparse
-import pathlib
 import subprocess
 from typing import Any
 
