@@ -11,7 +11,7 @@ TINY_DIR := .models/tiny-random-llama
 export TORCHINDUCTOR_CACHE_DIR ?= $(CURDIR)/.cache/inductor
 export VLLM_CACHE_ROOT ?= $(CURDIR)/.cache/vllm
 
-.PHONY: setup venv model tiny-model proto run serve gateway test test-unit test-pure lint bench load soak clean
+.PHONY: setup venv model tiny-model proto run serve gateway test test-unit test-pure lint bench bench-fleet load soak clean
 
 setup: venv model
 
@@ -72,6 +72,11 @@ load: venv tiny-model
 
 soak: venv tiny-model
 	$(PY) -m bench.load --soak 600 $(LOAD_ARGS)
+
+# 2 replicas behind one gateway: cache affinity, a failing fleet update, a
+# replica killed mid-run (docs/fleet.md).
+bench-fleet: venv tiny-model
+	$(PY) -m bench.fleet $(FLEET_ARGS)
 
 lint: venv
 	$(VENV)/bin/ruff check client server gateway tests tools bench

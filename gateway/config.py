@@ -275,7 +275,7 @@ def _connection_manager(settings: GatewaySettings) -> dict[str, Any]:
     # turns land where its prefix is cached); one without, to the
     # least-loaded replica. A Session stream is one call: one replica.
     routes = [route(AFFINITY_CLUSTER, SESSION_HEADER), route(AFFINITY_CLUSTER, AFFINITY_HEADER),
-              route(CLUSTER)]
+              route(CLUSTER)] if settings.affinity else [route(CLUSTER)]
     return {
         _TYPE: "type.googleapis.com/envoy.extensions.filters.network.http_connection_manager.v3"
                ".HttpConnectionManager",
@@ -355,7 +355,8 @@ def _cluster(settings: GatewaySettings, name: str = CLUSTER) -> dict[str, Any]:
         # IP addresses as given; a DNS name stands for every address it
         # resolves to (a Kubernetes headless Service), re-resolved.
         "type": "STATIC" if all(_is_ip(h) for h, _ in hosts) else "STRICT_DNS",
-        "lb_policy": "MAGLEV" if name == AFFINITY_CLUSTER else "LEAST_REQUEST",
+        "lb_policy": ("MAGLEV" if name == AFFINITY_CLUSTER
+                      else "LEAST_REQUEST" if settings.affinity else "ROUND_ROBIN"),
         "connect_timeout": "5s",
         # grpc.health.v1 on every replica: warming, draining (and, with
         # --unhealthy-while-paused, paused) replicas report NOT_SERVING and

@@ -22,6 +22,7 @@ class GatewaySettings:
     upstreams: tuple[str, ...] = ()
     health_check_interval_s: float = 2.0  # active grpc.health.v1 checks of each replica
     retries: int = 2  # retries on another replica of calls that never reached an engine
+    affinity: bool = True  # consistent hash on the affinity key; off: plain round robin
     tls_cert: str = ""  # PEM certificate chain: serve REST/gRPC over TLS; "" : plaintext
     tls_key: str = ""  # PEM private key of tls_cert
     upstream_tls_ca: str = ""  # PEM CA (or self-signed cert) of a TLS server; "" : plaintext
@@ -49,6 +50,8 @@ HELPS = {
     "upstreams": "a fleet: HOST:PORT of each replica, or a DNS name that resolves to all of them "
                  "(e.g. a Kubernetes headless Service); replaces --upstream-host/--upstream-port",
     "health_check_interval_s": "seconds between active gRPC health checks of each replica",
+    "affinity": "route calls with an affinity key (X-Session-ID, or the body's session_id / "
+                "cache_salt / user) by consistent hash; --no-affinity: round robin (for comparison)",
     "retries": "times a call that never reached an engine (connect failure, refused, or the "
                "server's retry-safe refusal) is retried on another replica",
     "tls_cert": "serve the listener over TLS with this PEM certificate chain",
