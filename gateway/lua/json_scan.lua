@@ -3,6 +3,22 @@
 -- selection and the strict type check read before the transcoder runs.
 local M = {}
 
+-- The index of the quote closing the string that opens at `open`, or nil
+-- when the text is cut short.
+local function closing_quote(s, open)
+  local k = open + 1
+  while true do
+    local q = s:find('["\\]', k)
+    if q == nil then
+      return nil
+    end
+    if s:sub(q, q) ~= "\\" then
+      return q
+    end
+    k = q + 2
+  end
+end
+
 -- Call visit(key, after) for each top-level key of object text `s`, where
 -- `after` is the index just past the key's closing quote; stop early when
 -- visit returns a value, and return it. nil when `s` is not an object or is
@@ -20,18 +36,9 @@ function M.each_key(s, visit)
     end
     local c = s:sub(j, j)
     if c == '"' then
-      local k = j + 1
-      while true do -- the closing quote
-        local q = s:find('["\\]', k)
-        if q == nil then
-          return nil
-        end
-        if s:sub(q, q) == "\\" then
-          k = q + 2
-        else
-          k = q
-          break
-        end
+      local k = closing_quote(s, j)
+      if k == nil then
+        return nil
       end
       if key_next and depth == 1 then
         local found = visit(s:sub(j + 1, k - 1), k + 1)
@@ -66,21 +73,8 @@ end
 -- left as they are), or nil when the value is not a string.
 function M.string_value(s, after)
   local start = s:match('^%s*:%s*()"', after)
-  if start == nil then
-    return nil
-  end
-  local k = start + 1
-  while true do
-    local q = s:find('["\\]', k)
-    if q == nil then
-      return nil
-    end
-    if s:sub(q, q) == "\\" then
-      k = q + 2
-    else
-      return s:sub(start + 1, q - 1)
-    end
-  end
+  local close = start and closing_quote(s, start)
+  return close and s:sub(start + 1, close - 1)
 end
 
 -- The index where the value after the key ending before `after` starts.
