@@ -51,3 +51,30 @@ def test_conversation_goes_on_when_its_replica_dies(mode) -> None:
         stop_gateway(envoy)
         for s in servers:
             s.stop()
+
+
+async def test_async_conversation_goes_on_when_its_replica_dies() -> None:
+    import asyncio
+
+    from tokenwire.client import AsyncClient, AsyncConversation
+
+    servers = [ThreadServer(ServerSettings(engine="fake", port=0, max_model_len=512,
+                                           served_model_name="fake-model", worker_id=f"a{i}"),
+                            FakeEngine(max_model_len=512)).start() for i in range(2)]
+    envoy = start_gateway("127.0.0.1:1", upstreams=tuple(s.address for s in servers),
+                          health_check_interval_s=0.5)
+    try:
+        await asyncio.sleep(1.5)
+        async with AsyncClient(envoy.address, timeout=30) as client:
+            conv = AsyncConversation(client, max_tokens=6, temperature=0)
+            first = await conv.send("Hi")
+            holder = next(s for s in servers if sessions(s.address) == 1)
+            await asyncio.to_thread(holder.stop)
+            second = await conv.send("Again")
+            await conv.close()
+        history = first.prompt_ids + first.completion_ids
+        assert second.prompt_ids == history + second.suffix_ids and second.suffix_ids
+    finally:
+        stop_gateway(envoy)
+        for s in servers:
+            s.stop()
