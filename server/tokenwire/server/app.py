@@ -161,7 +161,8 @@ async def start(settings: ServerSettings, engine: Engine) -> RunningServer:
     options = [
         ("grpc.max_receive_message_length", settings.max_message_bytes),
         ("grpc.max_send_message_length", settings.max_message_bytes),
-        ("grpc.so_reuseport", 0),
+        # Several serving processes share the port; one alone must not share it.
+        ("grpc.so_reuseport", 1 if settings.api_server_count > 1 else 0),
     ]
     metrics = Metrics()
     interceptors: list[grpc.aio.ServerInterceptor] = [MetricsInterceptor(metrics)]

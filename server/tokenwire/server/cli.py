@@ -62,6 +62,10 @@ def parse_settings(argv: Sequence[str]) -> ServerSettings:
 
 def main(argv: Sequence[str] | None = None) -> int:
     settings = parse_settings(sys.argv[1:] if argv is None else argv)
+    if settings.api_server_count > 1:
+        from tokenwire.server.frontends import run
+
+        return run(settings)
     logging.basicConfig(
         level=settings.log_level.upper(),
         format="%(asctime)s %(levelname)s %(name)s: %(message)s",

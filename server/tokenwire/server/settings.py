@@ -119,6 +119,10 @@ class ServerSettings:
     health_check_seconds: float = _own(2.0, "engine liveness probe period (seconds)")
 
     # gRPC server.
+    api_server_count: int = _own(
+        1, "serving processes, each with its own event loop, sharing --port (SO_REUSEPORT; the "
+           "kernel spreads connections) over one vLLM engine core (vLLM's multi-API-server mode; "
+           "the fake engine: one each); a Session stream lives on one process (docs/frontends.md)")
     host: str = _own("127.0.0.1", "listen address (loopback by default)")
     port: int = _own(50051, "listen port (0 picks a free one)")
     max_message_bytes: int = _own(16 * 1024 * 1024, "largest gRPC message (bytes)")

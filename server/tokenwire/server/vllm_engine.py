@@ -45,7 +45,10 @@ def _engine_env(settings: ServerSettings) -> None:
 class VllmEngine(VllmControl):
     """vLLM AsyncLLM behind the domain Engine and EngineControl protocols."""
 
-    def __init__(self, settings: ServerSettings):
+    def __init__(self, settings: ServerSettings, client_config: dict[str, Any] | None = None):
+        """`client_config`: this process is one of several serving processes
+        over a shared engine core (run_shared_engine); vLLM's client
+        addresses, count and index."""
         _engine_env(settings)
         from vllm.engine.arg_utils import AsyncEngineArgs
         from vllm.v1.engine.async_llm import AsyncLLM
@@ -55,7 +58,17 @@ class VllmEngine(VllmControl):
         self._model_path = str(kwargs["model"])
         log.info("engine configuration: %s", describe(kwargs))
         args = AsyncEngineArgs(**kwargs)
-        self._llm = AsyncLLM.from_engine_args(args)
+        if client_config is None:
+            self._llm = AsyncLLM.from_engine_args(args)
+        else:
+            config = dict(client_config)
+            count, index = config.pop("client_count"), config.pop("client_index")
+            config.pop("api_server_loads", None)  # vLLM's HTTP accept balancing; gRPC: the kernel's
+            args._api_process_count, args._api_process_rank = count, index
+            self._llm = AsyncLLM.from_vllm_config(
+                args.create_engine_config(), disable_log_stats=args.disable_log_stats,
+                client_addresses=config, client_count=count, client_index=index,
+            )
         self._max_model_len = int(self._llm.model_config.max_model_len)
         self._tok = TokenizerOps(self._llm.get_tokenizer())
         self._vocab_size = max(int(self._llm.model_config.get_vocab_size()), self._tok.size)
@@ -196,6 +209,56 @@ class VllmEngine(VllmControl):
 
     def shutdown(self) -> None:
         self._llm.shutdown()
+
+
+def run_shared_engine(settings: ServerSettings, worker: Any) -> None:
+    """vLLM's multi-API-server mode for tokenwire: start one engine core and
+    settings.api_server_count processes running `worker(settings,
+    client_config)` (each builds VllmEngine(settings, client_config) and
+    serves on the shared port); return when they have all exited (SIGTERM
+    or SIGINT here stops them, then the engine core)."""
+    import signal
+
+    from vllm.engine.arg_utils import AsyncEngineArgs
+    from vllm.v1.engine.utils import bind_engine_zmq_listeners, launch_core_engines
+    from vllm.v1.executor import Executor
+    from vllm.v1.utils import APIServerProcessManager, wait_for_completion_or_failure
+
+    _engine_env(settings)
+    count = settings.api_server_count
+    args = AsyncEngineArgs(**(dict(settings.engine_args) or programmatic_engine_args(settings)))
+    args._api_process_count, args._api_process_rank = count, -1
+    config = args.create_engine_config()
+    listeners = bind_engine_zmq_listeners(config, count)
+
+    def stop(signum: int, frame: object) -> None:
+        raise SystemExit(0)
+
+    for sig in (signal.SIGTERM, signal.SIGINT):
+        signal.signal(sig, stop)
+    manager = None
+    with launch_core_engines(config, Executor.get_class(config), not args.disable_log_stats,
+                             listeners.addresses) as launch:
+        coordinator = launch.coordinator
+        manager = APIServerProcessManager(
+            listen_address=f"{settings.host}:{settings.port}", sock=None, args=settings,
+            num_servers=count, input_listeners=listeners.inputs,
+            output_listeners=listeners.outputs, target_server_fn=worker,
+            stats_update_address=coordinator.get_stats_publish_address() if coordinator else None,
+        )
+        launch.watched_frontend_processes = manager.processes
+    try:
+        wait_for_completion_or_failure(api_server_manager=manager,
+                                       engine_manager=launch.engine_manager,
+                                       coordinator=coordinator)
+    except SystemExit:
+        pass
+    finally:
+        manager.shutdown(timeout=settings.grace_seconds + settings.drain_seconds + 5)
+        if launch.engine_manager:
+            launch.engine_manager.shutdown(timeout=30)
+        if coordinator:
+            coordinator.shutdown(timeout=30)
 
 
 def programmatic_engine_args(settings: ServerSettings) -> dict[str, Any]:

@@ -1,0 +1,91 @@
+"""Several serving processes (--api-server-count N): one Python event loop
+is one core's worth of frontend work, so N processes share the gRPC port
+(SO_REUSEPORT: the kernel spreads connections over them) and, with vLLM,
+one engine core (vLLM's multi-API-server mode, started by
+vllm_engine.run_shared_engine). With the fake engine each process has its
+own fake engine (for measuring the frontend alone).
+
+What is per process: connections (a channel, and so a Session stream,
+lives on one process), admission limits, continuation stores, metrics
+(--metrics-port P gives process i the port P + i). The ControlService is
+refused with N > 1: pause state and weight versions are kept per process
+(see docs/frontends.md).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import dataclasses
+import logging
+import multiprocessing
+import os
+import signal
+import sys
+from typing import Any
+
+from tokenwire.server.settings import ServerSettings
+
+log = logging.getLogger(__name__)
+
+
+def _own(settings: ServerSettings, index: int) -> ServerSettings:
+    """Process `index`'s settings: its own metrics port."""
+    port = settings.metrics_port + index if settings.metrics_port else 0
+    return dataclasses.replace(settings, metrics_port=port)
+
+
+def _run(settings: ServerSettings, factory: Any) -> None:
+    logging.basicConfig(level=settings.log_level.upper(),
+                        format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    from tokenwire.server.app import serve
+
+    sys.exit(asyncio.run(serve(settings, factory)))
+
+
+def vllm_worker(listen_address: str, sock: Any, settings: ServerSettings,
+                client_config: dict[str, Any]) -> None:
+    """One serving process over the shared vLLM engine core (the target
+    vLLM's APIServerProcessManager starts; `sock` is vLLM's HTTP socket,
+    unused: gRPC binds the shared port itself)."""
+    from tokenwire.server.vllm_engine import VllmEngine
+
+    _run(_own(settings, int(client_config["client_index"])),
+         lambda s: VllmEngine(s, client_config))
+
+
+def fake_worker(settings: ServerSettings, index: int) -> None:
+    """One serving process with its own fake engine."""
+    from tokenwire.server.app import make_engine
+
+    _run(_own(settings, index), make_engine)
+
+
+def run(settings: ServerSettings) -> int:
+    """Run settings.api_server_count serving processes until SIGTERM/SIGINT."""
+    if settings.enable_control:
+        raise SystemExit("tokenwire serve: --enable-control needs --api-server-count 1 (pause state "
+                         "and weight versions are kept per serving process)")
+    if settings.port == 0:
+        raise SystemExit("tokenwire serve: --api-server-count > 1 needs a fixed --port")
+    if settings.engine != "fake":
+        from tokenwire.server.vllm_engine import run_shared_engine
+
+        run_shared_engine(settings, vllm_worker)
+        return 0
+    ctx = multiprocessing.get_context("spawn")
+    procs = [ctx.Process(target=fake_worker, args=(settings, i), name=f"tokenwire-{i}")
+             for i in range(settings.api_server_count)]
+    for proc in procs:
+        proc.start()
+
+    def forward(signum: int, frame: object) -> None:  # each process stops gracefully
+        for proc in procs:
+            if proc.pid is not None and proc.is_alive():
+                os.kill(proc.pid, signum)
+
+    for sig in (signal.SIGTERM, signal.SIGINT):
+        signal.signal(sig, forward)
+    for proc in procs:
+        proc.join()
+    return max((p.exitcode or 0) for p in procs)
+

@@ -1,0 +1,79 @@
+"""Several serving processes on one port (--api-server-count, issue #16
+lever 3), with the fake engine: connections spread over both processes,
+each serves, SIGTERM stops them all, and control is refused with N > 1."""
+
+from __future__ import annotations
+
+import signal
+import subprocess
+import sys
+import time
+
+import grpc
+import pytest
+
+from tests.servers import free_port
+from tokenwire.v1 import chat_pb2, models_pb2, service_pb2_grpc
+
+
+def serve(*args: str) -> subprocess.Popen:
+    return subprocess.Popen([sys.executable, "-m", "tokenwire.cli", "serve", "--engine", "fake",
+                             *args], stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
+
+
+def worker_of(address: str) -> str:
+    """The process a new connection lands on (each channel its own connection)."""
+    with grpc.insecure_channel(address, options=[("grpc.use_local_subchannel_pool", 1)]) as ch:
+        stub = service_pb2_grpc.TokenwireServiceStub(ch)
+        req = chat_pb2.CreateChatCompletionRequest(max_tokens=2)
+        req.messages.add(role="user").content.string_value = "hi"
+        assert stub.CreateChatCompletion(req, timeout=10).choices[0].finish_reason == "length"
+        return stub.GetStats(models_pb2.GetStatsRequest(), timeout=10).worker_id
+
+
+def test_two_processes_share_the_port_and_stop_together() -> None:
+    port = free_port()
+    proc = serve("--api-server-count", "2", "--port", str(port))
+    address = f"127.0.0.1:{port}"
+    try:
+        deadline = time.monotonic() + 60
+        workers: set[str] = set()
+        while len(workers) < 2 and time.monotonic() < deadline:
+            try:
+                workers.add(worker_of(address))
+            except grpc.RpcError:
+                time.sleep(0.2)
+        assert len(workers) == 2, workers  # the kernel spread the connections
+        proc.send_signal(signal.SIGTERM)
+        assert proc.wait(60) == 0
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+    out = proc.stdout.read().decode() if proc.stdout else ""
+    assert out.count("serving on") == 2
+
+
+def test_control_needs_one_process() -> None:
+    proc = serve("--api-server-count", "2", "--port", str(free_port()), "--enable-control")
+    assert proc.wait(60) != 0
+    assert b"--enable-control needs --api-server-count 1" in (proc.stdout.read() if proc.stdout else b"")
+
+
+@pytest.mark.parametrize("count", ["0"])
+def test_count_below_one_is_one(count) -> None:
+    port = free_port()
+    proc = serve("--api-server-count", count, "--port", str(port))
+    try:
+        deadline = time.monotonic() + 30
+        while time.monotonic() < deadline:
+            try:
+                worker_of(f"127.0.0.1:{port}")
+                break
+            except grpc.RpcError:
+                time.sleep(0.2)
+        proc.send_signal(signal.SIGTERM)
+        assert proc.wait(30) == 0
+    finally:
+        if proc.poll() is None:
+            proc.kill()
