@@ -114,6 +114,9 @@ def run_up(ns: argparse.Namespace) -> int:
                          "--admin-api-key (or $TOKENWIRE_ADMIN_API_KEY)")
     if ns.tls_cert and not ns.gateway_upstream_tls_ca:
         ns.gateway_upstream_tls_ca = ns.tls_cert  # a self-signed server certificate
+    if ns.api_server_count > 1 and not ns.gateway_upstream_streams_per_connection:
+        # Several serving processes share connections, not calls: open several.
+        ns.gateway_upstream_streams_per_connection = 8
     gateway = gw_settings.from_namespace(ns)
     probe = supervisor.Probe(
         tls_ca=gateway.upstream_tls_ca,

@@ -378,8 +378,8 @@ def _cluster(settings: GatewaySettings, name: str = CLUSTER) -> dict[str, Any]:
         "typed_extension_protocol_options": {
             "envoy.extensions.upstreams.http.v3.HttpProtocolOptions": {
                 _TYPE: "type.googleapis.com/envoy.extensions.upstreams.http.v3.HttpProtocolOptions",
-                "explicit_http_config": {
-                    "http2_protocol_options": {"max_concurrent_streams": limit}},
+                "explicit_http_config": {"http2_protocol_options": {
+                    "max_concurrent_streams": settings.upstream_streams_per_connection or limit}},
             }
         },
         "load_assignment": {"cluster_name": name, "endpoints": [{"lb_endpoints": [

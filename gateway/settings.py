@@ -23,6 +23,11 @@ class GatewaySettings:
     health_check_interval_s: float = 2.0  # active grpc.health.v1 checks of each replica
     retries: int = 2  # retries on another replica of calls that never reached an engine
     affinity: bool = True  # consistent hash on the affinity key; off: plain round robin
+    # Concurrent calls on one upstream connection before Envoy opens another
+    # (0: max_requests, i.e. one connection per replica and worker thread).
+    # A server with --api-server-count N needs several connections: the
+    # kernel spreads connections, not calls, over its processes.
+    upstream_streams_per_connection: int = 0
     tls_cert: str = ""  # PEM certificate chain: serve REST/gRPC over TLS; "" : plaintext
     tls_key: str = ""  # PEM private key of tls_cert
     upstream_tls_ca: str = ""  # PEM CA (or self-signed cert) of a TLS server; "" : plaintext
@@ -50,6 +55,10 @@ HELPS = {
     "upstreams": "a fleet: HOST:PORT of each replica, or a DNS name that resolves to all of them "
                  "(e.g. a Kubernetes headless Service); replaces --upstream-host/--upstream-port",
     "health_check_interval_s": "seconds between active gRPC health checks of each replica",
+    "upstream_streams_per_connection": "concurrent calls per upstream connection before Envoy opens "
+                                       "another (0: no limit below --max-requests); set it (e.g. 8) "
+                                       "for a server with --api-server-count > 1, whose processes "
+                                       "share connections, not calls",
     "affinity": "route calls with an affinity key (X-Session-ID, or the body's session_id / "
                 "cache_salt / user) by consistent hash; --no-affinity: round robin (for comparison)",
     "retries": "times a call that never reached an engine (connect failure, refused, or the "

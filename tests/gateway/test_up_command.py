@@ -121,3 +121,36 @@ def test_up_with_replicas_serves_from_both_and_survives_one(tmp_path) -> None:
             proc.kill()
             proc.wait()
     assert not port_open("127.0.0.1", grpc_port) and not port_open("127.0.0.1", rest_port)
+
+
+def test_up_with_several_serving_processes_uses_them_all() -> None:
+    import concurrent.futures
+
+    grpc_port, rest_port = free_port(), free_port()
+    cmd = [sys.executable, "-m", "tokenwire.cli", "up", "--engine", "fake", "--api-server-count", "2",
+           "--fake-token-delay", "0.01", "--served-model-name", "fake-model", "--port", str(grpc_port),
+           "--gateway-listen-port", str(rest_port),
+           # 2 calls per upstream connection: ~16 connections for 32 callers, so the
+           # kernel's spread leaves no process without one (up alone sets 8).
+           "--gateway-upstream-streams-per-connection", "2"]
+    proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
+    url = f"http://127.0.0.1:{rest_port}"
+    body = {"model": "fake-model", "messages": [{"role": "user", "content": "hi"}], "max_tokens": 20,
+            "ignore_eos": True, "nvext": {"extra_fields": ["worker_id"]}}
+    try:
+        wait_rest(url, proc)
+
+        def call(_: int) -> str:
+            r = httpx.post(f"{url}/v1/chat/completions", json=body, timeout=30)
+            assert r.status_code == 200, r.text
+            return r.json()["nvext"]["worker_id"]
+
+        with concurrent.futures.ThreadPoolExecutor(32) as pool:
+            workers = set(pool.map(call, range(64)))
+        assert len(workers) == 2, workers  # Envoy opened several connections; both processes serve
+        proc.send_signal(signal.SIGTERM)
+        assert proc.wait(60) == 0
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
