@@ -164,3 +164,55 @@ def test_tokenize_detokenize(prompt, tokens) -> None:
     else:
         assert in_vocab
         assert out.prompt == ENGINE.decode(list(tokens))
+
+
+@st.composite
+def completion_requests(draw):
+    from tokenwire.v1 import completion_pb2
+
+    req = completion_pb2.CreateCompletionRequest()
+    if draw(st.booleans()):
+        req.prompt.CopyFrom(_value(draw(st.one_of(
+            json_value, st.lists(st.integers(-5, 2**33), max_size=30),
+            st.lists(st.floats(allow_nan=True, allow_infinity=True), max_size=4),
+            st.lists(st.lists(st.integers(-5, 300), max_size=8), max_size=5),
+            st.lists(st.text(max_size=12), max_size=5)))))
+    for name in ("temperature", "top_p", "presence_penalty", "frequency_penalty", "min_p"):
+        if draw(st.booleans()):
+            setattr(req, name, draw(floats))
+    for name in ("max_tokens", "n", "logprobs", "best_of", "top_k", "min_tokens", "priority",
+                 "prompt_logprobs"):
+        if draw(st.booleans()):
+            setattr(req, name, draw(ints))
+    req.echo = draw(st.booleans())
+    if draw(st.booleans()):
+        req.suffix = draw(st.text(max_size=4))
+    if draw(st.booleans()):
+        req.stop.CopyFrom(_value(draw(json_value)))
+    if draw(st.booleans()):
+        req.nvext.token_data.extend(draw(ids))
+    req.nvext.extra_fields.extend(draw(st.lists(st.sampled_from(
+        ["engine_data", "prompt_logprobs", "bogus", "routed_experts"]), max_size=2)))
+    req.return_tokens_as_token_ids = draw(st.booleans())
+    return req
+
+
+@settings(max_examples=400, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(completion_requests())
+def test_completion_conversion_raises_only_validation_errors(req) -> None:
+    from tokenwire.server.completion_request import build_completion_plan
+
+    try:
+        plan = build_completion_plan(req, ENGINE, SETTINGS, served_model="fake", caller=Caller(),
+                                     stream=False)
+    except EXPECTED as exc:
+        assert exc.message and exc.param
+        return
+    assert 1 <= len(plan.requests) <= SETTINGS.max_completion_prompts
+    for r in plan.requests:
+        p = r.params
+        assert 1 <= p.n <= SETTINGS.max_n and p.n == plan.n
+        assert r.prompt_token_ids and all(0 <= t < ENGINE.vocab_size for t in r.prompt_token_ids)
+        assert 1 <= p.max_tokens and len(r.prompt_token_ids) + p.max_tokens <= ENGINE.max_model_len
+        assert math.isfinite(p.temperature) and p.temperature >= 0
+    assert len({r.request_id for r in plan.requests}) == len(plan.requests)

@@ -9,6 +9,7 @@ Sampling fields shared with chat are read by chat_request.sampling_from_body.
 from __future__ import annotations
 
 import dataclasses
+import math
 import time
 from typing import Any
 
@@ -78,15 +79,21 @@ def _ids(param: str, values: Any, engine: Engine) -> list[int]:
     non-negative, in the vocabulary; the length is checked before the walk."""
     v.prompt_fits(param, len(values), engine.max_model_len)
     out: list[int] = []
+    vocab = engine.vocab_size
     for i, x in enumerate(values):
         number = x.number_value
-        if number < 0 or number != int(number):
+        if not math.isfinite(number) or number < 0 or number != int(number):
             raise InvalidArgument(
                 f"{param}[{i}] = {number:g} is not a token id (a non-negative integer)",
                 param=param, reason="INVALID_FORMAT",
             )
+        if number >= vocab:
+            raise InvalidArgument(
+                f"{param}[{i}] = {number:g} is not a token id: the vocabulary has {vocab} ids "
+                f"(0..{vocab - 1})", param=param, reason="TOKEN_ID_OUT_OF_VOCAB",
+            )
         out.append(int(number))
-    return v.token_ids(param, out, engine.vocab_size)
+    return out
 
 
 def _text(param: str, text: str, engine: Engine, add_special: bool) -> list[int]:
