@@ -111,7 +111,8 @@ class _Core:
         return {"continue_from": prev.request_id, "messages": messages, **body}
 
     @staticmethod
-    def may_fall_back(prev: Turn | None, exc: TokenwireError, streamed: bool) -> bool:
+    def may_fall_back(prev: Turn | None, exc: TokenwireError, streamed: bool,
+                      session_ended: bool) -> bool:
         """Whether a failed session turn may be sent again with full ids: it
         continued an earlier turn, produced nothing, and failed because its
         continuation is gone (evicted, or its replica lost with the session)."""
@@ -119,7 +120,7 @@ class _Core:
             return False
         lost = isinstance(exc, NotFoundError) and exc.reason in (
             "CONTINUATION_NOT_FOUND", "CONTINUATION_EVICTED")
-        return lost or isinstance(exc, UnavailableError)
+        return lost or session_ended or isinstance(exc, UnavailableError)
 
     def record_session(self, prev: Turn | None, result: RequestResult) -> Turn:
         tokens = result.tokens
@@ -206,9 +207,10 @@ class Conversation:
                 core.record_session(prev, self._result)
                 return
             except TokenwireError as exc:
-                if not core.may_fall_back(prev, exc, bool(streamed)):
+                ended = self._session is not None and self._session.ended
+                if not core.may_fall_back(prev, exc, bool(streamed), ended):
                     raise
-                if isinstance(exc, UnavailableError):  # the session's replica is gone
+                if ended or isinstance(exc, UnavailableError):  # the session's replica is gone
                     self.close()
             assert prev is not None
             suffix = list(suffix_ids) if suffix_ids is not None else list(
@@ -240,6 +242,8 @@ class Conversation:
     ) -> Generator[chat_pb2.StreamChatCompletionResponse, None, None]:
         """One chat request on the session (opened on first use): its chunks;
         its result in self._result. Abandoned or failed: stopped in the engine."""
+        if self._session is not None and self._session.ended:  # its server went away
+            self.close()
         if self._session is None:
             self._session = self.client.session()
         handle = self._session.start_chat(**kwargs)
@@ -311,9 +315,10 @@ class AsyncConversation:
                 core.record_session(prev, self._result)
                 return
             except TokenwireError as exc:
-                if not core.may_fall_back(prev, exc, bool(streamed)):
+                ended = self._session is not None and self._session.ended
+                if not core.may_fall_back(prev, exc, bool(streamed), ended):
                     raise
-                if isinstance(exc, UnavailableError):  # the session's replica is gone
+                if ended or isinstance(exc, UnavailableError):  # the session's replica is gone
                     await self.close()
             assert prev is not None
             suffix = list(suffix_ids) if suffix_ids is not None else list(
@@ -346,6 +351,8 @@ class AsyncConversation:
     ) -> AsyncGenerator[chat_pb2.StreamChatCompletionResponse, None]:
         """One chat request on the session (opened on first use): its chunks;
         its result in self._result. Abandoned or failed: stopped in the engine."""
+        if self._session is not None and self._session.ended:  # its server went away
+            await self.close()
         if self._session is None:
             self._session = await self.client.session().open()
         handle = await self._session.start_chat(**kwargs)

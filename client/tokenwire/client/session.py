@@ -174,6 +174,11 @@ class Session:
             for handle in handles:
                 handle._events.put(self.failure or RequestCancelledError("the session ended"))
 
+    @property
+    def ended(self) -> bool:
+        """The stream is over (failed, closed, or ended by the server)."""
+        return self.failure is not None or not self._reader.is_alive()
+
     def _send(self, msg: session_pb2.SessionRequest) -> None:
         if self.failure is not None:
             raise self.failure
@@ -320,6 +325,12 @@ class AsyncSession:
                 handle._events.put_nowait(
                     self.failure or RequestCancelledError("the session ended")
                 )
+
+    @property
+    def ended(self) -> bool:
+        """The stream is over (failed, closed, or ended by the server)."""
+        return self.failure is not None or self._closed_writing or (
+            self._reader is not None and self._reader.done())
 
     async def _write(self, msg: session_pb2.SessionRequest) -> None:
         await self.open()
