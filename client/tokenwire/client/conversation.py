@@ -33,6 +33,10 @@ if TYPE_CHECKING:
     from tokenwire.client.sync_client import Client
 
 MODES = ("session", "tokens")
+# A session turn whose continuation or session is lost is sent again with the
+# full ids, on a fresh session, up to this many attempts in all (a fresh
+# session may land on a replica the gateway has not yet seen die).
+FALLBACK_ATTEMPTS = 3
 Message = str | Mapping[str, Any] | Sequence[Mapping[str, Any]]
 
 
@@ -122,6 +126,15 @@ class _Core:
             "CONTINUATION_NOT_FOUND", "CONTINUATION_EVICTED")
         return lost or session_ended or isinstance(exc, UnavailableError)
 
+    def record_turn(self, prev: Turn | None, result: RequestResult | None,
+                    fallback_suffix: list[int] | None) -> Turn:
+        """Record a finished session turn: continued on the server, or (with
+        `fallback_suffix`) sent again with full ids."""
+        assert result is not None
+        if fallback_suffix is None:
+            return self.record_session(prev, result)
+        return self.record(result.request_id, result.tokens, fallback_suffix)
+
     def record_session(self, prev: Turn | None, result: RequestResult) -> Turn:
         tokens = result.tokens
         new = list(result.done.suffix_token_ids) if prev else list(tokens.prompt_ids)
@@ -198,26 +211,28 @@ class Conversation:
         body = core.body(overrides, _stream)
         prev = core.last
         if core.mode == "session":
-            streamed = []
-            try:
-                for chunk in self._session_turn(core.session_kwargs(prev, messages, suffix_ids, body)):
-                    streamed.append(True)
-                    yield chunk
-                assert self._result is not None
-                core.record_session(prev, self._result)
-                return
-            except TokenwireError as exc:
-                ended = self._session is not None and self._session.ended
-                if not core.may_fall_back(prev, exc, bool(streamed), ended):
-                    raise
-                if ended or isinstance(exc, UnavailableError):  # the session's replica is gone
-                    self.close()
-            assert prev is not None
-            suffix = list(suffix_ids) if suffix_ids is not None else list(
-                self.client.tokenize(core.suffix_request(prev, messages)).tokens)
-            yield from self._session_turn(core.token_body(prev, messages, suffix, body))
-            assert self._result is not None
-            core.record(self._result.request_id, self._result.tokens, suffix)
+            kwargs = core.session_kwargs(prev, messages, suffix_ids, body)
+            suffix: list[int] | None = None  # set when the turn falls back to full ids
+            for attempt in range(FALLBACK_ATTEMPTS):
+                streamed = False
+                try:
+                    for chunk in self._session_turn(kwargs):
+                        streamed = True
+                        yield chunk
+                    break
+                except TokenwireError as exc:
+                    ended = self._session is not None and self._session.ended
+                    if attempt + 1 == FALLBACK_ATTEMPTS or not core.may_fall_back(
+                            prev, exc, streamed, ended):
+                        raise
+                    if ended or isinstance(exc, UnavailableError):  # the session's replica is gone
+                        self.close()
+                if suffix is None:
+                    assert prev is not None
+                    suffix = list(suffix_ids) if suffix_ids is not None else list(
+                        self.client.tokenize(core.suffix_request(prev, messages)).tokens)
+                    kwargs = core.token_body(prev, messages, suffix, body)
+            core.record_turn(prev, self._result, suffix)
             return
         new = None
         if prev is not None:
@@ -305,28 +320,28 @@ class AsyncConversation:
         body = core.body(overrides, _stream)
         prev = core.last
         if core.mode == "session":
-            streamed = []
-            try:
-                async for chunk in self._session_turn(
-                        core.session_kwargs(prev, messages, suffix_ids, body)):
-                    streamed.append(True)
-                    yield chunk
-                assert self._result is not None
-                core.record_session(prev, self._result)
-                return
-            except TokenwireError as exc:
-                ended = self._session is not None and self._session.ended
-                if not core.may_fall_back(prev, exc, bool(streamed), ended):
-                    raise
-                if ended or isinstance(exc, UnavailableError):  # the session's replica is gone
-                    await self.close()
-            assert prev is not None
-            suffix = list(suffix_ids) if suffix_ids is not None else list(
-                (await self.client.tokenize(core.suffix_request(prev, messages))).tokens)
-            async for chunk in self._session_turn(core.token_body(prev, messages, suffix, body)):
-                yield chunk
-            assert self._result is not None
-            core.record(self._result.request_id, self._result.tokens, suffix)
+            kwargs = core.session_kwargs(prev, messages, suffix_ids, body)
+            suffix: list[int] | None = None  # set when the turn falls back to full ids
+            for attempt in range(FALLBACK_ATTEMPTS):
+                streamed = False
+                try:
+                    async for chunk in self._session_turn(kwargs):
+                        streamed = True
+                        yield chunk
+                    break
+                except TokenwireError as exc:
+                    ended = self._session is not None and self._session.ended
+                    if attempt + 1 == FALLBACK_ATTEMPTS or not core.may_fall_back(
+                            prev, exc, streamed, ended):
+                        raise
+                    if ended or isinstance(exc, UnavailableError):  # the session's replica is gone
+                        await self.close()
+                if suffix is None:
+                    assert prev is not None
+                    suffix = list(suffix_ids) if suffix_ids is not None else list(
+                        (await self.client.tokenize(core.suffix_request(prev, messages))).tokens)
+                    kwargs = core.token_body(prev, messages, suffix, body)
+            core.record_turn(prev, self._result, suffix)
             return
         new = None
         if prev is not None:

@@ -341,10 +341,12 @@ class AsyncSession:
         async with self._write_lock:
             try:
                 await self._call.write(msg)
-            except grpc.RpcError as exc:
-                raise from_rpc_error(exc) from None
-            except asyncio.InvalidStateError:
-                raise RequestCancelledError("the session has ended") from None
+            except grpc.RpcError as exc:  # the stream is broken: the session is over
+                self.failure = self.failure or from_rpc_error(exc)
+                raise self.failure from None
+            except asyncio.InvalidStateError:  # the call is already over
+                self.failure = self.failure or RequestCancelledError("the session has ended")
+                raise self.failure from None
 
     async def start(
         self, kind: str, request: Any = None, /, *, request_id: str | None = None,

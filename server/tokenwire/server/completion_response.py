@@ -4,6 +4,7 @@ top_logprobs, text_offset)."""
 
 from __future__ import annotations
 
+import dataclasses
 import time
 from collections.abc import Sequence
 
@@ -121,8 +122,9 @@ def fill_choice(
         add_prompt_logprobs(ch.prompt_logprobs, engine,
                             plan.requests[prompt_index].params.prompt_logprobs or 0,
                             out.prompt_logprobs)
-    state.acc.add(ChoiceOutput(c.index, token_ids, text, c.logprobs, c.finish_reason,
-                               c.stop_reason, c.weight_versions, c.routed_experts))
+    # (echo only: the one token generated to get the prompt's logprobs is not reported)
+    state.acc.add(c if not plan.echo_only else dataclasses.replace(
+        c, token_ids=[], text="", logprobs=None if c.logprobs is None else []))
     if c.finish_reason is not None:
         ch.finish_reason = c.finish_reason
         sr = stop_reason_value(c.stop_reason)

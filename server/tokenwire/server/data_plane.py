@@ -99,7 +99,7 @@ class DataPlane:
             served_model=self.served_model, caller=caller, stream=stream,
         ))
         plan.weight_version = self.state.weight_version
-        self._response_fits(plan.request, "max_tokens")
+        self._response_fits([plan.request], "max_tokens")
         body = req.nvext.dp_rank if req.nvext.HasField("dp_rank") else None
         plan.request.data_parallel_rank = self._dp_rank(body, "nvext.dp_rank", dp_rank)
         plan.request.session_id = pick_session_id(req.session_id, session_id)
@@ -113,7 +113,7 @@ class DataPlane:
             req, self.engine, self.settings,
             served_model=self.served_model, caller=caller, stream=stream,
         )
-        self._response_fits(plan.request, "sampling_params.max_tokens")
+        self._response_fits([plan.request], "sampling_params.max_tokens")
         body = req.data_parallel_rank if req.HasField("data_parallel_rank") else None
         plan.request.data_parallel_rank = self._dp_rank(body, "data_parallel_rank", dp_rank)
         plan.request.session_id = pick_session_id(req.session_id, session_id)
@@ -128,13 +128,7 @@ class DataPlane:
             served_model=self.served_model, caller=caller, stream=stream,
         ))
         plan.weight_version = self.state.weight_version
-        if not stream:  # the whole batch is one response
-            p = plan.request.params
-            v.response_fits("max_tokens", n=p.n * len(plan.requests), max_tokens=p.max_tokens,
-                            logprobs=p.logprobs,
-                            prompt_len=sum(len(r.prompt_token_ids) for r in plan.requests),
-                            prompt_logprobs=p.prompt_logprobs,
-                            limit=self.settings.max_message_bytes)
+        self._response_fits(plan.requests, "max_tokens")  # the whole batch is one response
         body = req.nvext.dp_rank if req.nvext.HasField("dp_rank") else None
         rank = self._dp_rank(body, "nvext.dp_rank", dp_rank)
         session = pick_session_id(req.session_id, session_id)
@@ -143,12 +137,15 @@ class DataPlane:
             request.session_id = session
         return plan
 
-    def _response_fits(self, request: EngineRequest, param: str) -> None:
-        if request.stream:  # chunks stay small
+    def _response_fits(self, requests: list[EngineRequest], param: str) -> None:
+        """Refuse up front a unary response (of one or a batch of engine
+        requests with the same options) estimated over the message limit."""
+        if requests[0].stream:  # chunks stay small
             return
-        p = request.params
-        v.response_fits(param, n=p.n, max_tokens=p.max_tokens, logprobs=p.logprobs,
-                        prompt_len=len(request.prompt_token_ids),
+        p = requests[0].params
+        v.response_fits(param, n=sum(r.params.n for r in requests),
+                        max_tokens=max(r.params.max_tokens for r in requests),
+                        logprobs=p.logprobs, prompt_len=sum(len(r.prompt_token_ids) for r in requests),
                         prompt_logprobs=p.prompt_logprobs, limit=self.settings.max_message_bytes)
 
     def _dp_rank(self, body: int | None, param: str, header: str | None) -> int | None:
