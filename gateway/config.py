@@ -24,7 +24,7 @@ SESSION_HEADER = "x-session-id"  # vLLM's X-Session-ID (gRPC metadata x-session-
 AFFINITY_HEADER = "x-tokenwire-affinity"  # derived from a REST body (affinity_key.lua)
 RETRY_SAFE_HEADER = "tokenwire-retry-safe"  # the server's mark: refused before any engine work
 # Lua modules bundled with each filter's entry file (see lua_source).
-LUA_MODULES = ("affinity_key", "json_scan", "json_text", "list_body", "openai_error", "sse_framing",
+LUA_MODULES = ("affinity_key", "json_scan", "json_text", "list_body", "openai_error",
                "stream_select", "strict_types")
 # Message types whose JSON form is not an object (the transcoder's well-known types).
 _FREE_FORM = {"google.protobuf.Value", "google.protobuf.Struct", "google.protobuf.ListValue"}
@@ -106,9 +106,10 @@ def strict_type_rules(service_names: list[str]) -> dict[str, dict[str, str]]:
     from google.api import annotations_pb2
     from google.protobuf import descriptor
 
-    from tokenwire.v1 import control_pb2, service_pb2
+    from tokenwire.v1 import control_pb2, events_pb2, service_pb2
 
-    files = {"tokenwire.v1.TokenwireService": service_pb2, "tokenwire.v1.ControlService": control_pb2}
+    files = {"tokenwire.v1.TokenwireService": service_pb2, "tokenwire.v1.ControlService": control_pb2,
+             "tokenwire.v1.EventStreamService": events_pb2}
     rules: dict[str, dict[str, str]] = {}
     for full_name in service_names:
         service = files[full_name].DESCRIPTOR.services_by_name[full_name.rsplit(".", 1)[1]]
@@ -226,7 +227,7 @@ def _listen_tls(settings: GatewaySettings) -> dict[str, Any] | None:
 def services(settings: GatewaySettings) -> list[str]:
     """The gRPC services the transcoder exposes over REST: inference, and the
     ControlService only when the operator turned control on."""
-    names = ["tokenwire.v1.TokenwireService"]
+    names = ["tokenwire.v1.TokenwireService", "tokenwire.v1.EventStreamService"]
     if settings.control:
         names.append("tokenwire.v1.ControlService")
     return names
@@ -240,8 +241,9 @@ def _http_filters(settings: GatewaySettings) -> list[dict[str, Any]]:
         "services": services(settings),
         "convert_grpc_status": True,
         "max_request_body_size": settings.max_request_bytes,
-        # Streams print as one JSON array; openai_rest.lua re-frames it as SSE
-        # (the array's closing "]" is its end-of-stream hook).
+        # REST streams go to EventStreamService, whose HttpBody bytes (SSE
+        # rendered by the server) pass through; a typed stream called over
+        # REST directly prints as one JSON array.
         "print_options": {"preserve_proto_field_names": True, "always_print_enums_as_ints": False},
     }
     return [

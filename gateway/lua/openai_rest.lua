@@ -1,6 +1,6 @@
 -- Client-side filter (before the gRPC-JSON transcoder): the OpenAI REST
 -- conventions the transcoder lacks. Only what a proxy must do; the pieces
--- live in their own modules (stream_select, sse_framing, openai_error),
+-- live in their own modules (stream_select, openai_error, ...),
 -- bundled with this file by tokenwire.gateway.config.
 --
 -- Request: a body whose top-level values have the wrong JSON kind is
@@ -14,11 +14,9 @@
 -- Response (REST calls only): grpc-* and tokenwire-* headers are dropped;
 -- a failed call (status recorded by grpc_status.lua) becomes OpenAI's error
 -- body with the HTTP status of the gRPC code and retry-after headers
--- (openai_error.lua); a stream is re-framed as Server-Sent Events
--- (sse_framing.lua), ending with "data: [DONE]", after an error event when
--- the stream ended with an error.
+-- (openai_error.lua); a stream's Server-Sent Events come rendered by the
+-- server (EventStreamService) and pass through untouched.
 local stream_select = require("stream_select")
-local sse_framing = require("sse_framing")
 local openai_error = require("openai_error")
 local strict_types = require("strict_types")
 local list_body = require("list_body")
@@ -134,26 +132,10 @@ function envoy_on_response(handle)
   if rest["mode"] ~= "sse" or headers:get(":status") ~= "200" then
     return -- a unary response, or one of Envoy's own (already OpenAI-shaped) errors
   end
+  -- The server wrote the events (EventStreamService: "data: {json}", an
+  -- error event, "data: [DONE]"); the transcoder passes its HttpBody bytes
+  -- through, so no chunk passes through Lua.
   headers:replace("content-type", "text/event-stream")
   headers:replace("cache-control", "no-cache")
   headers:remove("content-length")
-  local function finish()
-    local now = handle:streamInfo():dynamicMetadata():get(NS) or {}
-    local code = now["grpc_status"]
-    if code == "0" then
-      return "data: [DONE]\n\n"
-    end
-    if code == nil then
-      now = { grpc_status = "14", grpc_message = "the stream ended without a gRPC status" }
-    end
-    local _, body = openai_error.render(now)
-    return "data: " .. body .. "\n\ndata: [DONE]\n\n"
-  end
-  local scanner = sse_framing.new()
-  for chunk in handle:bodyChunks() do
-    local len = chunk:length()
-    if len > 0 then
-      chunk:setBytes(sse_framing.reframe(scanner, chunk:getBytes(0, len), finish))
-    end
-  end
 end

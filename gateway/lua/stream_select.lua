@@ -1,5 +1,6 @@
 -- Stream selection: a REST body with "stream": true at its top level goes
--- to the streaming method's binding (".../completions:stream"), which the
+-- to the binding of the method that streams it as Server-Sent Events
+-- (".../completions:events", tokenwire.v1.EventStreamService), which the
 -- transcoder then matches. A "stream" key inside a nested object does not
 -- count.
 local json_scan = require("json_scan")
@@ -22,7 +23,7 @@ function M.stream_requested(s)
   end) == true
 end
 
--- The path a request should take: `path` with ":stream" after its base when
+-- The path a request should take: `path` with ":events" after its base when
 -- it is a POST to a streamable route whose body asks to stream; else nil.
 -- `body()` gives the body text (read only when it matters).
 function M.stream_path(method, path, body)
@@ -34,7 +35,7 @@ function M.stream_path(method, path, body)
   if text == nil or not M.stream_requested(text) then
     return nil
   end
-  return base .. ":stream" .. query
+  return base .. ":events" .. query
 end
 
 return M

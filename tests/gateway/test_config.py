@@ -54,7 +54,7 @@ def test_gateway_print_config_uses_the_flags(capsys) -> None:
     lua = [f["typed_config"]["default_source_code"]["inline_string"] for f in filters
            if f["name"].startswith("tokenwire.")]
     assert filters[0]["name"] == "tokenwire.openai_rest" and len(lua) == 2
-    assert "function envoy_on_request" in lua[0] and 'MODULES["sse_framing"]' in lua[0]
+    assert "function envoy_on_request" in lua[0] and 'MODULES["stream_select"]' in lua[0]
 
 
 def test_admin_binds_loopback_even_when_the_listener_is_public() -> None:

@@ -133,3 +133,39 @@ def test_stream_interval_over_rest(rest) -> None:
     bad = rest.post("/v1/chat/completions", json={**body, "stream_options": {"stream_interval": 0}})
     assert bad.status_code == 400
     assert bad.json()["error"]["param"] == "stream_options.stream_interval"
+
+
+def _without_call_details(chunk: dict) -> dict:
+    """A chunk without what differs between two calls of one request (the
+    second call finds the prompt cached)."""
+    chunk = {k: v for k, v in chunk.items() if k not in ("id", "request_id", "created")}
+    if "usage" in chunk:
+        chunk["usage"] = {k: v for k, v in chunk["usage"].items() if k != "prompt_tokens_details"}
+    if "nvext" in chunk:
+        chunk["nvext"] = {k: v for k, v in chunk["nvext"].items() if k != "timing"}
+    return chunk
+
+
+@pytest.mark.parametrize(("path", "body"), [
+    ("/v1/chat/completions", chat_body(
+        "ECHO<<caf\u00e9 \"q\" \\ ok>>", stream=True, n=2, temperature=1.0, seed=7,
+        return_token_ids=True, logprobs=True, top_logprobs=2,
+        stream_options={"include_usage": True, "continuous_usage_stats": True},
+        nvext={"extra_fields": ["engine_data", "prompt_token_ids", "timing"]},
+    )),
+    ("/v1/completions", {"model": "fake-model", "prompt": ["one", "two"], "max_tokens": 3,
+                         "logprobs": 2, "echo": True, "stream": True, "seed": 3,
+                         "stream_options": {"include_usage": True}}),
+    ("/inference/v1/generate", {"token_ids": [1, 75, 80], "stream": True,
+                                "sampling_params": {"max_tokens": 4, "logprobs": 1, "seed": 1}}),
+])
+def test_server_events_hold_the_transcoders_json(rest, path, body) -> None:
+    """The events the server renders (EventStreamService) hold the JSON the
+    transcoder prints for the typed stream of the same request
+    (`<path>:stream` over REST gives the typed chunks as one JSON array)."""
+    events = sse_json(rest.post(path, json=body).content)
+    typed = rest.post(f"{path}:stream", json={k: v for k, v in body.items() if k != "stream"})
+    assert typed.status_code == 200, typed.text
+    expected = [{"choices": [], **c} for c in typed.json()]
+    assert len(events) == len(expected) > 2
+    assert [_without_call_details(e) for e in events] == [_without_call_details(c) for c in expected]

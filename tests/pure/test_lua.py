@@ -5,7 +5,6 @@ and the bundles config.py hands to Envoy, driven through fake handles."""
 from __future__ import annotations
 
 import json
-import random
 
 import pytest
 
@@ -57,9 +56,9 @@ def test_stream_path(lua) -> None:
         return lambda: text
 
     assert select.stream_path("POST", "/v1/chat/completions?x=1", body('{"stream":true}')) == \
-        "/v1/chat/completions:stream?x=1"
+        "/v1/chat/completions:events?x=1"
     assert select.stream_path("POST", "/inference/v1/generate", body('{"stream":true}')) == \
-        "/inference/v1/generate:stream"
+        "/inference/v1/generate:events"
     assert select.stream_path("POST", "/v1/chat/completions", body('{"stream":false}')) is None
     assert select.stream_path("GET", "/v1/chat/completions", body('{"stream":true}')) is None
 
@@ -67,80 +66,6 @@ def test_stream_path(lua) -> None:
         raise AssertionError("the body of a route without a stream twin is never read")
 
     assert select.stream_path("POST", "/tokenize", never) is None
-
-
-# sse_framing ----------------------------------------------------------------
-
-ELEMENTS = [
-    {"id": "a", "choices": [{"delta": {"content": 'he said "}]{[" \\ ok'}, "token_ids": [1, 2]}]},
-    {"id": "b", "choices": [{"delta": {"content": "caf\u00e9 \u2603"}}]},
-    {"id": "c", "usage": {"prompt_tokens": 3}},  # no "choices": OpenAI prints []
-    {},
-]
-
-
-def _frame(lua, pieces: list[str], finish_text: str = "data: [DONE]\n\n") -> str:
-    sse = module(lua, "sse_framing")
-    state = sse.new()
-    calls = []
-
-    def finish():
-        calls.append(1)
-        return finish_text
-
-    out = "".join(sse.reframe(state, piece, finish) for piece in pieces)
-    assert len(calls) == 1, "finish runs exactly once"
-    return out
-
-
-def _array(elements) -> str:
-    return "[" + ",".join(json.dumps(e, ensure_ascii=False) for e in elements) + "]"
-
-
-def _events(text: str) -> list:
-    assert text.endswith("data: [DONE]\n\n")
-    events = [e for e in text.split("\n\n") if e]
-    assert all(e.startswith("data: ") for e in events)
-    return [json.loads(e[6:]) for e in events[:-1]]
-
-
-def test_whole_array_becomes_events(lua) -> None:
-    events = _events(_frame(lua, [_array(ELEMENTS)]))
-    assert events[0] == ELEMENTS[0] and events[1] == ELEMENTS[1]
-    assert events[2] == {"choices": [], "id": "c", "usage": {"prompt_tokens": 3}}
-    assert events[3] == {"choices": []}
-
-
-@pytest.fixture(scope="module")
-def byte_lua():
-    """Lua strings are bytes and a cut may fall inside a UTF-8 character:
-    latin-1 maps Python text to Lua bytes one to one."""
-    runtime = lua_impl.LuaRuntime(unpack_returned_tuples=True, encoding="latin-1")
-    runtime.execute(f'package.path = "{config.LUA_DIR}/?.lua;" .. package.path')
-    return runtime
-
-
-@pytest.mark.parametrize("seed", range(25))
-def test_any_split_gives_the_same_events(byte_lua, seed) -> None:
-    text = _array(ELEMENTS).encode()
-    rng = random.Random(seed)
-    cuts = sorted(rng.sample(range(1, len(text)), rng.randint(1, 12)))
-    pieces = [text[a:b].decode("latin-1") for a, b in zip([0, *cuts], [*cuts, len(text)], strict=True)]
-    out = _frame(byte_lua, pieces).encode("latin-1").decode()
-    assert out == _frame(byte_lua, [text.decode("latin-1")]).encode("latin-1").decode()
-    assert _events(out)[:2] == ELEMENTS[:2]
-
-
-def test_transcoder_spacing_and_error_end(lua) -> None:
-    # The transcoder writes "[{..}" then ",{..}" per message and "]" at the end.
-    pieces = ["[" + json.dumps(ELEMENTS[0]), "\n," + json.dumps(ELEMENTS[1]), "]"]
-    error = 'data: {"error":{"message":"x"}}\n\ndata: [DONE]\n\n'
-    out = _frame(lua, pieces, error)
-    assert out.endswith(error) and out.count("data: ") == 4
-
-
-def test_a_non_array_body_ends_the_stream_at_once(lua) -> None:
-    assert _frame(lua, ['{"error": {}}']) == "data: [DONE]\n\n"
 
 
 # openai_error ---------------------------------------------------------------
@@ -257,7 +182,7 @@ def test_bundled_request_filter_picks_the_stream_binding() -> None:
                           "content-type": "application/json"})
     meta = rt.table()
     rt.globals().envoy_on_request(rt.globals().fake_handle(hdrs, '{"stream": true}', meta))
-    assert hdrs[":path"] == "/v1/chat/completions:stream"
+    assert hdrs[":path"] == "/v1/chat/completions:events"
     assert meta["tokenwire.rest"]["mode"] == "sse"
     grpc_hdrs = rt.table_from({":method": "POST", ":path": "/x", "content-type": "application/grpc"})
     grpc_meta = rt.table()
@@ -265,32 +190,36 @@ def test_bundled_request_filter_picks_the_stream_binding() -> None:
     assert grpc_meta["tokenwire.rest"] is None  # native gRPC untouched
 
 
-def test_bundled_filters_turn_trailers_into_an_sse_error_event() -> None:
-    status_rt, rest_rt = _bundle("grpc_status"), _bundle("openai_rest")
-    # grpc_status.lua records the stream's trailers ...
-    meta = status_rt.table_from({"tokenwire.rest": status_rt.table_from({"mode": "sse"})})
-    trailers = status_rt.table_from({"grpc-status": "3", "grpc-message": "bad%20value",
-                                     "tokenwire-reason": "VALUE_OUT_OF_RANGE",
-                                     "tokenwire-param": "top_p"})
-    status_rt.globals().envoy_on_response(
-        status_rt.globals().fake_handle(status_rt.table_from({":status": "200"}), "", meta, status_rt.table(), trailers))
-    recorded = dict(meta["tokenwire.rest"])
-    assert recorded["reason"] == "VALUE_OUT_OF_RANGE" and recorded["param"] == "top_p"
-    # ... and openai_rest.lua, seeing them at the array's end, ends with an error event.
-    rest_meta = rest_rt.table_from({"tokenwire.rest": rest_rt.table_from(recorded)})
-    rest_meta["tokenwire.rest"]["grpc_status"] = None  # the headers came before the trailers
-    hdrs = rest_rt.table_from({":status": "200", "content-type": "application/grpc"})
-    chunks = rest_rt.table_from(['[{"id":"a","choices":[]}', "]"])
-    handle = rest_rt.globals().fake_handle(hdrs, "", rest_meta, chunks, None, "3")
-    rest_rt.globals().envoy_on_response(handle)
-    assert hdrs["content-type"] == "text/event-stream"
-    text = "".join(c.text for c in handle.out.values())
-    events = text.split("\n\n")
-    assert json.loads(events[0][6:]) == {"id": "a", "choices": []}
-    error = json.loads(events[1][6:])["error"]
-    assert error == {"message": "bad value", "type": "invalid_request_error", "param": "top_p",
-                     "code": "value_out_of_range"}
-    assert events[2] == "data: [DONE]"
+def test_bundled_response_filter_passes_server_events_through() -> None:
+    rt = _bundle("openai_rest")
+    meta = rt.table_from({"tokenwire.rest": rt.table_from({"mode": "sse"})})
+    hdrs = rt.table_from({":status": "200", "content-type": "text/event-stream",
+                          "grpc-accept-encoding": "gzip"})
+    chunks = rt.table_from(['data: {"id":"a","choices":[]}\n\n', "data: [DONE]\n\n"])
+    handle = rt.globals().fake_handle(hdrs, "", meta, chunks)
+    rt.globals().envoy_on_response(handle)
+    assert hdrs["content-type"] == "text/event-stream" and hdrs["cache-control"] == "no-cache"
+    assert hdrs["grpc-accept-encoding"] is None
+    assert handle.out is None or len(handle.out) == 0  # no chunk went through Lua
+
+
+@pytest.mark.parametrize("code", list(range(1, 17)))
+def test_server_error_event_matches_the_gateway_rendering(lua, code) -> None:
+    """A stream that fails after its first event gets the server's error event
+    (sse.py); a call that fails before it gets the gateway's error body
+    (openai_error.lua). Both must say the same."""
+    import grpc
+
+    from tokenwire.server import sse
+    from tokenwire.server.errors import TokenwireError
+
+    status = next(s for s in grpc.StatusCode if s.value[0] == code)
+    err = TokenwireError("bad \u2603 \"x\"", reason="VALUE_OUT_OF_RANGE", param="top_p")
+    err.code = status
+    http, body, _ = _render(lua, grpc_status=str(code), grpc_message="bad%20%E2%98%83%20%22x%22",
+                            reason="VALUE_OUT_OF_RANGE", param="top_p")
+    assert sse.HTTP_STATUS[status] == http
+    assert json.loads(sse.error_event(err)[len(b"data: "):]) == body
 
 
 # strict_types ----------------------------------------------------------------

@@ -31,6 +31,7 @@ from tokenwire.server.domain import (
     RenderOptions,
 )
 from tokenwire.server.errors import TokenwireError
+from tokenwire.server.events_servicer import EventStreamServicer
 from tokenwire.server.guarded_engine import GuardedEngine
 from tokenwire.server.metrics import Metrics, MetricsInterceptor
 from tokenwire.server.offload import Offload
@@ -40,11 +41,19 @@ from tokenwire.server.serving_state import ServingState
 from tokenwire.server.settings import ServerSettings
 from tokenwire.server.tenancy import Tenancy
 from tokenwire.server.turns import TurnTemplates
-from tokenwire.v1 import control_pb2, control_pb2_grpc, service_pb2, service_pb2_grpc
+from tokenwire.v1 import (
+    control_pb2,
+    control_pb2_grpc,
+    events_pb2,
+    events_pb2_grpc,
+    service_pb2,
+    service_pb2_grpc,
+)
 
 log = logging.getLogger("tokenwire.server")
 
 SERVICE_NAME = service_pb2.DESCRIPTOR.services_by_name["TokenwireService"].full_name
+EVENTS_SERVICE_NAME = events_pb2.DESCRIPTOR.services_by_name["EventStreamService"].full_name
 CONTROL_SERVICE_NAME = control_pb2.DESCRIPTOR.services_by_name["ControlService"].full_name
 
 
@@ -183,6 +192,7 @@ async def start(settings: ServerSettings, engine: Engine) -> RunningServer:
     metrics.engine_requests.set_function(engine.num_unfinished_requests)
     plane = build_data_plane(guarded, settings, state, tenancy)  # type: ignore[arg-type]
     service_pb2_grpc.add_TokenwireServiceServicer_to_server(TokenwireServicer(plane), server)
+    events_pb2_grpc.add_EventStreamServiceServicer_to_server(EventStreamServicer(plane), server)
     health_servicer = health.aio.HealthServicer()
 
     async def paused_health(paused: bool) -> None:
@@ -198,7 +208,7 @@ async def start(settings: ServerSettings, engine: Engine) -> RunningServer:
         engine_requests=engine.num_unfinished_requests,
         on_paused=paused_health if settings.unhealthy_while_paused else None,
     )
-    names = [SERVICE_NAME]
+    names = [SERVICE_NAME, EVENTS_SERVICE_NAME]
     if settings.enable_control:
         control_pb2_grpc.add_ControlServiceServicer_to_server(ControlServicer(control), server)
         names.append(CONTROL_SERVICE_NAME)

@@ -8,13 +8,15 @@ data plane built. Nothing here knows about the engine's internals.
 from __future__ import annotations
 
 from collections.abc import AsyncIterator
+from contextlib import aclosing
 
 import grpc
 
+from tokenwire.server import call_streams
+from tokenwire.server.call_metadata import caller_of, dp_rank_of, session_of
 from tokenwire.server.data_plane import DataPlane
-from tokenwire.server.domain import Caller, RunOutcome
-from tokenwire.server.errors import Unavailable, stream_errors, unary_errors
-from tokenwire.server.request_fields import DP_RANK_HEADERS, MIN_VERSION_HEADER, SESSION_HEADER
+from tokenwire.server.domain import RunOutcome
+from tokenwire.server.errors import stream_errors, unary_errors
 from tokenwire.server.session import Session
 from tokenwire.v1 import (
     chat_pb2,
@@ -27,55 +29,18 @@ from tokenwire.v1 import (
 )
 
 
-def session_of(context: grpc.aio.ServicerContext) -> str | None:
-    """The x-session-id metadata (X-Session-ID header), if any."""
-    for key, value in context.invocation_metadata() or ():
-        if key == SESSION_HEADER and value:
-            return str(value)
-    return None
-
-
-def dp_rank_of(context: grpc.aio.ServicerContext) -> str | None:
-    """The data-parallel rank metadata (vLLM's or Dynamo's name), if any."""
-    for key, value in context.invocation_metadata() or ():
-        if key in DP_RANK_HEADERS and value:
-            return str(value)
-    return None
-
-
-def min_version_of(context: grpc.aio.ServicerContext) -> str | None:
-    """The x-min-weight-version metadata (X-Min-Weight-Version header), if any."""
-    for key, value in context.invocation_metadata() or ():
-        if key == MIN_VERSION_HEADER and value:
-            return str(value)
-    return None
-
-
 class TokenwireServicer(service_pb2_grpc.TokenwireServiceServicer):
     def __init__(self, plane: DataPlane):
         self.plane = plane
         self.state = plane.state
         self.engine = plane.engine
 
-    def _caller(self, context: grpc.aio.ServicerContext) -> Caller:
-        """Who calls (tenant, priority range); refuses, retry-safe, a call that
-        needs newer weights than this replica serves (x-min-weight-version):
-        a fleet gateway then tries another replica."""
-        required = min_version_of(context)
-        if required is not None and not self.state.serves_at_least(required):
-            raise Unavailable(
-                f"this replica serves weight version '{self.state.weight_version}'; the request "
-                f"needs '{required}' or newer", param=MIN_VERSION_HEADER,
-                reason="WEIGHT_VERSION_BEHIND",
-            )
-        return self.plane.tenancy.caller(context.invocation_metadata())
-
     @unary_errors
     async def CreateChatCompletion(
         self, request: chat_pb2.CreateChatCompletionRequest, context: grpc.aio.ServicerContext
     ) -> chat_pb2.CreateChatCompletionResponse:
         with self.state.call():
-            plan = await self.plane.chat_plan(request, caller=self._caller(context), stream=False,
+            plan = await self.plane.chat_plan(request, caller=caller_of(self.plane, context), stream=False,
                                           dp_rank=dp_rank_of(context),
                                           session_id=session_of(context))
             outcome = RunOutcome()
@@ -87,21 +52,16 @@ class TokenwireServicer(service_pb2_grpc.TokenwireServiceServicer):
     async def StreamChatCompletion(
         self, request: chat_pb2.CreateChatCompletionRequest, context: grpc.aio.ServicerContext
     ) -> AsyncIterator[chat_pb2.StreamChatCompletionResponse]:
-        with self.state.call():
-            plan = await self.plane.chat_plan(request, caller=self._caller(context), stream=True,
-                                          dp_rank=dp_rank_of(context),
-                                          session_id=session_of(context))
-            outcome = RunOutcome()
-            async for chunk in self.plane.stream_chat(plan, outcome):
+        async with aclosing(call_streams.chat_chunks(self.plane, request, context)) as chunks:
+            async for chunk in chunks:
                 yield chunk
-            self.plane.after(plan, outcome)
 
     @unary_errors
     async def CreateCompletion(
         self, request: completion_pb2.CreateCompletionRequest, context: grpc.aio.ServicerContext
     ) -> completion_pb2.CreateCompletionResponse:
         with self.state.call():
-            plan = await self.plane.completion_plan(request, caller=self._caller(context),
+            plan = await self.plane.completion_plan(request, caller=caller_of(self.plane, context),
                                                     stream=False, dp_rank=dp_rank_of(context),
                                                     session_id=session_of(context))
             return await self.plane.run_completion(plan)
@@ -110,11 +70,8 @@ class TokenwireServicer(service_pb2_grpc.TokenwireServiceServicer):
     async def StreamCompletion(
         self, request: completion_pb2.CreateCompletionRequest, context: grpc.aio.ServicerContext
     ) -> AsyncIterator[completion_pb2.StreamCompletionResponse]:
-        with self.state.call():
-            plan = await self.plane.completion_plan(request, caller=self._caller(context),
-                                                    stream=True, dp_rank=dp_rank_of(context),
-                                                    session_id=session_of(context))
-            async for chunk in self.plane.stream_completion(plan):
+        async with aclosing(call_streams.completion_chunks(self.plane, request, context)) as chunks:
+            async for chunk in chunks:
                 yield chunk
 
     @unary_errors
@@ -122,14 +79,14 @@ class TokenwireServicer(service_pb2_grpc.TokenwireServiceServicer):
         self, request: completion_pb2.CreateCompletionRequest, context: grpc.aio.ServicerContext
     ) -> completion_pb2.RenderCompletionResponse:
         with self.state.call():
-            return await self.plane.render_completion(request, caller=self._caller(context))
+            return await self.plane.render_completion(request, caller=caller_of(self.plane, context))
 
     @unary_errors
     async def Generate(
         self, request: generate_pb2.GenerateRequest, context: grpc.aio.ServicerContext
     ) -> generate_pb2.GenerateResponse:
         with self.state.call():
-            plan = await self.plane.generate_plan(request, caller=self._caller(context), stream=False,
+            plan = await self.plane.generate_plan(request, caller=caller_of(self.plane, context), stream=False,
                                           dp_rank=dp_rank_of(context),
                                           session_id=session_of(context))
             return await self.plane.run_generate(plan)
@@ -138,11 +95,8 @@ class TokenwireServicer(service_pb2_grpc.TokenwireServiceServicer):
     async def StreamGenerate(
         self, request: generate_pb2.GenerateRequest, context: grpc.aio.ServicerContext
     ) -> AsyncIterator[generate_pb2.GenerateResponse]:
-        with self.state.call():
-            plan = await self.plane.generate_plan(request, caller=self._caller(context), stream=True,
-                                          dp_rank=dp_rank_of(context),
-                                          session_id=session_of(context))
-            async for chunk in self.plane.stream_generate(plan):
+        async with aclosing(call_streams.generate_chunks(self.plane, request, context)) as chunks:
+            async for chunk in chunks:
                 yield chunk
 
     @stream_errors
@@ -151,7 +105,7 @@ class TokenwireServicer(service_pb2_grpc.TokenwireServiceServicer):
         context: grpc.aio.ServicerContext,
     ) -> AsyncIterator[session_pb2.SessionResponse]:
         with self.state.call():
-            session = Session(self.plane, caller=self._caller(context), dp_rank=dp_rank_of(context),
+            session = Session(self.plane, caller=caller_of(self.plane, context), dp_rank=dp_rank_of(context),
                               session_id=session_of(context))
             # The response starts at once (a proxy's request timer, e.g. the
             # gateway's request_timeout, stops when the response starts; a
@@ -165,7 +119,7 @@ class TokenwireServicer(service_pb2_grpc.TokenwireServiceServicer):
         self, request: chat_pb2.CreateChatCompletionRequest, context: grpc.aio.ServicerContext
     ) -> generate_pb2.GenerateRequest:
         with self.state.call():
-            return await self.plane.render_chat(request, caller=self._caller(context))
+            return await self.plane.render_chat(request, caller=caller_of(self.plane, context))
 
     @unary_errors
     async def Tokenize(

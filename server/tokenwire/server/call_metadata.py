@@ -1,0 +1,48 @@
+"""What a call's gRPC metadata says about it: the session and data-parallel
+rank it names, the weight version it needs, and who calls (tenant and
+priority range). Shared by every servicer."""
+
+from __future__ import annotations
+
+import grpc
+
+from tokenwire.server.data_plane import DataPlane
+from tokenwire.server.domain import Caller
+from tokenwire.server.errors import Unavailable
+from tokenwire.server.request_fields import DP_RANK_HEADERS, MIN_VERSION_HEADER, SESSION_HEADER
+
+
+def _first(context: grpc.aio.ServicerContext, names: tuple[str, ...]) -> str | None:
+    for key, value in context.invocation_metadata() or ():
+        if key in names and value:
+            return str(value)
+    return None
+
+
+def session_of(context: grpc.aio.ServicerContext) -> str | None:
+    """The x-session-id metadata (X-Session-ID header), if any."""
+    return _first(context, (SESSION_HEADER,))
+
+
+def dp_rank_of(context: grpc.aio.ServicerContext) -> str | None:
+    """The data-parallel rank metadata (vLLM's or Dynamo's name), if any."""
+    return _first(context, DP_RANK_HEADERS)
+
+
+def min_version_of(context: grpc.aio.ServicerContext) -> str | None:
+    """The x-min-weight-version metadata (X-Min-Weight-Version header), if any."""
+    return _first(context, (MIN_VERSION_HEADER,))
+
+
+def caller_of(plane: DataPlane, context: grpc.aio.ServicerContext) -> Caller:
+    """Who calls (tenant, priority range); refuses, retry-safe, a call that
+    needs newer weights than this replica serves (x-min-weight-version): a
+    fleet gateway then tries another replica."""
+    required = min_version_of(context)
+    if required is not None and not plane.state.serves_at_least(required):
+        raise Unavailable(
+            f"this replica serves weight version '{plane.state.weight_version}'; the request "
+            f"needs '{required}' or newer", param=MIN_VERSION_HEADER,
+            reason="WEIGHT_VERSION_BEHIND",
+        )
+    return plane.tenancy.caller(context.invocation_metadata())
