@@ -1,7 +1,8 @@
 """Two serving processes over one real vLLM engine core (--api-server-count
 2, vLLM's multi-API-server mode): connections land on both, both generate
-the same greedy ids from the shared engine, and SIGTERM stops everything,
-engine core included."""
+the same greedy ids from the shared engine, control calls sent to either
+act on the shared engine and show in both (process 0 runs them; the other
+relays), and SIGTERM stops everything, engine core included."""
 
 from __future__ import annotations
 
@@ -12,7 +13,7 @@ import psutil
 import pytest
 
 from tests.servers import ROOT, ProcessServer
-from tokenwire.v1 import generate_pb2, models_pb2, service_pb2_grpc
+from tokenwire.v1 import control_pb2, control_pb2_grpc, generate_pb2, models_pb2, service_pb2_grpc
 
 pytestmark = pytest.mark.engine
 
@@ -21,25 +22,59 @@ TINY = str(ROOT / ".models" / "tiny-random-llama")
 
 def test_two_serving_processes_share_one_engine_core() -> None:
     server = ProcessServer(["--model", TINY, "--api-server-count", "2", "--no-warmup",
-                            "--kv-cache-bytes", str(128 << 20)]).start()
+                            "--kv-cache-bytes", str(128 << 20), "--enable-control",
+                            "--weight-version", "v1"]).start()
+    channels: dict[str, grpc.Channel] = {}  # one open channel per serving process
     try:
         by_worker: dict[str, list[list[int]]] = {}
         for _ in range(12):
-            with grpc.insecure_channel(server.address,
-                                       options=[("grpc.use_local_subchannel_pool", 1)]) as ch:
-                stub = service_pb2_grpc.TokenwireServiceStub(ch)
-                worker = stub.GetStats(models_pb2.GetStatsRequest(), timeout=30).worker_id
-                resp = stub.Generate(generate_pb2.GenerateRequest(
-                    token_ids=[1, 40, 41, 42], sampling_params={"max_tokens": 6, "temperature": 0}),
-                    timeout=120)
-                by_worker.setdefault(worker, []).append(list(resp.choices[0].token_ids))
+            ch = grpc.insecure_channel(server.address,
+                                       options=[("grpc.use_local_subchannel_pool", 1)])
+            stub = service_pb2_grpc.TokenwireServiceStub(ch)
+            worker = stub.GetStats(models_pb2.GetStatsRequest(), timeout=30).worker_id
+            resp = stub.Generate(_greedy(), timeout=120)
+            by_worker.setdefault(worker, []).append(list(resp.choices[0].token_ids))
+            if worker in channels:
+                ch.close()
+            else:
+                channels[worker] = ch
         assert len(by_worker) == 2, by_worker.keys()
         outputs = [ids for runs in by_worker.values() for ids in runs]
         assert all(ids == outputs[0] and len(ids) == 6 for ids in outputs)
+        _control_across_processes(list(channels.values()), outputs[0])
         # One engine core, shared: vLLM tags its log lines with the core's pid.
         cores = set(re.findall(r"\(EngineCore[^ ]* pid=(\d+)\)", server.log_tail(10**7)))
         assert len(cores) == 1, cores
     finally:
+        for ch in channels.values():
+            ch.close()
         code = server.stop(120)
     assert code == 0, server.log_tail()
     assert server.proc is not None and not psutil.pid_exists(server.proc.pid)
+
+
+def _greedy() -> generate_pb2.GenerateRequest:
+    return generate_pb2.GenerateRequest(
+        token_ids=[1, 40, 41, 42], sampling_params={"max_tokens": 6, "temperature": 0})
+
+
+def _control_across_processes(channels: list[grpc.Channel], greedy: list[int]) -> None:
+    control_a, control_b = (control_pb2_grpc.ControlServiceStub(ch) for ch in channels)
+    infer_a, infer_b = (service_pb2_grpc.TokenwireServiceStub(ch) for ch in channels)
+    # Pause through one process: the other answers paused too.
+    control_b.Pause(control_pb2.PauseRequest(mode="keep"), timeout=60)
+    assert control_a.IsPaused(control_pb2.IsPausedRequest(), timeout=30).is_paused
+    control_a.Resume(control_pb2.ResumeRequest(), timeout=60)
+    assert not control_b.IsPaused(control_pb2.IsPausedRequest(), timeout=30).is_paused
+    # Reload the same weights as v2 through one process; the other serves v2
+    # at once (x-min-weight-version), its tokens attributed to v2 by the
+    # shared engine core, with the same greedy ids.
+    updated = control_a.UpdateWeightsFromPath(
+        control_pb2.UpdateWeightsFromPathRequest(path=TINY, weight_version="v2"), timeout=300)
+    assert updated.state.weight_version == "v2" and not updated.state.paused
+    resp = infer_b.Generate(_greedy(), metadata=(("x-min-weight-version", "v2"),), timeout=120)
+    choice = resp.choices[0]
+    assert list(choice.token_ids) == greedy
+    assert [(s.version, s.start, s.end) for s in choice.weight_versions] == [("v2", 0, 6)]
+    stats = [s.GetStats(models_pb2.GetStatsRequest(), timeout=30) for s in (infer_a, infer_b)]
+    assert [s.weight_version for s in stats] == ["v2", "v2"]

@@ -9,6 +9,7 @@ which aborts their engine requests) -> engine shutdown.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
 import signal
 from collections.abc import Callable
@@ -22,6 +23,7 @@ from tokenwire.server.admission import Admission
 from tokenwire.server.auth import ApiKeyInterceptor, ControlAccessInterceptor
 from tokenwire.server.continuation_store import ContinuationStore
 from tokenwire.server.control_plane import ControlPlane
+from tokenwire.server.control_relay import ControlRelay
 from tokenwire.server.control_servicer import ControlServicer
 from tokenwire.server.data_plane import DataPlane
 from tokenwire.server.domain import (
@@ -121,6 +123,8 @@ class RunningServer:
     control: ControlPlane
     metrics_port: int = 0
     offload: Offload | None = None
+    relay: ControlRelay | None = None  # several serving processes with control
+    mirror: asyncio.Task[None] | None = None  # following process 0's control state
 
     async def set_serving(self, serving: bool) -> None:
         self.state.serving = serving
@@ -145,6 +149,12 @@ class RunningServer:
             await asyncio.sleep(drain)
         await self.set_serving(False)
         await self.server.stop(grace)
+        if self.mirror is not None:
+            self.mirror.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await self.mirror
+        if self.relay is not None:
+            await self.relay.close()
         await self.state.cancel_background()
         if self.offload is not None:
             self.offload.shutdown()
@@ -161,6 +171,10 @@ def _listen(server: grpc.aio.Server, settings: ServerSettings) -> int:
         port = server.add_insecure_port(address)
     if port == 0:
         raise RuntimeError(f"could not listen on {address}")
+    if settings.control_sockets:  # the other serving processes reach this one here
+        private = f"unix:{settings.control_sockets[settings.process_index]}"
+        if server.add_insecure_port(private) == 0:
+            raise RuntimeError(f"could not listen on {private}")
     return port
 
 
@@ -209,8 +223,19 @@ async def start(settings: ServerSettings, engine: Engine) -> RunningServer:
         on_paused=paused_health if settings.unhealthy_while_paused else None,
     )
     names = [SERVICE_NAME, EVENTS_SERVICE_NAME]
+    relay: ControlRelay | None = None
     if settings.enable_control:
-        control_pb2_grpc.add_ControlServiceServicer_to_server(ControlServicer(control), server)
+        if settings.control_sockets:  # several serving processes: process 0 runs control
+            relay = ControlRelay(
+                settings.process_index, settings.control_sockets, ControlServicer(control), state,
+                admin_key=settings.admin_api_key,
+                on_paused=paused_health if settings.unhealthy_while_paused else None,
+            )
+            server.add_generic_rpc_handlers((relay.handler(),))
+            if not relay.leader:
+                state.refresh = relay.refresh_quietly
+        else:
+            control_pb2_grpc.add_ControlServiceServicer_to_server(ControlServicer(control), server)
         names.append(CONTROL_SERVICE_NAME)
     health_pb2_grpc.add_HealthServicer_to_server(health_servicer, server)
     reflection.enable_server_reflection(
@@ -219,11 +244,15 @@ async def start(settings: ServerSettings, engine: Engine) -> RunningServer:
     port = _listen(server, settings)
     await server.start()
     running = RunningServer(server, port, engine, state, health_servicer, metrics, control,
-                            offload=plane.offload)
+                            offload=plane.offload, relay=relay)
     await running.set_serving(False)
     if settings.metrics_port:
         running.metrics_port = metrics.serve(settings.metrics_host, settings.metrics_port)
-    await control.start(settings.weight_version)
+    if relay is not None and not relay.leader:
+        await control.start("")  # process 0 sets the initial version
+        running.mirror = asyncio.create_task(relay.mirror())
+    else:
+        await control.start(settings.weight_version)
     await load_lora_modules(control, settings.lora_modules)
     if settings.warmup:
         await warm_up(engine)

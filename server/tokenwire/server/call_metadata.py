@@ -34,12 +34,16 @@ def min_version_of(context: grpc.aio.ServicerContext) -> str | None:
     return _first(context, (MIN_VERSION_HEADER,))
 
 
-def caller_of(plane: DataPlane, context: grpc.aio.ServicerContext) -> Caller:
+async def caller_of(plane: DataPlane, context: grpc.aio.ServicerContext) -> Caller:
     """Who calls (tenant, priority range); refuses, retry-safe, a call that
     needs newer weights than this replica serves (x-min-weight-version): a
-    fleet gateway then tries another replica."""
+    fleet gateway then tries another replica. A serving process that mirrors
+    another's control state reads it again before refusing."""
     required = min_version_of(context)
-    if required is not None and not plane.state.serves_at_least(required):
+    state = plane.state
+    if required is not None and not state.serves_at_least(required) and state.refresh is not None:
+        await state.refresh()
+    if required is not None and not state.serves_at_least(required):
         raise Unavailable(
             f"this replica serves weight version '{plane.state.weight_version}'; the request "
             f"needs '{required}' or newer", param=MIN_VERSION_HEADER,

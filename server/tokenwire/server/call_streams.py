@@ -21,7 +21,7 @@ async def chat_chunks(
 ) -> AsyncGenerator[chat_pb2.StreamChatCompletionResponse]:
     """The chunks of a streamed chat."""
     with plane.state.call():
-        plan = await plane.chat_plan(request, caller=caller_of(plane, context), stream=True,
+        plan = await plane.chat_plan(request, caller=await caller_of(plane, context), stream=True,
                                      dp_rank=dp_rank_of(context), session_id=session_of(context))
         outcome = RunOutcome()
         async for chunk in plane.stream_chat(plan, outcome):
@@ -35,7 +35,7 @@ async def completion_chunks(
 ) -> AsyncGenerator[completion_pb2.StreamCompletionResponse]:
     """The chunks of a streamed completion."""
     with plane.state.call():
-        plan = await plane.completion_plan(request, caller=caller_of(plane, context), stream=True,
+        plan = await plane.completion_plan(request, caller=await caller_of(plane, context), stream=True,
                                            dp_rank=dp_rank_of(context),
                                            session_id=session_of(context))
         async for chunk in plane.stream_completion(plan):
@@ -47,7 +47,7 @@ async def generate_chunks(
 ) -> AsyncGenerator[generate_pb2.GenerateResponse]:
     """The chunks of a streamed generate."""
     with plane.state.call():
-        plan = await plane.generate_plan(request, caller=caller_of(plane, context), stream=True,
+        plan = await plane.generate_plan(request, caller=await caller_of(plane, context), stream=True,
                                          dp_rank=dp_rank_of(context), session_id=session_of(context))
         async for chunk in plane.stream_generate(plan):
             yield chunk

@@ -7,9 +7,10 @@ own fake engine (for measuring the frontend alone).
 
 What is per process: connections (a channel, and so a Session stream,
 lives on one process), admission limits, continuation stores, metrics
-(--metrics-port P gives process i the port P + i). The ControlService is
-refused with N > 1: pause state and weight versions are kept per process
-(see docs/frontends.md).
+(--metrics-port P gives process i the port P + i). With --enable-control,
+process 0 runs every control operation and the others relay to it over
+private Unix sockets (control_relay.py; docs/frontends.md). The fake engines
+share no engine core, so they take no control with N > 1.
 """
 
 from __future__ import annotations
@@ -19,8 +20,10 @@ import dataclasses
 import logging
 import multiprocessing
 import os
+import pathlib
 import signal
 import sys
+import tempfile
 from typing import Any
 
 from tokenwire.server.settings import ServerSettings
@@ -29,9 +32,9 @@ log = logging.getLogger(__name__)
 
 
 def _own(settings: ServerSettings, index: int) -> ServerSettings:
-    """Process `index`'s settings: its own metrics port."""
+    """Process `index`'s settings: its own metrics port and index."""
     port = settings.metrics_port + index if settings.metrics_port else 0
-    return dataclasses.replace(settings, metrics_port=port)
+    return dataclasses.replace(settings, metrics_port=port, process_index=index)
 
 
 def _run(settings: ServerSettings, factory: Any) -> None:
@@ -62,16 +65,21 @@ def fake_worker(settings: ServerSettings, index: int) -> None:
 
 def run(settings: ServerSettings) -> int:
     """Run settings.api_server_count serving processes until SIGTERM/SIGINT."""
-    if settings.enable_control:
-        raise SystemExit("tokenwire serve: --enable-control needs --api-server-count 1 (pause state "
-                         "and weight versions are kept per serving process)")
     if settings.port == 0:
         raise SystemExit("tokenwire serve: --api-server-count > 1 needs a fixed --port")
     if settings.engine != "fake":
         from tokenwire.server.vllm_engine import run_shared_engine
 
-        run_shared_engine(settings, vllm_worker)
+        with tempfile.TemporaryDirectory(prefix="tokenwire-control-") as folder:
+            if settings.enable_control:  # process 0 runs control; the others relay to it
+                sockets = tuple(str(pathlib.Path(folder) / f"p{i}.sock")
+                                for i in range(settings.api_server_count))
+                settings = dataclasses.replace(settings, control_sockets=sockets)
+            run_shared_engine(settings, vllm_worker)
         return 0
+    if settings.enable_control:
+        raise SystemExit("tokenwire serve: --enable-control with --api-server-count > 1 needs the "
+                         "vLLM engine (fake engines share no engine core to control)")
     ctx = multiprocessing.get_context("spawn")
     procs = [ctx.Process(target=fake_worker, args=(settings, i), name=f"tokenwire-{i}")
              for i in range(settings.api_server_count)]

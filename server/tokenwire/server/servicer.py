@@ -40,7 +40,7 @@ class TokenwireServicer(service_pb2_grpc.TokenwireServiceServicer):
         self, request: chat_pb2.CreateChatCompletionRequest, context: grpc.aio.ServicerContext
     ) -> chat_pb2.CreateChatCompletionResponse:
         with self.state.call():
-            plan = await self.plane.chat_plan(request, caller=caller_of(self.plane, context), stream=False,
+            plan = await self.plane.chat_plan(request, caller=await caller_of(self.plane, context), stream=False,
                                           dp_rank=dp_rank_of(context),
                                           session_id=session_of(context))
             outcome = RunOutcome()
@@ -61,7 +61,7 @@ class TokenwireServicer(service_pb2_grpc.TokenwireServiceServicer):
         self, request: completion_pb2.CreateCompletionRequest, context: grpc.aio.ServicerContext
     ) -> completion_pb2.CreateCompletionResponse:
         with self.state.call():
-            plan = await self.plane.completion_plan(request, caller=caller_of(self.plane, context),
+            plan = await self.plane.completion_plan(request, caller=await caller_of(self.plane, context),
                                                     stream=False, dp_rank=dp_rank_of(context),
                                                     session_id=session_of(context))
             return await self.plane.run_completion(plan)
@@ -79,14 +79,14 @@ class TokenwireServicer(service_pb2_grpc.TokenwireServiceServicer):
         self, request: completion_pb2.CreateCompletionRequest, context: grpc.aio.ServicerContext
     ) -> completion_pb2.RenderCompletionResponse:
         with self.state.call():
-            return await self.plane.render_completion(request, caller=caller_of(self.plane, context))
+            return await self.plane.render_completion(request, caller=await caller_of(self.plane, context))
 
     @unary_errors
     async def Generate(
         self, request: generate_pb2.GenerateRequest, context: grpc.aio.ServicerContext
     ) -> generate_pb2.GenerateResponse:
         with self.state.call():
-            plan = await self.plane.generate_plan(request, caller=caller_of(self.plane, context), stream=False,
+            plan = await self.plane.generate_plan(request, caller=await caller_of(self.plane, context), stream=False,
                                           dp_rank=dp_rank_of(context),
                                           session_id=session_of(context))
             return await self.plane.run_generate(plan)
@@ -105,7 +105,7 @@ class TokenwireServicer(service_pb2_grpc.TokenwireServiceServicer):
         context: grpc.aio.ServicerContext,
     ) -> AsyncIterator[session_pb2.SessionResponse]:
         with self.state.call():
-            session = Session(self.plane, caller=caller_of(self.plane, context), dp_rank=dp_rank_of(context),
+            session = Session(self.plane, caller=await caller_of(self.plane, context), dp_rank=dp_rank_of(context),
                               session_id=session_of(context))
             # The response starts at once (a proxy's request timer, e.g. the
             # gateway's request_timeout, stops when the response starts; a
@@ -119,7 +119,7 @@ class TokenwireServicer(service_pb2_grpc.TokenwireServiceServicer):
         self, request: chat_pb2.CreateChatCompletionRequest, context: grpc.aio.ServicerContext
     ) -> generate_pb2.GenerateRequest:
         with self.state.call():
-            return await self.plane.render_chat(request, caller=caller_of(self.plane, context))
+            return await self.plane.render_chat(request, caller=await caller_of(self.plane, context))
 
     @unary_errors
     async def Tokenize(

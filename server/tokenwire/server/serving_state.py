@@ -8,7 +8,7 @@ import collections
 import contextlib
 import re
 import time
-from collections.abc import Iterator
+from collections.abc import Awaitable, Callable, Iterator
 
 from tokenwire.server.errors import Unavailable
 
@@ -30,6 +30,9 @@ class ServingState:
         self._weight_version = ""
         self.earlier_versions: collections.deque[str] = collections.deque(maxlen=4096)
         self.paused = False
+        # Set when another process runs control (control_relay.py): reads
+        # the paused flag and version again.
+        self.refresh: Callable[[], Awaitable[None]] | None = None
 
     @property
     def weight_version(self) -> str:

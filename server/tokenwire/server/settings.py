@@ -24,6 +24,11 @@ def _own(default: object, help: str) -> Any:
     return dataclasses.field(default=default, metadata={"help": help})
 
 
+def _internal(default: object, help: str) -> Any:
+    """Set by tokenwire itself for the processes it starts (no flag)."""
+    return dataclasses.field(default=default, metadata={"help": help, "internal": True})
+
+
 @dataclasses.dataclass(frozen=True)
 class ServerSettings:
     """Everything the server needs to start. Defaults suit the CPU demo.
@@ -123,6 +128,10 @@ class ServerSettings:
         1, "serving processes, each with its own event loop, sharing --port (SO_REUSEPORT; the "
            "kernel spreads connections) over one vLLM engine core (vLLM's multi-API-server mode; "
            "the fake engine: one each); a Session stream lives on one process (docs/frontends.md)")
+    process_index: int = _internal(0, "this serving process's index among --api-server-count")
+    control_sockets: tuple[str, ...] = _internal(
+        (), "with several serving processes and --enable-control: each process's private Unix "
+            "socket (index-aligned; process 0 runs control, control_relay.py)")
     host: str = _own("127.0.0.1", "listen address (loopback by default)")
     port: int = _own(50051, "listen port (0 picks a free one)")
     max_message_bytes: int = _own(16 * 1024 * 1024, "largest gRPC message (bytes)")
@@ -159,8 +168,8 @@ def add_arguments(parser: Any, *, skip: frozenset[str] = frozenset()) -> None:
     """Add one flag per own settings field (``--grace-seconds`` for grace_seconds)."""
     defaults = ServerSettings()
     hints = get_type_hints(ServerSettings)
-    for field in dataclasses.fields(ServerSettings):
-        if field.metadata.get("engine") or field.name in skip:
+    for field in own_fields():
+        if field.name in skip:
             continue  # vLLM's flag (engine_args.py), or the fake engine's
         flag = "--" + field.name.replace("_", "-")
         default = getattr(defaults, field.name)
@@ -182,7 +191,8 @@ def add_arguments(parser: Any, *, skip: frozenset[str] = frozenset()) -> None:
 
 def own_fields() -> list[dataclasses.Field[Any]]:
     """tokenwire's own settings (one flag each), not the engine's."""
-    return [f for f in dataclasses.fields(ServerSettings) if not f.metadata.get("engine")]
+    return [f for f in dataclasses.fields(ServerSettings)
+            if not f.metadata.get("engine") and not f.metadata.get("internal")]
 
 
 def from_namespace(ns: argparse.Namespace, **engine_facts: Any) -> ServerSettings:

@@ -1,0 +1,173 @@
+"""ControlService across several serving processes (--api-server-count N
+with --enable-control).
+
+The processes share one port, so a control call lands on any of them.
+Process 0 runs every control operation: one lock orders them, one client of
+the shared engine core carries them out, and one record keeps the pause
+mode, update count and last error. Every other process relays ControlService
+calls to process 0 over a private Unix socket, byte for byte with the
+caller's metadata and deadline (access is checked where the call arrived,
+and again by process 0), and mirrors process 0's paused flag and weight
+version: it polls them, and reads them again before refusing a call's
+x-min-weight-version, so a call sent right after an update is not refused by
+a process that has not looked yet. Tokens carry the engine core's own
+version spans, exact in every process.
+
+AbortRequests is the exception: each process holds its own requests, so the
+process the call reaches aborts its own and asks every other process to
+abort theirs (marked with LOCAL_HEADER: that process only).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections.abc import Awaitable, Callable
+from typing import Any
+
+import grpc
+from google.protobuf import message_factory
+from google.protobuf.descriptor import MethodDescriptor
+
+from tokenwire.server.control_servicer import ControlServicer
+from tokenwire.server.errors import FailedPrecondition, abort_with
+from tokenwire.server.serving_state import ServingState
+from tokenwire.v1 import control_pb2
+
+log = logging.getLogger("tokenwire.control")
+
+SERVICE = control_pb2.DESCRIPTOR.services_by_name["ControlService"]
+LOCAL_HEADER = "x-tokenwire-local-abort"
+MIRROR_PERIOD_S = 0.2
+LORA_METHODS = ("LoadLoraAdapter", "UnloadLoraAdapter")
+_SKIP_METADATA = ("user-agent", LOCAL_HEADER)
+
+
+class ControlRelay:
+    """This process's ControlService when several processes serve."""
+
+    def __init__(self, index: int, sockets: tuple[str, ...], local: ControlServicer,
+                 state: ServingState, *, admin_key: str = "",
+                 on_paused: Callable[[bool], Awaitable[None]] | None = None):
+        self.index = index
+        self.sockets = sockets
+        self.local = local
+        self.state = state
+        self._admin = [("authorization", f"Bearer {admin_key}")] if admin_key else []
+        self._on_paused = on_paused
+        self._channels: dict[int, grpc.aio.Channel] = {}
+        self._refreshing: asyncio.Lock | None = None
+
+    @property
+    def leader(self) -> bool:
+        return self.index == 0
+
+    def handler(self) -> grpc.GenericRpcHandler:
+        """Every ControlService method, on raw message bytes."""
+        return grpc.method_handlers_generic_handler(SERVICE.full_name, {
+            method.name: grpc.unary_unary_rpc_method_handler(self._method(method))
+            for method in SERVICE.methods
+        })
+
+    def _method(self, method: MethodDescriptor) -> Callable[[bytes, Any], Awaitable[bytes]]:
+        request_type = message_factory.GetMessageClass(method.input_type)
+        run_here = getattr(self.local, method.name)
+        name = method.name
+
+        async def call(raw: bytes, context: grpc.aio.ServicerContext) -> bytes:
+            if name in LORA_METHODS:
+                await abort_with(context, FailedPrecondition(
+                    "runtime LoRA loading needs --api-server-count 1: adapter names are kept per "
+                    "serving process (--lora-modules at start-up work with several)",
+                    param="lora_name", reason="ONE_SERVING_PROCESS_ONLY",
+                ))
+            if name == "AbortRequests":
+                return await self._abort(raw, context)
+            if self.leader:
+                response = await run_here(request_type.FromString(raw), context)
+                return bytes(response.SerializeToString())
+            answer = await self._relay(0, name, raw, context)
+            await self.refresh_quietly()  # the caller's next call here sees what it did
+            return answer
+
+        return call
+
+    def _channel(self, index: int) -> grpc.aio.Channel:
+        channel = self._channels.get(index)
+        if channel is None:
+            channel = self._channels[index] = grpc.aio.insecure_channel(f"unix:{self.sockets[index]}")
+        return channel
+
+    async def _relay(self, index: int, name: str, raw: bytes, context: grpc.aio.ServicerContext,
+                     extra: tuple[tuple[str, str], ...] = ()) -> bytes:
+        metadata = [(k, v) for k, v in (context.invocation_metadata() or ())
+                    if not k.startswith((":", "grpc-")) and k not in _SKIP_METADATA]
+        call = self._channel(index).unary_unary(f"/{SERVICE.full_name}/{name}")
+        try:
+            return bytes(await call(raw, metadata=[*metadata, *extra],
+                                    timeout=context.time_remaining()))
+        except grpc.aio.AioRpcError as err:  # the status as process `index` gave it
+            await context.abort(err.code(), err.details() or "",
+                                trailing_metadata=tuple(err.trailing_metadata() or ()))
+            raise AssertionError("unreachable") from err
+
+    async def _abort(self, raw: bytes, context: grpc.aio.ServicerContext) -> bytes:
+        request = control_pb2.AbortRequestsRequest.FromString(raw)
+        mine = await self.local.AbortRequests(request, context)
+        local_only = any(k == LOCAL_HEADER for k, _ in context.invocation_metadata() or ())
+        if local_only:
+            return bytes(mine.SerializeToString())
+        others = [i for i in range(len(self.sockets)) if i != self.index]
+        answers = await asyncio.gather(*(
+            self._relay(i, "AbortRequests", raw, context, ((LOCAL_HEADER, "1"),)) for i in others
+        ))
+        total = mine.aborted + sum(control_pb2.AbortRequestsResponse.FromString(a).aborted
+                                   for a in answers)
+        if request.request_ids:  # as vLLM answers: the ids asked
+            total = len(request.request_ids)
+        return bytes(control_pb2.AbortRequestsResponse(status="aborted", aborted=total)
+                     .SerializeToString())
+
+    # -- mirroring process 0's state (the other processes) -------------------
+    async def refresh(self) -> None:
+        """Read process 0's paused flag and weight version now."""
+        if self._refreshing is None:
+            self._refreshing = asyncio.Lock()
+        async with self._refreshing:
+            call = self._channel(0).unary_unary(
+                f"/{SERVICE.full_name}/GetControlState",
+                request_serializer=control_pb2.GetControlStateRequest.SerializeToString,
+                response_deserializer=control_pb2.GetControlStateResponse.FromString,
+            )
+            state = (await call(control_pb2.GetControlStateRequest(), metadata=self._admin,
+                                timeout=2.0)).state
+            if state.weight_version != self.state.weight_version:
+                self.state.weight_version = state.weight_version
+            if state.paused != self.state.paused:
+                self.state.paused = state.paused
+                if self._on_paused is not None:
+                    await self._on_paused(state.paused)
+
+    async def refresh_quietly(self) -> None:
+        """refresh(), keeping the last state if process 0 does not answer."""
+        try:
+            await self.refresh()
+        except asyncio.CancelledError:
+            raise
+        except Exception as exc:
+            log.warning("control state from process 0 not read: %s", exc)
+
+    async def mirror(self, period: float = MIRROR_PERIOD_S) -> None:
+        """Follow process 0's state until cancelled."""
+        while True:
+            try:
+                await self.refresh()
+            except asyncio.CancelledError:
+                raise
+            except Exception as exc:  # process 0 starting or stopping: try again
+                log.debug("control state from process 0 not read: %s", exc)
+            await asyncio.sleep(period)
+
+    async def close(self) -> None:
+        for channel in self._channels.values():
+            await channel.close()

@@ -1,0 +1,153 @@
+"""Control with several serving processes (control_relay.py), on fake
+engines: process 0 runs every control call, the others relay to it over a
+private Unix socket and mirror its paused flag and weight version;
+AbortRequests reaches every process. Here the two "processes" are two
+servers in this test process, each with its own fake engine (with vLLM they
+share one engine core: tests/engine/test_frontends_engine.py)."""
+
+from __future__ import annotations
+
+import collections.abc
+import time
+from pathlib import Path
+
+import grpc
+import pytest
+from grpc_health.v1 import health_pb2, health_pb2_grpc
+
+from tests.rpc import StreamReader, chat_request, error_info
+from tests.servers import ThreadServer
+from tokenwire.server.fake_engine import FakeEngine
+from tokenwire.server.settings import ServerSettings
+from tokenwire.v1 import (
+    common_pb2,
+    control_pb2,
+    control_pb2_grpc,
+    generate_pb2,
+    models_pb2,
+    service_pb2_grpc,
+)
+
+
+@pytest.fixture(scope="module")
+def pair(tmp_path_factory) -> collections.abc.Iterator[tuple[ThreadServer, ThreadServer]]:
+    folder = tmp_path_factory.mktemp("ctl")
+    sockets = (str(folder / "p0.sock"), str(folder / "p1.sock"))
+    servers = []
+    for index in (0, 1):
+        settings = ServerSettings(engine="fake", port=0, max_model_len=512, enable_control=True,
+                                  control_sockets=sockets, process_index=index,
+                                  unhealthy_while_paused=True)
+        servers.append(ThreadServer(settings, FakeEngine(max_model_len=512, token_delay=0.004))
+                       .start())
+    yield servers[0], servers[1]
+    for server in servers:
+        server.stop()
+
+
+def _control(server: ThreadServer) -> tuple[grpc.Channel, control_pb2_grpc.ControlServiceStub]:
+    channel = grpc.insecure_channel(server.address)
+    return channel, control_pb2_grpc.ControlServiceStub(channel)
+
+
+def _stats(server: ThreadServer) -> models_pb2.GetStatsResponse:
+    with grpc.insecure_channel(server.address) as ch:
+        return service_pb2_grpc.TokenwireServiceStub(ch).GetStats(models_pb2.GetStatsRequest(),
+                                                                  timeout=5)
+
+
+def _health(server: ThreadServer) -> int:
+    with grpc.insecure_channel(server.address) as ch:
+        return health_pb2_grpc.HealthStub(ch).Check(health_pb2.HealthCheckRequest(), timeout=5).status
+
+
+def _eventually(check, timeout: float = 3.0) -> None:  # noqa: ANN001
+    end = time.monotonic() + timeout
+    while not check():
+        assert time.monotonic() < end, "not within the time"
+        time.sleep(0.02)
+
+
+def test_a_call_to_any_process_runs_on_process_0(pair) -> None:
+    leader, follower = pair
+    ch0, control0 = _control(leader)
+    ch1, control1 = _control(follower)
+    with ch0, ch1:
+        try:
+            state = control1.Pause(control_pb2.PauseRequest(mode="keep"), timeout=10)
+            assert state.state.paused and state.state.pause_mode == "keep"
+            assert control0.IsPaused(control_pb2.IsPausedRequest(), timeout=5).is_paused
+            assert _stats(leader).paused
+            # The follower mirrors it: its own state, and its health
+            # (--unhealthy-while-paused: a fleet gateway stops sending to it).
+            _eventually(lambda: _stats(follower).paused)
+            _eventually(lambda: _health(follower) == health_pb2.HealthCheckResponse.NOT_SERVING)
+        finally:
+            control1.Resume(control_pb2.ResumeRequest(), timeout=10)
+        _eventually(lambda: not _stats(follower).paused)
+        _eventually(lambda: _health(follower) == health_pb2.HealthCheckResponse.SERVING)
+        assert not control0.IsPaused(control_pb2.IsPausedRequest(), timeout=5).is_paused
+
+
+def test_a_new_version_is_served_at_once_by_every_process(pair) -> None:
+    leader, follower = pair
+    ch1, control1 = _control(follower)
+    with ch1, grpc.insecure_channel(follower.address) as infer_ch:
+        control1.SetWeightVersion(control_pb2.SetWeightVersionRequest(new_version="step-7"),
+                                  timeout=10)
+        assert _stats(leader).weight_version == "step-7"
+        # Right away, before the follower's next poll: it reads process 0's
+        # version again instead of refusing.
+        infer = service_pb2_grpc.TokenwireServiceStub(infer_ch)
+        resp = infer.Generate(generate_pb2.GenerateRequest(
+            token_ids=[10, 11], sampling_params=common_pb2.SamplingParams(max_tokens=2)),
+            metadata=(("x-min-weight-version", "step-7"),), timeout=10)
+        assert resp.choices[0].token_ids
+        assert _stats(follower).weight_version == "step-7"
+        with pytest.raises(grpc.RpcError) as exc:
+            infer.Generate(generate_pb2.GenerateRequest(
+                token_ids=[10, 11], sampling_params=common_pb2.SamplingParams(max_tokens=2)),
+                metadata=(("x-min-weight-version", "step-8"),), timeout=10)
+        assert exc.value.code() == grpc.StatusCode.UNAVAILABLE
+        assert error_info(exc.value).reason == "WEIGHT_VERSION_BEHIND"
+
+
+def test_errors_come_back_as_process_0_gave_them(pair) -> None:
+    _, follower = pair
+    ch1, control1 = _control(follower)
+    with ch1:
+        with pytest.raises(grpc.RpcError) as exc:
+            control1.Pause(control_pb2.PauseRequest(mode="sideways"), timeout=5)
+        assert exc.value.code() == grpc.StatusCode.INVALID_ARGUMENT
+        info = error_info(exc.value)
+        assert info.reason == "VALUE_NOT_ALLOWED" and info.metadata["param"] == "mode"
+        trailers = dict(exc.value.trailing_metadata())
+        assert trailers["tokenwire-reason"] == "VALUE_NOT_ALLOWED"
+
+
+def test_runtime_lora_needs_one_process(pair, tmp_path: Path) -> None:
+    leader, _ = pair
+    ch0, control0 = _control(leader)
+    with ch0, pytest.raises(grpc.RpcError) as exc:
+        control0.LoadLoraAdapter(control_pb2.LoadLoraAdapterRequest(
+            lora_name="sql", lora_path=str(tmp_path)), timeout=5)
+    assert exc.value.code() == grpc.StatusCode.FAILED_PRECONDITION
+    assert error_info(exc.value).reason == "ONE_SERVING_PROCESS_ONLY"
+
+
+def test_abort_reaches_the_process_holding_the_request(pair) -> None:
+    leader, follower = pair
+    ch0, control0 = _control(leader)
+    with ch0, grpc.insecure_channel(follower.address) as infer_ch:
+        infer = service_pb2_grpc.TokenwireServiceStub(infer_ch)
+        reader = StreamReader(infer.StreamChatCompletion(
+            chat_request(max_tokens=400, ignore_eos=True, return_token_ids=True), timeout=30))
+        reader.wait_ids(2)
+        running = sorted(follower.engine.running)
+        assert running and not leader.engine.running
+        resp = control0.AbortRequests(control_pb2.AbortRequestsRequest(request_ids=running),
+                                      timeout=5)
+        assert resp.status == "aborted" and resp.aborted == len(running)
+        reader.join(10)
+        assert [c.finish_reason for m in reader.msgs for c in m.choices if c.finish_reason] == \
+            ["abort"]
