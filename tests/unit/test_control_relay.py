@@ -61,7 +61,7 @@ def _health(server: ThreadServer) -> int:
         return health_pb2_grpc.HealthStub(ch).Check(health_pb2.HealthCheckRequest(), timeout=5).status
 
 
-def _eventually(check, timeout: float = 3.0) -> None:  # noqa: ANN001
+def _eventually(check, timeout: float = 3.0) -> None:
     end = time.monotonic() + timeout
     while not check():
         assert time.monotonic() < end, "not within the time"
