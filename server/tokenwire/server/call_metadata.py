@@ -41,12 +41,13 @@ async def caller_of(plane: DataPlane, context: grpc.aio.ServicerContext) -> Call
     another's control state reads it again before refusing."""
     required = min_version_of(context)
     state = plane.state
-    if required is not None and not state.serves_at_least(required) and state.refresh is not None:
-        await state.refresh()
     if required is not None and not state.serves_at_least(required):
-        raise Unavailable(
-            f"this replica serves weight version '{plane.state.weight_version}'; the request "
-            f"needs '{required}' or newer", param=MIN_VERSION_HEADER,
-            reason="WEIGHT_VERSION_BEHIND",
-        )
+        if state.refresh is not None:
+            await state.refresh()
+        if not state.serves_at_least(required):
+            raise Unavailable(
+                f"this replica serves weight version '{state.weight_version}'; the request "
+                f"needs '{required}' or newer", param=MIN_VERSION_HEADER,
+                reason="WEIGHT_VERSION_BEHIND",
+            )
     return plane.tenancy.caller(context.invocation_metadata())

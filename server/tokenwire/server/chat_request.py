@@ -7,6 +7,7 @@ conversion shared with other RPCs is in request_fields.py.
 from __future__ import annotations
 
 import dataclasses
+import functools
 import time
 from collections.abc import Mapping
 from typing import Any
@@ -71,9 +72,10 @@ class ChatPlan:
         """system_fingerprint: the weight version (tokenwire-<model> if unknown)."""
         return self.weight_version or f"tokenwire-{self.model}"
 
-    @property
+    @functools.cached_property
     def ids_wanted(self) -> bool:
-        """Per-choice token_ids (and stream deltas of them) are wanted."""
+        """Per-choice token_ids (and stream deltas of them) are wanted (read
+        per streamed token: worked out once)."""
         return self.return_token_ids or bool(
             self.extra_fields & {"completion_token_ids", "engine_data"}
         )

@@ -56,7 +56,7 @@ class ControlRelay:
         self._admin = [("authorization", f"Bearer {admin_key}")] if admin_key else []
         self._on_paused = on_paused
         self._channels: dict[int, grpc.aio.Channel] = {}
-        self._refreshing: asyncio.Lock | None = None
+        self._refreshing = asyncio.Lock()  # one read of process 0's state at a time
 
     @property
     def leader(self) -> bool:
@@ -131,8 +131,6 @@ class ControlRelay:
     # -- mirroring process 0's state (the other processes) -------------------
     async def refresh(self) -> None:
         """Read process 0's paused flag and weight version now."""
-        if self._refreshing is None:
-            self._refreshing = asyncio.Lock()
         async with self._refreshing:
             call = self._channel(0).unary_unary(
                 f"/{SERVICE.full_name}/GetControlState",

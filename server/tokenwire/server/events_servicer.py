@@ -13,8 +13,9 @@ with the error's status.
 from __future__ import annotations
 
 import asyncio
-from collections.abc import AsyncGenerator, AsyncIterator
+from collections.abc import AsyncGenerator, Callable
 from contextlib import aclosing
+from typing import Any
 
 import grpc
 from google.api.httpbody_pb2 import HttpBody
@@ -23,53 +24,45 @@ from google.protobuf.message import Message
 from tokenwire.server import call_streams, sse
 from tokenwire.server.data_plane import DataPlane
 from tokenwire.server.errors import abort_with, classify
-from tokenwire.v1 import chat_pb2, completion_pb2, events_pb2_grpc, generate_pb2
+from tokenwire.v1 import events_pb2_grpc
+
+ChunkStream = Callable[[DataPlane, Any, grpc.aio.ServicerContext], AsyncGenerator[Message]]
 
 
-async def events(chunks: AsyncGenerator[Message],
-                 context: grpc.aio.ServicerContext) -> AsyncGenerator[HttpBody]:
-    """`chunks` as SSE HttpBody messages, ending with ``[DONE]``."""
-    started = False
-    try:
-        async with aclosing(chunks):
-            async for chunk in chunks:
-                if started:
-                    yield HttpBody(data=sse.chunk_event(chunk))
-                else:
+def _body(data: bytes, first: bool) -> HttpBody:
+    """One response message; the first names the content type."""
+    return HttpBody(content_type=sse.CONTENT_TYPE, data=data) if first else HttpBody(data=data)
+
+
+def _events(chunks_of: ChunkStream) -> Callable[..., AsyncGenerator[HttpBody]]:
+    """The handler streaming `chunks_of`'s chunks as SSE HttpBody messages,
+    ending with ``[DONE]``."""
+
+    async def handler(self: EventStreamServicer, request: Any,
+                      context: grpc.aio.ServicerContext) -> AsyncGenerator[HttpBody]:
+        started = False
+        try:
+            async with aclosing(chunks_of(self.plane, request, context)) as chunks:
+                async for chunk in chunks:
+                    yield _body(sse.chunk_event(chunk), not started)
                     started = True
-                    yield HttpBody(content_type=sse.CONTENT_TYPE, data=sse.chunk_event(chunk))
-    except (asyncio.CancelledError, grpc.aio.AbortError):
-        raise
-    except Exception as exc:
-        err = classify(exc)
-        if started:
-            yield HttpBody(data=sse.error_event(err) + sse.DONE)
-        await abort_with(context, err)
-        return
-    yield HttpBody(content_type=sse.CONTENT_TYPE, data=sse.DONE) if not started else HttpBody(data=sse.DONE)
+        except (asyncio.CancelledError, grpc.aio.AbortError):
+            raise
+        except Exception as exc:
+            err = classify(exc)
+            if started:
+                yield _body(sse.error_event(err) + sse.DONE, False)
+            await abort_with(context, err)
+            return
+        yield _body(sse.DONE, not started)
+
+    return handler
 
 
 class EventStreamServicer(events_pb2_grpc.EventStreamServiceServicer):
     def __init__(self, plane: DataPlane):
         self.plane = plane
 
-    async def StreamChatCompletionEvents(
-        self, request: chat_pb2.CreateChatCompletionRequest, context: grpc.aio.ServicerContext
-    ) -> AsyncIterator[HttpBody]:
-        async with aclosing(events(call_streams.chat_chunks(self.plane, request, context), context)) as out:
-            async for body in out:
-                yield body
-
-    async def StreamCompletionEvents(
-        self, request: completion_pb2.CreateCompletionRequest, context: grpc.aio.ServicerContext
-    ) -> AsyncIterator[HttpBody]:
-        async with aclosing(events(call_streams.completion_chunks(self.plane, request, context), context)) as out:
-            async for body in out:
-                yield body
-
-    async def StreamGenerateEvents(
-        self, request: generate_pb2.GenerateRequest, context: grpc.aio.ServicerContext
-    ) -> AsyncIterator[HttpBody]:
-        async with aclosing(events(call_streams.generate_chunks(self.plane, request, context), context)) as out:
-            async for body in out:
-                yield body
+    StreamChatCompletionEvents = _events(call_streams.chat_chunks)
+    StreamCompletionEvents = _events(call_streams.completion_chunks)
+    StreamGenerateEvents = _events(call_streams.generate_chunks)
