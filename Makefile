@@ -11,7 +11,7 @@ TINY_DIR := .models/tiny-random-llama
 export TORCHINDUCTOR_CACHE_DIR ?= $(CURDIR)/.cache/inductor
 export VLLM_CACHE_ROOT ?= $(CURDIR)/.cache/vllm
 
-.PHONY: setup venv model tiny-model proto run serve gateway test test-unit test-pure lint bench bench-fleet load soak clean
+.PHONY: setup venv model tiny-model proto run serve gateway test test-unit test-pure lint bench profile bench-fleet load soak clean
 
 setup: venv model
 
@@ -65,6 +65,13 @@ test-pure: venv
 bench: venv tiny-model
 	$(PY) -m pip install -q -e ".[bench]"
 	$(PY) -m bench.run $(BENCH_ARGS)
+
+# Where the serving process spends its CPU per token: py-spy samples it under
+# load, on the fake engine (bench.frontend) and on the real one (bench.profile).
+profile: venv tiny-model
+	$(PY) -m pip install -q -e ".[bench]"
+	$(PY) -m bench.frontend --paths floor,chat,generate,rest --profile bench/out/profile/fake $(PROFILE_ARGS)
+	$(PY) -m bench.profile
 
 # Load (256 concurrent mixed streams, gRPC + REST) and a 10-minute soak, on loopback.
 load: venv tiny-model

@@ -15,13 +15,14 @@ import argparse
 import asyncio
 import json
 import pathlib
+import re
 import sys
 import time
 from typing import Any
 
 import psutil
 
-from bench import clients, systems
+from bench import clients, pyspy, systems
 from bench.contestants import OUT, envoy_pids, start_gateway
 
 
@@ -55,8 +56,14 @@ async def _drive(driver: clients.Driver, prompts: list[clients.Prompt], conc: in
 
 
 def measure(name: str, make: Any, groups: dict[str, list[int]], prompts: list[clients.Prompt],
-            conc: int, seconds: float, max_tokens: int) -> dict[str, Any]:
-    """Drive one path; CPU per token for each group of processes."""
+            conc: int, seconds: float, max_tokens: int,
+            profile_dir: pathlib.Path | None = None) -> dict[str, Any]:
+    """Drive one path; CPU per token for each group of processes. With
+    `profile_dir`, py-spy samples the server's process while it is measured
+    (collapsed stacks in a file named for the path)."""
+    profile = None
+    if profile_dir is not None:
+        profile = profile_dir / (re.sub(r"[^a-z0-9]+", "-", name.lower()).strip("-") + ".collapsed")
     procs = {g: [psutil.Process(p) for p in pids] for g, pids in groups.items()}
 
     def cpu() -> dict[str, float]:
@@ -66,8 +73,11 @@ def measure(name: str, make: Any, groups: dict[str, list[int]], prompts: list[cl
         driver, close = make()
         await _drive(driver, prompts, conc, 2.0, max_tokens)  # warm-up
         c0 = cpu()
+        spy = pyspy.record(groups["server"][0], seconds, profile) if profile else None
         tokens, wall = await _drive(driver, prompts, conc, seconds, max_tokens)
         c1 = cpu()
+        if spy is not None:
+            await asyncio.to_thread(spy.wait)
         await close()
         return tokens, wall, {g: c1[g] - c0[g] for g in c0}
 
@@ -79,6 +89,8 @@ def measure(name: str, make: Any, groups: dict[str, list[int]], prompts: list[cl
         row[f"{g}_cpu_share"] = seconds_used / wall
         text += f"  {g}: {row[f'{g}_cpu_us_per_token']:5.1f} CPU us/token ({100 * seconds_used / wall:.0f}% of a core)"
     print(text, flush=True)
+    if profile is not None and profile.exists():
+        print(pyspy.summarize(profile), flush=True)
     return row
 
 
@@ -91,7 +103,8 @@ def _floor(logs: Any, prompts: list[clients.Prompt], ns: argparse.Namespace) -> 
     try:
         systems.wait_until(lambda: _reachable(address), [floor], timeout=60)
         return measure("floor: bare grpc.aio stream", lambda: clients.tokenwire_grpc(address),
-                       {"server": [floor.popen.pid]}, prompts, ns.concurrency, ns.seconds, ns.max_tokens)
+                       {"server": [floor.popen.pid]}, prompts, ns.concurrency, ns.seconds, ns.max_tokens,
+                       ns.profile)
     finally:
         floor.stop()
 
@@ -111,6 +124,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--max-tokens", type=int, default=128)
     parser.add_argument("--paths", default="floor,chat,chat16,generate,rest")
     parser.add_argument("--out", default=str(OUT / "frontend.json"))
+    parser.add_argument("--profile", type=pathlib.Path, default=None, metavar="DIR",
+                        help="sample the server with py-spy while each path is measured; "
+                             "collapsed stacks and a summary per path in DIR")
     ns = parser.parse_args(argv)
     logs = pathlib.Path(ns.out).parent / "logs"
     logs.mkdir(parents=True, exist_ok=True)
@@ -128,7 +144,7 @@ def main(argv: list[str] | None = None) -> int:
         systems.wait_until(lambda: systems.grpc_serving(address), [server], timeout=60)
         pid = server.popen.pid
         paths = ns.paths.split(",")
-        args = (prompts, ns.concurrency, ns.seconds, ns.max_tokens)
+        args = (prompts, ns.concurrency, ns.seconds, ns.max_tokens, ns.profile)
         if "chat" in paths:
             rows.append(measure("gRPC StreamChatCompletion", lambda: clients.tokenwire_grpc(address),
                                 {"server": [pid]}, *args))

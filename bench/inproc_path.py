@@ -15,6 +15,7 @@ import time
 from tokenwire.server.admission import Admission
 from tokenwire.server.chat_request import build_chat_plan
 from tokenwire.server.chat_service import stream_chat
+from tokenwire.server.domain import Caller
 from tokenwire.server.fake_engine import FakeEngine
 from tokenwire.server.guarded_engine import GuardedEngine
 from tokenwire.server.metrics import Metrics
@@ -39,7 +40,7 @@ async def measure(requests: int) -> tuple[float, float]:
     t0 = time.perf_counter()
     for _ in range(requests):
         plan = build_chat_plan(
-            _request(), engine, settings, served_model="fake", tenant=None, stream=True
+            _request(), engine, settings, served_model="fake", caller=Caller(), stream=True
         )
         async for out in engine.generate(plan.request):
             tokens += len(out.choices[0].token_ids)
@@ -47,7 +48,7 @@ async def measure(requests: int) -> tuple[float, float]:
     t0 = time.perf_counter()
     for _ in range(requests):
         plan = build_chat_plan(
-            _request(), guarded, settings, served_model="fake", tenant=None, stream=True
+            _request(), guarded, settings, served_model="fake", caller=Caller(), stream=True
         )
         async for chunk in stream_chat(guarded, plan, worker_id="bench"):
             chunk.SerializeToString()
