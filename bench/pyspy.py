@@ -51,11 +51,13 @@ def _frames(stack: str) -> list[str]:
 
 
 def _short(path: str) -> str:
-    for marker in ("site-packages/", "tokenwire/", "lib/python3"):
-        i = path.find(marker)
-        if i >= 0:
-            return path[i + len(marker):] if marker != "tokenwire/" else path[i:]
-    return path
+    """A library's path from its package down; tokenwire's from `tokenwire/`
+    (py-spy already prints the standard library's paths short)."""
+    _, sep, rest = path.partition("site-packages/")
+    if sep:
+        return rest
+    i = path.find("tokenwire/")
+    return path[i:] if i >= 0 else path
 
 
 @dataclasses.dataclass
