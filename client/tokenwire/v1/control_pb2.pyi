@@ -9,7 +9,7 @@ from typing import ClassVar as _ClassVar, Optional as _Optional, Union as _Union
 DESCRIPTOR: _descriptor.FileDescriptor
 
 class ControlState(_message.Message):
-    __slots__ = ("paused", "pause_mode", "sleeping", "weight_version", "lora_adapters", "engine_requests", "updates", "last_error")
+    __slots__ = ("paused", "pause_mode", "sleeping", "weight_version", "lora_adapters", "engine_requests", "updates", "last_error", "weight_path", "generation", "load_failed")
     PAUSED_FIELD_NUMBER: _ClassVar[int]
     PAUSE_MODE_FIELD_NUMBER: _ClassVar[int]
     SLEEPING_FIELD_NUMBER: _ClassVar[int]
@@ -18,6 +18,9 @@ class ControlState(_message.Message):
     ENGINE_REQUESTS_FIELD_NUMBER: _ClassVar[int]
     UPDATES_FIELD_NUMBER: _ClassVar[int]
     LAST_ERROR_FIELD_NUMBER: _ClassVar[int]
+    WEIGHT_PATH_FIELD_NUMBER: _ClassVar[int]
+    GENERATION_FIELD_NUMBER: _ClassVar[int]
+    LOAD_FAILED_FIELD_NUMBER: _ClassVar[int]
     paused: bool
     pause_mode: str
     sleeping: bool
@@ -26,7 +29,10 @@ class ControlState(_message.Message):
     engine_requests: int
     updates: int
     last_error: str
-    def __init__(self, paused: _Optional[bool] = ..., pause_mode: _Optional[str] = ..., sleeping: _Optional[bool] = ..., weight_version: _Optional[str] = ..., lora_adapters: _Optional[_Iterable[str]] = ..., engine_requests: _Optional[int] = ..., updates: _Optional[int] = ..., last_error: _Optional[str] = ...) -> None: ...
+    weight_path: str
+    generation: int
+    load_failed: bool
+    def __init__(self, paused: _Optional[bool] = ..., pause_mode: _Optional[str] = ..., sleeping: _Optional[bool] = ..., weight_version: _Optional[str] = ..., lora_adapters: _Optional[_Iterable[str]] = ..., engine_requests: _Optional[int] = ..., updates: _Optional[int] = ..., last_error: _Optional[str] = ..., weight_path: _Optional[str] = ..., generation: _Optional[int] = ..., load_failed: _Optional[bool] = ...) -> None: ...
 
 class PauseRequest(_message.Message):
     __slots__ = ("mode", "clear_cache")
@@ -45,8 +51,10 @@ class PauseResponse(_message.Message):
     def __init__(self, status: _Optional[str] = ..., state: _Optional[_Union[ControlState, _Mapping]] = ...) -> None: ...
 
 class ResumeRequest(_message.Message):
-    __slots__ = ()
-    def __init__(self) -> None: ...
+    __slots__ = ("force",)
+    FORCE_FIELD_NUMBER: _ClassVar[int]
+    force: bool
+    def __init__(self, force: _Optional[bool] = ...) -> None: ...
 
 class ResumeResponse(_message.Message):
     __slots__ = ("status", "state")

@@ -35,8 +35,9 @@ class ControlServiceStub:
 
     Every call honours the gRPC deadline and otherwise the server's
     --control-timeout-seconds; a call that runs out ends DEADLINE_EXCEEDED and
-    never hangs. A failed weight update leaves generation paused with a clear
-    error; Resume always works.
+    never hangs. A failed weight load leaves generation paused with a clear
+    error and a poisoned version label ("<old>+failed-load"); Resume then needs
+    `force` until a load succeeds.
 
     REST bindings use the route names and JSON bodies of vLLM's RL server
     (`/pause`, `/resume`, `/update_weights`, ...) and SGLang's
@@ -158,8 +159,9 @@ class ControlServiceServicer:
 
     Every call honours the gRPC deadline and otherwise the server's
     --control-timeout-seconds; a call that runs out ends DEADLINE_EXCEEDED and
-    never hangs. A failed weight update leaves generation paused with a clear
-    error; Resume always works.
+    never hangs. A failed weight load leaves generation paused with a clear
+    error and a poisoned version label ("<old>+failed-load"); Resume then needs
+    `force` until a load succeeds.
 
     REST bindings use the route names and JSON bodies of vLLM's RL server
     (`/pause`, `/resume`, `/update_weights`, ...) and SGLang's
@@ -177,8 +179,9 @@ class ControlServiceServicer:
         raise NotImplementedError('Method not implemented!')
 
     def Resume(self, request, context):
-        """Resume generation (vLLM `POST /resume`). Always allowed, also after a
-        failed update.
+        """Resume generation (vLLM `POST /resume`; `?force=true` over REST). After
+        a failed weight load it is refused (FAILED_PRECONDITION, reason
+        WEIGHTS_FAILED_LOAD) unless `force` is set or a later load succeeded.
         """
         context.set_code(grpc.StatusCode.UNIMPLEMENTED)
         context.set_details('Method not implemented!')
@@ -431,8 +434,9 @@ class ControlService:
 
     Every call honours the gRPC deadline and otherwise the server's
     --control-timeout-seconds; a call that runs out ends DEADLINE_EXCEEDED and
-    never hangs. A failed weight update leaves generation paused with a clear
-    error; Resume always works.
+    never hangs. A failed weight load leaves generation paused with a clear
+    error and a poisoned version label ("<old>+failed-load"); Resume then needs
+    `force` until a load succeeds.
 
     REST bindings use the route names and JSON bodies of vLLM's RL server
     (`/pause`, `/resume`, `/update_weights`, ...) and SGLang's
