@@ -302,3 +302,28 @@ def test_lora_modules_at_start_load_good_ones_and_skip_bad_ones(tmp_path: Path) 
             assert infer.CreateChatCompletion(chat_request(max_tokens=2), timeout=10).choices[0].finish_reason
     finally:
         server.stop()
+
+
+def _state(control) -> control_pb2.ControlState:
+    return control.GetControlState(control_pb2.GetControlStateRequest(), timeout=5).state
+
+
+def test_state_reports_the_weights_folder_and_the_update_generation(tmp_path: Path) -> None:
+    server, _ = _start()
+    try:
+        with grpc.insecure_channel(server.address) as ch:
+            control = control_pb2_grpc.ControlServiceStub(ch)
+            start = _state(control)
+            assert (start.weight_path, start.generation, start.load_failed) == ("/fake/model", 0, False)
+            link = tmp_path / "latest"
+            (tmp_path / "step-1").mkdir()
+            link.symlink_to(tmp_path / "step-1")
+            after = control.UpdateWeightsFromPath(control_pb2.UpdateWeightsFromPathRequest(
+                path=str(link), weight_version="s1"), timeout=10).state
+            # The real folder: a later change of the link does not change what it names.
+            assert after.weight_path == str((tmp_path / "step-1").resolve())
+            assert after.generation == 1 and not after.load_failed
+            control.SetWeightVersion(control_pb2.SetWeightVersionRequest(new_version="s1b"), timeout=5)
+            assert _state(control).generation == 2
+    finally:
+        server.stop()

@@ -21,6 +21,7 @@ from __future__ import annotations
 import asyncio
 import dataclasses
 import logging
+import os
 import time
 from collections.abc import Awaitable, Callable
 from typing import Any, TypeVar
@@ -51,6 +52,9 @@ class ControlSnapshot:
     engine_requests: int
     updates: int
     last_error: str
+    weight_path: str
+    generation: int
+    load_failed: bool
 
 
 @dataclasses.dataclass
@@ -118,12 +122,18 @@ class ControlPlane:
         self.sleeping = False
         self.updates = 0
         self.last_error = ""
+        # The checkpoint folder the weights served now came from ("" when
+        # unknown: after a transfer or a failed load).
+        self.weight_path = ""
+        # The last load failed half-way: the weights may be mixed.
+        self.load_failed = False
 
     async def start(self, initial_version: str) -> None:
         """At start-up: set the initial version (or read the engine's)."""
         if initial_version:
             await self._engine.set_weight_version(check_version(initial_version, "weight_version"))
         self._state.weight_version = await self._engine.weight_version()
+        self.weight_path = _real(self._engine.model_path)
 
     # -- plumbing ----------------------------------------------------------
     async def _run(self, what: str, op: Callable[[], Awaitable[T]], deadline: float | None) -> T:
@@ -165,6 +175,13 @@ class ControlPlane:
         await self._engine.set_weight_version(version)
         self._state.weight_version = version
 
+    def _weights_changed(self, path: str) -> None:
+        """The engine now holds other weights, loaded from `path` ("": not
+        from a folder)."""
+        self.updates += 1
+        self._state.generation += 1
+        self.weight_path = path
+
     # -- operations -------------------------------------------------------
     async def pause(self, mode: str, clear_cache: bool, deadline: float | None) -> None:
         mode = check_mode(mode, "mode", "abort")
@@ -204,7 +221,7 @@ class ControlPlane:
                 await self._set_version(version)
             if clear_cache:
                 await self._engine.reset_prefix_cache(True)
-            self.updates += 1
+            self._weights_changed(_real(path))
             self.last_error = ""
             if paused_by_us:
                 await self._resume()
@@ -219,7 +236,12 @@ class ControlPlane:
             raise InvalidArgument("new_version is required", param="new_version",
                                   reason="FIELD_REQUIRED")
         check_version(version, "new_version")
-        await self._run("set weight version", lambda: self._set_version(version), deadline)
+        async def op() -> None:
+            if version != self._state.weight_version:
+                self._state.generation += 1
+            await self._set_version(version)
+
+        await self._run("set weight version", op, deadline)
 
     async def reset_prefix_cache(self, reset_running: bool, deadline: float | None) -> bool:
         return await self._run(
@@ -247,7 +269,7 @@ class ControlPlane:
             await self._engine.finish_weight_update()
             if version:
                 await self._set_version(version)
-            self.updates += 1
+            self._weights_changed("")
 
         await self._run("finish weight update", op, deadline)
 
@@ -305,4 +327,14 @@ class ControlPlane:
             engine_requests=self._engine_requests(),
             updates=self.updates,
             last_error=self.last_error,
+            weight_path=self.weight_path,
+            generation=self._state.generation,
+            load_failed=self.load_failed,
         )
+
+
+def _real(path: str) -> str:
+    """A folder's real path (symlinks resolved, so a later change of a link
+    such as "latest" does not change what it names); other names as given
+    (a model id the engine resolved itself)."""
+    return os.path.realpath(path) if is_folder(path) else path

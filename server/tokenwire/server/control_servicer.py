@@ -33,6 +33,7 @@ class ControlServicer(control_pb2_grpc.ControlServiceServicer):
             paused=s.paused, pause_mode=s.pause_mode, sleeping=s.sleeping,
             weight_version=s.weight_version, lora_adapters=s.lora_adapters,
             engine_requests=s.engine_requests, updates=s.updates, last_error=s.last_error,
+            weight_path=s.weight_path, generation=s.generation, load_failed=s.load_failed,
         )
 
     @unary_errors

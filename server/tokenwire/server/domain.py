@@ -265,6 +265,11 @@ class EngineControl(Protocol):
     (AsyncLLM pause/resume, reset_prefix_cache, reload_weights through
     collective_rpc, the weight-transfer engine, sleep/wake, LoRA)."""
 
+    @property
+    def model_path(self) -> str:
+        """The model the engine started with (a folder, or a model id)."""
+        ...
+
     async def pause(self, mode: str, clear_cache: bool) -> None:
         """mode: "abort" (end in-flight requests now), "wait" (let them
         finish), "keep" (freeze them until resume). New requests wait."""

@@ -30,6 +30,8 @@ class ServingState:
         self._weight_version = ""
         self.earlier_versions: collections.deque[str] = collections.deque(maxlen=4096)
         self.paused = False
+        # The update generation: +1 on every weight change (control plane).
+        self.generation = 0
         # Set when another process runs control (control_relay.py): reads
         # the paused flag and version again.
         self.refresh: Callable[[], Awaitable[None]] | None = None
