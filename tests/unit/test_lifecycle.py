@@ -76,3 +76,47 @@ def test_drain_window_reports_not_serving_before_refusing() -> None:
         with pytest.raises(grpc.RpcError):
             stub.CreateChatCompletion(chat_request(max_tokens=2), timeout=5)
     stopping.result(30)
+
+
+def _health(address: str) -> int:
+    from grpc_health.v1 import health_pb2, health_pb2_grpc
+
+    with grpc.insecure_channel(address) as ch:
+        return health_pb2_grpc.HealthStub(ch).Check(health_pb2.HealthCheckRequest(), timeout=5).status
+
+
+def _until(check) -> None:
+    deadline = time.monotonic() + 10
+    while not check():
+        assert time.monotonic() < deadline, "not within the time"
+        time.sleep(0.02)
+
+
+def test_a_resume_while_draining_leaves_health_not_serving() -> None:
+    """--unhealthy-while-paused: a paused replica that starts shutting down
+    stays NOT_SERVING when someone resumes it during --drain-seconds."""
+    from grpc_health.v1 import health_pb2
+
+    from tests.servers import ThreadServer
+    from tokenwire.client import Client
+    from tokenwire.server.fake_engine import FakeEngine
+    from tokenwire.server.settings import ServerSettings
+
+    server = ThreadServer(ServerSettings(engine="fake", port=0, max_model_len=512,
+                                         enable_control=True, unhealthy_while_paused=True),
+                          FakeEngine(max_model_len=512)).start()
+    running = server._running
+    stopping = None
+    try:
+        with Client(server.address, timeout=10) as client:
+            client.control.pause("keep")
+            stopping = server.submit(running.stop(5.0, drain=120))  # type: ignore[attr-defined]
+            _until(lambda: running.health.stopping)  # type: ignore[attr-defined]
+            assert not client.control.resume().paused
+            assert _health(server.address) == health_pb2.HealthCheckResponse.NOT_SERVING
+            # Still draining: new calls are served, the health is what moved.
+            assert client.chat(messages="hi", max_tokens=2).choices[0].finish_reason == "length"
+    finally:
+        if stopping is not None:
+            stopping.cancel()  # the rest of the drain is not needed
+        server.stop()

@@ -112,13 +112,41 @@ async def load_lora_modules(control: ControlPlane, modules: tuple[str, ...]) -> 
             log.error("LoRA adapter %r not loaded: %s", spec, err.message)
 
 
+class HealthReport:
+    """What grpc.health.v1 says, decided in one place: SERVING only while the
+    server accepts work, is not shutting down, and (--unhealthy-while-paused)
+    generation is not paused. Shutting down wins: a Resume during the drain
+    (here, or mirrored from process 0) leaves the server NOT_SERVING."""
+
+    def __init__(self, servicer: health.aio.HealthServicer,  # type: ignore[name-defined]
+                 state: ServingState, *, unhealthy_while_paused: bool):
+        self.servicer = servicer
+        self._state = state
+        self._unhealthy_while_paused = unhealthy_while_paused
+        self._paused = False
+        self.stopping = False
+
+    async def update(self) -> None:
+        serving = (self._state.serving and not self.stopping
+                   and not (self._unhealthy_while_paused and self._paused))
+        status = (health_pb2.HealthCheckResponse.SERVING if serving
+                  else health_pb2.HealthCheckResponse.NOT_SERVING)
+        for name in ("", SERVICE_NAME):
+            await self.servicer.set(name, status)
+
+    async def on_paused(self, paused: bool) -> None:
+        """The control plane (or the relay's mirror) paused or resumed."""
+        self._paused = paused
+        await self.update()
+
+
 @dataclass
 class RunningServer:
     server: grpc.aio.Server
     port: int
     engine: Engine
     state: ServingState
-    health: health.aio.HealthServicer  # type: ignore[name-defined]
+    health: HealthReport
     metrics: Metrics
     control: ControlPlane
     metrics_port: int = 0
@@ -128,22 +156,14 @@ class RunningServer:
 
     async def set_serving(self, serving: bool) -> None:
         self.state.serving = serving
-        await self.report_health(serving)
-
-    async def report_health(self, serving: bool) -> None:
-        status = (
-            health_pb2.HealthCheckResponse.SERVING
-            if serving
-            else health_pb2.HealthCheckResponse.NOT_SERVING
-        )
-        for name in ("", SERVICE_NAME):
-            await self.health.set(name, status)
+        await self.health.update()
 
     async def stop(self, grace: float, drain: float = 0.0) -> None:
         """Health NOT_SERVING; for `drain` seconds new calls are still
         served (load balancers see the health change before any refusal);
         then new calls are refused, in-flight ones get `grace` seconds."""
-        await self.report_health(False)
+        self.health.stopping = True  # from here on NOT_SERVING, whatever control does
+        await self.health.update()
         if drain > 0:
             log.info("draining: health NOT_SERVING, new calls accepted for %.1fs", drain)
             await asyncio.sleep(drain)
@@ -208,19 +228,16 @@ async def start(settings: ServerSettings, engine: Engine) -> RunningServer:
     service_pb2_grpc.add_TokenwireServiceServicer_to_server(TokenwireServicer(plane), server)
     events_pb2_grpc.add_EventStreamServiceServicer_to_server(EventStreamServicer(plane), server)
     health_servicer = health.aio.HealthServicer()
-
-    async def paused_health(paused: bool) -> None:
-        """--unhealthy-while-paused: a paused replica reports NOT_SERVING, so
-        a fleet gateway sends new calls elsewhere during its update."""
-        status = (health_pb2.HealthCheckResponse.NOT_SERVING if paused or not state.serving
-                  else health_pb2.HealthCheckResponse.SERVING)
-        for name in ("", SERVICE_NAME):
-            await health_servicer.set(name, status)
+    health_report = HealthReport(health_servicer, state,
+                                 unhealthy_while_paused=settings.unhealthy_while_paused)
+    # --unhealthy-while-paused: a paused replica reports NOT_SERVING, so a
+    # fleet gateway sends new calls elsewhere during its update.
+    paused_health = health_report.on_paused if settings.unhealthy_while_paused else None
 
     control = ControlPlane(
         engine, state, timeout=settings.control_timeout_seconds,  # type: ignore[arg-type]
         engine_requests=engine.num_unfinished_requests,
-        on_paused=paused_health if settings.unhealthy_while_paused else None,
+        on_paused=paused_health,
     )
     names = [SERVICE_NAME, EVENTS_SERVICE_NAME]
     relay: ControlRelay | None = None
@@ -229,7 +246,7 @@ async def start(settings: ServerSettings, engine: Engine) -> RunningServer:
             relay = ControlRelay(
                 settings.process_index, settings.control_sockets, ControlServicer(control), state,
                 admin_key=settings.admin_api_key,
-                on_paused=paused_health if settings.unhealthy_while_paused else None,
+                on_paused=paused_health,
             )
             server.add_generic_rpc_handlers((relay.handler(),))
             if not relay.leader:
@@ -243,7 +260,7 @@ async def start(settings: ServerSettings, engine: Engine) -> RunningServer:
     )
     port = _listen(server, settings)
     await server.start()
-    running = RunningServer(server, port, engine, state, health_servicer, metrics, control,
+    running = RunningServer(server, port, engine, state, health_report, metrics, control,
                             offload=plane.offload, relay=relay)
     await running.set_serving(False)
     if settings.metrics_port:
