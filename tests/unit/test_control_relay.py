@@ -8,6 +8,7 @@ share one engine core: tests/engine/test_frontends_engine.py)."""
 from __future__ import annotations
 
 import collections.abc
+import os
 import time
 from pathlib import Path
 
@@ -17,6 +18,7 @@ from grpc_health.v1 import health_pb2, health_pb2_grpc
 
 from tests.rpc import StreamReader, chat_request, error_info
 from tests.servers import ThreadServer
+from tokenwire.server.control_relay import LOCAL_HEADER, TOKEN_ENV, TOKEN_HEADER
 from tokenwire.server.fake_engine import FakeEngine
 from tokenwire.server.settings import ServerSettings
 from tokenwire.v1 import (
@@ -28,18 +30,29 @@ from tokenwire.v1 import (
     service_pb2_grpc,
 )
 
+TOKEN = "relay-token-of-this-test-launch"
+
+
+def _start_pair(folder: Path, **extra: object) -> list[ThreadServer]:
+    """Processes 0 and 1 with the launch's relay token in their environment,
+    as frontends.control_sockets gives it."""
+    sockets = (str(folder / "p0.sock"), str(folder / "p1.sock"))
+    servers = []
+    with pytest.MonkeyPatch.context() as env:
+        env.setenv(TOKEN_ENV, TOKEN)
+        for index in (0, 1):
+            settings = ServerSettings(engine="fake", port=0, max_model_len=512,
+                                      enable_control=True, control_sockets=sockets,
+                                      process_index=index, unhealthy_while_paused=True,
+                                      **extra)  # type: ignore[arg-type]
+            servers.append(ThreadServer(settings, FakeEngine(max_model_len=512,
+                                                             token_delay=0.004)).start())
+    return servers
+
 
 @pytest.fixture(scope="module")
 def pair(tmp_path_factory) -> collections.abc.Iterator[tuple[ThreadServer, ThreadServer]]:
-    folder = tmp_path_factory.mktemp("ctl")
-    sockets = (str(folder / "p0.sock"), str(folder / "p1.sock"))
-    servers = []
-    for index in (0, 1):
-        settings = ServerSettings(engine="fake", port=0, max_model_len=512, enable_control=True,
-                                  control_sockets=sockets, process_index=index,
-                                  unhealthy_while_paused=True)
-        servers.append(ThreadServer(settings, FakeEngine(max_model_len=512, token_delay=0.004))
-                       .start())
+    servers = _start_pair(tmp_path_factory.mktemp("ctl"))
     yield servers[0], servers[1]
     for server in servers:
         server.stop()
@@ -145,9 +158,74 @@ def test_abort_reaches_the_process_holding_the_request(pair) -> None:
         reader.wait_ids(2)
         running = sorted(follower.engine.running)
         assert running and not leader.engine.running
+        # A caller's own "this process only" mark counts only on the sockets.
         resp = control0.AbortRequests(control_pb2.AbortRequestsRequest(request_ids=running),
-                                      timeout=5)
+                                      metadata=((LOCAL_HEADER, "1"),), timeout=5)
         assert resp.status == "aborted" and resp.aborted == len(running)
         reader.join(10)
         assert [c.finish_reason for m in reader.msgs for c in m.choices if c.finish_reason] == \
             ["abort"]
+
+
+def test_the_sockets_refuse_control_without_the_relay_token(pair) -> None:
+    leader, follower = pair
+    for server in (leader, follower):
+        socket = server.settings.control_sockets[server.settings.process_index]
+        assert os.stat(socket).st_mode & 0o777 == 0o600
+        with grpc.insecure_channel(f"unix:{socket}") as ch:
+            control = control_pb2_grpc.ControlServiceStub(ch)
+            for metadata in ((), ((TOKEN_HEADER, "guessed"),)):
+                with pytest.raises(grpc.RpcError) as exc:
+                    control.Pause(control_pb2.PauseRequest(mode="abort"), metadata=metadata,
+                                  timeout=5)
+                assert exc.value.code() == grpc.StatusCode.UNAUTHENTICATED
+                assert error_info(exc.value).reason == "RELAY_TOKEN_INVALID"
+            with pytest.raises(grpc.RpcError) as exc:
+                control.AbortRequests(control_pb2.AbortRequestsRequest(),
+                                      metadata=((LOCAL_HEADER, "1"),), timeout=5)
+            assert error_info(exc.value).reason == "RELAY_TOKEN_INVALID"
+            # With this launch's token the socket serves (as it does the relay).
+            assert not control.IsPaused(control_pb2.IsPausedRequest(),
+                                        metadata=((TOKEN_HEADER, TOKEN),), timeout=5).is_paused
+    assert not _stats(leader).paused
+
+
+def test_each_launch_has_its_own_token_and_a_private_folder(tmp_path, monkeypatch) -> None:
+    from tokenwire.server.frontends import control_sockets
+
+    monkeypatch.delenv(TOKEN_ENV, raising=False)
+    tokens = []
+    for launch in ("a", "b"):
+        folder = tmp_path / launch
+        folder.mkdir(mode=0o755)
+        settings = control_sockets(ServerSettings(api_server_count=3, enable_control=True),
+                                   str(folder))
+        assert settings.control_sockets == tuple(str(folder / f"p{i}.sock") for i in range(3))
+        assert os.stat(folder).st_mode & 0o777 == 0o700
+        tokens.append(os.environ[TOKEN_ENV])
+    assert tokens[0] != tokens[1] and min(map(len, tokens)) >= 32
+
+
+def test_a_resume_mirrored_while_draining_leaves_health_not_serving(tmp_path) -> None:
+    """--unhealthy-while-paused: process 1 starts shutting down while
+    paused; a Resume through process 0 reaches it by the mirror, and it
+    stays NOT_SERVING (shutting down wins)."""
+    leader, follower = _start_pair(tmp_path)
+    stopping = None
+    try:
+        ch0, control0 = _control(leader)
+        with ch0:
+            control0.Pause(control_pb2.PauseRequest(mode="keep"), timeout=10)
+            _eventually(lambda: _stats(follower).paused)
+            running = follower._running
+            stopping = follower.submit(running.stop(5.0, drain=120))  # type: ignore[attr-defined]
+            _eventually(lambda: running.health.stopping)  # type: ignore[attr-defined]
+            control0.Resume(control_pb2.ResumeRequest(), timeout=10)
+            _eventually(lambda: not _stats(follower).paused)  # the mirror saw it
+            assert _health(leader) == health_pb2.HealthCheckResponse.SERVING
+            assert _health(follower) == health_pb2.HealthCheckResponse.NOT_SERVING
+    finally:
+        if stopping is not None:
+            stopping.cancel()  # the rest of the drain is not needed
+        for server in (follower, leader):
+            server.stop()

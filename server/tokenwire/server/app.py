@@ -11,6 +11,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+import os
 import signal
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -23,7 +24,7 @@ from tokenwire.server.admission import Admission
 from tokenwire.server.auth import ApiKeyInterceptor, ControlAccessInterceptor
 from tokenwire.server.continuation_store import ContinuationStore
 from tokenwire.server.control_plane import ControlPlane
-from tokenwire.server.control_relay import ControlRelay
+from tokenwire.server.control_relay import ControlRelay, token_from_environment
 from tokenwire.server.control_servicer import ControlServicer
 from tokenwire.server.data_plane import DataPlane
 from tokenwire.server.domain import (
@@ -192,9 +193,10 @@ def _listen(server: grpc.aio.Server, settings: ServerSettings) -> int:
     if port == 0:
         raise RuntimeError(f"could not listen on {address}")
     if settings.control_sockets:  # the other serving processes reach this one here
-        private = f"unix:{settings.control_sockets[settings.process_index]}"
-        if server.add_insecure_port(private) == 0:
-            raise RuntimeError(f"could not listen on {private}")
+        path = settings.control_sockets[settings.process_index]
+        if server.add_insecure_port(f"unix:{path}") == 0:
+            raise RuntimeError(f"could not listen on unix:{path}")
+        os.chmod(path, 0o600)  # this user's processes only (in a 0700 folder too)
     return port
 
 
@@ -245,7 +247,7 @@ async def start(settings: ServerSettings, engine: Engine) -> RunningServer:
         if settings.control_sockets:  # several serving processes: process 0 runs control
             relay = ControlRelay(
                 settings.process_index, settings.control_sockets, ControlServicer(control), state,
-                admin_key=settings.admin_api_key,
+                token=token_from_environment(), admin_key=settings.admin_api_key,
                 on_paused=paused_health,
             )
             server.add_generic_rpc_handlers((relay.handler(),))

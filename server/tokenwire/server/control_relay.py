@@ -16,12 +16,22 @@ version spans, exact in every process.
 AbortRequests is the exception: each process holds its own requests, so the
 process the call reaches aborts its own and asks every other process to
 abort theirs (marked with LOCAL_HEADER: that process only).
+
+The sockets have their own credential: the parent makes a random token per
+launch and gives it to every serving process ($TOKENWIRE_CONTROL_RELAY_TOKEN);
+a ControlService call that arrives on a socket without it is refused
+(UNAUTHENTICATED, RELAY_TOKEN_INVALID), so a local process that reaches a
+socket cannot run control as a relay would. The sockets are also mode 0600
+in a 0700 folder of the parent's.
 """
 
 from __future__ import annotations
 
 import asyncio
+import hmac
 import logging
+import os
+import secrets
 from collections.abc import Awaitable, Callable
 from typing import Any
 
@@ -30,7 +40,7 @@ from google.protobuf import message_factory
 from google.protobuf.descriptor import MethodDescriptor
 
 from tokenwire.server.control_servicer import ControlServicer
-from tokenwire.server.errors import FailedPrecondition, abort_with
+from tokenwire.server.errors import FailedPrecondition, Unauthenticated, abort_with
 from tokenwire.server.serving_state import ServingState
 from tokenwire.v1 import control_pb2
 
@@ -38,21 +48,49 @@ log = logging.getLogger("tokenwire.control")
 
 SERVICE = control_pb2.DESCRIPTOR.services_by_name["ControlService"]
 LOCAL_HEADER = "x-tokenwire-local-abort"
+TOKEN_HEADER = "x-tokenwire-relay-token"
+TOKEN_ENV = "TOKENWIRE_CONTROL_RELAY_TOKEN"
 MIRROR_PERIOD_S = 0.2
 LORA_METHODS = ("LoadLoraAdapter", "UnloadLoraAdapter")
-_SKIP_METADATA = ("user-agent", LOCAL_HEADER)
+_SKIP_METADATA = ("user-agent", LOCAL_HEADER, TOKEN_HEADER)
+_NO_TOKEN = Unauthenticated(
+    "a call on a serving process's private control socket needs the relay token of this launch",
+    param=TOKEN_HEADER, reason="RELAY_TOKEN_INVALID",
+)
+
+
+def new_token() -> str:
+    """A launch's relay token (the parent makes it; every process reads it)."""
+    return secrets.token_urlsafe(32)
+
+
+def token_from_environment() -> str:
+    token = os.environ.get(TOKEN_ENV, "")
+    if not token:
+        raise RuntimeError(f"control across serving processes needs ${TOKEN_ENV} (set by the "
+                           "parent process, frontends.py)")
+    return token
+
+
+def on_socket(context: grpc.aio.ServicerContext) -> bool:
+    """Whether the call came in on a private Unix socket (not the gRPC port)."""
+    return str(context.peer() or "").startswith("unix:")
 
 
 class ControlRelay:
     """This process's ControlService when several processes serve."""
 
     def __init__(self, index: int, sockets: tuple[str, ...], local: ControlServicer,
-                 state: ServingState, *, admin_key: str = "",
+                 state: ServingState, *, token: str, admin_key: str = "",
                  on_paused: Callable[[bool], Awaitable[None]] | None = None):
+        if not token:
+            raise ValueError("the relay needs its token")
         self.index = index
         self.sockets = sockets
         self.local = local
         self.state = state
+        self._token = token.encode()
+        self._relay_md = ((TOKEN_HEADER, token),)
         self._admin = [("authorization", f"Bearer {admin_key}")] if admin_key else []
         self._on_paused = on_paused
         self._channels: dict[int, grpc.aio.Channel] = {}
@@ -75,6 +113,8 @@ class ControlRelay:
         name = method.name
 
         async def call(raw: bytes, context: grpc.aio.ServicerContext) -> bytes:
+            if on_socket(context) and not self._token_ok(context):
+                await abort_with(context, _NO_TOKEN)
             if name in LORA_METHODS:
                 await abort_with(context, FailedPrecondition(
                     "runtime LoRA loading needs --api-server-count 1: adapter names are kept per "
@@ -92,6 +132,11 @@ class ControlRelay:
 
         return call
 
+    def _token_ok(self, context: grpc.aio.ServicerContext) -> bool:
+        sent = [v for k, v in context.invocation_metadata() or () if k == TOKEN_HEADER]
+        return len(sent) == 1 and isinstance(sent[0], str) and \
+            hmac.compare_digest(sent[0].encode(), self._token)
+
     def _channel(self, index: int) -> grpc.aio.Channel:
         channel = self._channels.get(index)
         if channel is None:
@@ -104,7 +149,7 @@ class ControlRelay:
                     if not k.startswith((":", "grpc-")) and k not in _SKIP_METADATA]
         call = self._channel(index).unary_unary(f"/{SERVICE.full_name}/{name}")
         try:
-            return bytes(await call(raw, metadata=[*metadata, *extra],
+            return bytes(await call(raw, metadata=[*metadata, *self._relay_md, *extra],
                                     timeout=context.time_remaining()))
         except grpc.aio.AioRpcError as err:  # the status as process `index` gave it
             await context.abort(err.code(), err.details() or "",
@@ -114,7 +159,8 @@ class ControlRelay:
     async def _abort(self, raw: bytes, context: grpc.aio.ServicerContext) -> bytes:
         request = control_pb2.AbortRequestsRequest.FromString(raw)
         mine = await self.local.AbortRequests(request, context)
-        local_only = any(k == LOCAL_HEADER for k, _ in context.invocation_metadata() or ())
+        local_only = on_socket(context) and any(  # from another process (token checked)
+            k == LOCAL_HEADER for k, _ in context.invocation_metadata() or ())
         if local_only:
             return bytes(mine.SerializeToString())
         others = [i for i in range(len(self.sockets)) if i != self.index]
@@ -137,7 +183,8 @@ class ControlRelay:
                 request_serializer=control_pb2.GetControlStateRequest.SerializeToString,
                 response_deserializer=control_pb2.GetControlStateResponse.FromString,
             )
-            state = (await call(control_pb2.GetControlStateRequest(), metadata=self._admin,
+            state = (await call(control_pb2.GetControlStateRequest(),
+                                metadata=[*self._admin, *self._relay_md],
                                 timeout=2.0)).state
             if state.weight_version != self.state.weight_version:
                 self.state.weight_version = state.weight_version

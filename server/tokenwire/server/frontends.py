@@ -63,6 +63,19 @@ def fake_worker(settings: ServerSettings, index: int) -> None:
     _run(_own(settings, index), make_engine)
 
 
+def control_sockets(settings: ServerSettings, folder: str) -> ServerSettings:
+    """Control across the processes: each one's private socket in `folder`
+    (mkdtemp's: 0700, this user only), and this launch's relay token in the
+    environment every serving process inherits (control_relay.py)."""
+    from tokenwire.server.control_relay import TOKEN_ENV, new_token
+
+    os.chmod(folder, 0o700)
+    os.environ[TOKEN_ENV] = new_token()
+    sockets = tuple(str(pathlib.Path(folder) / f"p{i}.sock")
+                    for i in range(settings.api_server_count))
+    return dataclasses.replace(settings, control_sockets=sockets)
+
+
 def run(settings: ServerSettings) -> int:
     """Run settings.api_server_count serving processes until SIGTERM/SIGINT."""
     if settings.port == 0:
@@ -72,9 +85,7 @@ def run(settings: ServerSettings) -> int:
 
         with tempfile.TemporaryDirectory(prefix="tokenwire-control-") as folder:
             if settings.enable_control:  # process 0 runs control; the others relay to it
-                sockets = tuple(str(pathlib.Path(folder) / f"p{i}.sock")
-                                for i in range(settings.api_server_count))
-                settings = dataclasses.replace(settings, control_sockets=sockets)
+                settings = control_sockets(settings, folder)
             run_shared_engine(settings, vllm_worker)
         return 0
     if settings.enable_control:
