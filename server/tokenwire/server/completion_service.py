@@ -3,7 +3,13 @@
 One prompt runs as the engine's own stream (no extra layer, as chat). A
 batch runs its prompts concurrently, one engine request each, merged in the
 order their outputs arrive; if one fails, the others are aborted and the
-call fails with that error."""
+call fails with that error.
+
+The merge is bounded: a prompt whose output cannot be queued stops pulling
+from its engine stream, so a caller that stops reading holds at most two
+outputs per prompt here (one queued, one waiting to be), whatever n and
+max_tokens are. Back-pressure reaches the engine: vLLM merges the deltas of
+a request nobody pulls into one output (ids concatenated, never dropped)."""
 
 from __future__ import annotations
 
@@ -31,18 +37,18 @@ async def _single(engine: Engine, plan: CompletionPlan) -> AsyncGenerator[tuple[
 
 async def _merged(engine: Engine, plan: CompletionPlan) -> AsyncGenerator[tuple[int, EngineOutput]]:
     """Every prompt's outputs as (prompt index, output), as they arrive."""
-    queue: asyncio.Queue[tuple[int, object]] = asyncio.Queue()
+    queue: asyncio.Queue[tuple[int, object]] = asyncio.Queue(maxsize=len(plan.requests))
 
     async def pump(index: int) -> None:
         try:
             async with contextlib.aclosing(engine.generate(plan.requests[index])) as outputs:
                 async for out in outputs:
-                    queue.put_nowait((index, out))
-            queue.put_nowait((index, _DONE))
+                    await queue.put((index, out))  # waits while the consumer lags
+            await queue.put((index, _DONE))
         except asyncio.CancelledError:
             raise  # the call ended: the merge is being torn down
         except Exception as exc:  # handed to the consumer, who raises it
-            queue.put_nowait((index, exc))
+            await queue.put((index, exc))
 
     tasks = [asyncio.create_task(pump(i)) for i in range(len(plan.requests))]
     try:

@@ -14,6 +14,7 @@ dropping the stream ends the session (docs/session.md).
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
 import uuid
 from collections.abc import AsyncIterator
@@ -229,10 +230,14 @@ class Session:
         outbox = self.outbox
         if req.stream:
             chunk_field = f"{kind}_chunk"
-            async for chunk in plane.stream(plan, outcome):
-                await outbox.put_data(
-                    session_pb2.SessionResponse(request_id=rid, **{chunk_field: chunk})
-                )
+            # Closed here, also when the task is cancelled while it waits for
+            # room in the outbox: the engine requests end before the request's
+            # terminal event, not when the garbage collector finds the stream.
+            async with contextlib.aclosing(plane.stream(plan, outcome)) as chunks:
+                async for chunk in chunks:
+                    await outbox.put_data(
+                        session_pb2.SessionResponse(request_id=rid, **{chunk_field: chunk})
+                    )
         else:
             result = await plane.run(plan, outcome)
             event = session_pb2.SessionResponse(request_id=rid, **{f"{kind}_result": result})
