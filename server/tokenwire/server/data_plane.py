@@ -76,7 +76,8 @@ class DataPlane:
         self.turns = turns
         self.prefiller = prefiller
         self.tenancy = tenancy
-        self.offload = Offload(settings.request_template_timeout_seconds)
+        self.offload = Offload(settings.request_template_timeout_seconds,
+                               settings.max_offload_queue)
         self.served_model = settings.resolved_served_name()
         self.worker_id = settings.resolved_worker_id()
 

@@ -103,6 +103,9 @@ class ServerSettings:
     max_concurrent_requests: int = _own(1024, "engine requests in flight (0: no limit)")
     max_admitted_tokens: int = _own(
         0, "sum of prompt + max new tokens in flight (0: no limit)")
+    max_offload_queue: int = _own(
+        32, "requests waiting for (or on) each off-loop preparation thread (large prompts, "
+            "request templates); beyond, RESOURCE_EXHAUSTED OFFLOAD_QUEUE_FULL (0: no limit)")
 
     # Access control and observability.
     api_key: str = _own("", "inference API key (also $TOKENWIRE_API_KEY); empty: no key")
