@@ -74,9 +74,6 @@ def run_gateway(ns: argparse.Namespace) -> int:
 SECRET_FIELDS = {"api_key": "TOKENWIRE_API_KEY", "admin_api_key": "TOKENWIRE_ADMIN_API_KEY"}
 
 
-LOOPBACK_HOSTS = ("127.0.0.1", "localhost", "::1")
-
-
 def serve_argv(ns: argparse.Namespace) -> list[str]:
     """The `tokenwire serve` flags for the server settings in `ns` (only
     those that differ from the defaults)."""
@@ -101,17 +98,25 @@ def serve_argv(ns: argparse.Namespace) -> list[str]:
 
 def run_up(ns: argparse.Namespace) -> int:
     from tokenwire.gateway import supervisor
+    from tokenwire.server.auth import check_exposure
+    from tokenwire.server.settings import from_namespace as server_settings
 
     if ns.port == 0:
         raise SystemExit("tokenwire up: give the server a fixed --port (not 0)")
+    server = server_settings(ns)  # what each replica's `tokenwire serve` will get
+    try:
+        check_exposure(server)
+    except ValueError as err:
+        raise SystemExit(f"tokenwire up: {err}") from None
     ns.gateway_upstream_host = ns.host
     ns.gateway_upstream_port = ns.port
-    ns.gateway_control = ns.enable_control
-    admin_key = ns.admin_api_key or os.environ.get("TOKENWIRE_ADMIN_API_KEY", "")
-    if ns.enable_control and not admin_key and ns.gateway_listen_host not in LOOPBACK_HOSTS:
-        # Behind Envoy every caller is a loopback peer of the server.
-        raise SystemExit("tokenwire up: --enable-control on a non-loopback gateway needs "
-                         "--admin-api-key (or $TOKENWIRE_ADMIN_API_KEY)")
+    # The server refuses control that came through a proxy unless it carries
+    # the admin key, so the gateway exposes control only when there is one.
+    ns.gateway_control = ns.enable_control and bool(server.admin_api_key)
+    if ns.enable_control and not server.admin_api_key:
+        print(f"tokenwire up: control without --admin-api-key is for this host only: call the "
+              f"server at {ns.host}:{ns.port} (`tokenwire control --server {ns.host}:{ns.port}"
+              " ...`); the gateway does not expose it", file=sys.stderr, flush=True)
     if ns.tls_cert and not ns.gateway_upstream_tls_ca:
         ns.gateway_upstream_tls_ca = ns.tls_cert  # a self-signed server certificate
     if ns.api_server_count > 1 and not ns.gateway_upstream_streams_per_connection:

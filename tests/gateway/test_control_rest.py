@@ -17,19 +17,41 @@ from tokenwire.server.settings import ServerSettings
 pytestmark = pytest.mark.gateway
 
 
+ADMIN_KEY = "admin-key-for-rest"
+
+
 @pytest.fixture(scope="module")
-def control_rest() -> collections.abc.Iterator[httpx.Client]:
+def control_gateway() -> collections.abc.Iterator[str]:
+    """A gateway with --control in front of a server with an admin key: the
+    server refuses control that came through a proxy without one."""
     settings = ServerSettings(engine="fake", port=0, max_model_len=512, served_model_name="fake-model",
-                              enable_control=True)
+                              enable_control=True, admin_api_key=ADMIN_KEY)
     server = ThreadServer(settings, FakeEngine(max_model_len=512)).start()
     envoy = start_gateway(server.address, control=True)
     try:
-        with httpx.Client(base_url=envoy.url, timeout=30) as client:
-            yield client
-            client.post("/resume")
+        yield envoy.url
     finally:
         stop_gateway(envoy)
         server.stop()
+
+
+@pytest.fixture(scope="module")
+def control_rest(control_gateway: str) -> collections.abc.Iterator[httpx.Client]:
+    headers = {"authorization": f"Bearer {ADMIN_KEY}"}
+    with httpx.Client(base_url=control_gateway, timeout=30, headers=headers) as client:
+        yield client
+        client.post("/resume")
+
+
+def test_control_through_the_gateway_needs_the_admin_key(control_gateway: str) -> None:
+    with httpx.Client(base_url=control_gateway, timeout=30) as client:
+        r = client.post("/pause", params={"mode": "keep"})
+        assert r.status_code == 401 and r.json()["error"]["param"] == "authorization"
+        r = client.get("/is_paused", headers={"authorization": "Bearer not-the-key"})
+        assert r.status_code == 401
+    with httpx.Client(base_url=control_gateway, timeout=30,
+                      headers={"authorization": f"Bearer {ADMIN_KEY}"}) as client:
+        assert client.get("/is_paused").json() == {"is_paused": False}
 
 
 def test_pause_resume_with_vllm_routes(control_rest: httpx.Client) -> None:

@@ -115,9 +115,12 @@ def test_session_requests_run_in_the_tenant_domain(tenant_server, stub) -> None:
 
 def test_trusted_header_names_the_tenant() -> None:
     tenancy = Tenancy(trust_tenant_header=True, secret=b"s" * 32)
-    caller = tenancy.caller([("x-tenant-id", "gamma")])
+    caller = tenancy.caller([("x-tenant-id", "gamma")], trusted_hop=True)
     assert caller.salt_prefix == tenancy.salt_prefix("gamma") != tenancy.salt_prefix("delta")
-    assert Tenancy(secret=b"s" * 32).caller([("x-tenant-id", "gamma")]).salt_prefix is None
+    # Not from a trusted hop (auth.Proxies), or not trusted at all: no tenant.
+    assert tenancy.caller([("x-tenant-id", "gamma")]).salt_prefix is None
+    untrusting = Tenancy(secret=b"s" * 32)
+    assert untrusting.caller([("x-tenant-id", "gamma")], trusted_hop=True).salt_prefix is None
 
 
 @pytest.mark.parametrize(("text", "error"), [

@@ -21,7 +21,12 @@ from grpc_health.v1 import health, health_pb2, health_pb2_grpc
 from grpc_reflection.v1alpha import reflection
 
 from tokenwire.server.admission import Admission
-from tokenwire.server.auth import ApiKeyInterceptor, ControlAccessInterceptor
+from tokenwire.server.auth import (
+    ApiKeyInterceptor,
+    ControlAccessInterceptor,
+    check_exposure,
+    proxies_of,
+)
 from tokenwire.server.continuation_store import ContinuationStore
 from tokenwire.server.control_plane import ControlPlane
 from tokenwire.server.control_relay import ControlRelay, token_from_environment
@@ -211,15 +216,18 @@ async def start(settings: ServerSettings, engine: Engine) -> RunningServer:
     ]
     metrics = Metrics()
     interceptors: list[grpc.aio.ServerInterceptor] = [MetricsInterceptor(metrics)]
+    check_exposure(settings)
     tenancy = Tenancy.from_settings(settings)
     inference_keys = [k for k in (settings.api_key, *(t.key for t in tenancy.keys)) if k]
+    if settings.admin_api_key and settings.admin_api_key in inference_keys:
+        raise ValueError("--admin-api-key must differ from --api-key "
+                         "(the inference key never grants control)")
     if inference_keys:
-        interceptors.append(ApiKeyInterceptor(inference_keys, open_probes=settings.open_probes))
-    if settings.enable_control:
-        if settings.admin_api_key and settings.admin_api_key in inference_keys:
-            raise ValueError("--admin-api-key must differ from --api-key "
-                             "(the inference key never grants control)")
-        interceptors.append(ControlAccessInterceptor(settings.admin_api_key))
+        interceptors.append(ApiKeyInterceptor(inference_keys, open_probes=settings.open_probes,
+                                              admin_key=settings.admin_api_key))
+    interceptors.append(ControlAccessInterceptor(  # control, and GetStats
+        settings.admin_api_key, proxies=proxies_of(settings.trusted_proxy),
+        tenant_keys=[t.key for t in tenancy.keys]))
     server = grpc.aio.server(options=options, interceptors=interceptors)
     state = ServingState()
     guarded = GuardedEngine(

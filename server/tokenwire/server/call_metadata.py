@@ -1,11 +1,13 @@
 """What a call's gRPC metadata says about it: the session and data-parallel
 rank it names, the weight version it needs, and who calls (tenant and
-priority range). Shared by every servicer."""
+priority range; the tenant it names counts only from a trusted hop, auth.Proxies).
+Shared by every servicer."""
 
 from __future__ import annotations
 
 import grpc
 
+from tokenwire.server.auth import proxies_of
 from tokenwire.server.data_plane import DataPlane
 from tokenwire.server.domain import Caller
 from tokenwire.server.errors import Unavailable
@@ -50,4 +52,6 @@ async def caller_of(plane: DataPlane, context: grpc.aio.ServicerContext) -> Call
                 f"needs '{required}' or newer", param=MIN_VERSION_HEADER,
                 reason="WEIGHT_VERSION_BEHIND",
             )
-    return plane.tenancy.caller(context.invocation_metadata())
+    trusted_hop = (plane.tenancy.trust_tenant_header
+                   and proxies_of(plane.settings.trusted_proxy).may_name_tenant(context.peer()))
+    return plane.tenancy.caller(context.invocation_metadata(), trusted_hop=trusted_hop)

@@ -61,7 +61,13 @@ def parse_settings(argv: Sequence[str]) -> ServerSettings:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
+    from tokenwire.server.auth import check_exposure
+
     settings = parse_settings(sys.argv[1:] if argv is None else argv)
+    try:
+        check_exposure(settings)
+    except ValueError as err:
+        raise SystemExit(f"tokenwire serve: {err}") from None
     if settings.api_server_count > 1:
         from tokenwire.server.frontends import run
 

@@ -113,8 +113,13 @@ class ServerSettings:
         "", "TOML file of inference keys, each with its tenant (cache domain) and optional "
             "priority range (docs/hardening.md)")
     trust_tenant_header: bool = _own(
-        False, "take the tenant from x-tenant-id metadata (only behind a hop that sets it, "
-               "such as the gateway, which strips it from outside callers)")
+        False, "take the tenant from x-tenant-id metadata when the call comes from a trusted "
+               "hop: a --trusted-proxy address, or with none given a local peer (such as the "
+               "gateway on this host, which strips x-tenant-id from outside callers)")
+    trusted_proxy: tuple[str, ...] = _own(
+        (), "the proxies in front of this server (IP addresses or CIDR networks, space or comma "
+            "separated): calls from them are proxied (control needs the admin key) and only "
+            "they may name the tenant (--trust-tenant-header); none: a local peer is that hop")
     min_priority: int = _own(
         0, "lowest priority a request may ask for (lower runs first; values beyond are clamped); "
            "a key's range in --api-keys-file overrides it")
@@ -203,6 +208,7 @@ def from_namespace(ns: argparse.Namespace, **engine_facts: Any) -> ServerSetting
     values = {f.name: getattr(ns, f.name) for f in own_fields()}
     values.update(engine_facts)
     values["lora_modules"] = tuple(values["lora_modules"])
+    values["trusted_proxy"] = tuple(values["trusted_proxy"])
     if not values["api_key"]:
         values["api_key"] = os.environ.get("TOKENWIRE_API_KEY", "")
     if not values["admin_api_key"]:

@@ -119,7 +119,11 @@ class Tenancy:
         mac = hmac.new(self._secret, tenant.encode(), hashlib.sha256).hexdigest()[:32]
         return f"tenant-{mac}"
 
-    def caller(self, metadata: Iterable[tuple[str, Any]] | None) -> Caller:
+    def caller(self, metadata: Iterable[tuple[str, Any]] | None, *,
+               trusted_hop: bool = False) -> Caller:
+        """The caller of a call with this metadata. x-tenant-id counts only
+        with --trust-tenant-header and when the call came from a trusted hop
+        (`trusted_hop`: auth.Proxies.may_name_tenant of its peer)."""
         metadata = list(metadata or ())
         if self._by_digest:
             token = bearer_token(metadata)
@@ -127,7 +131,7 @@ class Tenancy:
                 found = self._by_digest.get(_digest(token))
                 if found is not None:
                     return found
-        if self.trust_tenant_header:
+        if self.trust_tenant_header and trusted_hop:
             for key, value in metadata:
                 if key == TENANT_HEADER and value:
                     text = value.decode() if isinstance(value, bytes) else str(value)
