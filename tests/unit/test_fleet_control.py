@@ -1,15 +1,22 @@
-"""Fleet-wide weight updates (issue #15 item 4): pause → update → resume on
-every replica as one operation; when one replica fails, every replica ends
-resumed on its old weights and version, and the report says what happened
-on each."""
+"""Fleet-wide weight updates (issue #15 item 4, issue #23 item 3): pause →
+update → resume on every replica as one operation. When one replica fails,
+every replica that began loading reloads the folder it reported serving
+before (or --rollback-path) under its old version; one whose rollback fails
+or cannot run stays paused; one that never began loading is not touched;
+`ok` is decided after the resumes, and the report holds what each server
+says at the end."""
 
 from __future__ import annotations
+
+import os
 
 import grpc
 import pytest
 
 from tests.servers import ThreadServer
+from tokenwire.client import Client
 from tokenwire.client.fleet import update_fleet
+from tokenwire.server.errors import Unavailable
 from tokenwire.server.fake_engine import FakeEngine
 from tokenwire.server.settings import ServerSettings
 from tokenwire.v1 import chat_pb2, service_pb2_grpc
@@ -35,45 +42,177 @@ def serves(address: str) -> str:
     return resp.choices[0].weight_versions[0].version
 
 
+def folders(tmp_path, *names: str) -> list[str]:
+    out = []
+    for name in names:
+        (tmp_path / name).mkdir()
+        out.append(os.path.realpath(tmp_path / name))
+    return out
+
+
+def said(address: str) -> tuple[str, bool, bool, str]:
+    """What the server says now (version, paused, load_failed, weight_path)."""
+    with Client(address, timeout=10) as client:
+        s = client.control.state()
+    return s.weight_version, s.paused, s.load_failed, s.weight_path
+
+
+def reported(r) -> tuple[str, bool | None, bool | None, str]:
+    return r.version, r.paused, r.load_failed, r.weight_path
+
+
 def test_every_replica_moves_to_the_new_version(fleet, tmp_path) -> None:
     engines, servers = fleet
-    report = update_fleet([s.address for s in servers], str(tmp_path), version="step-2",
-                          rollback_path=str(tmp_path))
+    (new,) = folders(tmp_path, "step-2")
+    report = update_fleet([s.address for s in servers], new, version="step-2")
     assert report.ok and report.version == "step-2", report
     for r in report.replicas:
-        assert (r.old_version, r.version, r.paused, r.updated, r.resumed) == (
-            "step-1", "step-2", True, True, True)
-        assert not r.rolled_back and not r.errors
+        assert (r.old_version, r.old_path, r.paused_for_update, r.updated, r.resumed) == (
+            "step-1", "/fake/model", True, True, True)
+        assert reported(r) == ("step-2", False, False, new)
+        assert not r.rolled_back and not r.left_paused and not r.errors
     assert [serves(s.address) for s in servers] == ["step-2"] * 3
-    assert all(e.loaded_paths == [str(tmp_path)] for e in engines)
+    assert all(e.loaded_paths == [new] for e in engines)
 
 
 def test_one_failure_rolls_every_replica_back(fleet, tmp_path) -> None:
     engines, servers = fleet
-    new, old = tmp_path / "step-2", tmp_path / "step-1"
-    new.mkdir()
-    old.mkdir()
+    new, old = folders(tmp_path, "step-2", "step-1")
     engines[1].fail_reloads = 1  # replica 1 cannot read the new checkpoint
-    report = update_fleet([s.address for s in servers], str(new), version="step-2",
-                          rollback_path=str(old))
+    report = update_fleet([s.address for s in servers], new, version="step-2",
+                          rollback_path=old)
     assert not report.ok and report.version == "step-1"
     r0, r1, r2 = report.replicas
     assert r1.errors and "WEIGHT_LOAD_FAILED" in r1.errors[0]
     for r in report.replicas:
-        assert r.version == "step-1" and r.resumed and r.rolled_back
+        assert r.resumed and r.rolled_back and reported(r) == ("step-1", False, False, old)
     assert r0.updated and not r1.updated and r2.updated
     assert [serves(s.address) for s in servers] == ["step-1"] * 3
-    assert engines[0].loaded_paths == [str(new), str(old)]
-    assert engines[1].loaded_paths == [str(old)]  # its failed load, then the old weights
+    assert engines[0].loaded_paths == [new, old]
+    assert engines[1].loaded_paths == [old]  # its failed load, then the old weights
 
 
-def test_a_failed_pause_changes_nothing(fleet, tmp_path) -> None:
+def test_rollback_reloads_the_folder_each_replica_served(fleet, tmp_path) -> None:
+    """Without --rollback-path each replica goes back to the folder it
+    reported before the update (not the model it was started with)."""
+    engines, servers = fleet
+    a, c, new = folders(tmp_path, "a", "c", "step-3")
+    assert update_fleet([s.address for s in servers[:2]], a, version="step-2").ok
+    with Client(servers[2].address, timeout=10) as client:  # replica 2 got there another way
+        client.control.update_weights_from_path(c, "step-2")
+    engines[1].fail_reloads = 1
+    report = update_fleet([s.address for s in servers], new, version="step-3")
+    assert not report.ok and report.version == "step-2"
+    assert [r.old_path for r in report.replicas] == [a, a, c]
+    assert [e.loaded_paths[-1] for e in engines] == [a, a, c]
+    assert [reported(r) for r in report.replicas] == [
+        ("step-2", False, False, a), ("step-2", False, False, a), ("step-2", False, False, c)]
+    assert all(r.rolled_back and r.resumed for r in report.replicas)
+    assert [serves(s.address) for s in servers] == ["step-2"] * 3
+
+
+def test_a_replica_whose_update_was_refused_is_not_rolled_back(fleet, tmp_path) -> None:
+    """The server checks the path before pausing: INVALID_ARGUMENT means it
+    never began loading, so it keeps its weights untouched."""
+    engines, servers = fleet
+    new, old = folders(tmp_path, "step-2", "step-1")
+    plane = servers[1]._running.control
+    real = plane.update_from_path
+
+    async def missing_here(path, *args, **kwargs):  # the folder does not exist on replica 1
+        return await real(path + "-not-on-this-replica", *args, **kwargs)
+
+    plane.update_from_path = missing_here
+    report = update_fleet([s.address for s in servers], new, version="step-2",
+                          rollback_path=old)
+    r0, r1, r2 = report.replicas
+    assert "INVALID_ARGUMENT [PATH_NOT_FOUND]" in r1.errors[0]
+    assert not r1.update_started and not r1.rolled_back and r1.resumed
+    assert engines[1].loaded_paths == []
+    assert r0.rolled_back and r2.rolled_back and engines[0].loaded_paths == [new, old]
+    assert not report.ok and report.version == "step-1"
+    assert [serves(s.address) for s in servers] == ["step-1"] * 3
+
+
+def test_no_known_path_leaves_the_replica_paused(fleet, tmp_path) -> None:
+    """A replica that does not know the folder of its weights (after a weight
+    transfer) and no --rollback-path: its rollback is refused and it stays
+    paused; the report says what its server says."""
+    engines, servers = fleet
+    a, new = folders(tmp_path, "a", "step-3")
+    assert update_fleet([s.address for s in servers], a, version="step-2").ok
+    servers[1]._running.control.weight_path = ""  # as after a weight transfer
+    engines[2].fail_reloads = 1
+    report = update_fleet([s.address for s in servers], new, version="step-3")
+    r0, r1, r2 = report.replicas
+    assert not report.ok and report.version == ""
+    assert any("ROLLBACK_PATH_UNKNOWN" in e for e in r1.errors)
+    assert r1.updated and not r1.rolled_back and r1.left_paused and not r1.resumed
+    assert any(e.startswith("left paused") for e in r1.errors)
+    # What server 1 says: paused, on the new weights under the new version.
+    assert reported(r1) == said(servers[1].address) == ("step-3", True, False, new)
+    assert engines[1].loaded_paths == [a, new]
+    for r, s in ((r0, servers[0]), (r2, servers[2])):
+        assert r.rolled_back and r.resumed and reported(r) == ("step-2", False, False, a)
+        assert serves(s.address) == "step-2"
+
+
+def test_a_failed_rollback_leaves_the_replica_paused(fleet, tmp_path) -> None:
+    engines, servers = fleet
+    new, old = folders(tmp_path, "step-2", "step-1")
+    (tmp_path / "step-1" / "BROKEN").touch()  # the rollback's load fails too
+    engines[1].fail_reloads = 1
+    report = update_fleet([s.address for s in servers], new, version="step-2",
+                          rollback_path=old)
+    assert not report.ok
+    for r, s in zip(report.replicas, servers, strict=True):
+        assert r.update_started and not r.rolled_back and r.left_paused and not r.resumed
+        assert any(e.startswith("rollback: FAILED_PRECONDITION [WEIGHT_LOAD_FAILED]")
+                   for e in r.errors)
+        assert r.paused is True and reported(r) == said(s.address)
+
+
+def test_ok_is_decided_after_the_resumes(fleet, tmp_path) -> None:
+    _, servers = fleet
+    (new,) = folders(tmp_path, "step-2")
+
+    async def refuse(*args, **kwargs):
+        raise Unavailable("resume failed on this replica", reason="ENGINE_UNAVAILABLE")
+
+    servers[2]._running.control.resume = refuse
+    report = update_fleet([s.address for s in servers], new, version="step-2")
+    assert not report.ok
+    r2 = report.replicas[2]
+    assert r2.updated and not r2.resumed and r2.paused is True
+    assert any(e.startswith("resume: UNAVAILABLE") for e in r2.errors)
+    assert all(r.resumed and r.paused is False for r in report.replicas[:2])
+
+
+def test_an_unreachable_replica_changes_nothing(fleet, tmp_path) -> None:
     engines, servers = fleet
     report = update_fleet([servers[0].address, "127.0.0.1:1"], str(tmp_path), version="step-2",
                           rollback_path=str(tmp_path), timeout=3)
-    assert not report.ok
-    assert report.replicas[1].errors and not report.replicas[1].paused
+    assert not report.ok and report.version == ""
+    r0, r1 = report.replicas
+    assert r1.errors and not r1.paused_for_update and r1.paused is None
+    assert not r0.paused_for_update and reported(r0)[:3] == ("step-1", False, False)
     assert not engines[0].loaded_paths and serves(servers[0].address) == "step-1"
+
+
+def test_a_failed_pause_resumes_the_others_and_loads_nothing(fleet, tmp_path) -> None:
+    engines, servers = fleet
+
+    async def refuse(*args, **kwargs):
+        raise Unavailable("pause failed on this replica", reason="ENGINE_UNAVAILABLE")
+
+    servers[1]._running.control.pause = refuse
+    report = update_fleet([s.address for s in servers], str(tmp_path), version="step-2")
+    assert not report.ok and report.version == "step-1"
+    r0, r1, r2 = report.replicas
+    assert r1.errors[0].startswith("pause: UNAVAILABLE") and not r1.paused_for_update
+    assert r0.resumed and r2.resumed and not r0.update_started
+    assert all(reported(r) == ("step-1", False, False, "/fake/model") for r in report.replicas)
+    assert not any(e.loaded_paths for e in engines)
 
 
 def test_cli_fleet_update_prints_the_report(fleet, tmp_path, capsys) -> None:
@@ -86,6 +225,7 @@ def test_cli_fleet_update_prints_the_report(fleet, tmp_path, capsys) -> None:
                  str(tmp_path), "--version", "step-3", "--rollback-path", str(tmp_path)])
     out = json.loads(capsys.readouterr().out)
     assert code == 0 and out["ok"] and [r["version"] for r in out["replicas"]] == ["step-3"] * 3
+    assert [r["paused"] for r in out["replicas"]] == [False] * 3
     assert main(["control", *(a for s in servers for a in ("--fleet", s.address)), "status"]) == 0
     states = json.loads(capsys.readouterr().out)
     assert {s["weight_version"] for s in states.values()} == {"step-3"}
@@ -93,8 +233,6 @@ def test_cli_fleet_update_prints_the_report(fleet, tmp_path, capsys) -> None:
 
 def test_unhealthy_while_paused_takes_a_replica_out_of_rotation() -> None:
     from grpc_health.v1 import health_pb2, health_pb2_grpc
-
-    from tokenwire.client import Client
 
     server = ThreadServer(ServerSettings(engine="fake", port=0, max_model_len=512, enable_control=True,
                                          unhealthy_while_paused=True), FakeEngine()).start()

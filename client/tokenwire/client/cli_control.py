@@ -9,9 +9,12 @@
         --version step-42 --rollback-path /ckpt/step-41
 
 With --fleet, update-weights runs on every replica as one operation
-(pause all, update all, resume all; if one fails, all reload the rollback
-path under their old version) and prints the per-replica report; status
-prints every replica's state.
+(pause all, update all, resume all; if one fails, every replica that began
+loading reloads its old weights under its old version: --rollback-path, or
+the folder it reported before; one whose rollback fails stays paused) and
+prints the per-replica report with each server's final state; status
+prints every replica's state. After a failed load a server refuses
+`resume` until a load succeeds; `resume --force` overrides.
 
 Prints the control state as JSON; exit status 1 with the error on stderr
 when the server refuses. The admin key comes from --admin-api-key or
@@ -50,7 +53,10 @@ def add_control_parser(sub: argparse._SubParsersAction) -> None:  # type: ignore
     pause.add_argument("--mode", choices=("abort", "wait", "keep"), default="abort",
                        help="abort in-flight requests (default), wait for them, or keep them frozen")
     pause.add_argument("--keep-cache", action="store_true", help="do not clear the KV/prefix cache")
-    ops.add_parser("resume", help="resume generation")
+    resume = ops.add_parser("resume", help="resume generation")
+    resume.add_argument("--force", action="store_true",
+                        help="resume even though the last weight load failed (the weights may "
+                             "be mixed; their tokens carry the '+failed-load' version)")
     update = ops.add_parser("update-weights", help="reload weights from a checkpoint folder")
     update.add_argument("path", help="a folder on the server with the same architecture")
     update.add_argument("--version", default="", help="the weight version after the update")
@@ -59,7 +65,8 @@ def add_control_parser(sub: argparse._SubParsersAction) -> None:  # type: ignore
                         help="do not reset the prefix cache (stale KV may be reused)")
     update.add_argument("--rollback-path", default="",
                         help="with --fleet: the weights to go back to if a replica fails "
-                             "(default: the model each server was started with)")
+                             "(default: the folder each server reported serving before the "
+                             "update; a replica that knows none is left paused)")
     ops.add_parser("reset-cache", help="reset the prefix cache")
     control.set_defaults(func=run_control)
 
@@ -98,7 +105,7 @@ def run_control(ns: argparse.Namespace) -> int:
             if ns.op == "pause":
                 state = ctl.pause(ns.mode, clear_cache=not ns.keep_cache)
             elif ns.op == "resume":
-                state = ctl.resume()
+                state = ctl.resume(force=ns.force)
             elif ns.op == "update-weights":
                 state = ctl.update_weights_from_path(
                     ns.path, ns.version, pause_mode=ns.pause_mode, clear_cache=not ns.keep_cache,

@@ -39,6 +39,10 @@ class _Requests:
         return control_pb2.PauseRequest(mode=mode, clear_cache=clear_cache)
 
     @staticmethod
+    def resume(force: bool) -> control_pb2.ResumeRequest:
+        return control_pb2.ResumeRequest(force=True) if force else control_pb2.ResumeRequest()
+
+    @staticmethod
     def update_from_path(path: str, version: str, pause_mode: str,
                          clear_cache: bool) -> control_pb2.UpdateWeightsFromPathRequest:
         return control_pb2.UpdateWeightsFromPathRequest(
@@ -65,8 +69,12 @@ class ControlClient:
         """Pause generation: "abort", "wait" or "keep" in-flight requests."""
         return self._call(self.stub.Pause, _Requests.pause(mode, clear_cache), timeout).state
 
-    def resume(self, *, timeout: float | None = None) -> control_pb2.ControlState:
-        return self._call(self.stub.Resume, control_pb2.ResumeRequest(), timeout).state
+    def resume(self, *, force: bool = False,
+               timeout: float | None = None) -> control_pb2.ControlState:
+        """Resume generation. After a failed weight load the server refuses
+        (FAILED_PRECONDITION, WEIGHTS_FAILED_LOAD) unless `force`: the
+        weights may be mixed (their tokens carry the "+failed-load" version)."""
+        return self._call(self.stub.Resume, _Requests.resume(force), timeout).state
 
     def state(self, *, timeout: float | None = None) -> control_pb2.ControlState:
         return self._call(self.stub.GetControlState, control_pb2.GetControlStateRequest(),
@@ -156,8 +164,10 @@ class AsyncControlClient:
         """Pause generation: "abort", "wait" or "keep" in-flight requests."""
         return (await self._call(self.stub.Pause, _Requests.pause(mode, clear_cache), timeout)).state
 
-    async def resume(self, *, timeout: float | None = None) -> control_pb2.ControlState:
-        return (await self._call(self.stub.Resume, control_pb2.ResumeRequest(), timeout)).state
+    async def resume(self, *, force: bool = False,
+                     timeout: float | None = None) -> control_pb2.ControlState:
+        """Resume generation (`force`: even after a failed weight load)."""
+        return (await self._call(self.stub.Resume, _Requests.resume(force), timeout)).state
 
     async def state(self, *, timeout: float | None = None) -> control_pb2.ControlState:
         return (await self._call(self.stub.GetControlState, control_pb2.GetControlStateRequest(),

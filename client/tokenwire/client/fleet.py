@@ -2,15 +2,31 @@
 as one operation, with rollback.
 
     report = update_fleet(["10.0.0.1:50051", "10.0.0.2:50051"], "/ckpt/step-42",
-                          version="step-42", rollback_path="/ckpt/step-41")
-    report.ok, [r.version for r in report.replicas]
+                          version="step-42")
+    report.ok, [(r.version, r.paused) for r in report.replicas]
 
-Every replica is paused first; then all load the new weights (in parallel).
-If any step fails on any replica, every replica that may hold other weights
-than before (updated, or failed mid-load) reloads the rollback path under
-its old version; in every case every replica that was paused is resumed.
-The report says per replica what happened. Dynamo leaves this to the
-caller; a trainer wants the fleet on one version, whichever it is.
+1. Every replica's state is read first: its weight version and the folder
+   its weights came from (`GetControlState.weight_path`).
+2. Every replica is paused; then all load the new weights (in parallel).
+3. If any step fails anywhere, every replica that began loading (it
+   updated, or its load failed half-way) reloads its old weights under its
+   old version: from `rollback_path` when given, else from the folder it
+   reported in step 1. With neither, it is not rolled back
+   (ROLLBACK_PATH_UNKNOWN). A replica whose update was refused by the
+   server's request checks (INVALID_ARGUMENT: the server checks the path
+   before pausing, so it never began loading) or its access check is not
+   touched.
+4. Every replica this operation paused is resumed — except one that may
+   hold other weights than its old ones because its rollback failed or
+   could not run: that one is left paused (its report says so), so no
+   token is sampled on weights nobody can name.
+5. Every replica's state is read again for the report: what each server
+   says (version, paused, load_failed, weight_path), not what this client
+   assumed. `ok` is decided last: every replica updated, resumed, and
+   reports the new version, running, with no failed load.
+
+Dynamo leaves this to the caller; a trainer wants the fleet on one version,
+whichever it is, and no replica serving weights under the wrong label.
 """
 
 from __future__ import annotations
@@ -22,8 +38,14 @@ from typing import Any
 
 import grpc
 
-from tokenwire.client.errors import TokenwireError
+from tokenwire.client.errors import FailedPreconditionError, TokenwireError
 from tokenwire.client.sync_client import Client
+
+# Codes an UpdateWeightsFromPath ends with only before the server does any
+# engine work: its request checks (the path is checked before pausing) and
+# its access checks. Any other failure may have begun loading.
+NEVER_STARTED = frozenset({grpc.StatusCode.INVALID_ARGUMENT, grpc.StatusCode.UNAUTHENTICATED,
+                           grpc.StatusCode.PERMISSION_DENIED})
 
 
 @dataclasses.dataclass
@@ -31,26 +53,38 @@ class ReplicaReport:
     """What happened on one replica."""
 
     target: str
-    old_version: str = ""
-    version: str = ""  # the weight version it serves at the end ("" when unknown)
-    paused: bool = False
+    old_version: str = ""  # before the update (GetControlState)
+    old_path: str = ""  # the folder its weights came from before the update ("" unknown)
+    paused_for_update: bool = False  # this operation paused it
     update_started: bool = False  # it began loading the new weights
     updated: bool = False
     rolled_back: bool = False
     resumed: bool = False
+    left_paused: bool = False  # its rollback failed or could not run: not resumed
+    # What the server says at the end (GetControlState read last; "" and
+    # None when it did not answer).
+    version: str = ""
+    paused: bool | None = None
+    load_failed: bool | None = None
+    weight_path: str = ""
     errors: list[str] = dataclasses.field(default_factory=list)
 
 
 @dataclasses.dataclass
 class FleetReport:
-    """The whole operation: ok when every replica runs the new version."""
+    """The whole operation: ok when every replica updated, resumed, and
+    reports the new version, running, with no failed load."""
 
     ok: bool
-    version: str  # the version every replica should serve now (new, or the old on rollback)
+    version: str  # the version every replica reports at the end ("" when they differ)
     replicas: list[ReplicaReport]
 
     def as_dict(self) -> dict[str, Any]:
         return dataclasses.asdict(self)
+
+
+def _error(step: str, exc: TokenwireError) -> str:
+    return f"{step}: {exc.code.name} [{exc.reason}] {exc.message}"
 
 
 def _each(clients: Sequence[Client], reports: Sequence[ReplicaReport], step: str,
@@ -62,7 +96,7 @@ def _each(clients: Sequence[Client], reports: Sequence[ReplicaReport], step: str
             fn(client, report)
             return True
         except TokenwireError as exc:
-            report.errors.append(f"{step}: {exc.code.name} [{exc.reason}] {exc.message}")
+            report.errors.append(_error(step, exc))
             return False
 
     with concurrent.futures.ThreadPoolExecutor(max_workers=max(1, len(clients))) as pool:
@@ -76,64 +110,89 @@ def update_fleet(
 ) -> FleetReport:
     """Update every replica's weights from `path` (a folder each replica can
     read) to `version`, as one operation; see the module doc. Without a
-    `rollback_path`, a rollback reloads the model each replica serves
-    (its engine config's `model`)."""
+    `rollback_path`, a rollback reloads the folder each replica reported
+    before the update."""
     clients = [Client(t, timeout=timeout, admin_api_key=admin_api_key) for t in targets]
     reports = [ReplicaReport(target=t) for t in targets]
+    all_updated = False
     try:
         def read_old(client: Client, report: ReplicaReport) -> None:
-            report.old_version = report.version = client.control.state().weight_version
+            state = client.control.state()
+            report.old_version, report.old_path = state.weight_version, state.weight_path
 
         def pause(client: Client, report: ReplicaReport) -> None:
             client.control.pause(pause_mode, clear_cache=False)
-            report.paused = True
+            report.paused_for_update = True
 
         def update(client: Client, report: ReplicaReport) -> None:
-            report.update_started = True
-            client.control.update_weights_from_path(path, version, pause_mode=pause_mode,
-                                                    clear_cache=clear_cache)
-            report.updated, report.version = True, version
+            try:
+                client.control.update_weights_from_path(path, version, pause_mode=pause_mode,
+                                                        clear_cache=clear_cache)
+            except TokenwireError as exc:
+                report.update_started = exc.code not in NEVER_STARTED
+                raise
+            report.update_started = report.updated = True
 
-        ok = _each(clients, reports, "state", read_old)
-        ok = ok and _each(clients, reports, "pause", pause)
-        ok = ok and _each(clients, reports, "update", update)
-        if not ok:
+        all_updated = (_each(clients, reports, "state", read_old)
+                       and _each(clients, reports, "pause", pause)
+                       and _each(clients, reports, "update", update))
+        if not all_updated:
             _rollback(clients, reports, rollback_path, clear_cache)
-        return FleetReport(ok=ok, version=version if ok else _common_old(reports), replicas=reports)
     finally:
-        for client, report in zip(clients, reports, strict=True):
-            if report.paused:
-                try:
-                    client.control.resume()
-                    report.resumed = True
-                except TokenwireError as exc:
-                    report.errors.append(f"resume: {exc.code.name} {exc.message}")
-            client.close()
-
-
-def _common_old(reports: Sequence[ReplicaReport]) -> str:
-    versions = {r.old_version for r in reports}
-    return versions.pop() if len(versions) == 1 else ""
+        try:
+            _resume(clients, reports, all_updated)
+            _each(clients, reports, "final state", _read_final)
+        finally:
+            for client in clients:
+                client.close()
+    ok = all_updated and all(
+        r.resumed and not r.errors and r.version == version and r.paused is False
+        and r.load_failed is False for r in reports)
+    finals = {r.version for r in reports}
+    common = finals.pop() if len(finals) == 1 and all(r.paused is not None for r in reports) else ""
+    return FleetReport(ok=ok, version=common, replicas=reports)
 
 
 def _rollback(clients: Sequence[Client], reports: Sequence[ReplicaReport], rollback_path: str,
               clear_cache: bool) -> None:
-    """Every replica that may hold other weights than before reloads the old
-    ones under its old version (a failed load may have left anything)."""
+    """Every replica that began loading reloads its old weights under its old
+    version (a failed load may have left anything)."""
     def back(client: Client, report: ReplicaReport) -> None:
         if not report.update_started:  # never began loading: still on its old weights
             return
-        old = rollback_path or _model_path(client)
+        old = rollback_path or report.old_path
+        if not old:
+            raise FailedPreconditionError(
+                "no rollback path: the server did not know the folder of its weights before "
+                "the update (after a weight transfer or a failed load) and none was given "
+                "(--rollback-path)", reason="ROLLBACK_PATH_UNKNOWN")
         client.control.update_weights_from_path(old, report.old_version, pause_mode="keep",
                                                 clear_cache=clear_cache)
-        report.rolled_back, report.version = True, report.old_version
+        report.rolled_back = True
 
     _each(clients, reports, "rollback", back)
 
 
-def _model_path(client: Client) -> str:
-    path = client.stats().engine_config.model
-    if not path:
-        raise TokenwireError("no rollback path: give one (the server does not report its model)",
-                             code=grpc.StatusCode.FAILED_PRECONDITION, reason="ROLLBACK_PATH_UNKNOWN")
-    return str(path)
+def _resume(clients: Sequence[Client], reports: Sequence[ReplicaReport],
+            all_updated: bool) -> None:
+    """Resume every replica this operation paused whose weights are known:
+    untouched, all updated, or rolled back. The others stay paused."""
+    def resume(client: Client, report: ReplicaReport) -> None:
+        if not report.paused_for_update:
+            return
+        if report.update_started and not all_updated and not report.rolled_back:
+            report.left_paused = True
+            report.errors.append(
+                "left paused: its rollback failed, so it may serve the new or mixed weights; "
+                "load known weights (update-weights), then resume it")
+            return
+        client.control.resume()
+        report.resumed = True
+
+    _each(clients, reports, "resume", resume)
+
+
+def _read_final(client: Client, report: ReplicaReport) -> None:
+    state = client.control.state()
+    report.version, report.paused = state.weight_version, state.paused
+    report.load_failed, report.weight_path = state.load_failed, state.weight_path
