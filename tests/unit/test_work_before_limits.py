@@ -32,9 +32,12 @@ class CountingEngine(FakeEngine):
         self.encoded = 0
         self.slow_started = threading.Event()
         self.slow_done = threading.Event()
+        self.threads: list[str] = []  # the thread of each rendering
 
     def render_chat(self, messages, options):
         self.rendered += 1
+        self.threads.append(threading.current_thread().name)
+        messages = messages * int(options.template_kwargs.get("repeat", 1))  # an expanding template
         if options.chat_template == "SLOW":
             self.slow_started.set()
             time.sleep(3)  # a template that runs long (on its worker thread)
@@ -102,3 +105,89 @@ def test_a_slow_request_template_times_out_while_other_calls_go_on(server, stub)
         info = pending.result(30)
     assert (info.reason, info.metadata["param"]) == ("TEMPLATE_TIMEOUT", "chat_template")
     engine.slow_done.wait(10)
+
+
+# -- every rendered field counts (issue #23 item 5) -------------------------
+
+BIG = 3_000_000  # characters: far beyond the fixture's window (512 tokens)
+TOOL = {"type": "function", "function": {"name": "get_weather", "parameters": {
+    "type": "object", "properties": {"city": {"type": "string"}}}}}
+
+
+def _big_tools() -> list[dict]:
+    schema = {"type": "object", "properties": {"city": {"type": "string", "description": "x" * BIG}}}
+    return [{"type": "function", "function": {"name": "get_weather", "parameters": schema}}]
+
+
+@pytest.mark.parametrize(("fields", "param"), [
+    ({"tools": _big_tools()}, "tools"),
+    ({"tools": [{"type": "function", "function": {"name": "f", "description": "d" * BIG}}]}, "tools"),
+    ({"chat_template_kwargs": {"notes": "n" * BIG}}, "chat_template_kwargs"),
+    ({"messages": [{"role": "user", "content": "hi"}, {
+        "role": "assistant", "content": None, "tool_calls": [{"id": "c1", "type": "function", "function": {
+            "name": "get_weather", "arguments": "{\"city\": \"" + "p" * BIG + "\"}"}}]}]}, "messages"),
+    ({"messages": [{"role": "assistant", "content": "ok", "reasoning_content": "r" * BIG}]}, "messages"),
+    ({"messages": [{"role": "user", "content": "hi", "name": "n" * BIG}]}, "messages"),
+])
+def test_every_rendered_field_counts_before_rendering(server, stub, fields, param) -> None:
+    engine = server[1]
+    before = (engine.rendered, engine.encoded)
+    info = _refused(stub.CreateChatCompletion, chat_request(**fields))
+    assert (info.reason, info.metadata["param"]) == ("PROMPT_TOO_LONG", param)
+    tokenize = json_format.ParseDict(
+        {"messages": fields.get("messages", [{"role": "user", "content": "hi"}]),
+         **{k: v for k, v in fields.items() if k != "messages"}}, tokenize_pb2.TokenizeRequest())
+    info = _refused(stub.Tokenize, tokenize)
+    assert (info.reason, info.metadata["param"]) == ("PROMPT_TOO_LONG", param)
+    assert (engine.rendered, engine.encoded) == before, "nothing was rendered or tokenized"
+
+
+def test_a_rendered_text_beyond_the_window_is_never_tokenized(server, stub) -> None:
+    """A template that renders much more than its inputs (here: each
+    message ten times) is stopped before the tokenizer, whatever template."""
+    engine = server[1]
+    before = engine.encoded
+    req = chat_request(messages=[{"role": "user", "content": "w" * 1000}],
+                       chat_template_kwargs={"repeat": 10})
+    info = _refused(stub.CreateChatCompletion, req)
+    assert (info.reason, info.metadata["param"]) == ("PROMPT_TOO_LONG", "messages")
+    assert engine.encoded == before, "the over-long text was not tokenized"
+
+
+async def test_large_legal_tools_are_prepared_off_the_event_loop() -> None:
+    from tokenwire.server.app import build_data_plane
+    from tokenwire.server.domain import Caller
+    from tokenwire.server.offload import OFFLOAD_CHARS
+    from tokenwire.server.serving_state import ServingState
+    from tokenwire.server.tenancy import Tenancy
+
+    engine = CountingEngine()
+    engine._max_model_len = 100_000
+    plane = build_data_plane(engine, ServerSettings(engine="fake", max_model_len=100_000),
+                             ServingState(), Tenancy())
+    tools = [{"type": "function", "function": {"name": f"tool{i}", "description": "d" * 1000}}
+             for i in range(OFFLOAD_CHARS // 1000 + 1)]
+    try:
+        plan = await plane.chat_plan(chat_request(tools=tools), caller=Caller(), stream=False)
+        assert plan.parse_tool_calls
+        assert engine.threads[-1] != threading.current_thread().name
+        small = await plane.chat_plan(chat_request(tools=[TOOL]), caller=Caller(), stream=False)
+        assert small.parse_tool_calls and engine.threads[-1] == threading.current_thread().name
+    finally:
+        plane.offload.shutdown()
+
+
+def test_continuation_messages_count_before_rendering(server, stub) -> None:
+    from tests.session_rpc import RawSession, start_chat
+
+    engine = server[1]
+    s = RawSession(stub)
+    s.send(start_chat("first", max_tokens=2))
+    assert s.until_terminal("first")[-1].WhichOneof("event") == "done"
+    before = (engine.rendered, engine.encoded)
+    s.send(start_chat("next", continuation={"previous_request_id": "first", "messages": [
+        {"role": "tool", "content": "ok", "tool_call_id": "t" * BIG}]}))
+    last = s.until_terminal("next")[-1]
+    assert (last.error.reason, last.error.param) == ("PROMPT_TOO_LONG", "continuation.messages")
+    assert (engine.rendered, engine.encoded) == before, "nothing was rendered or tokenized"
+    s.close()

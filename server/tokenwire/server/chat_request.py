@@ -34,6 +34,7 @@ from tokenwire.server.request_fields import (
     new_request_id,
     pick_cache_salt,
     render_options,
+    rendered_chars,
     stop_strings,
     struct_to_dict,
 )
@@ -225,6 +226,14 @@ def build_chat_plan(
     model = check_model(req.model, served_model, engine.lora_names())
     request_id = new_request_id("chatcmpl", req.request_id)
     nv = req.nvext
+    if len(nv.token_data) == 0:
+        # Cheap limit first: a text too long for the window by its length
+        # alone (messages with every rendered field, tools, template
+        # kwargs) is refused before anything is converted, rendered or
+        # tokenized. (The rendered text itself is bounded by the engine:
+        # guarded_engine.py.)
+        param, chars = rendered_chars(req)
+        v.text_fits(param, chars, engine.max_model_len, engine.max_token_chars)
     extra_fields = check_extra_fields(nv)
     params, want_lp, top = sampling_from_chat(req, settings, engine.vocab_size,
                                               engine.sampling_defaults())
@@ -232,9 +241,6 @@ def build_chat_plan(
     # Tool calls are parsed from the output when tools are offered and the
     # tool choice is not "none" (whether or not the prompt was rendered here).
     options = render_options(req, trust_template=settings.trust_request_chat_template)
-    if options.chat_template is not None:  # a request's own template: bound what it renders
-        options = dataclasses.replace(
-            options, max_text_chars=engine.max_model_len * engine.max_token_chars)
     tools = options.tools
     if req.HasField("tool_choice"):
         check_tool_choice(req.tool_choice, tools)
@@ -248,10 +254,6 @@ def build_chat_plan(
     else:
         prompt_param = "messages"
         messages = messages_to_dicts(req.messages)
-        # Cheap limit first: a text too long for the window by its length
-        # alone is refused before any rendering or tokenizing.
-        v.text_fits(prompt_param, sum(len(m["content"]) for m in messages), engine.max_model_len,
-                    engine.max_token_chars)
         check_render_flags(req)
         if options.continue_final_message and messages[-1]["role"] != "assistant":
             raise InvalidArgument(

@@ -1,16 +1,18 @@
 """The engine as the servicer sees it: admission control and metrics
-around every request (chat, generate, session, prefill), by delegation."""
+around every request (chat, generate, session, prefill), and a bound on
+every chat rendering (chat, tokenize, continuations), by delegation."""
 
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import logging
 import time
 from collections.abc import AsyncIterator
 from typing import Any
 
 from tokenwire.server.admission import Admission
-from tokenwire.server.domain import Engine, EngineOutput, EngineRequest
+from tokenwire.server.domain import Engine, EngineOutput, EngineRequest, RenderOptions
 from tokenwire.server.metrics import Metrics
 
 log = logging.getLogger("tokenwire.requests")
@@ -24,6 +26,16 @@ class GuardedEngine:
 
     def __getattr__(self, name: str) -> Any:  # everything else: the engine's own
         return getattr(self.inner, name)
+
+    def render_chat(self, messages: list[dict[str, Any]], options: RenderOptions) -> list[int]:
+        """The engine's rendering, its text bounded before it is tokenized:
+        a text longer than the window's characters (max_model_len x the
+        longest token) cannot fit, whatever template rendered it."""
+        if options.max_text_chars is None:
+            inner = self.inner
+            options = dataclasses.replace(
+                options, max_text_chars=inner.max_model_len * inner.max_token_chars)
+        return self.inner.render_chat(messages, options)
 
     async def generate(self, request: EngineRequest) -> AsyncIterator[EngineOutput]:
         p = request.params

@@ -189,10 +189,36 @@ def has_request_template(req: Any) -> bool:
 
 
 def request_chars(req: Any) -> int:
-    """The characters of a request's prompt text (messages or prompt)."""
+    """The characters of a request's prompt text (prompt, or everything a
+    chat template renders: rendered_chars)."""
     prompt = getattr(req, "prompt", "")
     chars = prompt_chars(prompt) if isinstance(prompt, struct_pb2.Value) else len(prompt or "")
-    return chars + sum(content_chars(m.content) for m in getattr(req, "messages", ()))
+    return chars + rendered_chars(req)[1]
+
+
+def message_chars(m: chat_pb2.ChatMessage) -> int:
+    """The characters of every field of a message a template renders (role,
+    content, name, tool calls with their arguments, tool call id,
+    reasoning), counted without converting them."""
+    return (len(m.role) + content_chars(m.content) + len(m.name) + len(m.tool_call_id)
+            + len(m.reasoning_content)
+            + sum(len(tc.id) + len(tc.type) + len(tc.function.name) + len(tc.function.arguments)
+                  for tc in m.tool_calls))
+
+
+def rendered_chars(req: Any) -> tuple[str, int]:
+    """What a chat template renders of a request (messages, tools,
+    chat_template_kwargs), counted without converting it (tools and kwargs
+    by their protobuf size, close to their JSON): the field that brings the
+    most, and the total. For the cheap length limit and the off-loop
+    threshold."""
+    kwargs = getattr(req, "chat_template_kwargs", None)
+    parts = {
+        "messages": sum(message_chars(m) for m in getattr(req, "messages", ())),
+        "tools": sum(t.ByteSize() for t in getattr(req, "tools", ())),
+        "chat_template_kwargs": kwargs.ByteSize() if kwargs is not None else 0,
+    }
+    return max(parts, key=lambda name: parts[name]), sum(parts.values())
 
 
 def prompt_chars(value: struct_pb2.Value) -> int:

@@ -19,6 +19,7 @@ import logging
 import uuid
 from collections.abc import AsyncIterator
 
+from tokenwire.server import validation as v
 from tokenwire.server.continuation import ResolvedContinuation, resolve_continuation
 from tokenwire.server.continuation_store import StoredTurn
 from tokenwire.server.data_plane import DataPlane, Plan
@@ -30,7 +31,7 @@ from tokenwire.server.errors import (
     TokenwireError,
     classify,
 )
-from tokenwire.server.request_fields import MAX_REQUEST_ID, render_options
+from tokenwire.server.request_fields import MAX_REQUEST_ID, render_options, rendered_chars
 from tokenwire.v1 import chat_pb2, completion_pb2, generate_pb2, session_pb2
 
 log = logging.getLogger("tokenwire.session")
@@ -285,6 +286,13 @@ class Session:
                 "earlier request's ids plus the suffix",
                 param="token_ids", reason="FIELDS_CONFLICT",
             )
+        if c.messages:  # rendered here: the cheap length limit first, as for a chat request
+            chars = rendered_chars(c)[1]
+            if isinstance(req, chat_pb2.CreateChatCompletionRequest):  # its tools render too
+                chars += rendered_chars(req)[1]
+            engine = self.plane.engine
+            v.text_fits("continuation.messages", chars, engine.max_model_len,
+                        engine.max_token_chars)
         return resolve_continuation(
             c, session_id=self.id, request_id=rid, running=self.tasks, options=options,
             store=self.plane.store, turns=self.plane.turns, engine=self.plane.engine,

@@ -8,9 +8,9 @@ from tokenwire.server.errors import InvalidArgument
 from tokenwire.server.request_fields import (
     check_model,
     check_render_flags,
-    content_chars,
     messages_to_dicts,
     render_options,
+    rendered_chars,
 )
 from tokenwire.server.turns import TurnTemplates
 from tokenwire.v1 import tokenize_pb2
@@ -24,9 +24,8 @@ def tokenize(
     has_prompt = req.HasField("prompt")
     if has_prompt == bool(req.messages):
         raise InvalidArgument("give exactly one of prompt and messages", param="prompt", reason="FIELDS_CONFLICT")
-    chars = len(req.prompt) if has_prompt else sum(content_chars(m.content) for m in req.messages)
-    v.text_fits("prompt" if has_prompt else "messages", chars, engine.max_model_len,
-                engine.max_token_chars)
+    param, chars = ("prompt", len(req.prompt)) if has_prompt else rendered_chars(req)
+    v.text_fits(param, chars, engine.max_model_len, engine.max_token_chars)
     if req.next_turn:
         if has_prompt:
             raise InvalidArgument("next_turn renders messages, not a prompt", param="next_turn",
