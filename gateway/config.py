@@ -23,6 +23,16 @@ AFFINITY_CLUSTER = "tokenwire_affinity"  # the same replicas, by consistent hash
 SESSION_HEADER = "x-session-id"  # vLLM's X-Session-ID (gRPC metadata x-session-id)
 AFFINITY_HEADER = "x-tokenwire-affinity"  # derived from a REST body (affinity_key.lua)
 RETRY_SAFE_HEADER = "tokenwire-retry-safe"  # the server's mark: refused before any engine work
+# The caller's credential: part of every affinity hash, so two tenants'
+# identical keys (session ids, salts, users) never share a routing key.
+CREDENTIAL_HEADER = "authorization"
+CONTROL_PREFIX = "/tokenwire.v1.ControlService/"
+# What an outside caller may not send: the gateway's own routing key, the
+# tenant (the server takes it from the credential, or from a trusted hop),
+# and Envoy's internal headers (prefix), which the server reads as "came
+# through a proxy". Removed as a request arrives, before any filter or route.
+STRIPPED_HEADERS = (AFFINITY_HEADER, "x-tenant-id")
+STRIPPED_PREFIX = "x-envoy-"
 # Lua modules bundled with each filter's entry file (see lua_source).
 LUA_MODULES = ("affinity_key", "json_scan", "json_text", "list_body", "openai_error",
                "stream_select", "strict_types")
@@ -255,6 +265,18 @@ def _http_filters(settings: GatewaySettings) -> list[dict[str, Any]]:
     ]
 
 
+def _strip_inbound() -> dict[str, Any]:
+    """Envoy's early header mutation: STRIPPED_HEADERS and every header
+    starting with STRIPPED_PREFIX, removed before anything reads them."""
+    mutations: list[dict[str, Any]] = [{"remove": name} for name in STRIPPED_HEADERS]
+    mutations.append({"remove_on_match": {"key_matcher": {"prefix": STRIPPED_PREFIX}}})
+    return {"name": "tokenwire.strip_inbound", "typed_config": {
+        _TYPE: "type.googleapis.com/envoy.extensions.http.early_header_mutation.header_mutation.v3"
+               ".HeaderMutation",
+        "mutations": mutations,
+    }}
+
+
 def _connection_manager(settings: GatewaySettings) -> dict[str, Any]:
     idle = f"{settings.stream_idle_timeout_s}s"
     # gRPC: native calls and transcoded REST calls (the transcoder has
@@ -268,16 +290,27 @@ def _connection_manager(settings: GatewaySettings) -> dict[str, Any]:
             "cluster": cluster, "timeout": "0s", "idle_timeout": idle,  # never cut a generation
             "retry_policy": _retry_policy(settings),
         }
-        if cluster == AFFINITY_CLUSTER:  # X-Session-ID wins; else the body's key
-            action["hash_policy"] = [{"header": {"header_name": SESSION_HEADER}, "terminal": True},
-                                     {"header": {"header_name": AFFINITY_HEADER}}]
+        if cluster == AFFINITY_CLUSTER:  # the caller's credential and its key, hashed together
+            action["hash_policy"] = [{"header": {"header_name": h}}
+                                     for h in (CREDENTIAL_HEADER, *present)]
         return {"match": {"prefix": "/", "headers": headers}, "route": action}
 
-    # A call with an affinity key goes by consistent hash (a conversation's
-    # turns land where its prefix is cached); one without, to the
-    # least-loaded replica. A Session stream is one call: one replica.
+    # A call with an affinity key (X-Session-ID, else the body's key) goes by
+    # consistent hash (a conversation's turns land where its prefix is
+    # cached); one without, to the least-loaded replica. A Session stream is
+    # one call: one replica.
     routes = [route(AFFINITY_CLUSTER, SESSION_HEADER), route(AFFINITY_CLUSTER, AFFINITY_HEADER),
               route(CLUSTER)] if settings.affinity else [route(CLUSTER)]
+    if not settings.control:
+        # Without --control the ControlService is not the gateway's to pass:
+        # native gRPC gets PERMISSION_DENIED (Envoy's local reply to a gRPC
+        # call maps 403 so); its REST routes are not transcoded (404).
+        routes.insert(0, {
+            "match": {"prefix": CONTROL_PREFIX, "case_sensitive": False, "headers": [grpc]},
+            "direct_response": {"status": 403, "body": {"inline_string": (
+                "this gateway does not pass the ControlService (start it with --control; the "
+                "server then needs its admin key)")}},
+        })
     return {
         _TYPE: "type.googleapis.com/envoy.extensions.filters.network.http_connection_manager.v3"
                ".HttpConnectionManager",
@@ -291,15 +324,17 @@ def _connection_manager(settings: GatewaySettings) -> dict[str, Any]:
         "request_headers_timeout": f"{settings.request_headers_timeout_s}s",
         "stream_idle_timeout": idle,
         "http2_protocol_options": {"max_concurrent_streams": settings.max_streams_per_connection},
+        # The caller's own address goes upstream in x-forwarded-for (so the
+        # server knows a call came through a proxy), and what a caller sent
+        # in the headers only the gateway may set is dropped on arrival.
+        "use_remote_address": True,
+        "early_header_mutation_extensions": [_strip_inbound()],
         # Envoy's own errors (no route, body too large, malformed JSON or
         # wrong types rejected by the transcoder, upstream down) in the
         # OpenAI error shape. Native gRPC calls keep plain gRPC statuses.
         "local_reply_config": {"mappers": local_reply_mappers(settings)},
         "route_config": {"name": "tokenwire", "virtual_hosts": [
-            {"name": "tokenwire", "domains": ["*"], "routes": routes}],
-            # The tenant comes from the credential; a caller never names it
-            # (the server trusts x-tenant-id only with --trust-tenant-header).
-            "request_headers_to_remove": ["x-tenant-id"]},
+            {"name": "tokenwire", "domains": ["*"], "routes": routes}]},
         "http_filters": _http_filters(settings),
     }
 
