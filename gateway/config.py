@@ -159,9 +159,17 @@ def _lua_table(rules: dict[str, dict[str, str]]) -> str:
     return "return {\n" + "\n".join(rows) + "\n}\n"
 
 
+def _names_module() -> str:
+    """The header names the Lua filters share with this file (defined here once)."""
+    names = {"AFFINITY_HEADER": AFFINITY_HEADER, "SESSION_HEADER": SESSION_HEADER}
+    fields = ", ".join(f"{k} = {json.dumps(v)}" for k, v in names.items())
+    return f"return {{ {fields} }}\n"
+
+
 def generated_modules(settings: GatewaySettings) -> dict[str, str]:
     """The Lua modules built from data at config time (name -> source)."""
-    return {"strict_rules": _lua_table(strict_type_rules(services(settings)))}
+    return {"strict_rules": _lua_table(strict_type_rules(services(settings))),
+            "gateway_names": _names_module()}
 
 
 def lua_source(entry: str, generated: dict[str, str] | None = None) -> str:

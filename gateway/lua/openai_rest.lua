@@ -22,6 +22,7 @@ local strict_types = require("strict_types")
 local list_body = require("list_body")
 local affinity_key = require("affinity_key")
 local strict_rules = require("strict_rules") -- generated from the proto descriptor
+local names = require("gateway_names") -- generated: header names shared with config.py
 
 local NS = "tokenwire.rest"
 local UPSTREAM_HEADERS = {
@@ -56,9 +57,10 @@ function envoy_on_request(handle)
     end
   end
   local now = handle:headers() -- fresh: reading the body ends the old object's scope
-  if rules ~= nil and now:get("x-session-id") == nil and now:get(affinity_key.HEADER) == nil then
+  if rules ~= nil and now:get(names.SESSION_HEADER) == nil then
     -- The fleet's consistent hash (config.py) keys on X-Session-ID, else on
-    -- this header derived from the body (session_id, cache_salt, user).
+    -- this header derived from the body (session_id, cache_salt, user); a
+    -- caller's own copy of it was dropped on arrival (config.py).
     local key = affinity_key.key(body_text())
     if key ~= nil then
       now:add(affinity_key.HEADER, key)

@@ -22,6 +22,8 @@ except ImportError:  # pragma: no cover - wheels without LuaJIT
 def lua():
     runtime = lua_impl.LuaRuntime(unpack_returned_tuples=True)
     runtime.execute(f'package.path = "{config.LUA_DIR}/?.lua;" .. package.path')
+    for name, source in config.generated_modules(GatewaySettings()).items():
+        runtime.execute(f"package.preload[{json.dumps(name)}] = function()\n{source}\nend")
     return runtime
 
 
@@ -126,6 +128,7 @@ local function headers(t)
   return {
     get = function(_, k) return t[k] end,
     replace = function(_, k, v) t[k] = v end,
+    add = function(_, k, v) t[k] = v end,
     remove = function(_, k) t[k] = nil end,
   }
 end
@@ -142,6 +145,7 @@ function fake_handle(req_headers, req_body, meta, chunks, trailers, last_status)
   local h = { meta = meta, out = {} }
   local hb = body(req_body)
   function h:headers() return headers(req_headers) end
+  function h:clearRouteCache() end
   function h:body() return hb end
   function h:trailers() return trailers and headers(trailers) end
   function h:bodyChunks()
@@ -294,6 +298,23 @@ def test_list_body_paths(lua) -> None:
 ])
 def test_affinity_key(lua, body, key) -> None:
     assert module(lua, "affinity_key").key(body) == key
+
+
+def test_header_names_are_config_pys(lua) -> None:
+    assert module(lua, "affinity_key").HEADER == config.AFFINITY_HEADER
+    assert '"x-tokenwire-affinity"' not in (config.LUA_DIR / "affinity_key.lua").read_text()
+
+
+def test_bundled_request_filter_sets_the_affinity_key_from_the_body() -> None:
+    rt = _bundle("openai_rest")
+    hdrs = rt.table_from({":method": "POST", ":path": "/v1/chat/completions",
+                          "content-type": "application/json"})
+    rt.globals().envoy_on_request(rt.globals().fake_handle(hdrs, '{"user": "u-1"}', rt.table()))
+    assert hdrs[config.AFFINITY_HEADER] == "u-1"
+    hdrs = rt.table_from({":method": "POST", ":path": "/v1/chat/completions",
+                          "content-type": "application/json", config.SESSION_HEADER: "s"})
+    rt.globals().envoy_on_request(rt.globals().fake_handle(hdrs, '{"user": "u-1"}', rt.table()))
+    assert hdrs[config.AFFINITY_HEADER] is None  # X-Session-ID is the key
 
 
 def test_each_key_stops_at_the_end_of_the_object(lua) -> None:
