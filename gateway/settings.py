@@ -83,8 +83,10 @@ HELPS = {
     "concurrency": "Envoy worker threads",
     "log_level": "Envoy log level (trace, debug, info, warning, error, critical, off)",
     "config_dir": "write the rendered Envoy config here (default: a temporary folder)",
-    "control": "expose the ControlService's REST routes (/pause, /resume, /update_weights, ...); "
-               "the server must run with --enable-control",
+    "control": "pass the ControlService (native gRPC, and its REST routes /pause, /resume, "
+               "/update_weights, ...); without it the gateway refuses control calls. The server "
+               "must run with --enable-control, and refuses control through a proxy without its "
+               "admin key",
 }
 
 
