@@ -5,7 +5,7 @@ from __future__ import annotations
 import grpc
 import pytest
 
-from tokenwire.server.admission import RETRY_AFTER_SECONDS, Admission
+from tokenwire.server.admission import RETRY_AFTER_SECONDS, Admission, Limits
 from tokenwire.server.errors import ResourceExhausted
 
 
@@ -53,3 +53,41 @@ def test_zero_limits_mean_unlimited() -> None:
     adm = Admission(max_requests=0, max_tokens=0)
     with adm.hold(10**9), adm.hold(10**9):
         assert adm.requests == 2
+
+
+# -- per-tenant caps (issue #23 item 7) ---------------------------------------
+
+
+def test_a_tenant_at_its_cap_is_refused_while_others_are_admitted() -> None:
+    adm = Admission(max_requests=10, max_tokens=0, tenants={"a": Limits(max_requests=2)})
+    with adm.hold(10, "a"), adm.hold(10, "a"):
+        with pytest.raises(ResourceExhausted) as exc, adm.hold(1, "a"):
+            pass
+        assert exc.value.reason == "TENANT_TOO_MANY_REQUESTS"
+        assert exc.value.retry_after == RETRY_AFTER_SECONDS
+        assert "tenant 'a'" in exc.value.message and "(limit 2)" in exc.value.message
+        # Another tenant, a tenant without caps, and no tenant: admitted.
+        with adm.hold(10, "b"), adm.hold(10, None):
+            assert adm.requests == 4 and adm.by_tenant["a"].requests == 2
+    assert adm.requests == 0 and not adm.by_tenant  # counted back, nothing kept
+    with adm.hold(1, "a"):  # room again
+        pass
+
+
+def test_a_tenant_token_cap_counts_its_own_tokens_only() -> None:
+    adm = Admission(max_requests=0, max_tokens=0, tenants={"a": Limits(max_tokens=100)})
+    with adm.hold(60, "a"), adm.hold(1000, "b"):
+        with pytest.raises(ResourceExhausted) as exc, adm.hold(41, "a"):
+            pass
+        assert exc.value.reason == "TENANT_TOO_MANY_TOKENS"
+        with adm.hold(40, "a"):
+            assert adm.by_tenant["a"].tokens == 100
+
+
+def test_the_server_limit_still_holds_for_tenants_under_their_cap() -> None:
+    adm = Admission(max_requests=1, max_tokens=0, tenants={"a": Limits(max_requests=5)})
+    with adm.hold(1, "b"):
+        with pytest.raises(ResourceExhausted) as exc, adm.hold(1, "a"):
+            pass
+        assert exc.value.reason == "TOO_MANY_REQUESTS"
+        assert "a" not in adm.by_tenant  # a refusal holds nothing

@@ -137,3 +137,76 @@ def test_bad_key_files_are_refused_at_start(tmp_path, text, error) -> None:
     path.write_text(text)
     with pytest.raises(ValueError, match=error.replace("[", r"\[")):
         load_keys(str(path))
+
+
+# -- per-tenant admission caps (issue #23 item 7) -------------------------------
+
+CAPPED_KEYS = """
+[[keys]]
+key = "sk-alpha-one"
+tenant = "alpha"
+max_concurrent_requests = 1
+
+[[keys]]
+key = "sk-alpha-two"
+tenant = "alpha"
+
+[[keys]]
+key = "sk-beta-0001"
+tenant = "beta"
+"""
+
+
+def test_a_tenant_at_its_cap_is_refused_while_another_is_admitted(tmp_path) -> None:
+    from tests.rpc import error_info
+
+    path = tmp_path / "keys.toml"
+    path.write_text(CAPPED_KEYS)
+    engine = FakeEngine(max_model_len=512, token_delay=0.05)  # a long request runs ~20 s
+    server = ThreadServer(ServerSettings(engine="fake", port=0, max_model_len=512,
+                                         api_keys_file=str(path)), engine).start()
+    try:
+        with grpc.insecure_channel(server.address) as ch:
+            stub = service_pb2_grpc.TokenwireServiceStub(ch)
+            long = stub.StreamChatCompletion(chat_request(max_tokens=400, ignore_eos=True),
+                                             metadata=_auth("sk-alpha-one"), timeout=60)
+            next(long)  # alpha's one slot is taken
+            for key in ("sk-alpha-one", "sk-alpha-two"):  # the cap is the tenant's
+                with pytest.raises(grpc.RpcError) as info:
+                    stub.CreateChatCompletion(chat_request(max_tokens=1), metadata=_auth(key),
+                                              timeout=10)
+                assert info.value.code() == grpc.StatusCode.RESOURCE_EXHAUSTED
+                assert error_info(info.value).reason == "TENANT_TOO_MANY_REQUESTS"
+            ok = stub.CreateChatCompletion(chat_request(max_tokens=1),
+                                           metadata=_auth("sk-beta-0001"), timeout=10)
+            assert ok.choices[0].finish_reason == "length"
+            long.cancel()
+    finally:
+        server.stop()
+
+
+@pytest.mark.parametrize(("text", "error"), [
+    ('[[keys]]\nkey = "sk-12345678"\ntenant = "a"\nmax_concurrent_requests = 0',
+     r"keys\[0\].max_concurrent_requests must be a positive integer"),
+    ('[[keys]]\nkey = "sk-12345678"\ntenant = "a"\nmax_admitted_tokens = "many"',
+     r"keys\[0\].max_admitted_tokens must be a positive integer"),
+    ('[[keys]]\nkey = "sk-12345678"\ntenant = "a"\nmax_concurrent_requests = 2\n'
+     '[[keys]]\nkey = "sk-87654321"\ntenant = "a"\nmax_concurrent_requests = 3',
+     r"keys\[1\]: tenant 'a' has other caps in keys\[0\]"),
+])
+def test_bad_tenant_caps_name_the_entry(tmp_path, text, error) -> None:
+    path = tmp_path / "keys.toml"
+    path.write_text(text)
+    with pytest.raises(ValueError, match=error):
+        load_keys(str(path))
+
+
+def test_a_tenants_caps_come_from_any_of_its_keys(tmp_path) -> None:
+    from tokenwire.server.admission import Limits
+
+    path = tmp_path / "keys.toml"
+    path.write_text(CAPPED_KEYS)
+    tenancy = Tenancy(load_keys(str(path)), secret=b"s" * 32)
+    assert tenancy.limits == {"alpha": Limits(max_requests=1)}
+    callers = [tenancy.caller(_auth(k)) for k in ("sk-alpha-one", "sk-alpha-two", "sk-beta-0001")]
+    assert [c.tenant for c in callers] == ["alpha", "alpha", "beta"]

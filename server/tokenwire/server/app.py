@@ -230,9 +230,9 @@ async def start(settings: ServerSettings, engine: Engine) -> RunningServer:
         tenant_keys=[t.key for t in tenancy.keys]))
     server = grpc.aio.server(options=options, interceptors=interceptors)
     state = ServingState()
-    guarded = GuardedEngine(
-        engine, Admission(settings.max_concurrent_requests, settings.max_admitted_tokens), metrics
-    )
+    admission = Admission(settings.max_concurrent_requests, settings.max_admitted_tokens,
+                          tenancy.limits)  # and each tenant's caps from --api-keys-file
+    guarded = GuardedEngine(engine, admission, metrics)
     metrics.engine_requests.set_function(engine.num_unfinished_requests)
     plane = build_data_plane(guarded, settings, state, tenancy)  # type: ignore[arg-type]
     service_pb2_grpc.add_TokenwireServiceServicer_to_server(TokenwireServicer(plane), server)

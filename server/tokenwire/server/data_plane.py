@@ -104,6 +104,7 @@ class DataPlane:
         body = req.nvext.dp_rank if req.nvext.HasField("dp_rank") else None
         plan.request.data_parallel_rank = self._dp_rank(body, "nvext.dp_rank", dp_rank)
         plan.request.session_id = pick_session_id(req.session_id, session_id)
+        plan.request.tenant = caller.tenant
         return plan
 
     async def generate_plan(
@@ -118,6 +119,7 @@ class DataPlane:
         body = req.data_parallel_rank if req.HasField("data_parallel_rank") else None
         plan.request.data_parallel_rank = self._dp_rank(body, "data_parallel_rank", dp_rank)
         plan.request.session_id = pick_session_id(req.session_id, session_id)
+        plan.request.tenant = caller.tenant
         return plan
 
     async def completion_plan(
@@ -136,6 +138,7 @@ class DataPlane:
         for request in plan.requests:
             request.data_parallel_rank = rank
             request.session_id = session
+            request.tenant = caller.tenant
         return plan
 
     def _response_fits(self, requests: list[EngineRequest], param: str) -> None:

@@ -39,6 +39,7 @@ class Caller:
     salt_prefix: str | None = None
     priority_min: int = INT32_MIN
     priority_max: int = INT32_MAX
+    tenant: str | None = None  # its tenant (admission's per-tenant caps); None: none
 
 
 @dataclasses.dataclass
@@ -90,6 +91,7 @@ class EngineRequest:
     lora: str | None = None  # a loaded LoRA adapter's name; None: the base model
     data_parallel_rank: int | None = None  # pin to a DP engine rank; None: vLLM balances
     session_id: str | None = None  # the session it belongs to (body or x-session-id)
+    tenant: str | None = None  # the caller's tenant, admitted under its caps (admission.py)
 
 
 @dataclasses.dataclass

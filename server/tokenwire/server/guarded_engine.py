@@ -41,7 +41,7 @@ class GuardedEngine:
         p = request.params
         need = len(request.prompt_token_ids) + p.max_tokens * p.n
         m = self.metrics
-        with self.admission.hold(need):
+        with self.admission.hold(need, request.tenant):
             m.in_flight.inc()
             m.prompt_tokens.inc(len(request.prompt_token_ids))
             if request.session_id is not None:

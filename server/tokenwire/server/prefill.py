@@ -65,6 +65,7 @@ class Prefiller:
             priority=self._priority,
             stream=False,
             lora=plan.request.lora,  # the prefix cache is per adapter
+            tenant=plan.request.tenant,  # admitted under its tenant's caps
         )
         task = asyncio.create_task(self._run(request))
         self._state.background.add(task)

@@ -7,6 +7,8 @@ The operator lists API keys in a TOML file (``--api-keys-file``)::
     key = "sk-team-a-..."      # the bearer token
     tenant = "team-a"          # the cache domain of every key of this tenant
     priority = [-10, 100]      # optional: the range its requests may use
+    max_concurrent_requests = 8   # optional: the tenant's engine requests in flight
+    max_admitted_tokens = 65536   # optional: the tenant's prompt + max new tokens in flight
 
 A request authenticated by such a key always runs in its tenant's cache
 domain: the engine's cache salt is a secret per-tenant prefix (an HMAC of
@@ -15,6 +17,11 @@ no caller can join another tenant's cache or probe it for cached prompts.
 ``x-tenant-id`` metadata names the tenant only when the operator says it
 comes from a trusted hop (``--trust-tenant-header``; the gateway strips it
 from outside callers). Priorities outside the caller's range are clamped.
+
+The caps are the tenant's, whichever of its keys a request presents (set
+them on one entry of the tenant, or the same on each): beyond them its
+requests get RESOURCE_EXHAUSTED TENANT_TOO_MANY_REQUESTS / _TOKENS while
+other tenants are admitted as before (admission.py).
 """
 
 from __future__ import annotations
@@ -28,6 +35,7 @@ import tomllib
 from collections.abc import Iterable, Sequence
 from typing import Any
 
+from tokenwire.server.admission import Limits
 from tokenwire.server.domain import Caller
 from tokenwire.server.settings import ServerSettings
 
@@ -40,6 +48,22 @@ class ApiKey:
     key: str
     tenant: str
     priority: tuple[int, int] | None = None  # None: the server's range
+    limits: Limits | None = None  # the tenant's admission caps; None: none
+
+
+CAPS = {"max_concurrent_requests": "max_requests", "max_admitted_tokens": "max_tokens"}
+
+
+def _limits(entry: dict[str, Any], where: str) -> Limits | None:
+    caps = {}
+    for name, field in CAPS.items():
+        value = entry.get(name)
+        if value is None:
+            continue
+        if not isinstance(value, int) or isinstance(value, bool) or value < 1:
+            raise ValueError(f"{where}.{name} must be a positive integer")
+        caps[field] = value
+    return Limits(**caps) if caps else None
 
 
 def load_keys(path: str) -> list[ApiKey]:
@@ -57,7 +81,7 @@ def load_keys(path: str) -> list[ApiKey]:
             raise ValueError(f"{where}.key must be a string of at least 8 characters")
         if not isinstance(tenant, str) or not tenant:
             raise ValueError(f"{where}.tenant must be a non-empty string")
-        unknown = set(entry) - {"key", "tenant", "priority"}
+        unknown = set(entry) - {"key", "tenant", "priority", *CAPS}
         if unknown:
             raise ValueError(f"{where}: unknown field(s) {sorted(unknown)}")
         prio = entry.get("priority")
@@ -66,7 +90,12 @@ def load_keys(path: str) -> list[ApiKey]:
             and prio[0] <= prio[1]
         ):
             raise ValueError(f"{where}.priority must be [low, high] integers with low <= high")
-        keys.append(ApiKey(key, tenant, (prio[0], prio[1]) if prio else None))
+        limits = _limits(entry, where)
+        earlier = next((j for j, k in enumerate(keys) if k.tenant == tenant and k.limits), None)
+        if limits and earlier is not None and keys[earlier].limits != limits:
+            raise ValueError(f"{where}: tenant '{tenant}' has other caps in keys[{earlier}] "
+                             "(a tenant's caps are set once, or the same on each of its keys)")
+        keys.append(ApiKey(key, tenant, (prio[0], prio[1]) if prio else None, limits))
     if len({k.key for k in keys}) != len(keys):
         raise ValueError(f"{path}: a key is listed twice")
     return keys
@@ -98,9 +127,11 @@ class Tenancy:
         self.trust_tenant_header = trust_tenant_header
         self._secret = secret or secrets.token_bytes(32)
         self._default = Caller(priority_min=priority[0], priority_max=priority[1])
+        # Each tenant's admission caps, from whichever of its keys sets them.
+        self.limits = {k.tenant: k.limits for k in self.keys if k.limits}
         self._by_digest = {
             _digest(k.key.encode()): dataclasses.replace(
-                self._default, salt_prefix=self.salt_prefix(k.tenant),
+                self._default, salt_prefix=self.salt_prefix(k.tenant), tenant=k.tenant,
                 **({"priority_min": k.priority[0], "priority_max": k.priority[1]}
                    if k.priority else {}),
             )
