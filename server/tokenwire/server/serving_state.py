@@ -4,7 +4,6 @@ servicer, the data plane, sessions and speculative prefill."""
 from __future__ import annotations
 
 import asyncio
-import collections
 import contextlib
 import re
 import time
@@ -13,6 +12,7 @@ from collections.abc import Awaitable, Callable, Iterator
 from tokenwire.server.errors import Unavailable
 
 _VERSION = re.compile(r"^(.*?)(\d+)$")
+MAX_VERSIONS_KEPT = 4096  # version names remembered for x-min-weight-version
 
 
 class ServingState:
@@ -25,13 +25,15 @@ class ServingState:
         self.sessions = 0
         self.background: set[asyncio.Task[None]] = set()  # speculative prefills
         # Kept by the control plane: the weight version new tokens are
-        # attributed to (and the ones before it), and whether generation is
-        # paused.
+        # attributed to, and whether generation is paused.
         self._weight_version = ""
-        self.earlier_versions: collections.deque[str] = collections.deque(maxlen=4096)
         self.paused = False
         # The update generation: +1 on every weight change (control plane).
         self.generation = 0
+        # Each version name served here, in the order first served (a rank:
+        # the order of the generations at which each was first served).
+        self._first_served: dict[str, int] = {}
+        self._names_seen = 0
         # Set when another process runs control (control_relay.py): reads
         # the paused flag and version again.
         self.refresh: Callable[[], Awaitable[None]] | None = None
@@ -42,22 +44,34 @@ class ServingState:
 
     @weight_version.setter
     def weight_version(self, version: str) -> None:
-        if version != self._weight_version and self._weight_version:
-            self.earlier_versions.append(self._weight_version)
+        if version and version not in self._first_served:
+            self._names_seen += 1
+            self._first_served[version] = self._names_seen
+            if len(self._first_served) > MAX_VERSIONS_KEPT:  # the oldest first served
+                del self._first_served[next(iter(self._first_served))]
         self._weight_version = version
 
     def serves_at_least(self, required: str) -> bool:
-        """Whether the current weights are `required` or newer: versions
-        that end in a number with the same prefix ("12", "step-12") compare
-        by that number; others are newer once this server has served them
-        (the current one or an earlier one)."""
+        """Whether the current weights are `required` or newer.
+
+        Versions are ordered by when this server first served them, not by
+        name: `required` is older when it was first served before the
+        current version was (so after a rollback X -> W, W being older, X
+        is refused). Names that end in a number with the same prefix ("12",
+        "step-12") must also compare so by that number (a rollback to an
+        older step never served here is refused too). A name never served
+        here is older only by that number rule."""
         current = self._weight_version
         if required == current:
             return True
         a, b = _VERSION.match(required), _VERSION.match(current)
+        by_number = None  # the number rule, where both names have one with one prefix
         if a and b and a.group(1) == b.group(1):
-            return int(b.group(2)) >= int(a.group(2))
-        return required in self.earlier_versions
+            by_number = int(b.group(2)) >= int(a.group(2))
+        was, now = self._first_served.get(required), self._first_served.get(current)
+        if was is None or now is None:
+            return bool(by_number)
+        return was < now and by_number is not False
 
     async def cancel_background(self) -> None:
         tasks = list(self.background)
