@@ -46,7 +46,7 @@ def stubs(served):
     with grpc.insecure_channel(server.address) as ch:
         control = control_pb2_grpc.ControlServiceStub(ch)
         yield service_pb2_grpc.TokenwireServiceStub(ch), control
-        control.Resume(control_pb2.ResumeRequest(), timeout=10)  # never leave it paused
+        control.Resume(control_pb2.ResumeRequest(force=True), timeout=10)  # never leave it paused
 
 
 def _long_chat(**kw):
@@ -137,21 +137,63 @@ def test_update_from_path_pauses_and_resumes_itself_and_changes_output(stubs, tm
     assert [(s.version, s.start, s.end) for s in gen.choices[0].weight_versions] == [("v3", 0, 4)]
 
 
-def test_failed_update_stays_paused_with_the_error_and_resume_works(stubs, tmp_path: Path) -> None:
-    infer, control = stubs
-    (tmp_path / "BROKEN").write_text("x")
-    with pytest.raises(grpc.RpcError) as exc:
-        control.UpdateWeightsFromPath(
-            control_pb2.UpdateWeightsFromPathRequest(path=str(tmp_path), weight_version="bad"), timeout=10
-        )
-    assert exc.value.code() == grpc.StatusCode.FAILED_PRECONDITION
-    assert error_info(exc.value).reason == "WEIGHT_LOAD_FAILED"
-    state = control.GetControlState(control_pb2.GetControlStateRequest(), timeout=5).state
-    assert state.paused and "broken checkpoint" in state.last_error and state.weight_version != "bad"
-    assert control.IsPaused(control_pb2.IsPausedRequest(), timeout=5).is_paused
-    control.Resume(control_pb2.ResumeRequest(), timeout=5)
-    assert not control.IsPaused(control_pb2.IsPausedRequest(), timeout=5).is_paused
-    assert infer.CreateChatCompletion(chat_request(max_tokens=2), timeout=10).choices[0].finish_reason
+def test_failed_load_poisons_the_version_and_resume_needs_force_or_a_good_load(tmp_path: Path) -> None:
+    server, engine = _start()
+    try:
+        with grpc.insecure_channel(server.address) as ch:
+            infer = service_pb2_grpc.TokenwireServiceStub(ch)
+            control = control_pb2_grpc.ControlServiceStub(ch)
+            control.SetWeightVersion(control_pb2.SetWeightVersionRequest(new_version="v1"), timeout=5)
+            generation = _state(control).generation
+            reader = StreamReader(infer.StreamChatCompletion(_long_chat(), timeout=60))
+            reader.wait_ids(5)
+            broken = tmp_path / "broken"
+            broken.mkdir()
+            (broken / "BROKEN").write_text("x")
+            with pytest.raises(grpc.RpcError) as exc:
+                control.UpdateWeightsFromPath(control_pb2.UpdateWeightsFromPathRequest(
+                    path=str(broken), weight_version="v2"), timeout=10)
+            assert exc.value.code() == grpc.StatusCode.FAILED_PRECONDITION
+            assert error_info(exc.value).reason == "WEIGHT_LOAD_FAILED"
+            state = _state(control)
+            assert state.paused and state.load_failed and state.weight_path == ""
+            assert state.weight_version == "v1+failed-load" == engine.version
+            assert state.generation == generation + 1
+            assert "broken checkpoint" in state.last_error
+            # Resume is refused, naming the failed load; the error stays.
+            with pytest.raises(grpc.RpcError) as exc:
+                control.Resume(control_pb2.ResumeRequest(), timeout=5)
+            assert exc.value.code() == grpc.StatusCode.FAILED_PRECONDITION
+            assert error_info(exc.value).reason == "WEIGHTS_FAILED_LOAD"
+            assert str(broken) in exc.value.details()
+            state = _state(control)
+            assert state.paused and "broken checkpoint" in state.last_error
+            # Only a load that succeeds replaces the label.
+            with pytest.raises(grpc.RpcError) as exc:
+                control.SetWeightVersion(control_pb2.SetWeightVersionRequest(new_version="v2"), timeout=5)
+            assert error_info(exc.value).reason == "WEIGHTS_FAILED_LOAD"
+            # Forced: generation goes on, every token labelled as from mixed weights.
+            state = control.Resume(control_pb2.ResumeRequest(force=True), timeout=5).state
+            assert not state.paused and state.load_failed and state.last_error == ""
+            reader.join(30)
+            assert reader.error is None
+            final = [c for ch in reader.msgs for c in ch.choices if c.finish_reason][-1]
+            spans = [(s.version, s.start, s.end) for s in final.weight_versions]
+            assert [v for v, _, _ in spans] == ["v1", "v1+failed-load"] and spans[-1][2] == 80
+            after = infer.CreateChatCompletion(chat_request(max_tokens=3, ignore_eos=True), timeout=10)
+            assert [(s.version, s.end) for s in after.choices[0].weight_versions] == [("v1+failed-load", 3)]
+            assert after.system_fingerprint == "v1+failed-load"
+            # A load that succeeds clears it all; Resume needs no force again.
+            good = tmp_path / "good"
+            good.mkdir()
+            state = control.UpdateWeightsFromPath(control_pb2.UpdateWeightsFromPathRequest(
+                path=str(good), weight_version="v2"), timeout=10).state
+            assert not state.load_failed and state.weight_version == "v2" and not state.paused
+            assert state.weight_path == str(good.resolve()) and state.last_error == ""
+            control.Pause(control_pb2.PauseRequest(), timeout=5)
+            assert not control.Resume(control_pb2.ResumeRequest(), timeout=5).state.paused
+    finally:
+        server.stop()
 
 
 @pytest.mark.parametrize(("call", "param"), [

@@ -43,7 +43,7 @@ class ControlServicer(control_pb2_grpc.ControlServiceServicer):
 
     @unary_errors
     async def Resume(self, request: control_pb2.ResumeRequest, context: Ctx) -> control_pb2.ResumeResponse:
-        await self.plane.resume(_deadline(context))
+        await self.plane.resume(_deadline(context), force=request.force)
         return control_pb2.ResumeResponse(status="resumed", state=self._state())
 
     @unary_errors

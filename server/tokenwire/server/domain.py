@@ -272,6 +272,10 @@ class EngineControl(Protocol):
         """The model the engine started with (a folder, or a model id)."""
         ...
 
+    # The weight files a load reads, as a glob ("*.safetensors"); a folder
+    # to load must hold one. "": no check (an engine that reads no files).
+    weight_files: str
+
     async def pause(self, mode: str, clear_cache: bool) -> None:
         """mode: "abort" (end in-flight requests now), "wait" (let them
         finish), "keep" (freeze them until resume). New requests wait."""

@@ -29,6 +29,15 @@ class FakeControl:
         self.fail_reloads = 0  # tests: the next N reloads fail (a replica with a bad disk)
         self.loras: dict[str, str] = {}
         self.resets = 0
+        # Tests: "" checks no weight files (the fake reads none); "*.safetensors" as vLLM.
+        self.weight_files = ""
+        # Tests: control calls ("pause", "reload", "transfer") that wait, once
+        # their effect has begun, while named here (a slow engine).
+        self.hold: set[str] = set()
+        # Tests: a transfer backend that works (vLLM's needs GPUs); its calls so far.
+        self.transfer_backend = False
+        self.transfers: list[str] = []
+        self._updating = False
         self._hold_new = False  # new requests wait (any pause)
         self._hold_running = False  # running requests freeze ("keep")
         self._abort: set[str] = set()  # running ids to end with "abort"
@@ -62,12 +71,26 @@ class FakeControl:
         return [WeightSpan(v, s, e) for v, s, e in spans]
 
     # -- EngineControl ----------------------------------------------------
+    async def _engine_side(self, name: str, work: Any) -> Any:
+        """Run `work` as the engine would: to its end even when the caller
+        stops waiting (vLLM's engine core goes on with a call whose awaiting
+        coroutine was cancelled); waits while `name` is held."""
+        async def run() -> Any:
+            while name in self.hold:  # noqa: ASYNC110 - polls: one fake serves several loops
+                await asyncio.sleep(POLL)
+            return await work
+
+        return await asyncio.shield(asyncio.ensure_future(run()))
+
     async def pause(self, mode: str, clear_cache: bool) -> None:
         self._hold_new = True
         if mode == "abort":
             self._abort |= set(self._started)
         elif mode == "keep":
             self._hold_running = True
+        await self._engine_side("pause", self._drain(mode, clear_cache))
+
+    async def _drain(self, mode: str, clear_cache: bool) -> None:
         # "abort" and "wait" return once the running requests are gone.
         if mode in ("abort", "wait"):
             while self._started:  # noqa: ASYNC110 - polls: one fake serves several loops
@@ -88,6 +111,9 @@ class FakeControl:
         return True
 
     async def reload_weights(self, path: str) -> None:
+        await self._engine_side("reload", self._reload(path))
+
+    async def _reload(self, path: str) -> None:
         if self.fail_reloads > 0:
             self.fail_reloads -= 1
             raise errors.FailedPrecondition(
@@ -108,23 +134,36 @@ class FakeControl:
     async def set_weight_version(self, version: str) -> None:
         self.version = version
 
-    async def _no_transfer(self) -> None:
-        raise errors.FailedPrecondition(
-            "weight transfer failed: the fake engine has no transfer backend (GPU only)",
-            reason="WEIGHT_TRANSFER_FAILED",
-        )
+    def _transfer_call(self, call: str, ok: bool = True, why: str = "") -> None:
+        """A transfer call as vLLM's worker checks it (its backends need GPUs)."""
+        if not self.transfer_backend:
+            raise errors.FailedPrecondition(
+                "weight transfer failed: the fake engine has no transfer backend (GPU only)",
+                reason="WEIGHT_TRANSFER_FAILED",
+            )
+        if not ok:
+            raise errors.FailedPrecondition(f"weight transfer failed: {why}",
+                                            reason="WEIGHT_TRANSFER_FAILED")
+        self.transfers.append(call)
 
     async def init_weight_transfer(self, init_info: dict[str, Any]) -> None:
-        await self._no_transfer()
+        self._transfer_call("init")
 
     async def start_weight_update(self) -> None:
-        await self._no_transfer()
+        self._transfer_call("start", not self._updating, "a weight update is already in progress")
+        self._updating = True
 
     async def update_weights(self, update_info: dict[str, Any]) -> None:
-        await self._no_transfer()
+        async def update() -> None:
+            self._transfer_call("update", self._updating and not update_info.get("fail"),
+                                "the trainer's tensors did not arrive")
+            self.weights_generation += 1  # part of the new weights is in
+
+        await self._engine_side("transfer", update())
 
     async def finish_weight_update(self) -> None:
-        await self._no_transfer()
+        self._transfer_call("finish", self._updating, "no weight update was started")
+        self._updating = False
 
     async def sleep(self, level: int, mode: str) -> None:
         raise errors.FailedPrecondition(
@@ -144,7 +183,7 @@ class FakeControl:
         return len(ids)
 
     async def add_lora(self, name: str, path: str, load_inplace: bool) -> None:
-        self.loras[name] = path  # (request checks: control_plane.check_lora_load)
+        self.loras[name] = path  # (request checks: control_plane.check_lora_name)
 
     async def remove_lora(self, name: str) -> None:
         del self.loras[name]  # known: checked by the control plane

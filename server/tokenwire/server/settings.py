@@ -63,6 +63,10 @@ class ServerSettings:
         600.0, "longest a control call runs when the caller set no deadline (seconds)")
     weight_version: str = _own(
         "", "the weight version tokens are attributed to at start (default: vLLM's 'default')")
+    weights_root: str = _own(
+        "", "folder that weight and LoRA loads must lie in (real paths: no way out by '..' or "
+            "symlinks; the start-up model is always allowed); empty: any folder the server can "
+            "read (set it in production)")
     unhealthy_while_paused: bool = _own(
         False, "report NOT_SERVING on grpc.health.v1 while generation is paused, so a fleet "
                "gateway routes new calls to other replicas during this one's update")

@@ -25,6 +25,7 @@ class VllmControl:
     _llm: Any
     _loras: dict[str, Any]  # name -> LoRARequest
     _lora_ids = itertools.count(1)
+    weight_files = "*.safetensors"  # what a load may read (never pickled .bin/.pt)
 
     async def pause(self, mode: str, clear_cache: bool) -> None:
         await self._llm.pause_generation(mode=mode, clear_cache=clear_cache)
@@ -44,6 +45,7 @@ class VllmControl:
                 "reload_weights", kwargs={"weights_path": path, "is_checkpoint_format": True}
             )
         except Exception as exc:
+            _raise_if_dead(exc)
             raise errors.FailedPrecondition(
                 f"reloading weights from {path!r} failed: {type(exc).__name__}: {exc}",
                 param="path", reason="WEIGHT_LOAD_FAILED",
@@ -81,6 +83,7 @@ class VllmControl:
         except errors.TokenwireError:
             raise
         except Exception as exc:
+            _raise_if_dead(exc)
             raise errors.FailedPrecondition(
                 f"weight transfer failed: {type(exc).__name__}: {exc} (the transfer backends "
                 "(nccl, ipc, ...) need GPUs and the engine flag --weight-transfer-config)",
@@ -133,7 +136,7 @@ class VllmControl:
                 "LoRA is off: start the server with --enable-lora", param="lora_name",
                 reason="LORA_DISABLED",
             )
-        old = self._loras.get(name)  # (request checks: control_plane.check_lora_load)
+        old = self._loras.get(name)  # (request checks: control_plane.check_lora_name)
         request = LoRARequest(lora_name=name, lora_int_id=next(self._lora_ids), lora_path=path)
         try:
             await self._llm.add_lora(request)
@@ -155,3 +158,12 @@ class VllmControl:
 
     def lora_request(self, name: str | None) -> Any:
         return self._loras.get(name) if name else None
+
+
+def _raise_if_dead(exc: Exception) -> None:
+    """The engine core died during a control call: UNAVAILABLE, as for a
+    generation call (vllm_engine._map_engine_error), not a failed load."""
+    from vllm.v1.engine.exceptions import EngineDeadError
+
+    if isinstance(exc, EngineDeadError):
+        raise errors.Unavailable(f"the engine died: {exc}", reason="ENGINE_DEAD") from exc
