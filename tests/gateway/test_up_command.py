@@ -9,12 +9,14 @@ import subprocess
 import sys
 import time
 
+import grpc
 import httpx
 import openai
 import pytest
 
 from tests.servers import free_port
 from tokenwire.gateway.process import port_open
+from tokenwire.v1 import control_pb2, control_pb2_grpc
 
 pytestmark = pytest.mark.gateway
 
@@ -84,6 +86,44 @@ def test_up_with_tls_and_an_api_key(tmp_path) -> None:
             proc.wait()
     out = proc.stdout.read().decode() if proc.stdout else ""
     assert "k3y" not in out
+
+
+@pytest.mark.parametrize("admin_key", ["adm1n-key", ""], ids=["admin-key", "no-key"])
+def test_up_with_control(admin_key) -> None:
+    """With an admin key, control goes through the gateway with that key
+    (and only with it); without one, the gateway has no control routes and
+    control is the server's own port, from this host."""
+    grpc_port, rest_port = free_port(), free_port()
+    cmd = [sys.executable, "-m", "tokenwire.cli", "up", "--engine", "fake",
+           "--served-model-name", "fake-model", "--port", str(grpc_port),
+           "--gateway-listen-port", str(rest_port), "--enable-control"]
+    env = {k: v for k, v in os.environ.items() if k != "TOKENWIRE_ADMIN_API_KEY"}
+    if admin_key:
+        env["TOKENWIRE_ADMIN_API_KEY"] = admin_key
+    proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, env=env)
+    url = f"http://127.0.0.1:{rest_port}"
+    try:
+        wait_rest(url, proc)
+        if admin_key:
+            assert httpx.post(f"{url}/pause", timeout=10).status_code == 401
+            admin = {"authorization": f"Bearer {admin_key}"}
+            r = httpx.post(f"{url}/pause", params={"mode": "keep"}, headers=admin, timeout=10)
+            assert r.status_code == 200 and r.json()["status"] == "paused"
+            assert httpx.post(f"{url}/resume", headers=admin, timeout=10).status_code == 200
+        else:
+            assert httpx.post(f"{url}/pause", timeout=10).status_code == 404
+            with grpc.insecure_channel(f"127.0.0.1:{grpc_port}") as channel:
+                stub = control_pb2_grpc.ControlServiceStub(channel)
+                assert not stub.IsPaused(control_pb2.IsPausedRequest(), timeout=10).is_paused
+        proc.send_signal(signal.SIGTERM)
+        assert proc.wait(60) == 0
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+    out = proc.stdout.read().decode() if proc.stdout else ""
+    assert ("call the server at" in out) is not bool(admin_key)
+    assert not admin_key or admin_key not in out
 
 
 def test_up_with_replicas_serves_from_both_and_survives_one(tmp_path) -> None:
