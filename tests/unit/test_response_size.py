@@ -60,3 +60,45 @@ def test_an_oversized_session_result_fails_alone(small, monkeypatch) -> None:
     s.send(start_chat("after", max_tokens=2))
     assert s.until_terminal("after")[-1].WhichOneof("event") == "done"
     s.close()
+
+
+
+@pytest.fixture(scope="module")
+def tiny():
+    engine = FakeEngine(max_model_len=512)
+    srv = ThreadServer(ServerSettings(engine="fake", port=0, max_model_len=512,
+                                      max_message_bytes=16 * 1024), engine).start()
+    with grpc.insecure_channel(srv.address) as ch:
+        yield service_pb2_grpc.TokenwireServiceStub(ch), engine
+    srv.stop()
+
+
+WHOLE = dict(n=16, temperature=1.0, max_tokens=400, ignore_eos=True, logprobs=True, top_logprobs=20)
+PROMPT_LOGPROBS = dict(max_tokens=4, prompt_logprobs=20,
+                       messages=[{"role": "user", "content": "p" * 400}])
+
+
+@pytest.mark.parametrize("fields", [
+    {**WHOLE, "nvext": {"extra_fields": ["engine_data", "completion_token_ids"]}},  # the last chunk
+    PROMPT_LOGPROBS,  # the first chunk
+], ids=["last-chunk", "first-chunk"])
+def test_a_stream_whose_first_or_last_chunk_cannot_fit_is_refused_before_generating(tiny, fields) -> None:
+    """Stream chunks are deltas, but the last carries every choice's whole
+    completion with nvext engine_data / completion_token_ids, and the first
+    the prompt's logprobs (issue #23): both estimated up front, as a unary
+    response is (without it, the stream failed mid-way once the engine had
+    done the work: "Sent message larger than max")."""
+    stub, engine = tiny
+    before = len(engine.requests)
+    with pytest.raises(grpc.RpcError) as info:
+        list(stub.StreamChatCompletion(chat_request(**fields), timeout=30))
+    assert info.value.code() == grpc.StatusCode.INVALID_ARGUMENT, info.value.details()
+    assert error_info(info.value).reason == "RESPONSE_TOO_LARGE"
+    assert "streamed message" in info.value.details()
+    assert len(engine.requests) == before, "the engine never saw it"
+
+
+def test_a_stream_of_deltas_is_not_limited_by_its_total_size(tiny) -> None:
+    stub, _ = tiny
+    chunks = list(stub.StreamChatCompletion(chat_request(**WHOLE), timeout=30))
+    assert sum(c.ByteSize() for c in chunks) > 16 * 1024 > max(c.ByteSize() for c in chunks)

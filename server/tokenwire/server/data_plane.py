@@ -100,7 +100,7 @@ class DataPlane:
             served_model=self.served_model, caller=caller, stream=stream,
         ))
         plan.weight_version = self.state.weight_version
-        self._response_fits([plan.request], "max_tokens")
+        self._response_fits([plan.request], "max_tokens", plan.extra_fields)
         body = req.nvext.dp_rank if req.nvext.HasField("dp_rank") else None
         plan.request.data_parallel_rank = self._dp_rank(body, "nvext.dp_rank", dp_rank)
         plan.request.session_id = pick_session_id(req.session_id, session_id)
@@ -131,7 +131,7 @@ class DataPlane:
             served_model=self.served_model, caller=caller, stream=stream,
         ))
         plan.weight_version = self.state.weight_version
-        self._response_fits(plan.requests, "max_tokens")  # the whole batch is one response
+        self._response_fits(plan.requests, "max_tokens", plan.extra_fields)  # unary: one response
         body = req.nvext.dp_rank if req.nvext.HasField("dp_rank") else None
         rank = self._dp_rank(body, "nvext.dp_rank", dp_rank)
         session = pick_session_id(req.session_id, session_id)
@@ -141,16 +141,26 @@ class DataPlane:
             request.tenant = caller.tenant
         return plan
 
-    def _response_fits(self, requests: list[EngineRequest], param: str) -> None:
-        """Refuse up front a unary response (of one or a batch of engine
-        requests with the same options) estimated over the message limit."""
-        if requests[0].stream:  # chunks stay small
-            return
+    def _response_fits(self, requests: list[EngineRequest], param: str,
+                       extra_fields: frozenset[str] = frozenset()) -> None:
+        """Refuse up front a response estimated over the message limit: a
+        unary one (one or a batch of engine requests with the same options:
+        one message), or a stream's largest message (validation.stream_fits;
+        the prompts of a batch stream apart)."""
         p = requests[0].params
-        v.response_fits(param, n=sum(r.params.n for r in requests),
-                        max_tokens=max(r.params.max_tokens for r in requests),
-                        logprobs=p.logprobs, prompt_len=sum(len(r.prompt_token_ids) for r in requests),
-                        prompt_logprobs=p.prompt_logprobs, limit=self.settings.max_message_bytes)
+        limit = self.settings.max_message_bytes
+        if not requests[0].stream:
+            v.response_fits(param, n=sum(r.params.n for r in requests),
+                            max_tokens=max(r.params.max_tokens for r in requests),
+                            logprobs=p.logprobs,
+                            prompt_len=sum(len(r.prompt_token_ids) for r in requests),
+                            prompt_logprobs=p.prompt_logprobs, limit=limit)
+            return
+        whole = bool(extra_fields & {"completion_token_ids", "engine_data"})
+        for r in requests:
+            v.stream_fits(param, n=r.params.n, max_tokens=r.params.max_tokens,
+                          prompt_len=len(r.prompt_token_ids), prompt_logprobs=p.prompt_logprobs,
+                          whole=whole, limit=limit)
 
     def _dp_rank(self, body: int | None, param: str, header: str | None) -> int | None:
         if body is None and header is None:

@@ -108,6 +108,37 @@ def response_fits(
         )
 
 
+# A stream's whole completion, per token: the id in completion_token_ids
+# and again in engine_data, with its logprob (a float).
+BYTES_PER_WHOLE_TOKEN = 12
+
+
+def stream_fits(
+    param: str, *, n: int, max_tokens: int, prompt_len: int, prompt_logprobs: int | None,
+    whole: bool, limit: int,
+) -> None:
+    """Refuse, before generating, a stream whose largest message would exceed
+    the gRPC message limit. Chunks carry deltas, but the first carries the
+    prompt (its ids, its logprobs) and the last, when `whole`
+    (completion_token_ids / engine_data asked), every finishing choice's
+    whole completion (n = 1: mirrored in the response's nvext); the two can
+    be one message."""
+    estimate = 5 * prompt_len
+    if prompt_logprobs is not None:
+        estimate += prompt_len * BYTES_PER_LOGPROB * (1 + prompt_logprobs)
+    if whole:
+        estimate += max(n, 2) * (max_tokens * BYTES_PER_WHOLE_TOKEN + 5 * prompt_len)
+    if estimate > limit:
+        raise InvalidArgument(
+            f"{param}: a streamed message could reach about {estimate} bytes (the first carries "
+            f"the prompt of {prompt_len} tokens with its logprobs, the last every choice's whole "
+            f"completion for nvext completion_token_ids / engine_data: n={n} x max_tokens="
+            f"{max_tokens}), more than the {limit}-byte message limit; ask for fewer prompt "
+            "logprobs, lower n or max_tokens, or leave those extra fields out",
+            param=param, reason="RESPONSE_TOO_LARGE",
+        )
+
+
 def max_tokens(param: str, requested: int | None, prompt_len: int, max_model_len: int) -> int:
     room = max_model_len - prompt_len
     if requested is None:
