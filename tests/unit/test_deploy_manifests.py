@@ -326,6 +326,9 @@ def test_keys_come_from_the_secret(docs) -> None:
     assert (settings.api_key, settings.admin_api_key) == (
         os_env["TOKENWIRE_API_KEY"], os_env["TOKENWIRE_ADMIN_API_KEY"])
     check_exposure(settings)
+    # Control loads weights only from the models volume.
+    (models,) = [m for m in container(docs[SERVER])["volumeMounts"] if m["name"] == "models"]
+    assert settings.weights_root == models["mountPath"] and models["readOnly"] is True
 
 
 def test_the_gateway_does_not_pass_control(docs) -> None:
