@@ -80,3 +80,39 @@ def test_count_below_one_is_one(count) -> None:
     finally:
         if proc.poll() is None:
             proc.kill()
+
+
+def test_every_process_gives_a_tenant_the_same_cache_domain(tmp_path) -> None:
+    """One tenant salt secret for all serving processes (issue #23): drawn
+    once by the parent (without $TOKENWIRE_TENANT_SALT_SECRET) and inherited,
+    so a tenant's salt prefix, and its prefix-cache hits on the one engine,
+    do not depend on the process a connection lands on. Each process prints
+    its secret's fingerprint (never the secret or a prefix)."""
+    import os
+    import re
+
+    from tokenwire.server.tenancy import SECRET_ENV
+
+    keys = tmp_path / "keys.toml"
+    keys.write_text('[[keys]]\nkey = "sk-alpha-one"\ntenant = "alpha"\n')
+    log = tmp_path / "serve.log"
+    env = {k: v for k, v in os.environ.items() if k != SECRET_ENV}
+    with open(log, "wb") as out:
+        proc = subprocess.Popen(
+            [sys.executable, "-m", "tokenwire.cli", "serve", "--engine", "fake",
+             "--api-server-count", "2", "--port", str(free_port()), "--api-keys-file", str(keys)],
+            stdout=out, stderr=subprocess.STDOUT, env=env)
+    try:
+        deadline = time.monotonic() + 60
+        while log.read_text().count("serving on") < 2 and time.monotonic() < deadline:
+            assert proc.poll() is None, log.read_text()
+            time.sleep(0.2)
+        proc.send_signal(signal.SIGTERM)
+        assert proc.wait(60) == 0
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+    found = re.findall(r"salt secret ([0-9a-f]{12}) \((.*?)\)", log.read_text())
+    assert len(found) == 2, log.read_text()
+    assert found[0] == found[1] and found[0][1] == f"${SECRET_ENV}", found

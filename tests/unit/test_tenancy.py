@@ -210,3 +210,19 @@ def test_a_tenants_caps_come_from_any_of_its_keys(tmp_path) -> None:
     assert tenancy.limits == {"alpha": Limits(max_requests=1)}
     callers = [tenancy.caller(_auth(k)) for k in ("sk-alpha-one", "sk-alpha-two", "sk-beta-0001")]
     assert [c.tenant for c in callers] == ["alpha", "alpha", "beta"]
+
+
+def test_the_shared_salt_secret_is_the_operators_when_given(monkeypatch) -> None:
+    import os
+
+    from tokenwire.server.tenancy import SECRET_ENV, share_secret
+
+    monkeypatch.setenv(SECRET_ENV, "the-operators-secret")
+    share_secret()
+    assert os.environ[SECRET_ENV] == "the-operators-secret"
+    monkeypatch.delenv(SECRET_ENV)
+    share_secret()  # else one is drawn, for every process started after
+    drawn = os.environ[SECRET_ENV]
+    assert len(bytes.fromhex(drawn)) == 32
+    share_secret()  # kept: a second call draws nothing new
+    assert os.environ[SECRET_ENV] == drawn

@@ -6,8 +6,10 @@ vllm_engine.run_shared_engine). With the fake engine each process has its
 own fake engine (for measuring the frontend alone).
 
 What is per process: connections (a channel, and so a Session stream,
-lives on one process), admission limits, continuation stores, metrics
-(--metrics-port P gives process i the port P + i). With --enable-control,
+lives on one process), admission limits (a tenant's caps too), continuation
+stores, metrics (--metrics-port P gives process i the port P + i). The
+tenant salt secret is shared: a tenant has one cache domain in all of them
+(tenancy.share_secret). With --enable-control,
 process 0 runs every control operation and the others relay to it over
 private Unix sockets (control_relay.py; docs/frontends.md). The fake engines
 share no engine core, so they take no control with N > 1.
@@ -80,6 +82,9 @@ def run(settings: ServerSettings) -> int:
     """Run settings.api_server_count serving processes until SIGTERM/SIGINT."""
     if settings.port == 0:
         raise SystemExit("tokenwire serve: --api-server-count > 1 needs a fixed --port")
+    from tokenwire.server.tenancy import share_secret
+
+    share_secret()  # one tenant salt secret for every process (tenancy.py)
     if settings.engine != "fake":
         from tokenwire.server.vllm_engine import run_shared_engine
 

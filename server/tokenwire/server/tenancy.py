@@ -29,6 +29,7 @@ from __future__ import annotations
 import dataclasses
 import hashlib
 import hmac
+import logging
 import os
 import secrets
 import tomllib
@@ -38,6 +39,8 @@ from typing import Any
 from tokenwire.server.admission import Limits
 from tokenwire.server.domain import Caller
 from tokenwire.server.settings import ServerSettings
+
+log = logging.getLogger(__name__)
 
 TENANT_HEADER = "x-tenant-id"
 SECRET_ENV = "TOKENWIRE_TENANT_SALT_SECRET"
@@ -101,6 +104,16 @@ def load_keys(path: str) -> list[ApiKey]:
     return keys
 
 
+def share_secret() -> None:
+    """Before starting several serving processes: one salt secret for all of
+    them (the operator's $TOKENWIRE_TENANT_SALT_SECRET, else one drawn here),
+    in the environment each inherits, so a tenant has one cache domain
+    whichever process serves it (and its prefix-cache hits count across
+    them: they share one engine)."""
+    if not os.environ.get(SECRET_ENV):
+        os.environ[SECRET_ENV] = secrets.token_hex(32)
+
+
 def _digest(token: bytes) -> bytes:
     return hashlib.sha256(token).digest()
 
@@ -142,8 +155,18 @@ class Tenancy:
     def from_settings(cls, settings: ServerSettings) -> Tenancy:
         keys = load_keys(settings.api_keys_file) if settings.api_keys_file else []
         secret = os.environ.get(SECRET_ENV, "").encode() or None
-        return cls(keys, trust_tenant_header=settings.trust_tenant_header,
-                   priority=(settings.min_priority, settings.max_priority), secret=secret)
+        tenancy = cls(keys, trust_tenant_header=settings.trust_tenant_header,
+                      priority=(settings.min_priority, settings.max_priority), secret=secret)
+        if keys or settings.trust_tenant_header:
+            log.info("tenant cache domains: salt secret %s (%s)", tenancy.secret_fingerprint(),
+                     f"${SECRET_ENV}" if secret else "drawn by this process")
+        return tenancy
+
+    def secret_fingerprint(self) -> str:
+        """A short fingerprint of the salt secret (not the secret, nor any
+        tenant's prefix): processes or replicas that print the same one give
+        each tenant the same cache domain."""
+        return hashlib.sha256(b"tokenwire-salt-secret-fingerprint:" + self._secret).hexdigest()[:12]
 
     def salt_prefix(self, tenant: str) -> str:
         """The tenant's cache domain: unguessable without the server secret."""
