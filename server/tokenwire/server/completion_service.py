@@ -7,8 +7,8 @@ call fails with that error.
 
 The merge is bounded: a prompt whose output cannot be queued stops pulling
 from its engine stream, so a caller that stops reading holds at most two
-outputs per prompt here (one queued, one waiting to be), whatever n and
-max_tokens are. Back-pressure reaches the engine: vLLM merges the deltas of
+outputs per prompt of the batch here (a queue as long as the batch, and
+one output waiting per prompt), whatever n and max_tokens are. Back-pressure reaches the engine: vLLM merges the deltas of
 a request nobody pulls into one output (ids concatenated, never dropped)."""
 
 from __future__ import annotations
