@@ -15,6 +15,7 @@ from tokenwire.cli import main as cli_main
 from tokenwire.client import (
     AsyncClient,
     Client,
+    FailedPreconditionError,
     InvalidArgumentError,
     UnauthenticatedError,
 )
@@ -76,3 +77,42 @@ def test_cli(server: ThreadServer, tmp_path: Path, capsys: pytest.CaptureFixture
     capsys.readouterr()
     assert cli_main([*base, "update-weights", str(tmp_path / "missing")]) == 1
     assert "INVALID_ARGUMENT" in capsys.readouterr().err
+
+
+def test_resume_after_a_failed_load_needs_force(server: ThreadServer, tmp_path: Path,
+                                                capsys: pytest.CaptureFixture[str]) -> None:
+    """After a failed load the server refuses a plain Resume; resume(force=True)
+    (sync, async) and `tokenwire control resume --force` override it."""
+    broken = tmp_path / "broken"
+    broken.mkdir()
+    (broken / "BROKEN").touch()  # the fake engine's load of this folder fails
+    base = ["control", "--server", server.address, "--admin-api-key", "adm"]
+    with Client(server.address, timeout=10, admin_api_key="adm") as client:
+        for resume in (lambda: client.control.resume(force=True).paused,
+                       lambda: asyncio.run(_async_resume(server.address)),
+                       lambda: _cli_resume(base, capsys)):
+            client.control.pause("keep")
+            with pytest.raises(FailedPreconditionError) as exc:
+                client.control.update_weights_from_path(str(broken), "never")
+            assert exc.value.reason == "WEIGHT_LOAD_FAILED"
+            assert client.control.state().load_failed
+            with pytest.raises(FailedPreconditionError) as exc:
+                client.control.resume()
+            assert exc.value.reason == "WEIGHTS_FAILED_LOAD"
+            assert cli_main([*base, "resume"]) == 1
+            assert "FAILED_PRECONDITION" in capsys.readouterr().err
+            assert client.control.state().paused
+            assert resume() is False
+            assert not client.control.state().paused
+        client.control.update_weights_from_path(str(tmp_path), "good")  # a load clears it
+        assert not client.control.state().load_failed
+
+
+async def _async_resume(address: str) -> bool:
+    async with AsyncClient(address, timeout=10, admin_api_key="adm") as client:
+        return bool((await client.control.resume(force=True)).paused)
+
+
+def _cli_resume(base: list[str], capsys: pytest.CaptureFixture[str]) -> bool:
+    assert cli_main([*base, "resume", "--force"]) == 0
+    return bool(json.loads(capsys.readouterr().out)["paused"])
