@@ -6,6 +6,7 @@ without an admin key refuses to start (`serve` and `up`)."""
 
 from __future__ import annotations
 
+import asyncio
 import collections.abc
 import contextlib
 
@@ -14,6 +15,7 @@ import pytest
 
 from tests.rpc import chat_request, error_info
 from tests.servers import ThreadServer, free_port
+from tokenwire.client import AsyncClient, Client, TokenwireError
 from tokenwire.server.auth import Proxies, check_exposure, is_local_peer
 from tokenwire.server.fake_engine import FakeEngine
 from tokenwire.server.settings import ServerSettings
@@ -140,6 +142,31 @@ def test_stats_need_the_admin_key_when_there_is_one() -> None:
         _refused(lambda: stub.GetStats(request, metadata=_auth("infer-key-1"), timeout=10),
                  grpc.StatusCode.UNAUTHENTICATED, "ADMIN_KEY_REQUIRED")
         assert stub.GetStats(request, metadata=_auth("admin-key-1"), timeout=10).serving
+
+
+def test_the_client_sends_its_admin_key_for_stats() -> None:
+    """Client.stats() / AsyncClient.stats() carry the admin key when the
+    client has one (the server asks for it), the inference key otherwise."""
+    settings = ServerSettings(engine="fake", port=0, max_model_len=512, api_key="infer-key-1",
+                              admin_api_key="admin-key-1")
+    server = ThreadServer(settings, FakeEngine(max_model_len=512)).start()
+    try:
+        with Client(server.address, api_key="infer-key-1", admin_api_key="admin-key-1") as client:
+            assert client.stats().serving
+            assert client.list_models().data  # inference calls still carry the inference key
+        with Client(server.address, api_key="infer-key-1", admin_api_key="") as client:
+            with pytest.raises(TokenwireError) as info:
+                client.stats()
+            assert info.value.reason == "ADMIN_KEY_REQUIRED"
+
+        async def run() -> bool:
+            async with AsyncClient(server.address, api_key="infer-key-1",
+                                   admin_api_key="admin-key-1") as aclient:
+                return (await aclient.stats()).serving
+
+        assert asyncio.run(run())
+    finally:
+        server.stop()
 
 
 def test_stats_are_not_a_tenants(tmp_path) -> None:

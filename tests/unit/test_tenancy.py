@@ -185,6 +185,34 @@ def test_a_tenant_at_its_cap_is_refused_while_another_is_admitted(tmp_path) -> N
         server.stop()
 
 
+def test_a_tenant_named_by_a_trusted_hop_gets_its_caps(tmp_path) -> None:
+    """x-tenant-id from a trusted hop (here a local peer, no --trusted-proxy)
+    names the tenant for admission too, not only for its cache domain."""
+    from tests.rpc import error_info
+
+    path = tmp_path / "keys.toml"
+    path.write_text(CAPPED_KEYS)
+    engine = FakeEngine(max_model_len=512, token_delay=0.05)
+    server = ThreadServer(ServerSettings(engine="fake", port=0, max_model_len=512,
+                                         api_keys_file=str(path), api_key="sk-the-hop-key",
+                                         trust_tenant_header=True),
+                          engine).start()
+    try:
+        with grpc.insecure_channel(server.address) as ch:
+            stub = service_pb2_grpc.TokenwireServiceStub(ch)
+            named = (*_auth("sk-the-hop-key"), ("x-tenant-id", "alpha"))
+            long = stub.StreamChatCompletion(chat_request(max_tokens=400, ignore_eos=True),
+                                             metadata=named, timeout=60)
+            next(long)
+            with pytest.raises(grpc.RpcError) as info:
+                stub.CreateChatCompletion(chat_request(max_tokens=1), metadata=_auth("sk-alpha-two"),
+                                          timeout=10)
+            assert error_info(info.value).reason == "TENANT_TOO_MANY_REQUESTS"
+            long.cancel()
+    finally:
+        server.stop()
+
+
 @pytest.mark.parametrize(("text", "error"), [
     ('[[keys]]\nkey = "sk-12345678"\ntenant = "a"\nmax_concurrent_requests = 0',
      r"keys\[0\].max_concurrent_requests must be a positive integer"),

@@ -175,10 +175,18 @@ class ClientCore:
         self.tenant = tenant
         self._metadata = base_metadata(metadata, api_key)
         self._admin_metadata = admin_metadata(self._metadata, admin_api_key)
+        # Operator calls (GetStats) carry the admin key when the client has one.
+        self._operator_metadata = (
+            self._admin_metadata if any(k == "authorization" for k, _ in self._admin_metadata)
+            else self._metadata
+        )
         self._credentials = credentials(tls, root_certificates)
 
-    def _md(self, metadata: Iterable[tuple[str, str]] | None) -> tuple[tuple[str, str], ...]:
-        return call_metadata(self._metadata, self.tenant, metadata)
+    def _md(
+        self, metadata: Iterable[tuple[str, str]] | None, *, operator: bool = False
+    ) -> tuple[tuple[str, str], ...]:
+        return call_metadata(self._operator_metadata if operator else self._metadata, self.tenant,
+                             metadata)
 
     def _deadline(self, timeout: float | None) -> Deadline:
         return Deadline(self.timeout if timeout is None else timeout)

@@ -67,13 +67,15 @@ class AsyncClient(ClientCore):
 
     # -- I/O: one attempt after another, as retry_wait decides --------------
     async def _unary(
-        self, method: Callable[..., Any], request: Any, timeout: float | None, metadata: Metadata
+        self, method: Callable[..., Any], request: Any, timeout: float | None, metadata: Metadata,
+        *, operator: bool = False,
     ) -> Any:
         deadline = self._deadline(timeout)
         attempt = 1
         while True:
             try:
-                return await method(request, timeout=deadline.remaining(), metadata=self._md(metadata))
+                return await method(request, timeout=deadline.remaining(),
+                                    metadata=self._md(metadata, operator=operator))
             except grpc.RpcError as exc:
                 err = from_rpc_error(exc)
                 wait = retry_wait(self.retry, err, attempt, deadline)
@@ -184,7 +186,8 @@ class AsyncClient(ClientCore):
     async def stats(
         self, *, timeout: float | None = None, metadata: Metadata = None
     ) -> models_pb2.GetStatsResponse:
-        return await self._unary(self.stub.GetStats, models_pb2.GetStatsRequest(), timeout, metadata)
+        return await self._unary(self.stub.GetStats, models_pb2.GetStatsRequest(), timeout, metadata,
+                                 operator=True)
 
     async def wait_ready(self, timeout: float = 120.0, poll: float = 0.5) -> None:
         end = time.monotonic() + timeout

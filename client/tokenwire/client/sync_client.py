@@ -74,13 +74,15 @@ class Client(ClientCore):
 
     # -- I/O: one attempt after another, as retry_wait decides --------------
     def _unary(
-        self, method: Callable[..., R], request: Any, timeout: float | None, metadata: Metadata
+        self, method: Callable[..., R], request: Any, timeout: float | None, metadata: Metadata,
+        *, operator: bool = False,
     ) -> R:
         deadline = self._deadline(timeout)
         attempt = 1
         while True:
             try:
-                return method(request, timeout=deadline.remaining(), metadata=self._md(metadata))
+                return method(request, timeout=deadline.remaining(),
+                              metadata=self._md(metadata, operator=operator))
             except grpc.RpcError as exc:
                 err = from_rpc_error(exc)
                 wait = retry_wait(self.retry, err, attempt, deadline)
@@ -194,7 +196,8 @@ class Client(ClientCore):
     def stats(
         self, *, timeout: float | None = None, metadata: Metadata = None
     ) -> models_pb2.GetStatsResponse:
-        return self._unary(self.stub.GetStats, models_pb2.GetStatsRequest(), timeout, metadata)
+        return self._unary(self.stub.GetStats, models_pb2.GetStatsRequest(), timeout, metadata,
+                            operator=True)
 
     def wait_ready(self, timeout: float = 120.0, poll: float = 0.5) -> None:
         """Block until the server reports SERVING (UnavailableError after timeout)."""

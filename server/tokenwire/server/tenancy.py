@@ -189,5 +189,6 @@ class Tenancy:
             for key, value in metadata:
                 if key == TENANT_HEADER and value:
                     text = value.decode() if isinstance(value, bytes) else str(value)
-                    return dataclasses.replace(self._default, salt_prefix=self.salt_prefix(text))
+                    return dataclasses.replace(self._default, tenant=text,
+                                               salt_prefix=self.salt_prefix(text))
         return self._default
