@@ -51,7 +51,7 @@ def run_gateway(ns: argparse.Namespace) -> int:
     if ns.print_config:
         sys.stdout.write(render(settings))
         return 0
-    if not port_open(settings.upstream_host, settings.upstream_port):
+    if not settings.upstreams and not port_open(settings.upstream_host, settings.upstream_port):
         print(
             f"tokenwire gateway: warning: no server on {settings.upstream_host}:"
             f"{settings.upstream_port} yet (calls get 503 until it is up)",
