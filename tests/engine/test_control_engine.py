@@ -16,7 +16,7 @@ from pathlib import Path
 import grpc
 import pytest
 
-from tests.rpc import StreamReader
+from tests.rpc import StreamReader, error_info
 from tests.servers import ROOT, ProcessServer
 from tokenwire.v1 import (
     common_pb2,
@@ -296,3 +296,87 @@ def test_i_generation_config_override_and_dp_rank_reach_requests(stubs) -> None:
     with pytest.raises(grpc.RpcError) as exc:
         infer.Generate(pinned, timeout=60)
     assert exc.value.code() == grpc.StatusCode.INVALID_ARGUMENT and "data_parallel_rank" in exc.value.details()
+
+
+def broken_copy(src: Path, dst: Path) -> Path:
+    """A checkpoint that fails to load half-way, like one still being
+    written: two shards, the first (layer 0, perturbed) whole, the second
+    (layer 1 and the final norm) cut short."""
+    from safetensors.torch import load_file, save_file
+
+    perturbed_copy(src, dst, seed=1)
+    weights = load_file(str(dst / "model.safetensors"))
+    (dst / "model.safetensors").unlink()
+    second = {k: v for k, v in weights.items() if k.startswith(("model.layers.1.", "model.norm"))}
+    first = {k: v for k, v in weights.items() if k not in second}
+    save_file(first, str(dst / "model-00001-of-00002.safetensors"), metadata={"format": "pt"})
+    shard = dst / "model-00002-of-00002.safetensors"
+    save_file(second, str(shard), metadata={"format": "pt"})
+    with open(shard, "r+b") as f:
+        f.truncate(shard.stat().st_size // 2)
+    return dst
+
+
+def test_j_a_load_failing_half_way_is_labelled_and_only_a_good_load_brings_it_back(tmp_path: Path) -> None:
+    """vLLM 0.32 reloads layer by layer with the layers on the meta device
+    until each is loaded: a load that fails half-way leaves the model unable
+    to run. The label, the refused Resume and a good load keep it safe; a
+    forced Resume runs it, and the engine core dies (ENGINE_DEAD)."""
+    import torch
+
+    srv = ProcessServer(["--model", str(TINY), "--kv-cache-bytes", str(64 << 20),
+                         "--block-size", str(BLOCK), "--enable-control", "--weight-version", "v1",
+                         "--no-warmup", "--health-check-seconds", "0.5"]).start()
+    try:
+        with grpc.insecure_channel(srv.address) as ch:
+            infer = service_pb2_grpc.TokenwireServiceStub(ch)
+            control = control_pb2_grpc.ControlServiceStub(ch)
+            base = generate(infer, 12)
+            broken = broken_copy(TINY, tmp_path / "half")
+
+            def fail_to_load() -> None:
+                with pytest.raises(grpc.RpcError) as exc:
+                    control.UpdateWeightsFromPath(control_pb2.UpdateWeightsFromPathRequest(
+                        path=str(broken), weight_version="v2"), timeout=120)
+                assert exc.value.code() == grpc.StatusCode.FAILED_PRECONDITION
+                assert error_info(exc.value).reason == "WEIGHT_LOAD_FAILED"
+
+            fail_to_load()
+            state = control.GetControlState(control_pb2.GetControlStateRequest(), timeout=10).state
+            assert state.load_failed and state.paused and state.weight_version == "v1+failed-load"
+            assert state.weight_path == "" and "incomplete metadata" in state.last_error
+            # The engine's own version: what vLLM records on every token sampled from now on.
+            assert control.GetWeightInfo(control_pb2.GetWeightInfoRequest(), timeout=10).weight_version \
+                == "v1+failed-load"
+            with pytest.raises(grpc.RpcError) as exc:
+                control.Resume(control_pb2.ResumeRequest(), timeout=30)
+            assert error_info(exc.value).reason == "WEIGHTS_FAILED_LOAD"
+            # Pickled weights are refused before anything else happens.
+            pickles = tmp_path / "pickles"
+            pickles.mkdir()
+            torch.save({"w": torch.zeros(2)}, pickles / "pytorch_model.bin")
+            with pytest.raises(grpc.RpcError) as exc:
+                control.UpdateWeightsFromPath(control_pb2.UpdateWeightsFromPathRequest(
+                    path=str(pickles)), timeout=30)
+            assert exc.value.code() == grpc.StatusCode.INVALID_ARGUMENT
+            assert error_info(exc.value).reason == "WEIGHTS_NOT_SAFETENSORS"
+            # A load that succeeds clears it: the original ids, under the new label.
+            state = control.UpdateWeightsFromPath(control_pb2.UpdateWeightsFromPathRequest(
+                path=str(TINY), weight_version="v1b"), timeout=120).state
+            assert not state.load_failed and state.weight_version == "v1b"
+            assert state.weight_path == str(TINY.resolve())
+            assert state.paused, "paused by the failed load: the trainer resumes"
+            control.Resume(control_pb2.ResumeRequest(), timeout=30)
+            again = generate(infer, 12)
+            assert spans(again.choices[0]) == [("v1b", 0, 12)]
+            assert list(again.choices[0].token_ids) == list(base.choices[0].token_ids)
+            # Forced past a failed load, vLLM 0.32's model cannot run: the engine dies.
+            fail_to_load()
+            control.Resume(control_pb2.ResumeRequest(force=True), timeout=30)
+            with pytest.raises(grpc.RpcError) as exc:
+                generate(infer, 4)
+            assert exc.value.code() == grpc.StatusCode.UNAVAILABLE
+            assert error_info(exc.value).reason == "ENGINE_DEAD"
+        assert srv.proc is not None and srv.proc.wait(timeout=120) != 0
+    finally:
+        srv.stop()
