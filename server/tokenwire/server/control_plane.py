@@ -298,9 +298,10 @@ class ControlPlane:
         try:
             await asyncio.shield(pending.task)
         except asyncio.CancelledError:
-            if not pending.task.cancelled():
+            current = asyncio.current_task()
+            if not pending.task.cancelled() or (current is not None and current.cancelling()):
                 raise  # we were cancelled; the work goes on and stays pending
-            error = asyncio.CancelledError()
+            error = asyncio.CancelledError()  # the engine work itself was cancelled
         except Exception as exc:
             error = exc
         self._pending = None
