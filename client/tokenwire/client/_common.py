@@ -1,7 +1,9 @@
 """The client core, shared by the sync and asyncio clients: configuration
 and metadata (ClientCore), request building, the retry policy and its pure
-decision (retry_wait), deadlines, and reading token ids out of responses.
-The sync and async classes only do I/O on top of it."""
+decision (retry_wait), one call's attempts (Attempts: what each attempt is
+sent with, and after a failure the wait or the typed error), deadlines, and
+reading token ids out of responses. The sync and async classes only do I/O
+on top of it; their RPC methods are generated (_methods.py)."""
 
 from __future__ import annotations
 
@@ -16,7 +18,7 @@ import grpc
 from google.protobuf import json_format
 from google.protobuf.message import Message
 
-from tokenwire.client.errors import TokenwireError
+from tokenwire.client.errors import TokenwireError, from_rpc_error
 from tokenwire.v1 import chat_pb2, completion_pb2, generate_pb2, session_pb2
 
 DEFAULT_TARGET = "127.0.0.1:50051"
@@ -25,6 +27,8 @@ API_KEY_ENV = "TOKENWIRE_API_KEY"
 ADMIN_KEY_ENV = "TOKENWIRE_ADMIN_API_KEY"
 
 M = TypeVar("M", bound=Message)
+# Extra metadata a call takes (``metadata=``), after the client's own.
+Metadata = Iterable[tuple[str, str]] | None
 
 
 def build(cls: type[M], request: M | Mapping[str, Any] | None, fields: Mapping[str, Any]) -> M:
@@ -111,6 +115,32 @@ def retry_wait(
     return wait if deadline.allows(wait) else None
 
 
+class Attempts:
+    """One call's attempts, without I/O: the deadline and metadata every
+    attempt is sent with (`kwargs`), and after a failure (`failed`) the
+    seconds to wait before the next attempt, or the typed error raised, as
+    retry_wait decides. The sync and async loops only call and sleep."""
+
+    def __init__(self, policy: RetryPolicy, deadline: Deadline, metadata: tuple[tuple[str, str], ...]):
+        self.policy = policy
+        self.deadline = deadline
+        self.metadata = metadata
+        self.attempt = 1
+
+    def kwargs(self) -> dict[str, Any]:
+        return {"timeout": self.deadline.remaining(), "metadata": self.metadata}
+
+    def failed(self, exc: grpc.RpcError, *, received: bool = False) -> float:
+        """The wait before the next attempt; raises the typed error when the
+        call must not be tried again (`received`: a stream gave a message)."""
+        err = from_rpc_error(exc)
+        wait = retry_wait(self.policy, err, self.attempt, self.deadline, received=received)
+        if wait is None:
+            raise err from None
+        self.attempt += 1
+        return wait
+
+
 class Deadline:
     """An overall deadline shared by the attempts of one call."""
 
@@ -182,14 +212,18 @@ class ClientCore:
         )
         self._credentials = credentials(tls, root_certificates)
 
-    def _md(
-        self, metadata: Iterable[tuple[str, str]] | None, *, operator: bool = False
-    ) -> tuple[tuple[str, str], ...]:
+    def _md(self, metadata: Metadata, *, operator: bool = False) -> tuple[tuple[str, str], ...]:
         return call_metadata(self._operator_metadata if operator else self._metadata, self.tenant,
                              metadata)
 
     def _deadline(self, timeout: float | None) -> Deadline:
         return Deadline(self.timeout if timeout is None else timeout)
+
+    def _attempts(self, timeout: float | None, metadata: Metadata, *,
+                  operator: bool = False) -> Attempts:
+        """The attempts of one call: `timeout` (default: the client's) and
+        extra `metadata`; `operator`: the call carries the admin key."""
+        return Attempts(self.retry, self._deadline(timeout), self._md(metadata, operator=operator))
 
 
 # -- sessions ---------------------------------------------------------------

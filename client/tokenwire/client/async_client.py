@@ -8,14 +8,14 @@ from __future__ import annotations
 
 import asyncio
 import time
-from collections.abc import AsyncIterator, Callable, Iterable, Mapping, Sequence
+from collections.abc import AsyncIterator, Callable, Mapping, Sequence
 from typing import Any
 
 import grpc
 
-from tokenwire.client._common import DEFAULT_TARGET, ClientCore, RetryPolicy, build, retry_wait
+from tokenwire.client._common import DEFAULT_TARGET, ClientCore, Metadata, RetryPolicy, build
 from tokenwire.client.control import AsyncControlClient
-from tokenwire.client.errors import TokenwireError, UnavailableError, from_rpc_error
+from tokenwire.client.errors import TokenwireError, UnavailableError
 from tokenwire.client.session import AsyncSession
 from tokenwire.v1 import (
     chat_pb2,
@@ -25,8 +25,6 @@ from tokenwire.v1 import (
     service_pb2_grpc,
     tokenize_pb2,
 )
-
-Metadata = Iterable[tuple[str, str]] | None
 
 
 class AsyncClient(ClientCore):
@@ -65,47 +63,36 @@ class AsyncClient(ClientCore):
     async def __aexit__(self, *exc: object) -> None:
         await self.close()
 
-    # -- I/O: one attempt after another, as retry_wait decides --------------
+    # -- I/O: one attempt after another, as Attempts decides ----------------
     async def _unary(
         self, method: Callable[..., Any], request: Any, timeout: float | None, metadata: Metadata,
         *, operator: bool = False,
     ) -> Any:
-        deadline = self._deadline(timeout)
-        attempt = 1
+        call = self._attempts(timeout, metadata, operator=operator)
         while True:
             try:
-                return await method(request, timeout=deadline.remaining(),
-                                    metadata=self._md(metadata, operator=operator))
+                return await method(request, **call.kwargs())
             except grpc.RpcError as exc:
-                err = from_rpc_error(exc)
-                wait = retry_wait(self.retry, err, attempt, deadline)
-                if wait is None:
-                    raise err from None
+                wait = call.failed(exc)
             await asyncio.sleep(wait)
-            attempt += 1
 
     async def _stream(
         self, method: Callable[..., Any], request: Any, timeout: float | None, metadata: Metadata
     ) -> AsyncIterator[Any]:
-        deadline = self._deadline(timeout)
-        attempt = 1
+        call = self._attempts(timeout, metadata)
         while True:
-            call = method(request, timeout=deadline.remaining(), metadata=self._md(metadata))
+            rpc = method(request, **call.kwargs())
             received = False
             try:
-                async for item in call:
+                async for item in rpc:
                     received = True
                     yield item
                 return
             except grpc.RpcError as exc:
-                err = from_rpc_error(exc)
-                wait = retry_wait(self.retry, err, attempt, deadline, received=received)
-                if wait is None:
-                    raise err from None
+                wait = call.failed(exc, received=received)
             finally:
-                call.cancel()  # a consumer that stops early aborts the engine request
+                rpc.cancel()  # a consumer that stops early aborts the engine request
             await asyncio.sleep(wait)
-            attempt += 1
 
     # -- chat and generate -----------------------------------------------
     async def chat(

@@ -4,14 +4,14 @@ where safe (see RetryPolicy)."""
 from __future__ import annotations
 
 import time
-from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from typing import Any, TypeVar
 
 import grpc
 
-from tokenwire.client._common import DEFAULT_TARGET, ClientCore, RetryPolicy, build, retry_wait
+from tokenwire.client._common import DEFAULT_TARGET, ClientCore, Metadata, RetryPolicy, build
 from tokenwire.client.control import ControlClient
-from tokenwire.client.errors import TokenwireError, UnavailableError, from_rpc_error
+from tokenwire.client.errors import TokenwireError, UnavailableError
 from tokenwire.client.session import Session
 from tokenwire.v1 import (
     chat_pb2,
@@ -23,7 +23,6 @@ from tokenwire.v1 import (
 )
 
 R = TypeVar("R")
-Metadata = Iterable[tuple[str, str]] | None
 
 
 class Client(ClientCore):
@@ -72,47 +71,36 @@ class Client(ClientCore):
     def __exit__(self, *exc: object) -> None:
         self.close()
 
-    # -- I/O: one attempt after another, as retry_wait decides --------------
+    # -- I/O: one attempt after another, as Attempts decides ----------------
     def _unary(
         self, method: Callable[..., R], request: Any, timeout: float | None, metadata: Metadata,
         *, operator: bool = False,
     ) -> R:
-        deadline = self._deadline(timeout)
-        attempt = 1
+        call = self._attempts(timeout, metadata, operator=operator)
         while True:
             try:
-                return method(request, timeout=deadline.remaining(),
-                              metadata=self._md(metadata, operator=operator))
+                return method(request, **call.kwargs())
             except grpc.RpcError as exc:
-                err = from_rpc_error(exc)
-                wait = retry_wait(self.retry, err, attempt, deadline)
-                if wait is None:
-                    raise err from None
+                wait = call.failed(exc)
             time.sleep(wait)
-            attempt += 1
 
     def _stream(
         self, method: Callable[..., Any], request: Any, timeout: float | None, metadata: Metadata
     ) -> Iterator[Any]:
-        deadline = self._deadline(timeout)
-        attempt = 1
+        call = self._attempts(timeout, metadata)
         while True:
-            call = method(request, timeout=deadline.remaining(), metadata=self._md(metadata))
+            rpc = method(request, **call.kwargs())
             received = False
             try:
-                for item in call:
+                for item in rpc:
                     received = True
                     yield item
                 return
             except grpc.RpcError as exc:
-                err = from_rpc_error(exc)
-                wait = retry_wait(self.retry, err, attempt, deadline, received=received)
-                if wait is None:
-                    raise err from None
+                wait = call.failed(exc, received=received)
             finally:
-                call.cancel()  # a consumer that stops early aborts the engine request
+                rpc.cancel()  # a consumer that stops early aborts the engine request
             time.sleep(wait)
-            attempt += 1
 
     # -- chat and generate -----------------------------------------------
     def chat(
