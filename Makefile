@@ -29,12 +29,12 @@ $(STAMP): pyproject.toml
 model: $(MODEL_DIR)/config.json
 
 $(MODEL_DIR)/config.json: | venv
-	$(PY) -m tokenwire.server.demo_model
+	$(PY) -m tokenwire.server.runtime.demo_model
 
 tiny-model: $(TINY_DIR)/config.json
 
 $(TINY_DIR)/config.json: | model
-	$(PY) -m tokenwire.server.demo_model --tiny
+	$(PY) -m tokenwire.server.runtime.demo_model --tiny
 
 proto: venv
 	$(PY) tools/gen_proto.py

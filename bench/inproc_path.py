@@ -12,14 +12,14 @@ import argparse
 import asyncio
 import time
 
-from tokenwire.server.admission import Admission
-from tokenwire.server.chat_request import build_chat_plan
-from tokenwire.server.chat_service import stream_chat
-from tokenwire.server.domain import Caller
-from tokenwire.server.fake_engine import FakeEngine
-from tokenwire.server.guarded_engine import GuardedEngine
-from tokenwire.server.metrics import Metrics
-from tokenwire.server.settings import ServerSettings
+from tokenwire.server.core.admission import Admission
+from tokenwire.server.core.domain import Caller
+from tokenwire.server.core.metrics import Metrics
+from tokenwire.server.core.settings import ServerSettings
+from tokenwire.server.engine.fake.engine import FakeEngine
+from tokenwire.server.engine.guarded import GuardedEngine
+from tokenwire.server.inference.chat.request import build_chat_plan
+from tokenwire.server.inference.chat.service import stream_chat
 from tokenwire.v1 import chat_pb2
 
 

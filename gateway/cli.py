@@ -22,7 +22,7 @@ def add_gateway_parsers(sub: argparse._SubParsersAction) -> None:  # type: ignor
     p.set_defaults(func=run_gateway)
 
     try:
-        from tokenwire.server.settings import add_arguments as add_server_arguments
+        from tokenwire.server.core.settings import add_arguments as add_server_arguments
     except ImportError:  # client-only install: no server to start
         return
     up = sub.add_parser(
@@ -77,7 +77,7 @@ SECRET_FIELDS = {"api_key": "TOKENWIRE_API_KEY", "admin_api_key": "TOKENWIRE_ADM
 def serve_argv(ns: argparse.Namespace) -> list[str]:
     """The `tokenwire serve` flags for the server settings in `ns` (only
     those that differ from the defaults)."""
-    from tokenwire.server.settings import ServerSettings, own_fields
+    from tokenwire.server.core.settings import ServerSettings, own_fields
 
     defaults = ServerSettings()
     argv: list[str] = []
@@ -98,8 +98,8 @@ def serve_argv(ns: argparse.Namespace) -> list[str]:
 
 def run_up(ns: argparse.Namespace) -> int:
     from tokenwire.gateway import supervisor
-    from tokenwire.server.auth import check_exposure
-    from tokenwire.server.settings import from_namespace as server_settings
+    from tokenwire.server.core.settings import from_namespace as server_settings
+    from tokenwire.server.security.auth import check_exposure
 
     if ns.port == 0:
         raise SystemExit("tokenwire up: give the server a fixed --port (not 0)")

@@ -14,8 +14,8 @@ import grpc
 import pytest
 
 from tests.servers import ProcessServer, ThreadServer
-from tokenwire.server.fake_engine import FakeEngine
-from tokenwire.server.settings import ServerSettings
+from tokenwire.server.core.settings import ServerSettings
+from tokenwire.server.engine.fake.engine import FakeEngine
 from tokenwire.v1 import service_pb2_grpc
 
 # Real-engine settings used by the integration tests: a small KV block so

@@ -17,7 +17,7 @@ from dataclasses import dataclass, field
 import grpc
 from grpc_health.v1 import health_pb2, health_pb2_grpc
 
-from tokenwire.server.settings import ServerSettings
+from tokenwire.server.core.settings import ServerSettings
 
 ROOT = pathlib.Path(__file__).resolve().parent.parent
 
@@ -60,7 +60,7 @@ class ThreadServer:
     _ready: threading.Event = field(default_factory=threading.Event)
 
     def start(self) -> ThreadServer:
-        from tokenwire.server.app import start
+        from tokenwire.server.runtime.app import start
 
         def run() -> None:
             loop = asyncio.new_event_loop()

@@ -11,7 +11,7 @@ def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="tokenwire", description=__doc__)
     sub = parser.add_subparsers(dest="command", required=True)
     try:
-        from tokenwire.server.cli import add_serve_parser
+        from tokenwire.server.runtime.cli import add_serve_parser
     except ImportError:  # client-only install
         pass
     else:
@@ -34,7 +34,7 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def _run_model(ns: argparse.Namespace) -> int:
-    from tokenwire.server.demo_model import main as build
+    from tokenwire.server.runtime.demo_model import main as build
 
     return build(["--tiny"] if ns.tiny else [])
 
@@ -42,7 +42,7 @@ def _run_model(ns: argparse.Namespace) -> int:
 def main(argv: list[str] | None = None) -> int:
     args = sys.argv[1:] if argv is None else argv
     if args[:1] == ["serve"]:  # its own parser: tokenwire's flags and all of vLLM's
-        from tokenwire.server.cli import main as serve
+        from tokenwire.server.runtime.cli import main as serve
 
         return serve(args[1:])
     parser = build_parser()

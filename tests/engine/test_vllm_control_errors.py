@@ -9,8 +9,8 @@ from typing import Any
 
 import pytest
 
-from tokenwire.server import errors
-from tokenwire.server.vllm_control import VllmControl
+from tokenwire.server.core import errors
+from tokenwire.server.engine.vllm.control import VllmControl
 
 pytestmark = pytest.mark.engine
 

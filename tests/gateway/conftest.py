@@ -18,7 +18,7 @@ from tests.gateway.envoy_fixture import start_gateway, stop_gateway
 from tests.gateway.flaky_engine import FlakyEngine
 from tests.servers import ProcessServer, ThreadServer
 from tokenwire.gateway.process import EnvoyProcess
-from tokenwire.server.settings import ServerSettings
+from tokenwire.server.core.settings import ServerSettings
 from tokenwire.v1 import service_pb2_grpc
 
 MODEL = "fake-model"

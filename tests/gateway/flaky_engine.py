@@ -15,9 +15,9 @@ import asyncio
 import re
 from collections.abc import AsyncIterator
 
-from tokenwire.server import errors
-from tokenwire.server.domain import EngineOutput, EngineRequest
-from tokenwire.server.fake_engine import EOS, FakeEngine
+from tokenwire.server.core import errors
+from tokenwire.server.core.domain import EngineOutput, EngineRequest
+from tokenwire.server.engine.fake.engine import EOS, FakeEngine
 
 SLOW_SECONDS_PER_TOKEN = 0.1
 ECHO = re.compile(r"ECHO<<(.*?)>>", re.S)

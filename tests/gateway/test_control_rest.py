@@ -11,8 +11,8 @@ import pytest
 
 from tests.gateway.envoy_fixture import start_gateway, stop_gateway
 from tests.servers import ThreadServer
-from tokenwire.server.fake_engine import FakeEngine
-from tokenwire.server.settings import ServerSettings
+from tokenwire.server.core.settings import ServerSettings
+from tokenwire.server.engine.fake.engine import FakeEngine
 
 pytestmark = pytest.mark.gateway
 

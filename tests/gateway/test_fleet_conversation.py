@@ -13,8 +13,8 @@ import pytest
 from tests.gateway.envoy_fixture import start_gateway, stop_gateway
 from tests.servers import ThreadServer
 from tokenwire.client import Client, Conversation
-from tokenwire.server.fake_engine import FakeEngine
-from tokenwire.server.settings import ServerSettings
+from tokenwire.server.core.settings import ServerSettings
+from tokenwire.server.engine.fake.engine import FakeEngine
 from tokenwire.v1 import models_pb2, service_pb2_grpc
 
 pytestmark = pytest.mark.gateway

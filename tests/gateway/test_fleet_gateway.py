@@ -17,8 +17,8 @@ from google.protobuf import json_format
 
 from tests.gateway.envoy_fixture import start_gateway, stop_gateway
 from tests.servers import ThreadServer
-from tokenwire.server.fake_engine import FakeEngine
-from tokenwire.server.settings import ServerSettings
+from tokenwire.server.core.settings import ServerSettings
+from tokenwire.server.engine.fake.engine import FakeEngine
 from tokenwire.v1 import chat_pb2, service_pb2_grpc
 
 pytestmark = pytest.mark.gateway

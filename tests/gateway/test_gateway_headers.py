@@ -27,8 +27,8 @@ from tests.gateway.envoy_fixture import start_gateway, stop_gateway
 from tests.servers import ThreadServer
 from tokenwire.gateway.config import AFFINITY_HEADER
 from tokenwire.gateway.process import EnvoyProcess
-from tokenwire.server.fake_engine import FakeEngine
-from tokenwire.server.settings import ServerSettings
+from tokenwire.server.core.settings import ServerSettings
+from tokenwire.server.engine.fake.engine import FakeEngine
 from tokenwire.v1 import chat_pb2, models_pb2, service_pb2_grpc
 
 pytestmark = pytest.mark.gateway

@@ -5,8 +5,8 @@ from __future__ import annotations
 import grpc
 import pytest
 
-from tokenwire.server.admission import RETRY_AFTER_SECONDS, Admission, Limits
-from tokenwire.server.errors import ResourceExhausted
+from tokenwire.server.core.admission import RETRY_AFTER_SECONDS, Admission, Limits
+from tokenwire.server.core.errors import ResourceExhausted
 
 
 def test_request_limit_refuses_the_next_request_and_counts_it_back() -> None:

@@ -5,12 +5,12 @@ from __future__ import annotations
 import grpc
 import pytest
 
-from tokenwire.server.continuation import continuation_messages, resolve_continuation
-from tokenwire.server.continuation_store import ContinuationStore, StoredTurn
-from tokenwire.server.domain import RenderOptions
-from tokenwire.server.errors import NotFound, TokenwireError
-from tokenwire.server.fake_engine import IM_END, FakeEngine
-from tokenwire.server.turns import TurnTemplates
+from tokenwire.server.core.domain import RenderOptions
+from tokenwire.server.core.errors import NotFound, TokenwireError
+from tokenwire.server.engine.fake.engine import IM_END, FakeEngine
+from tokenwire.server.inference.continuation import continuation_messages, resolve_continuation
+from tokenwire.server.inference.continuation_store import ContinuationStore, StoredTurn
+from tokenwire.server.inference.turns import TurnTemplates
 from tokenwire.v1 import chat_pb2, session_pb2
 
 ENGINE = FakeEngine(max_model_len=64)

@@ -12,7 +12,7 @@ import pytest
 from google.rpc import error_details_pb2, status_pb2
 
 import tokenwire.server
-from tokenwire.server import errors
+from tokenwire.server.core import errors
 
 ROOT = pathlib.Path(tokenwire.server.__file__).parent
 ERROR_CLASSES = {
@@ -25,14 +25,14 @@ UNKNOWN_CAUSE = {"INTERNAL"}
 
 
 def _error_calls():
-    for path in sorted(ROOT.glob("*.py")):
+    for path in sorted(ROOT.rglob("*.py")):
         for node in ast.walk(ast.parse(path.read_text())):
             if not isinstance(node, ast.Call):
                 continue
             func = node.func
             name = func.id if isinstance(func, ast.Name) else getattr(func, "attr", None)
             if name in ERROR_CLASSES:
-                yield f"{path.name}:{node.lineno}", node
+                yield f"{path.relative_to(ROOT)}:{node.lineno}", node
 
 
 CALLS = list(_error_calls())

@@ -13,24 +13,27 @@ import tokenwire.server
 
 PACKAGE = "tokenwire.server"
 ROOT = pathlib.Path(tokenwire.server.__file__).parent
-MODULES = sorted(p.stem for p in ROOT.glob("*.py") if p.stem != "__init__")
-OPTIONAL = {"vllm_engine"}  # imports vLLM; checked by the AST walk, imported only if vLLM is
+MODULES = sorted(
+    ".".join(p.relative_to(ROOT).with_suffix("").parts)
+    for p in ROOT.rglob("*.py") if p.stem != "__init__"
+)
+OPTIONAL = {"engine.vllm.adapter"}  # imports vLLM; checked by the AST walk, imported only if vLLM is
 
 
 def _imports(name: str) -> set[str]:
     """Server modules that module `name` imports, anywhere in its source."""
-    tree = ast.parse((ROOT / f"{name}.py").read_text())
+    tree = ast.parse((ROOT / f"{name.replace('.', '/')}.py").read_text())
     found: set[str] = set()
     for node in ast.walk(tree):
         if isinstance(node, ast.ImportFrom) and node.level == 0 and node.module:
-            if node.module == PACKAGE:  # from tokenwire.server import x
-                found.update(a.name for a in node.names)
-            elif node.module.startswith(PACKAGE + "."):
-                found.add(node.module.split(".")[2])
+            if node.module.startswith(PACKAGE + "."):
+                sub = node.module[len(PACKAGE) + 1:]
+                found.add(sub)  # from tokenwire.server.core.errors import X
+                found.update(f"{sub}.{a.name}" for a in node.names)  # from tokenwire.server.core import errors
         elif isinstance(node, ast.Import):
             for alias in node.names:
                 if alias.name.startswith(PACKAGE + "."):
-                    found.add(alias.name.split(".")[2])
+                    found.add(alias.name[len(PACKAGE) + 1:])
     return found & set(MODULES)
 
 
@@ -64,9 +67,10 @@ def _cycle() -> list[str] | None:
 
 
 def test_the_walk_sees_the_imports() -> None:
-    assert "data_plane" in GRAPH["servicer"]
-    assert "serving_state" in GRAPH["prefill"]
-    assert "validation" in GRAPH["chat_request"]  # `from tokenwire.server import validation`
+    assert "inference.data_plane" in GRAPH["api.servicer"]
+    assert "core.serving_state" in GRAPH["inference.prefill"]
+    # `from tokenwire.server.core import validation`
+    assert "core.validation" in GRAPH["inference.chat.request"]
 
 
 def test_no_import_cycle_among_server_modules() -> None:
@@ -75,12 +79,12 @@ def test_no_import_cycle_among_server_modules() -> None:
 
 
 def test_the_cycle_check_finds_a_cycle() -> None:
-    saved = set(GRAPH["serving_state"])
-    GRAPH["serving_state"].add("servicer")  # servicer -> ... -> serving_state -> servicer
+    saved = set(GRAPH["core.serving_state"])
+    GRAPH["core.serving_state"].add("api.servicer")  # servicer -> ... -> serving_state -> servicer
     try:
         assert _cycle() is not None
     finally:
-        GRAPH["serving_state"] = saved
+        GRAPH["core.serving_state"] = saved
 
 
 @pytest.mark.parametrize("name", [m for m in MODULES if m not in OPTIONAL])

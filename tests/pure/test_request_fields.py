@@ -6,13 +6,13 @@ from __future__ import annotations
 import pytest
 from google.protobuf import json_format, struct_pb2
 
-from tokenwire.server import request_fields as rf
-from tokenwire.server.chat_request import build_chat_plan
-from tokenwire.server.domain import Caller, RenderOptions
-from tokenwire.server.errors import InvalidArgument, NotFound
-from tokenwire.server.fake_engine import FakeEngine
-from tokenwire.server.generate_service import build_generate_plan
-from tokenwire.server.settings import ServerSettings
+from tokenwire.server.core.domain import Caller, RenderOptions
+from tokenwire.server.core.errors import InvalidArgument, NotFound
+from tokenwire.server.core.settings import ServerSettings
+from tokenwire.server.engine.fake.engine import FakeEngine
+from tokenwire.server.inference import request_fields as rf
+from tokenwire.server.inference.chat.request import build_chat_plan
+from tokenwire.server.inference.generate.service import build_generate_plan
 from tokenwire.v1 import chat_pb2, generate_pb2, tokenize_pb2
 
 ENGINE = FakeEngine(max_model_len=256)

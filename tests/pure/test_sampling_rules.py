@@ -7,10 +7,10 @@ import math
 
 import pytest
 
-from tokenwire.server import sampling_rules as rules
-from tokenwire.server.domain import GenerationParams
-from tokenwire.server.errors import InvalidArgument
-from tokenwire.server.settings import ServerSettings
+from tokenwire.server.core.domain import GenerationParams
+from tokenwire.server.core.errors import InvalidArgument
+from tokenwire.server.core.settings import ServerSettings
+from tokenwire.server.inference import sampling_rules as rules
 
 SETTINGS = ServerSettings(engine="fake")
 VOCAB = 300

@@ -7,7 +7,7 @@ import argparse
 
 import pytest
 
-from tokenwire.server import settings
+from tokenwire.server.core import settings
 
 
 def _parser() -> argparse.ArgumentParser:

@@ -7,10 +7,10 @@ from typing import Any
 
 import pytest
 
-from tokenwire.server.domain import RenderOptions
-from tokenwire.server.errors import InvalidArgument
-from tokenwire.server.fake_engine import IM_END, IM_START, FakeEngine
-from tokenwire.server.turns import TurnTemplate, TurnTemplates
+from tokenwire.server.core.domain import RenderOptions
+from tokenwire.server.core.errors import InvalidArgument
+from tokenwire.server.engine.fake.engine import IM_END, IM_START, FakeEngine
+from tokenwire.server.inference.turns import TurnTemplate, TurnTemplates
 
 ENGINE = FakeEngine(max_model_len=512)
 NL = ENGINE.encode("\n", add_special_tokens=False)[0]

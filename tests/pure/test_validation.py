@@ -7,8 +7,8 @@ import math
 
 import pytest
 
-from tokenwire.server import validation as v
-from tokenwire.server.errors import InvalidArgument
+from tokenwire.server.core import validation as v
+from tokenwire.server.core.errors import InvalidArgument
 
 
 def _refused(fn, *args, **kw) -> InvalidArgument:

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from tokenwire.server.serving_state import ServingState
+from tokenwire.server.core.serving_state import ServingState
 
 
 def state(*history: str) -> ServingState:

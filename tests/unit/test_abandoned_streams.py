@@ -5,15 +5,15 @@ from __future__ import annotations
 
 import pytest
 
-from tokenwire.server.admission import Admission
-from tokenwire.server.chat_request import build_chat_plan
-from tokenwire.server.chat_service import stream_chat
-from tokenwire.server.domain import Caller
-from tokenwire.server.fake_engine import FakeEngine
-from tokenwire.server.generate_service import build_generate_plan, stream_generate
-from tokenwire.server.guarded_engine import GuardedEngine
-from tokenwire.server.metrics import Metrics
-from tokenwire.server.settings import ServerSettings
+from tokenwire.server.core.admission import Admission
+from tokenwire.server.core.domain import Caller
+from tokenwire.server.core.metrics import Metrics
+from tokenwire.server.core.settings import ServerSettings
+from tokenwire.server.engine.fake.engine import FakeEngine
+from tokenwire.server.engine.guarded import GuardedEngine
+from tokenwire.server.inference.chat.request import build_chat_plan
+from tokenwire.server.inference.chat.service import stream_chat
+from tokenwire.server.inference.generate.service import build_generate_plan, stream_generate
 from tokenwire.v1 import chat_pb2, common_pb2, generate_pb2
 
 SETTINGS = ServerSettings(engine="fake", max_model_len=512)
@@ -54,7 +54,7 @@ async def test_closing_a_chat_stream_aborts_at_once(engines) -> None:
 def _completion_plan(guarded: GuardedEngine, prompt: list, stream: bool):  # type: ignore[type-arg]
     from google.protobuf import json_format
 
-    from tokenwire.server.completion_request import build_completion_plan
+    from tokenwire.server.inference.completion.request import build_completion_plan
     from tokenwire.v1 import completion_pb2
 
     req = json_format.ParseDict({"prompt": prompt, "max_tokens": 200, "ignore_eos": True},
@@ -64,7 +64,7 @@ def _completion_plan(guarded: GuardedEngine, prompt: list, stream: bool):  # typ
 
 
 async def test_closing_a_batch_completion_stream_aborts_every_prompt(engines) -> None:
-    from tokenwire.server.completion_service import stream_completion
+    from tokenwire.server.inference.completion.service import stream_completion
 
     fake, guarded = engines
     plan = _completion_plan(guarded, [[10, 11], [12], [13, 14, 15]], stream=True)
@@ -77,8 +77,8 @@ async def test_closing_a_batch_completion_stream_aborts_every_prompt(engines) ->
 
 
 async def test_a_failing_prompt_aborts_its_batch(engines) -> None:
-    from tokenwire.server.completion_service import run_completion
-    from tokenwire.server.errors import ResourceExhausted
+    from tokenwire.server.core.errors import ResourceExhausted
+    from tokenwire.server.inference.completion.service import run_completion
 
     fake, _ = engines
     tight = GuardedEngine(fake, Admission(2, 0), Metrics())  # room for two of three prompts

@@ -10,7 +10,7 @@ import pytest
 from google.protobuf import json_format
 
 from tests.rpc import chat_request, stream_ids, stream_text
-from tokenwire.server.fake_engine import EOS, IM_END
+from tokenwire.server.engine.fake.engine import EOS, IM_END
 from tokenwire.v1 import generate_pb2, models_pb2, tokenize_pb2
 
 ALL_EXTRA = ["completion_token_ids", "engine_data", "prompt_token_ids", "timing", "stop_reason", "worker_id"]

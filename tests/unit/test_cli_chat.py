@@ -9,7 +9,7 @@ import subprocess
 import sys
 
 from tests.servers import ThreadServer
-from tokenwire.server.fake_engine import EOS
+from tokenwire.server.engine.fake.engine import EOS
 
 REPLY = "Hello from the fake engine."
 

@@ -28,8 +28,8 @@ from tokenwire.client import (
     UnavailableError,
 )
 from tokenwire.client.errors import from_session_error
-from tokenwire.server.fake_engine import EOS, FakeEngine
-from tokenwire.server.settings import ServerSettings
+from tokenwire.server.core.settings import ServerSettings
+from tokenwire.server.engine.fake.engine import EOS, FakeEngine
 from tokenwire.v1 import session_pb2
 
 

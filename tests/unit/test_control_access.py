@@ -16,9 +16,9 @@ import pytest
 from tests.rpc import chat_request, error_info
 from tests.servers import ThreadServer, free_port
 from tokenwire.client import AsyncClient, Client, TokenwireError
-from tokenwire.server.auth import Proxies, check_exposure, is_local_peer
-from tokenwire.server.fake_engine import FakeEngine
-from tokenwire.server.settings import ServerSettings
+from tokenwire.server.core.settings import ServerSettings
+from tokenwire.server.engine.fake.engine import FakeEngine
+from tokenwire.server.security.auth import Proxies, check_exposure, is_local_peer
 from tokenwire.v1 import control_pb2, control_pb2_grpc, models_pb2, service_pb2_grpc
 
 

@@ -14,10 +14,10 @@ import pytest
 
 from tests.rpc import StreamReader, chat_request, error_info
 from tests.servers import ThreadServer
-from tokenwire.server.control_plane import check_folder
-from tokenwire.server.errors import InvalidArgument
-from tokenwire.server.fake_engine import FakeEngine
-from tokenwire.server.settings import ServerSettings
+from tokenwire.server.control.plane import check_folder
+from tokenwire.server.core.errors import InvalidArgument
+from tokenwire.server.core.settings import ServerSettings
+from tokenwire.server.engine.fake.engine import FakeEngine
 from tokenwire.v1 import common_pb2, control_pb2, control_pb2_grpc, generate_pb2, service_pb2_grpc
 
 

@@ -19,8 +19,8 @@ from tokenwire.client import (
     InvalidArgumentError,
     UnauthenticatedError,
 )
-from tokenwire.server.fake_engine import FakeEngine
-from tokenwire.server.settings import ServerSettings
+from tokenwire.server.core.settings import ServerSettings
+from tokenwire.server.engine.fake.engine import FakeEngine
 
 
 @pytest.fixture(scope="module")

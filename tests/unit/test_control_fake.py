@@ -13,8 +13,8 @@ import pytest
 
 from tests.rpc import StreamReader, chat_request, error_info, stream_ids
 from tests.servers import ThreadServer
-from tokenwire.server.fake_engine import FakeEngine
-from tokenwire.server.settings import ServerSettings
+from tokenwire.server.core.settings import ServerSettings
+from tokenwire.server.engine.fake.engine import FakeEngine
 from tokenwire.v1 import (
     common_pb2,
     control_pb2,
@@ -302,7 +302,7 @@ def test_same_key_for_inference_and_admin_is_refused() -> None:
     engine = FakeEngine(max_model_len=512)
     settings = ServerSettings(engine="fake", port=0, max_model_len=512, enable_control=True,
                               api_key="k", admin_api_key="k")
-    from tokenwire.server.app import start
+    from tokenwire.server.runtime.app import start
 
     with pytest.raises(ValueError, match="must differ"):
         asyncio.run(start(settings, engine))

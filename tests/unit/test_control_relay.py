@@ -1,4 +1,4 @@
-"""Control with several serving processes (control_relay.py), on fake
+"""Control with several serving processes (control/relay.py), on fake
 engines: process 0 runs every control call, the others relay to it over a
 private Unix socket and mirror its paused flag and weight version;
 AbortRequests reaches every process. Here the two "processes" are two
@@ -18,9 +18,9 @@ from grpc_health.v1 import health_pb2, health_pb2_grpc
 
 from tests.rpc import StreamReader, chat_request, error_info
 from tests.servers import ThreadServer
-from tokenwire.server.control_relay import LOCAL_HEADER, TOKEN_ENV, TOKEN_HEADER
-from tokenwire.server.fake_engine import FakeEngine
-from tokenwire.server.settings import ServerSettings
+from tokenwire.server.control.relay import LOCAL_HEADER, TOKEN_ENV, TOKEN_HEADER
+from tokenwire.server.core.settings import ServerSettings
+from tokenwire.server.engine.fake.engine import FakeEngine
 from tokenwire.v1 import (
     common_pb2,
     control_pb2,
@@ -191,7 +191,7 @@ def test_the_sockets_refuse_control_without_the_relay_token(pair) -> None:
 
 
 def test_each_launch_has_its_own_token_and_a_private_folder(tmp_path, monkeypatch) -> None:
-    from tokenwire.server.frontends import control_sockets
+    from tokenwire.server.runtime.frontends import control_sockets
 
     monkeypatch.delenv(TOKEN_ENV, raising=False)
     tokens = []

@@ -65,8 +65,8 @@ def test_the_pieces_agree(docs) -> None:
 
 
 def test_server_flags_parse_with_tokenwire_serve(docs) -> None:
-    from tokenwire.server.engine_args import build_parser
-    from tokenwire.server.settings import add_arguments
+    from tokenwire.server.core.settings import add_arguments
+    from tokenwire.server.engine.vllm.args import build_parser
 
     args = container(docs[("StatefulSet", "tokenwire")])["args"]
     assert args[0] == "serve"
@@ -298,8 +298,8 @@ def test_network_policies_admit_only_the_named_peers(docs) -> None:
 
 
 def test_keys_come_from_the_secret(docs) -> None:
-    from tokenwire.server.auth import check_exposure
-    from tokenwire.server.cli import parse_settings
+    from tokenwire.server.runtime.cli import parse_settings
+    from tokenwire.server.security.auth import check_exposure
 
     env = {e["name"]: e for e in container(docs[SERVER])["env"]}
     refs = {}

@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from tokenwire.server.cli import parse_settings
+from tokenwire.server.runtime.cli import parse_settings
 
 pytest.importorskip("vllm")
 
@@ -75,7 +75,7 @@ def test_config_file_like_vllm_serve_with_the_command_line_winning(tmp_path: Pat
 
 
 def test_the_fake_engine_does_not_import_vllm() -> None:
-    code = ("import sys; from tokenwire.server.cli import parse_settings; "
+    code = ("import sys; from tokenwire.server.runtime.cli import parse_settings; "
             "s = parse_settings(['--engine', 'fake', '--max-model-len', '512', '--served-model-name', 'f']); "
             "print(s.max_model_len, s.resolved_served_name(), 'vllm' in sys.modules)")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout

@@ -11,8 +11,8 @@ import pytest
 
 from tests.rpc import chat_request, error_info
 from tests.servers import ThreadServer
-from tokenwire.server.fake_engine import FakeEngine
-from tokenwire.server.settings import ServerSettings
+from tokenwire.server.core.settings import ServerSettings
+from tokenwire.server.engine.fake.engine import FakeEngine
 from tokenwire.v1 import common_pb2, generate_pb2, service_pb2_grpc
 
 

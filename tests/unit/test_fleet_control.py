@@ -16,9 +16,9 @@ import pytest
 from tests.servers import ThreadServer
 from tokenwire.client import Client
 from tokenwire.client.fleet import update_fleet
-from tokenwire.server.errors import Unavailable
-from tokenwire.server.fake_engine import FakeEngine
-from tokenwire.server.settings import ServerSettings
+from tokenwire.server.core.errors import Unavailable
+from tokenwire.server.core.settings import ServerSettings
+from tokenwire.server.engine.fake.engine import FakeEngine
 from tokenwire.v1 import chat_pb2, service_pb2_grpc
 
 

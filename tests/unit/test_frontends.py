@@ -91,7 +91,7 @@ def test_every_process_gives_a_tenant_the_same_cache_domain(tmp_path) -> None:
     import os
     import re
 
-    from tokenwire.server.tenancy import SECRET_ENV
+    from tokenwire.server.security.tenancy import SECRET_ENV
 
     keys = tmp_path / "keys.toml"
     keys.write_text('[[keys]]\nkey = "sk-alpha-one"\ntenant = "alpha"\n')

@@ -8,14 +8,14 @@ import math
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from tokenwire.server.chat_request import build_chat_plan
-from tokenwire.server.domain import Caller
-from tokenwire.server.errors import InvalidArgument, NotFound
-from tokenwire.server.fake_engine import FakeEngine
-from tokenwire.server.generate_service import build_generate_plan
-from tokenwire.server.settings import ServerSettings
-from tokenwire.server.tokenize_service import detokenize, tokenize
-from tokenwire.server.turns import TurnTemplates
+from tokenwire.server.core.domain import Caller
+from tokenwire.server.core.errors import InvalidArgument, NotFound
+from tokenwire.server.core.settings import ServerSettings
+from tokenwire.server.engine.fake.engine import FakeEngine
+from tokenwire.server.inference.chat.request import build_chat_plan
+from tokenwire.server.inference.generate.service import build_generate_plan
+from tokenwire.server.inference.tokenize_service import detokenize, tokenize
+from tokenwire.server.inference.turns import TurnTemplates
 from tokenwire.v1 import chat_pb2, generate_pb2, tokenize_pb2
 
 ENGINE = FakeEngine(max_model_len=256)
@@ -200,7 +200,7 @@ def completion_requests(draw):
 @settings(max_examples=400, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(completion_requests())
 def test_completion_conversion_raises_only_validation_errors(req) -> None:
-    from tokenwire.server.completion_request import build_completion_plan
+    from tokenwire.server.inference.completion.request import build_completion_plan
 
     try:
         plan = build_completion_plan(req, ENGINE, SETTINGS, served_model="fake", caller=Caller(),

@@ -13,8 +13,8 @@ from grpc_health.v1 import health_pb2, health_pb2_grpc
 from tests.cases import self_signed
 from tests.rpc import chat_request, error_info, retry_info
 from tests.servers import ThreadServer, free_port
-from tokenwire.server.fake_engine import FakeEngine
-from tokenwire.server.settings import ServerSettings
+from tokenwire.server.core.settings import ServerSettings
+from tokenwire.server.engine.fake.engine import FakeEngine
 from tokenwire.v1 import models_pb2, service_pb2_grpc
 
 
@@ -157,7 +157,7 @@ def test_metrics_endpoint() -> None:
 def test_engine_death_turns_health_not_serving() -> None:
     import asyncio
 
-    from tokenwire.server.app import watch_engine
+    from tokenwire.server.runtime.app import watch_engine
 
     engine = FakeEngine(max_model_len=512)
     server = ThreadServer(ServerSettings(engine="fake", port=0, max_model_len=512), engine).start()

@@ -54,8 +54,8 @@ def test_drain_window_reports_not_serving_before_refusing() -> None:
     from grpc_health.v1 import health_pb2, health_pb2_grpc
 
     from tests.servers import ThreadServer
-    from tokenwire.server.fake_engine import FakeEngine
-    from tokenwire.server.settings import ServerSettings
+    from tokenwire.server.core.settings import ServerSettings
+    from tokenwire.server.engine.fake.engine import FakeEngine
 
     server = ThreadServer(ServerSettings(engine="fake", port=0, max_model_len=512),
                           FakeEngine(max_model_len=512)).start()
@@ -99,8 +99,8 @@ def test_a_resume_while_draining_leaves_health_not_serving() -> None:
 
     from tests.servers import ThreadServer
     from tokenwire.client import Client
-    from tokenwire.server.fake_engine import FakeEngine
-    from tokenwire.server.settings import ServerSettings
+    from tokenwire.server.core.settings import ServerSettings
+    from tokenwire.server.engine.fake.engine import FakeEngine
 
     server = ThreadServer(ServerSettings(engine="fake", port=0, max_model_len=512,
                                          enable_control=True, unhealthy_while_paused=True),

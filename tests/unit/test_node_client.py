@@ -8,7 +8,7 @@ import subprocess
 
 from tests.node_example import NODE_DIR, ensure_node_example, run_chat_js
 from tests.servers import ThreadServer
-from tokenwire.server.fake_engine import EOS, FakeEngine
+from tokenwire.server.engine.fake.engine import EOS, FakeEngine
 
 
 def test_node_client_reads_token_ids(fake_server: ThreadServer, fake_engine: FakeEngine) -> None:

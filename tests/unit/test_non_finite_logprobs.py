@@ -12,9 +12,9 @@ from google.protobuf import json_format
 
 from tests.rpc import chat_request
 from tests.servers import ThreadServer
-from tokenwire.server.domain import LOGPROB_FLOOR, finite_logprob
-from tokenwire.server.fake_engine import FakeEngine
-from tokenwire.server.settings import ServerSettings
+from tokenwire.server.core.domain import LOGPROB_FLOOR, finite_logprob
+from tokenwire.server.core.settings import ServerSettings
+from tokenwire.server.engine.fake.engine import FakeEngine
 from tokenwire.v1 import generate_pb2, service_pb2_grpc
 
 AT = 2  # the output position whose logprob the engine reports as NaN

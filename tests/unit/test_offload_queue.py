@@ -13,14 +13,14 @@ from typing import Any
 import pytest
 
 from tests.rpc import chat_request
-from tokenwire.server.app import build_data_plane
-from tokenwire.server.domain import Caller, RenderOptions
-from tokenwire.server.errors import ResourceExhausted
-from tokenwire.server.fake_engine import FakeEngine
-from tokenwire.server.offload import OFFLOAD_CHARS
-from tokenwire.server.serving_state import ServingState
-from tokenwire.server.settings import ServerSettings
-from tokenwire.server.tenancy import Tenancy
+from tokenwire.server.core.domain import Caller, RenderOptions
+from tokenwire.server.core.errors import ResourceExhausted
+from tokenwire.server.core.serving_state import ServingState
+from tokenwire.server.core.settings import ServerSettings
+from tokenwire.server.engine.fake.engine import FakeEngine
+from tokenwire.server.inference.offload import OFFLOAD_CHARS
+from tokenwire.server.runtime.app import build_data_plane
+from tokenwire.server.security.tenancy import Tenancy
 
 LARGE = "y" * (OFFLOAD_CHARS + 1)  # prepared on the prompt thread
 

@@ -8,7 +8,7 @@ import time
 import pytest
 
 from tests.rpc import chat_request
-from tokenwire.server.fake_engine import EOS, FakeEngine
+from tokenwire.server.engine.fake.engine import EOS, FakeEngine
 
 HINT = {"agent_hints": {"speculative_prefill": True}}
 

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from tests.rpc import chat_request, stream_ids
-from tokenwire.server.reasoning import ReasoningStream, split_text
+from tokenwire.server.inference.reasoning import ReasoningStream, split_text
 
 MARKERS = ("<think>", "</think>")
 THINK = [{"role": "user", "content": "Think first. Then greet me."}]

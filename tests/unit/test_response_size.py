@@ -11,9 +11,9 @@ from google.protobuf import json_format
 from tests.rpc import chat_request, error_info
 from tests.servers import ThreadServer
 from tests.session_rpc import RawSession, start_chat
-from tokenwire.server import validation
-from tokenwire.server.fake_engine import FakeEngine
-from tokenwire.server.settings import ServerSettings
+from tokenwire.server.core import validation
+from tokenwire.server.core.settings import ServerSettings
+from tokenwire.server.engine.fake.engine import FakeEngine
 from tokenwire.v1 import generate_pb2, service_pb2_grpc
 
 

@@ -16,8 +16,8 @@ from google.protobuf import json_format
 
 from tests.rpc import chat_request
 from tests.servers import ThreadServer
-from tokenwire.server.fake_engine import FakeEngine
-from tokenwire.server.settings import ServerSettings
+from tokenwire.server.core.settings import ServerSettings
+from tokenwire.server.engine.fake.engine import FakeEngine
 from tokenwire.v1 import completion_pb2, generate_pb2, service_pb2_grpc
 
 
@@ -69,7 +69,7 @@ def test_dense_model_has_none(fake_stub) -> None:
 
 
 def test_adapter_conversion_keeps_the_array() -> None:
-    from tokenwire.server.vllm_engine import _convert_output
+    from tokenwire.server.engine.vllm.adapter import _convert_output
 
     experts = np.arange(5 * 2 * 2, dtype=np.int16).reshape(5, 2, 2)
     choice = SimpleNamespace(index=0, token_ids=[5, 6], text="ab", logprobs=None,

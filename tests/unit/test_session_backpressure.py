@@ -12,8 +12,8 @@ import grpc
 
 from tests.servers import ThreadServer
 from tests.session_rpc import start_chat
-from tokenwire.server.fake_engine import FakeEngine
-from tokenwire.server.settings import ServerSettings
+from tokenwire.server.core.settings import ServerSettings
+from tokenwire.server.engine.fake.engine import FakeEngine
 from tokenwire.v1 import service_pb2_grpc
 
 SENT = 10_000

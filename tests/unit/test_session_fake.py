@@ -22,8 +22,8 @@ from tests.session_rpc import (
     start_completion,
     start_generate,
 )
-from tokenwire.server.fake_engine import EOS, FakeEngine
-from tokenwire.server.settings import ServerSettings
+from tokenwire.server.core.settings import ServerSettings
+from tokenwire.server.engine.fake.engine import EOS, FakeEngine
 from tokenwire.v1 import chat_pb2, models_pb2, service_pb2_grpc, session_pb2, tokenize_pb2
 
 NEXT_USER = [{"role": "user", "content": "And Germany?"}]
@@ -329,8 +329,8 @@ def wait_idle_engine(engine: FakeEngine, timeout: float = 5) -> None:
 
 
 def test_store_limits_per_session_and_global() -> None:
-    from tokenwire.server.continuation_store import ContinuationStore, StoredTurn
-    from tokenwire.server.errors import NotFound
+    from tokenwire.server.core.errors import NotFound
+    from tokenwire.server.inference.continuation_store import ContinuationStore, StoredTurn
 
     store = ContinuationStore(max_tokens=100, session_max_tokens=60, session_max_requests=10)
     turn = StoredTurn.of([1] * 15, [[2] * 5], None)  # 20 tokens

@@ -13,9 +13,9 @@ import pytest
 from tests.rpc import chat_request
 from tests.servers import ThreadServer
 from tests.session_rpc import RawSession, start_chat
-from tokenwire.server.fake_engine import FakeEngine
-from tokenwire.server.settings import ServerSettings
-from tokenwire.server.tenancy import Tenancy, load_keys
+from tokenwire.server.core.settings import ServerSettings
+from tokenwire.server.engine.fake.engine import FakeEngine
+from tokenwire.server.security.tenancy import Tenancy, load_keys
 from tokenwire.v1 import generate_pb2, service_pb2_grpc
 
 KEYS = """
@@ -230,7 +230,7 @@ def test_bad_tenant_caps_name_the_entry(tmp_path, text, error) -> None:
 
 
 def test_a_tenants_caps_come_from_any_of_its_keys(tmp_path) -> None:
-    from tokenwire.server.admission import Limits
+    from tokenwire.server.core.admission import Limits
 
     path = tmp_path / "keys.toml"
     path.write_text(CAPPED_KEYS)
@@ -243,7 +243,7 @@ def test_a_tenants_caps_come_from_any_of_its_keys(tmp_path) -> None:
 def test_the_shared_salt_secret_is_the_operators_when_given(monkeypatch) -> None:
     import os
 
-    from tokenwire.server.tenancy import SECRET_ENV, share_secret
+    from tokenwire.server.security.tenancy import SECRET_ENV, share_secret
 
     monkeypatch.setenv(SECRET_ENV, "the-operators-secret")
     share_secret()

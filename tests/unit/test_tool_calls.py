@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 
 from tests.rpc import chat_request, stream_ids
-from tokenwire.server.tool_calls import StreamParser, parse_text
+from tokenwire.server.inference.tool_calls import StreamParser, parse_text
 
 CALL = '<tool_call>{"name": "get_weather", "arguments": {"city": "Paris"}}</tool_call>'
 TOOLS = [{"type": "function", "function": {"name": "get_weather", "parameters": {"type": "object"}}}]

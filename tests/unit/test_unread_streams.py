@@ -14,11 +14,11 @@ from typing import Any
 
 from google.protobuf import json_format
 
-from tokenwire.server.completion_request import build_completion_plan
-from tokenwire.server.completion_service import run_completion, stream_completion
-from tokenwire.server.domain import Caller, EngineOutput, EngineRequest
-from tokenwire.server.fake_engine import FakeEngine
-from tokenwire.server.settings import ServerSettings
+from tokenwire.server.core.domain import Caller, EngineOutput, EngineRequest
+from tokenwire.server.core.settings import ServerSettings
+from tokenwire.server.engine.fake.engine import FakeEngine
+from tokenwire.server.inference.completion.request import build_completion_plan
+from tokenwire.server.inference.completion.service import run_completion, stream_completion
 from tokenwire.v1 import completion_pb2
 
 SETTINGS = ServerSettings(engine="fake", max_model_len=4096)
@@ -93,10 +93,10 @@ async def test_an_unread_batch_stream_holds_a_bounded_number_of_outputs() -> Non
 
 
 def session_of(engine: FakeEngine, max_buffered_bytes: int = 4096) -> Any:
-    from tokenwire.server.app import build_data_plane
-    from tokenwire.server.serving_state import ServingState
-    from tokenwire.server.session import Session
-    from tokenwire.server.tenancy import Tenancy
+    from tokenwire.server.api.session import Session
+    from tokenwire.server.core.serving_state import ServingState
+    from tokenwire.server.runtime.app import build_data_plane
+    from tokenwire.server.security.tenancy import Tenancy
 
     settings = ServerSettings(engine="fake", max_model_len=4096,
                               session_max_buffered_bytes=max_buffered_bytes)

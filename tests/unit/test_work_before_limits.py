@@ -16,8 +16,8 @@ from google.protobuf import json_format
 
 from tests.rpc import chat_request, error_info
 from tests.servers import ThreadServer
-from tokenwire.server.fake_engine import FakeEngine
-from tokenwire.server.settings import ServerSettings
+from tokenwire.server.core.settings import ServerSettings
+from tokenwire.server.engine.fake.engine import FakeEngine
 from tokenwire.v1 import generate_pb2, service_pb2_grpc, tokenize_pb2
 
 HUGE = "x" * 3_000_000
@@ -155,11 +155,11 @@ def test_a_rendered_text_beyond_the_window_is_never_tokenized(server, stub) -> N
 
 
 async def test_large_legal_tools_are_prepared_off_the_event_loop() -> None:
-    from tokenwire.server.app import build_data_plane
-    from tokenwire.server.domain import Caller
-    from tokenwire.server.offload import OFFLOAD_CHARS
-    from tokenwire.server.serving_state import ServingState
-    from tokenwire.server.tenancy import Tenancy
+    from tokenwire.server.core.domain import Caller
+    from tokenwire.server.core.serving_state import ServingState
+    from tokenwire.server.inference.offload import OFFLOAD_CHARS
+    from tokenwire.server.runtime.app import build_data_plane
+    from tokenwire.server.security.tenancy import Tenancy
 
     engine = CountingEngine()
     engine._max_model_len = 100_000

@@ -1,0 +1,1 @@
+"""The gRPC surface of inference: TokenwireService, the Session stream, EventStreamService (SSE bytes), call metadata."""

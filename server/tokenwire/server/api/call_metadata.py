@@ -1,0 +1,61 @@
+"""What a call's gRPC metadata says about it: the session and data-parallel
+rank it names, the weight version it needs, and who calls (tenant and
+priority range; the tenant it names counts only from a trusted hop, auth.Proxies).
+Shared by every servicer."""
+
+from __future__ import annotations
+
+import grpc
+
+from tokenwire.server.core.domain import Caller
+from tokenwire.server.core.errors import Unavailable
+from tokenwire.server.inference.data_plane import DataPlane
+from tokenwire.server.inference.request_fields import (
+    DP_RANK_HEADERS,
+    MIN_VERSION_HEADER,
+    SESSION_HEADER,
+)
+from tokenwire.server.security.auth import proxies_of
+
+
+def _first(context: grpc.aio.ServicerContext, names: tuple[str, ...]) -> str | None:
+    for key, value in context.invocation_metadata() or ():
+        if key in names and value:
+            return str(value)
+    return None
+
+
+def session_of(context: grpc.aio.ServicerContext) -> str | None:
+    """The x-session-id metadata (X-Session-ID header), if any."""
+    return _first(context, (SESSION_HEADER,))
+
+
+def dp_rank_of(context: grpc.aio.ServicerContext) -> str | None:
+    """The data-parallel rank metadata (vLLM's or Dynamo's name), if any."""
+    return _first(context, DP_RANK_HEADERS)
+
+
+def min_version_of(context: grpc.aio.ServicerContext) -> str | None:
+    """The x-min-weight-version metadata (X-Min-Weight-Version header), if any."""
+    return _first(context, (MIN_VERSION_HEADER,))
+
+
+async def caller_of(plane: DataPlane, context: grpc.aio.ServicerContext) -> Caller:
+    """Who calls (tenant, priority range); refuses, retry-safe, a call that
+    needs newer weights than this replica serves (x-min-weight-version): a
+    fleet gateway then tries another replica. A serving process that mirrors
+    another's control state reads it again before refusing."""
+    required = min_version_of(context)
+    state = plane.state
+    if required is not None and not state.serves_at_least(required):
+        if state.refresh is not None:
+            await state.refresh()
+        if not state.serves_at_least(required):
+            raise Unavailable(
+                f"this replica serves weight version '{state.weight_version}'; the request "
+                f"needs '{required}' or newer", param=MIN_VERSION_HEADER,
+                reason="WEIGHT_VERSION_BEHIND",
+            )
+    trusted_hop = (plane.tenancy.trust_tenant_header
+                   and proxies_of(plane.settings.trusted_proxy).may_name_tenant(context.peer()))
+    return plane.tenancy.caller(context.invocation_metadata(), trusted_hop=trusted_hop)

@@ -1,0 +1,68 @@
+"""EventStreamService: the streaming calls as OpenAI SSE bytes (api/sse.py).
+
+Each method runs the same chunk stream as its TokenwireService twin
+(api/call_streams.py) and
+writes every chunk as one ``google.api.HttpBody`` holding its event, so the
+gateway passes the bytes through without printing JSON or running Lua per
+chunk. An error before the first event ends the call with its status (the
+gateway answers an HTTP error, as for the typed stream); after it, the
+stream gets an OpenAI error event and ``[DONE]``, and the call still ends
+with the error's status.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import AsyncGenerator, Callable
+from contextlib import aclosing
+from typing import Any
+
+import grpc
+from google.api.httpbody_pb2 import HttpBody
+from google.protobuf.message import Message
+
+from tokenwire.server.api import call_streams, sse
+from tokenwire.server.core.errors import abort_with, classify
+from tokenwire.server.inference.data_plane import DataPlane
+from tokenwire.v1 import events_pb2_grpc
+
+ChunkStream = Callable[[DataPlane, Any, grpc.aio.ServicerContext], AsyncGenerator[Message]]
+
+
+def _body(data: bytes, first: bool) -> HttpBody:
+    """One response message; the first names the content type."""
+    return HttpBody(content_type=sse.CONTENT_TYPE, data=data) if first else HttpBody(data=data)
+
+
+def _events(chunks_of: ChunkStream) -> Callable[..., AsyncGenerator[HttpBody]]:
+    """The handler streaming `chunks_of`'s chunks as SSE HttpBody messages,
+    ending with ``[DONE]``."""
+
+    async def handler(self: EventStreamServicer, request: Any,
+                      context: grpc.aio.ServicerContext) -> AsyncGenerator[HttpBody]:
+        started = False
+        try:
+            async with aclosing(chunks_of(self.plane, request, context)) as chunks:
+                async for chunk in chunks:
+                    yield _body(sse.chunk_event(chunk), not started)
+                    started = True
+        except (asyncio.CancelledError, grpc.aio.AbortError):
+            raise
+        except Exception as exc:
+            err = classify(exc)
+            if started:
+                yield _body(sse.error_event(err) + sse.DONE, False)
+            await abort_with(context, err)
+            return
+        yield _body(sse.DONE, not started)
+
+    return handler
+
+
+class EventStreamServicer(events_pb2_grpc.EventStreamServiceServicer):
+    def __init__(self, plane: DataPlane):
+        self.plane = plane
+
+    StreamChatCompletionEvents = _events(call_streams.chat_chunks)
+    StreamCompletionEvents = _events(call_streams.completion_chunks)
+    StreamGenerateEvents = _events(call_streams.generate_chunks)

@@ -1,0 +1,180 @@
+"""The thin gRPC servicer: proto in, data plane, proto out.
+
+Every handler admits the call on the serving state, asks the data plane
+for a plan (validation), runs it, and returns or yields the protos the
+data plane built. Nothing here knows about the engine's internals.
+"""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator
+from contextlib import aclosing
+
+import grpc
+
+from tokenwire.server.api import call_streams
+from tokenwire.server.api.call_metadata import caller_of, dp_rank_of, session_of
+from tokenwire.server.api.session import Session
+from tokenwire.server.core.domain import RunOutcome
+from tokenwire.server.core.errors import stream_errors, unary_errors
+from tokenwire.server.inference.data_plane import DataPlane
+from tokenwire.v1 import (
+    chat_pb2,
+    completion_pb2,
+    generate_pb2,
+    models_pb2,
+    service_pb2_grpc,
+    session_pb2,
+    tokenize_pb2,
+)
+
+
+class TokenwireServicer(service_pb2_grpc.TokenwireServiceServicer):
+    def __init__(self, plane: DataPlane):
+        self.plane = plane
+        self.state = plane.state
+        self.engine = plane.engine
+
+    @unary_errors
+    async def CreateChatCompletion(
+        self, request: chat_pb2.CreateChatCompletionRequest, context: grpc.aio.ServicerContext
+    ) -> chat_pb2.CreateChatCompletionResponse:
+        with self.state.call():
+            plan = await self.plane.chat_plan(request, caller=await caller_of(self.plane, context), stream=False,
+                                          dp_rank=dp_rank_of(context),
+                                          session_id=session_of(context))
+            outcome = RunOutcome()
+            resp = await self.plane.run_chat(plan, outcome)
+            self.plane.after(plan, outcome)
+            return resp
+
+    @stream_errors
+    async def StreamChatCompletion(
+        self, request: chat_pb2.CreateChatCompletionRequest, context: grpc.aio.ServicerContext
+    ) -> AsyncIterator[chat_pb2.StreamChatCompletionResponse]:
+        async with aclosing(call_streams.chat_chunks(self.plane, request, context)) as chunks:
+            async for chunk in chunks:
+                yield chunk
+
+    @unary_errors
+    async def CreateCompletion(
+        self, request: completion_pb2.CreateCompletionRequest, context: grpc.aio.ServicerContext
+    ) -> completion_pb2.CreateCompletionResponse:
+        with self.state.call():
+            plan = await self.plane.completion_plan(request, caller=await caller_of(self.plane, context),
+                                                    stream=False, dp_rank=dp_rank_of(context),
+                                                    session_id=session_of(context))
+            return await self.plane.run_completion(plan)
+
+    @stream_errors
+    async def StreamCompletion(
+        self, request: completion_pb2.CreateCompletionRequest, context: grpc.aio.ServicerContext
+    ) -> AsyncIterator[completion_pb2.StreamCompletionResponse]:
+        async with aclosing(call_streams.completion_chunks(self.plane, request, context)) as chunks:
+            async for chunk in chunks:
+                yield chunk
+
+    @unary_errors
+    async def RenderCompletion(
+        self, request: completion_pb2.CreateCompletionRequest, context: grpc.aio.ServicerContext
+    ) -> completion_pb2.RenderCompletionResponse:
+        with self.state.call():
+            return await self.plane.render_completion(request, caller=await caller_of(self.plane, context))
+
+    @unary_errors
+    async def Generate(
+        self, request: generate_pb2.GenerateRequest, context: grpc.aio.ServicerContext
+    ) -> generate_pb2.GenerateResponse:
+        with self.state.call():
+            plan = await self.plane.generate_plan(request, caller=await caller_of(self.plane, context), stream=False,
+                                          dp_rank=dp_rank_of(context),
+                                          session_id=session_of(context))
+            return await self.plane.run_generate(plan)
+
+    @stream_errors
+    async def StreamGenerate(
+        self, request: generate_pb2.GenerateRequest, context: grpc.aio.ServicerContext
+    ) -> AsyncIterator[generate_pb2.GenerateResponse]:
+        async with aclosing(call_streams.generate_chunks(self.plane, request, context)) as chunks:
+            async for chunk in chunks:
+                yield chunk
+
+    @stream_errors
+    async def Session(
+        self, request_iterator: AsyncIterator[session_pb2.SessionRequest],
+        context: grpc.aio.ServicerContext,
+    ) -> AsyncIterator[session_pb2.SessionResponse]:
+        with self.state.call():
+            session = Session(self.plane, caller=await caller_of(self.plane, context), dp_rank=dp_rank_of(context),
+                              session_id=session_of(context))
+            # The response starts at once (a proxy's request timer, e.g. the
+            # gateway's request_timeout, stops when the response starts; a
+            # session may wait long between requests).
+            await context.send_initial_metadata(())
+            async for event in session.run(request_iterator):
+                yield event
+
+    @unary_errors
+    async def RenderChatCompletion(
+        self, request: chat_pb2.CreateChatCompletionRequest, context: grpc.aio.ServicerContext
+    ) -> generate_pb2.GenerateRequest:
+        with self.state.call():
+            return await self.plane.render_chat(request, caller=await caller_of(self.plane, context))
+
+    @unary_errors
+    async def Tokenize(
+        self, request: tokenize_pb2.TokenizeRequest, context: grpc.aio.ServicerContext
+    ) -> tokenize_pb2.TokenizeResponse:
+        with self.state.call():
+            return await self.plane.tokenize(request)
+
+    @unary_errors
+    async def Detokenize(
+        self, request: tokenize_pb2.DetokenizeRequest, context: grpc.aio.ServicerContext
+    ) -> tokenize_pb2.DetokenizeResponse:
+        with self.state.call():
+            return self.plane.detokenize(request)
+
+    @unary_errors
+    async def ListModels(
+        self, request: models_pb2.ListModelsRequest, context: grpc.aio.ServicerContext
+    ) -> models_pb2.ListModelsResponse:
+        resp = models_pb2.ListModelsResponse(object="list")
+        resp.data.add(
+            id=self.plane.served_model,
+            object="model",
+            created=self.state.started,
+            owned_by="tokenwire",
+            root=self.plane.served_model,  # not the server's file system path
+            max_model_len=self.engine.max_model_len,
+        )
+        for name in self.engine.lora_names():
+            resp.data.add(id=name, object="model", created=self.state.started, owned_by="tokenwire",
+                          parent=self.plane.served_model, max_model_len=self.engine.max_model_len)
+        return resp
+
+    @unary_errors
+    async def GetHealth(
+        self, request: models_pb2.GetHealthRequest, context: grpc.aio.ServicerContext
+    ) -> models_pb2.GetHealthResponse:
+        self.state.admit()
+        await self.engine.check_health()
+        return models_pb2.GetHealthResponse(status="SERVING")
+
+    @unary_errors
+    async def GetStats(
+        self, request: models_pb2.GetStatsRequest, context: grpc.aio.ServicerContext
+    ) -> models_pb2.GetStatsResponse:
+        return models_pb2.GetStatsResponse(
+            engine_requests=self.engine.num_unfinished_requests(),
+            active_calls=self.state.active_calls,
+            worker_id=self.plane.worker_id,
+            model=self.plane.served_model,
+            serving=self.state.serving,
+            sessions=self.state.sessions,
+            speculative_prefills=len(self.state.background),
+            continuation_tokens=self.plane.store.tokens,
+            paused=self.state.paused,
+            weight_version=self.state.weight_version,
+            engine_config=models_pb2.EngineConfig(**self.engine.config_report()),
+        )

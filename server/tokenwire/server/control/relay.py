@@ -1,0 +1,218 @@
+"""ControlService across several serving processes (--api-server-count N
+with --enable-control).
+
+The processes share one port, so a control call lands on any of them.
+Process 0 runs every control operation: one lock orders them, one client of
+the shared engine core carries them out, and one record keeps the pause
+mode, update count and last error. Every other process relays ControlService
+calls to process 0 over a private Unix socket, byte for byte with the
+caller's metadata and deadline (access is checked where the call arrived,
+and again by process 0), and mirrors process 0's paused flag and weight
+version: it polls them, and reads them again before refusing a call's
+x-min-weight-version, so a call sent right after an update is not refused by
+a process that has not looked yet. Tokens carry the engine core's own
+version spans, exact in every process.
+
+AbortRequests is the exception: each process holds its own requests, so the
+process the call reaches aborts its own and asks every other process to
+abort theirs (marked with LOCAL_HEADER: that process only).
+
+The sockets have their own credential: the parent makes a random token per
+launch and gives it to every serving process ($TOKENWIRE_CONTROL_RELAY_TOKEN);
+a ControlService call that arrives on a socket without it is refused
+(UNAUTHENTICATED, RELAY_TOKEN_INVALID), so a local process that reaches a
+socket cannot run control as a relay would. The sockets are also mode 0600
+in a 0700 folder of the parent's.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import hmac
+import logging
+import os
+import secrets
+from collections.abc import Awaitable, Callable
+from typing import Any
+
+import grpc
+from google.protobuf import message_factory
+from google.protobuf.descriptor import MethodDescriptor
+
+from tokenwire.server.control.servicer import ControlServicer
+from tokenwire.server.core.errors import FailedPrecondition, Unauthenticated, abort_with
+from tokenwire.server.core.serving_state import ServingState
+from tokenwire.v1 import control_pb2
+
+log = logging.getLogger("tokenwire.control")
+
+SERVICE = control_pb2.DESCRIPTOR.services_by_name["ControlService"]
+LOCAL_HEADER = "x-tokenwire-local-abort"
+TOKEN_HEADER = "x-tokenwire-relay-token"
+TOKEN_ENV = "TOKENWIRE_CONTROL_RELAY_TOKEN"
+MIRROR_PERIOD_S = 0.2
+LORA_METHODS = ("LoadLoraAdapter", "UnloadLoraAdapter")
+_SKIP_METADATA = ("user-agent", LOCAL_HEADER, TOKEN_HEADER)
+_NO_TOKEN = Unauthenticated(
+    "a call on a serving process's private control socket needs the relay token of this launch",
+    param=TOKEN_HEADER, reason="RELAY_TOKEN_INVALID",
+)
+
+
+def new_token() -> str:
+    """A launch's relay token (the parent makes it; every process reads it)."""
+    return secrets.token_urlsafe(32)
+
+
+def token_from_environment() -> str:
+    token = os.environ.get(TOKEN_ENV, "")
+    if not token:
+        raise RuntimeError(f"control across serving processes needs ${TOKEN_ENV} (set by the "
+                           "parent process, runtime/frontends.py)")
+    return token
+
+
+def on_socket(context: grpc.aio.ServicerContext) -> bool:
+    """Whether the call came in on a private Unix socket (not the gRPC port)."""
+    return str(context.peer() or "").startswith("unix:")
+
+
+class ControlRelay:
+    """This process's ControlService when several processes serve."""
+
+    def __init__(self, index: int, sockets: tuple[str, ...], local: ControlServicer,
+                 state: ServingState, *, token: str, admin_key: str = "",
+                 on_paused: Callable[[bool], Awaitable[None]] | None = None):
+        if not token:
+            raise ValueError("the relay needs its token")
+        self.index = index
+        self.sockets = sockets
+        self.local = local
+        self.state = state
+        self._token = token.encode()
+        self._relay_md = ((TOKEN_HEADER, token),)
+        self._admin = [("authorization", f"Bearer {admin_key}")] if admin_key else []
+        self._on_paused = on_paused
+        self._channels: dict[int, grpc.aio.Channel] = {}
+        self._refreshing = asyncio.Lock()  # one read of process 0's state at a time
+
+    @property
+    def leader(self) -> bool:
+        return self.index == 0
+
+    def handler(self) -> grpc.GenericRpcHandler:
+        """Every ControlService method, on raw message bytes."""
+        return grpc.method_handlers_generic_handler(SERVICE.full_name, {
+            method.name: grpc.unary_unary_rpc_method_handler(self._method(method))
+            for method in SERVICE.methods
+        })
+
+    def _method(self, method: MethodDescriptor) -> Callable[[bytes, Any], Awaitable[bytes]]:
+        request_type = message_factory.GetMessageClass(method.input_type)
+        run_here = getattr(self.local, method.name)
+        name = method.name
+
+        async def call(raw: bytes, context: grpc.aio.ServicerContext) -> bytes:
+            if on_socket(context) and not self._token_ok(context):
+                await abort_with(context, _NO_TOKEN)
+            if name in LORA_METHODS:
+                await abort_with(context, FailedPrecondition(
+                    "runtime LoRA loading needs --api-server-count 1: adapter names are kept per "
+                    "serving process (--lora-modules at start-up work with several)",
+                    param="lora_name", reason="ONE_SERVING_PROCESS_ONLY",
+                ))
+            if name == "AbortRequests":
+                return await self._abort(raw, context)
+            if self.leader:
+                response = await run_here(request_type.FromString(raw), context)
+                return bytes(response.SerializeToString())
+            answer = await self._relay(0, name, raw, context)
+            await self.refresh_quietly()  # the caller's next call here sees what it did
+            return answer
+
+        return call
+
+    def _token_ok(self, context: grpc.aio.ServicerContext) -> bool:
+        sent = [v for k, v in context.invocation_metadata() or () if k == TOKEN_HEADER]
+        return len(sent) == 1 and isinstance(sent[0], str) and \
+            hmac.compare_digest(sent[0].encode(), self._token)
+
+    def _channel(self, index: int) -> grpc.aio.Channel:
+        channel = self._channels.get(index)
+        if channel is None:
+            channel = self._channels[index] = grpc.aio.insecure_channel(f"unix:{self.sockets[index]}")
+        return channel
+
+    async def _relay(self, index: int, name: str, raw: bytes, context: grpc.aio.ServicerContext,
+                     extra: tuple[tuple[str, str], ...] = ()) -> bytes:
+        metadata = [(k, v) for k, v in (context.invocation_metadata() or ())
+                    if not k.startswith((":", "grpc-")) and k not in _SKIP_METADATA]
+        call = self._channel(index).unary_unary(f"/{SERVICE.full_name}/{name}")
+        try:
+            return bytes(await call(raw, metadata=[*metadata, *self._relay_md, *extra],
+                                    timeout=context.time_remaining()))
+        except grpc.aio.AioRpcError as err:  # the status as process `index` gave it
+            await context.abort(err.code(), err.details() or "",
+                                trailing_metadata=tuple(err.trailing_metadata() or ()))
+            raise AssertionError("unreachable") from err
+
+    async def _abort(self, raw: bytes, context: grpc.aio.ServicerContext) -> bytes:
+        request = control_pb2.AbortRequestsRequest.FromString(raw)
+        mine = await self.local.AbortRequests(request, context)
+        local_only = on_socket(context) and any(  # from another process (token checked)
+            k == LOCAL_HEADER for k, _ in context.invocation_metadata() or ())
+        if local_only:
+            return bytes(mine.SerializeToString())
+        others = [i for i in range(len(self.sockets)) if i != self.index]
+        answers = await asyncio.gather(*(
+            self._relay(i, "AbortRequests", raw, context, ((LOCAL_HEADER, "1"),)) for i in others
+        ))
+        total = mine.aborted + sum(control_pb2.AbortRequestsResponse.FromString(a).aborted
+                                   for a in answers)
+        if request.request_ids:  # as vLLM answers: the ids asked
+            total = len(request.request_ids)
+        return bytes(control_pb2.AbortRequestsResponse(status="aborted", aborted=total)
+                     .SerializeToString())
+
+    # -- mirroring process 0's state (the other processes) -------------------
+    async def refresh(self) -> None:
+        """Read process 0's paused flag and weight version now."""
+        async with self._refreshing:
+            call = self._channel(0).unary_unary(
+                f"/{SERVICE.full_name}/GetControlState",
+                request_serializer=control_pb2.GetControlStateRequest.SerializeToString,
+                response_deserializer=control_pb2.GetControlStateResponse.FromString,
+            )
+            state = (await call(control_pb2.GetControlStateRequest(),
+                                metadata=[*self._admin, *self._relay_md],
+                                timeout=2.0)).state
+            if state.weight_version != self.state.weight_version:
+                self.state.weight_version = state.weight_version
+            if state.paused != self.state.paused:
+                self.state.paused = state.paused
+                if self._on_paused is not None:
+                    await self._on_paused(state.paused)
+
+    async def refresh_quietly(self) -> None:
+        """refresh(), keeping the last state if process 0 does not answer."""
+        try:
+            await self.refresh()
+        except asyncio.CancelledError:
+            raise
+        except Exception as exc:
+            log.warning("control state from process 0 not read: %s", exc)
+
+    async def mirror(self, period: float = MIRROR_PERIOD_S) -> None:
+        """Follow process 0's state until cancelled."""
+        while True:
+            try:
+                await self.refresh()
+            except asyncio.CancelledError:
+                raise
+            except Exception as exc:  # process 0 starting or stopping: try again
+                log.debug("control state from process 0 not read: %s", exc)
+            await asyncio.sleep(period)
+
+    async def close(self) -> None:
+        for channel in self._channels.values():
+            await channel.close()

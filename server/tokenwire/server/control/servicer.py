@@ -1,0 +1,186 @@
+"""The thin ControlService servicer: proto in, control plane, proto out."""
+
+from __future__ import annotations
+
+from typing import TypeAlias
+
+import grpc
+from google.protobuf import json_format
+
+from tokenwire.server.control.plane import ControlPlane
+from tokenwire.server.core.errors import InvalidArgument, unary_errors
+from tokenwire.v1 import control_pb2, control_pb2_grpc
+
+Ctx: TypeAlias = grpc.aio.ServicerContext
+
+
+def _deadline(context: Ctx) -> float | None:
+    remaining = context.time_remaining()
+    return None if remaining is None else max(0.0, float(remaining))
+
+
+def _opt(msg: object, name: str, default: bool) -> bool:
+    return bool(getattr(msg, name)) if msg.HasField(name) else default  # type: ignore[attr-defined]
+
+
+class ControlServicer(control_pb2_grpc.ControlServiceServicer):
+    def __init__(self, plane: ControlPlane):
+        self.plane = plane
+
+    def _state(self) -> control_pb2.ControlState:
+        s = self.plane.snapshot()
+        return control_pb2.ControlState(
+            paused=s.paused, pause_mode=s.pause_mode, sleeping=s.sleeping,
+            weight_version=s.weight_version, lora_adapters=s.lora_adapters,
+            engine_requests=s.engine_requests, updates=s.updates, last_error=s.last_error,
+            weight_path=s.weight_path, generation=s.generation, load_failed=s.load_failed,
+        )
+
+    @unary_errors
+    async def Pause(self, request: control_pb2.PauseRequest, context: Ctx) -> control_pb2.PauseResponse:
+        await self.plane.pause(request.mode, _opt(request, "clear_cache", True), _deadline(context))
+        return control_pb2.PauseResponse(status="paused", state=self._state())
+
+    @unary_errors
+    async def Resume(self, request: control_pb2.ResumeRequest, context: Ctx) -> control_pb2.ResumeResponse:
+        await self.plane.resume(_deadline(context), force=request.force)
+        return control_pb2.ResumeResponse(status="resumed", state=self._state())
+
+    @unary_errors
+    async def IsPaused(self, request: control_pb2.IsPausedRequest, context: Ctx) -> control_pb2.IsPausedResponse:
+        return control_pb2.IsPausedResponse(is_paused=self.plane.snapshot().paused)
+
+    @unary_errors
+    async def GetControlState(
+        self, request: control_pb2.GetControlStateRequest, context: Ctx
+    ) -> control_pb2.GetControlStateResponse:
+        return control_pb2.GetControlStateResponse(state=self._state())
+
+    @unary_errors
+    async def UpdateWeightsFromPath(
+        self, request: control_pb2.UpdateWeightsFromPathRequest, context: Ctx
+    ) -> control_pb2.UpdateWeightsFromPathResponse:
+        result = await self.plane.update_from_path(
+            request.path, request.weight_version, pause_mode=request.pause_mode,
+            clear_cache=_opt(request, "clear_cache", True), deadline=_deadline(context),
+        )
+        return control_pb2.UpdateWeightsFromPathResponse(
+            state=self._state(), load_ms=round(result.load_ms), paused_ms=round(result.paused_ms)
+        )
+
+    @unary_errors
+    async def UpdateWeightsFromDisk(
+        self, request: control_pb2.UpdateWeightsFromDiskRequest, context: Ctx
+    ) -> control_pb2.UpdateWeightsFromDiskResponse:
+        if request.load_format not in ("", "auto"):
+            raise InvalidArgument(
+                f"load_format must be 'auto'; got {request.load_format!r}", param="load_format",
+                reason="VALUE_NOT_ALLOWED",
+            )
+        mode = "abort" if _opt(request, "abort_all_requests", False) else "keep"
+        result = await self.plane.update_from_path(
+            request.model_path, request.weight_version, pause_mode=mode,
+            clear_cache=_opt(request, "flush_cache", True), deadline=_deadline(context),
+            path_param="model_path",
+        )
+        return control_pb2.UpdateWeightsFromDiskResponse(
+            success=True, state=self._state(),
+            message=f"Succeeded to update model weights in {result.load_ms:.0f} ms.",
+        )
+
+    @unary_errors
+    async def InitWeightTransfer(
+        self, request: control_pb2.InitWeightTransferRequest, context: Ctx
+    ) -> control_pb2.InitWeightTransferResponse:
+        info = json_format.MessageToDict(request.init_info)
+        await self.plane.init_transfer(info, _deadline(context))
+        return control_pb2.InitWeightTransferResponse(message="Weight transfer initialized")
+
+    @unary_errors
+    async def StartWeightUpdate(
+        self, request: control_pb2.StartWeightUpdateRequest, context: Ctx
+    ) -> control_pb2.StartWeightUpdateResponse:
+        await self.plane.start_update(_deadline(context))
+        return control_pb2.StartWeightUpdateResponse(message="Weight update started")
+
+    @unary_errors
+    async def UpdateWeights(
+        self, request: control_pb2.UpdateWeightsRequest, context: Ctx
+    ) -> control_pb2.UpdateWeightsResponse:
+        info = json_format.MessageToDict(request.update_info)
+        await self.plane.update_weights(info, _deadline(context))
+        return control_pb2.UpdateWeightsResponse(message="Weights updated")
+
+    @unary_errors
+    async def FinishWeightUpdate(
+        self, request: control_pb2.FinishWeightUpdateRequest, context: Ctx
+    ) -> control_pb2.FinishWeightUpdateResponse:
+        await self.plane.finish_update(request.weight_version, _deadline(context))
+        return control_pb2.FinishWeightUpdateResponse(message="Weight update finished", state=self._state())
+
+    @unary_errors
+    async def SetWeightVersion(
+        self, request: control_pb2.SetWeightVersionRequest, context: Ctx
+    ) -> control_pb2.SetWeightVersionResponse:
+        await self.plane.set_version(request.new_version, _deadline(context))
+        return control_pb2.SetWeightVersionResponse(success=True, new_version=request.new_version)
+
+    @unary_errors
+    async def GetWeightInfo(
+        self, request: control_pb2.GetWeightInfoRequest, context: Ctx
+    ) -> control_pb2.GetWeightInfoResponse:
+        return control_pb2.GetWeightInfoResponse(weight_version=self.plane.snapshot().weight_version)
+
+    @unary_errors
+    async def ResetPrefixCache(
+        self, request: control_pb2.ResetPrefixCacheRequest, context: Ctx
+    ) -> control_pb2.ResetPrefixCacheResponse:
+        ok = await self.plane.reset_prefix_cache(
+            _opt(request, "reset_running_requests", True), _deadline(context)
+        )
+        return control_pb2.ResetPrefixCacheResponse(success=ok)
+
+    @unary_errors
+    async def Sleep(self, request: control_pb2.SleepRequest, context: Ctx) -> control_pb2.SleepResponse:
+        level = request.level if request.HasField("level") else 1
+        await self.plane.sleep(level, request.mode, _deadline(context))
+        return control_pb2.SleepResponse(status="sleeping", level=level)
+
+    @unary_errors
+    async def WakeUp(self, request: control_pb2.WakeUpRequest, context: Ctx) -> control_pb2.WakeUpResponse:
+        awake = await self.plane.wake_up(list(request.tags), _deadline(context))
+        return control_pb2.WakeUpResponse(status="awake" if awake else "sleeping", tags=request.tags)
+
+    @unary_errors
+    async def IsSleeping(
+        self, request: control_pb2.IsSleepingRequest, context: Ctx
+    ) -> control_pb2.IsSleepingResponse:
+        return control_pb2.IsSleepingResponse(is_sleeping=await self.plane.is_sleeping())
+
+    @unary_errors
+    async def AbortRequests(
+        self, request: control_pb2.AbortRequestsRequest, context: Ctx
+    ) -> control_pb2.AbortRequestsResponse:
+        n = await self.plane.abort(list(request.request_ids), _deadline(context))
+        return control_pb2.AbortRequestsResponse(status="aborted", aborted=n)
+
+    @unary_errors
+    async def LoadLoraAdapter(
+        self, request: control_pb2.LoadLoraAdapterRequest, context: Ctx
+    ) -> control_pb2.LoadLoraAdapterResponse:
+        await self.plane.load_lora(request.lora_name, request.lora_path, request.load_inplace,
+                                   _deadline(context))
+        return control_pb2.LoadLoraAdapterResponse(
+            message=f"Success: LoRA adapter '{request.lora_name}' added successfully.",
+            lora_adapters=self.plane.snapshot().lora_adapters,
+        )
+
+    @unary_errors
+    async def UnloadLoraAdapter(
+        self, request: control_pb2.UnloadLoraAdapterRequest, context: Ctx
+    ) -> control_pb2.UnloadLoraAdapterResponse:
+        await self.plane.unload_lora(request.lora_name, _deadline(context))
+        return control_pb2.UnloadLoraAdapterResponse(
+            message=f"Success: LoRA adapter '{request.lora_name}' removed successfully.",
+            lora_adapters=self.plane.snapshot().lora_adapters,
+        )

@@ -1,0 +1,322 @@
+"""Engine-neutral request and output types.
+
+The servicer converts protobuf to these and back; the engine adapter turns
+them into vLLM calls. Nothing here imports vLLM or protobuf.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import os
+from collections.abc import AsyncIterator
+from typing import Any, Protocol
+
+# Floor for non-finite logprobs: JSON has no -inf.
+LOGPROB_FLOOR = -9999.0
+
+
+def finite_logprob(x: float) -> tuple[float, bool]:
+    """A logprob JSON can carry, and whether the engine's was not finite:
+    NaN and -inf become LOGPROB_FLOOR, +inf becomes 0.0 (both flagged, so
+    a trainer can tell a clamp from a real value); finite values are
+    floored at LOGPROB_FLOOR."""
+    if x != x:  # NaN
+        return LOGPROB_FLOOR, True
+    if x in (float("inf"), float("-inf")):
+        return (LOGPROB_FLOOR if x < 0 else 0.0), True
+    return max(float(x), LOGPROB_FLOOR), False
+
+
+INT32_MIN, INT32_MAX = -(2**31), 2**31 - 1
+
+
+@dataclasses.dataclass(frozen=True)
+class Caller:
+    """Who sent a request, as far as the serving rules care: its tenant's
+    cache-salt prefix (None: no tenant; the request's own salt is used as
+    sent) and the priority range it may use (lower runs first)."""
+
+    salt_prefix: str | None = None
+    priority_min: int = INT32_MIN
+    priority_max: int = INT32_MAX
+    tenant: str | None = None  # its tenant (admission's per-tenant caps); None: none
+
+
+@dataclasses.dataclass
+class StructuredOutput:
+    """A constraint on the output: exactly one field is set."""
+
+    json_schema: dict[str, Any] | None = None
+    json_object: bool = False
+
+
+@dataclasses.dataclass
+class GenerationParams:
+    """Sampling parameters in engine terms (vLLM SamplingParams names)."""
+
+    n: int = 1
+    temperature: float = 1.0
+    top_p: float = 1.0
+    top_k: int = 0
+    min_p: float = 0.0
+    presence_penalty: float = 0.0
+    frequency_penalty: float = 0.0
+    repetition_penalty: float = 1.0
+    max_tokens: int = 16
+    min_tokens: int = 0
+    seed: int | None = None
+    stop: list[str] = dataclasses.field(default_factory=list)
+    stop_token_ids: list[int] = dataclasses.field(default_factory=list)
+    ignore_eos: bool = False
+    logprobs: int | None = None  # None: none; 0: sampled token; k: + top k
+    prompt_logprobs: int | None = None
+    skip_special_tokens: bool = True
+    spaces_between_special_tokens: bool = True
+    include_stop_str_in_output: bool = False
+    logit_bias: dict[int, float] = dataclasses.field(default_factory=dict)
+    thinking_token_budget: int | None = None
+    structured: StructuredOutput | None = None
+    detokenize: bool = True
+    stream_interval: int | None = None  # tokens per streamed output (None: every token)
+
+
+@dataclasses.dataclass
+class EngineRequest:
+    request_id: str
+    prompt_token_ids: list[int]
+    params: GenerationParams
+    cache_salt: str | None = None
+    priority: int = 0
+    stream: bool = True  # True: deltas; False: one final output
+    lora: str | None = None  # a loaded LoRA adapter's name; None: the base model
+    data_parallel_rank: int | None = None  # pin to a DP engine rank; None: vLLM balances
+    session_id: str | None = None  # the session it belongs to (body or x-session-id)
+    tenant: str | None = None  # the caller's tenant, admitted under its caps (core/admission.py)
+
+
+@dataclasses.dataclass
+class Candidate:
+    token_id: int
+    logprob: float
+    rank: int | None
+
+
+@dataclasses.dataclass
+class PositionLogprobs:
+    """Logprob of the sampled token at one position and its alternatives."""
+
+    token_id: int
+    logprob: float
+    rank: int | None
+    top: list[Candidate]  # the top-k alternatives, most likely first
+    non_finite: bool = False  # the engine's logprob was NaN or infinite (logprob is the clamp)
+
+
+@dataclasses.dataclass(frozen=True)
+class WeightSpan:
+    """Completion ids [start, end) of a choice were sampled by `version`."""
+
+    version: str
+    start: int
+    end: int
+
+
+@dataclasses.dataclass
+class ChoiceOutput:
+    """New (stream) or complete (final) output of one choice."""
+
+    index: int
+    token_ids: list[int]
+    text: str
+    logprobs: list[PositionLogprobs] | None = None
+    finish_reason: str | None = None  # stop, length, abort, error...
+    stop_reason: int | str | None = None  # matched stop id or string
+    # Which weights sampled the choice's ids: (version, start, end) spans over
+    # the whole completion's token indexes; on the output that finishes it.
+    weight_versions: list[WeightSpan] | None = None
+    # The experts the MoE router chose (vLLM --enable-return-routed-experts):
+    # an .npy array [positions, layers, top_k], on the output that finishes
+    # the choice; None when the engine returns none.
+    routed_experts: bytes | None = None
+
+    @property
+    def finished(self) -> bool:
+        return self.finish_reason is not None
+
+
+@dataclasses.dataclass
+class EngineTimes:
+    """Engine-side timestamps, seconds since the Unix epoch (None: unknown)."""
+
+    arrival: float | None = None
+    scheduled: float | None = None
+    first_token: float | None = None
+    last_token: float | None = None
+
+
+@dataclasses.dataclass
+class EngineOutput:
+    choices: list[ChoiceOutput]
+    prompt_token_ids: list[int]
+    num_cached_tokens: int
+    finished: bool
+    prompt_logprobs: list[PositionLogprobs | None] | None = None
+    times: EngineTimes | None = None
+
+
+@dataclasses.dataclass
+class RunOutcome:
+    """What one finished run consumed and produced, filled in by the run and
+    stream functions when given one: sessions store it for continuations,
+    speculative prefill starts the next turn from it."""
+
+    prompt_ids: list[int] = dataclasses.field(default_factory=list)
+    completions: list[list[int]] = dataclasses.field(default_factory=list)  # by choice index
+
+    def fill(self, prompt_ids: list[int], completions: dict[int, list[int]]) -> None:
+        self.prompt_ids = prompt_ids
+        self.completions = [completions.get(i, []) for i in range(max(completions, default=-1) + 1)]
+
+
+@dataclasses.dataclass
+class RenderOptions:
+    add_generation_prompt: bool = True
+    continue_final_message: bool = False
+    chat_template: str | None = None
+    template_kwargs: dict[str, Any] = dataclasses.field(default_factory=dict)
+    tools: list[dict[str, Any]] | None = None
+    max_text_chars: int | None = None  # refuse a rendered text longer than this before tokenizing
+
+
+class Engine(Protocol):
+    """What the serving layer needs from an engine (vLLM or a fake)."""
+
+    @property
+    def model_path(self) -> str: ...
+
+    @property
+    def max_model_len(self) -> int: ...
+
+    @property
+    def vocab_size(self) -> int: ...
+
+    @property
+    def reasoning_markers(self) -> tuple[str, str]:
+        """Start and end markers of reasoning text (used with a reasoning parser)."""
+        ...
+
+    @property
+    def max_token_chars(self) -> int:
+        """The most characters one token of the vocabulary stands for: a
+        text of C characters has at least C / max_token_chars tokens, so
+        its length alone can refuse it before any tokenizing."""
+        ...
+
+    def generate(self, request: EngineRequest) -> AsyncIterator[EngineOutput]:
+        """Run a request; cancelling the consumer aborts it in the engine."""
+        ...
+
+    def num_unfinished_requests(self) -> int: ...
+
+    def encode(self, text: str, add_special_tokens: bool) -> list[int]: ...
+
+    def decode(self, token_ids: list[int], skip_special_tokens: bool = False) -> str: ...
+
+    def token_text(self, token_id: int) -> str:
+        """The text of one token decoded alone (may hold U+FFFD)."""
+        ...
+
+    def token_bytes(self, token_id: int) -> bytes:
+        """The exact bytes one token stands for."""
+        ...
+
+    def render_chat(self, messages: list[dict[str, Any]], options: RenderOptions) -> list[int]:
+        """Render messages with the chat template and tokenize the result."""
+        ...
+
+    async def check_health(self) -> None:
+        """Raise when the engine cannot serve."""
+        ...
+
+    def lora_names(self) -> list[str]:
+        """The LoRA adapters loaded now (requests select one by `model`)."""
+        ...
+
+    def config_report(self) -> dict[str, Any]:
+        """The resolved engine configuration (EngineConfig field names)."""
+        ...
+
+    def sampling_defaults(self) -> dict[str, Any]:
+        """Sampling defaults for fields a request leaves unset (vLLM: the
+        model's generation config and --override-generation-config)."""
+        ...
+
+    def shutdown(self) -> None: ...
+
+
+PAUSE_MODES = ("abort", "wait", "keep")
+
+
+def is_folder(path: str) -> bool:
+    """A cheap stat (sync on purpose: a local metadata lookup)."""
+    return os.path.isdir(path)
+
+
+class EngineControl(Protocol):
+    """What the control plane needs from an engine: vLLM's own control APIs
+    (AsyncLLM pause/resume, reset_prefix_cache, reload_weights through
+    collective_rpc, the weight-transfer engine, sleep/wake, LoRA)."""
+
+    @property
+    def model_path(self) -> str:
+        """The model the engine started with (a folder, or a model id)."""
+        ...
+
+    # The weight files a load reads, as a glob ("*.safetensors"); a folder
+    # to load must hold one. "": no check (an engine that reads no files).
+    weight_files: str
+
+    async def pause(self, mode: str, clear_cache: bool) -> None:
+        """mode: "abort" (end in-flight requests now), "wait" (let them
+        finish), "keep" (freeze them until resume). New requests wait."""
+        ...
+
+    async def resume(self) -> None: ...
+
+    async def is_paused(self) -> bool: ...
+
+    async def reset_prefix_cache(self, reset_running_requests: bool) -> bool: ...
+
+    async def reload_weights(self, path: str) -> None:
+        """Load a checkpoint folder with the same architecture in place."""
+        ...
+
+    async def weight_version(self) -> str: ...
+
+    async def set_weight_version(self, version: str) -> None: ...
+
+    async def init_weight_transfer(self, init_info: dict[str, Any]) -> None: ...
+
+    async def start_weight_update(self) -> None: ...
+
+    async def update_weights(self, update_info: dict[str, Any]) -> None: ...
+
+    async def finish_weight_update(self) -> None: ...
+
+    async def sleep(self, level: int, mode: str) -> None:
+        """Raise FailedPrecondition where the platform cannot sleep."""
+        ...
+
+    async def wake_up(self, tags: list[str] | None) -> bool: ...
+
+    async def is_sleeping(self) -> bool: ...
+
+    async def abort_requests(self, request_ids: list[str] | None) -> int:
+        """Abort by the ids given to generate(); None: every request."""
+        ...
+
+    async def add_lora(self, name: str, path: str, load_inplace: bool) -> None: ...
+
+    async def remove_lora(self, name: str) -> None: ...
+
+    def lora_names(self) -> list[str]: ...

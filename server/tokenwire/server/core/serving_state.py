@@ -1,0 +1,95 @@
+"""Whether the server accepts work, and what is in flight: shared by the
+servicer, the data plane, sessions and speculative prefill."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import re
+import time
+from collections.abc import Awaitable, Callable, Iterator
+
+from tokenwire.server.core.errors import Unavailable
+
+_VERSION = re.compile(r"^(.*?)(\d+)$")
+MAX_VERSIONS_KEPT = 4096  # version names remembered for x-min-weight-version
+
+
+class ServingState:
+    """Whether the server accepts work, and how many calls are in flight."""
+
+    def __init__(self) -> None:
+        self.serving = False
+        self.active_calls = 0
+        self.started = int(time.time())
+        self.sessions = 0
+        self.background: set[asyncio.Task[None]] = set()  # speculative prefills
+        # Kept by the control plane: the weight version new tokens are
+        # attributed to, and whether generation is paused.
+        self._weight_version = ""
+        self.paused = False
+        # The update generation: +1 on every weight change (control plane).
+        self.generation = 0
+        # Each version name served here, in the order first served (a rank:
+        # the order of the generations at which each was first served).
+        self._first_served: dict[str, int] = {}
+        self._names_seen = 0
+        # Set when another process runs control (control/relay.py): reads
+        # the paused flag and version again.
+        self.refresh: Callable[[], Awaitable[None]] | None = None
+
+    @property
+    def weight_version(self) -> str:
+        return self._weight_version
+
+    @weight_version.setter
+    def weight_version(self, version: str) -> None:
+        if version and version not in self._first_served:
+            self._names_seen += 1
+            self._first_served[version] = self._names_seen
+            if len(self._first_served) > MAX_VERSIONS_KEPT:  # the oldest first served
+                del self._first_served[next(iter(self._first_served))]
+        self._weight_version = version
+
+    def serves_at_least(self, required: str) -> bool:
+        """Whether the current weights are `required` or newer.
+
+        Versions are ordered by when this server first served them, not by
+        name: `required` is older when it was first served before the
+        current version was (so after a rollback X -> W, W being older, X
+        is refused). Names that end in a number with the same prefix ("12",
+        "step-12") must also compare so by that number (a rollback to an
+        older step never served here is refused too). A name never served
+        here is older only by that number rule."""
+        current = self._weight_version
+        if required == current:
+            return True
+        a, b = _VERSION.match(required), _VERSION.match(current)
+        by_number = None  # the number rule, where both names have one with one prefix
+        if a and b and a.group(1) == b.group(1):
+            by_number = int(b.group(2)) >= int(a.group(2))
+        was, now = self._first_served.get(required), self._first_served.get(current)
+        if was is None or now is None:
+            return bool(by_number)
+        return was < now and by_number is not False
+
+    async def cancel_background(self) -> None:
+        tasks = list(self.background)
+        for task in tasks:
+            task.cancel()
+        if tasks:
+            await asyncio.wait(tasks)
+
+    def admit(self) -> None:
+        if not self.serving:
+            raise Unavailable("the server is not serving (starting up or shutting down)", reason="NOT_SERVING")
+
+    @contextlib.contextmanager
+    def call(self) -> Iterator[None]:
+        """Admit one generation call and count it while it runs."""
+        self.admit()
+        self.active_calls += 1
+        try:
+            yield
+        finally:
+            self.active_calls -= 1

@@ -1,0 +1,220 @@
+"""The one settings object of the server, and the CLI parser that fills it."""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import os
+import pathlib
+from typing import Any, Literal, get_args, get_origin, get_type_hints
+
+# Field metadata: an engine fact. The serving layer reads these, but on the
+# command line they are vLLM's own flags (--model, --max-model-len, ...),
+# parsed by vLLM's argument machinery (engine/vllm/args.py); the fake engine takes
+# the same flag names.
+ENGINE = {"engine": True}
+
+
+def _engine(default: object, help: str = "") -> Any:
+    return dataclasses.field(default=default, metadata={**ENGINE, "help": help})
+
+
+def _own(default: object, help: str) -> Any:
+    """A tokenwire setting: one flag, whose help is `help`."""
+    return dataclasses.field(default=default, metadata={"help": help})
+
+
+def _internal(default: object, help: str) -> Any:
+    """Set by tokenwire itself for the processes it starts (no flag)."""
+    return dataclasses.field(default=default, metadata={"help": help, "internal": True})
+
+
+@dataclasses.dataclass(frozen=True)
+class ServerSettings:
+    """Everything the server needs to start. Defaults suit the CPU demo.
+
+    tokenwire's own settings are plain fields (one flag each); the engine's
+    are vLLM's flags, resolved into `engine_args` (the keyword arguments of
+    vLLM's AsyncEngineArgs) with the few facts the serving layer needs
+    mirrored in the ENGINE fields."""
+
+    engine: Literal["vllm", "fake"] = _own("vllm", "vllm (default), or fake: a deterministic test engine, no vLLM")
+    fake_token_delay: float = _own(0.0, "seconds per token of the fake engine")
+
+    # Engine facts (vLLM's flags on the command line).
+    model: str | None = _engine(None)  # None: the demo model built by `make model`
+    served_model_name: str = _engine("")  # "" : the model folder's name
+    max_model_len: int = _engine(2048)
+    block_size: int = _engine(32)
+    scheduling_policy: str = _engine("priority")  # "priority" is needed for `priority`
+    reasoning_parser: str = _engine("")  # needed for max_thinking_tokens
+    enable_lora: bool = _engine(False)
+    # Every vLLM engine argument (AsyncEngineArgs keywords), resolved from
+    # vLLM's flags, the platform defaults and tokenwire's defaults.
+    engine_args: dict[str, Any] = dataclasses.field(default_factory=dict, metadata=ENGINE)
+    warmup: bool = _own(True, "send a warm-up request (with logprobs) before reporting SERVING")
+
+    # Control plane (ControlService): pause/resume, weight updates, LoRA.
+    enable_control: bool = _own(
+        False, "serve the ControlService (pause/resume, weight updates, cache reset, LoRA)")
+    admin_api_key: str = _own(
+        "", "key for the ControlService (also $TOKENWIRE_ADMIN_API_KEY); empty: loopback callers only")
+    control_timeout_seconds: float = _own(
+        600.0, "longest a control call runs when the caller set no deadline (seconds)")
+    weight_version: str = _own(
+        "", "the weight version tokens are attributed to at start (default: vLLM's 'default')")
+    weights_root: str = _own(
+        "", "folder that weight and LoRA loads must lie in (real paths: no way out by '..' or "
+            "symlinks; the start-up model is always allowed); empty: any folder the server can "
+            "read (set it in production)")
+    unhealthy_while_paused: bool = _own(
+        False, "report NOT_SERVING on grpc.health.v1 while generation is paused, so a fleet "
+               "gateway routes new calls to other replicas during this one's update")
+    lora_modules: tuple[str, ...] = _own(
+        (), "LoRA adapters to load at start, NAME=PATH ... (with --enable-lora); requests select "
+            "one by `model`")
+
+    # Request limits.
+    max_n: int = _own(16, "largest `n` (choices per request)")
+    max_stop_token_ids: int = _own(256, "most ids in `stop_token_ids`")
+    max_stop_strings: int = _own(16, "most strings in `stop`")
+    max_stop_string_chars: int = _own(256, "longest string in `stop` (characters)")
+    max_completion_prompts: int = _own(64, "most prompts in one completions batch (`prompt` list)")
+    max_top_logprobs: int = _own(20, "largest `top_logprobs` / `prompt_logprobs`")
+    request_template_timeout_seconds: float = _own(
+        10.0, "longest a request's own chat template may render (with --trust-request-chat-template)")
+    trust_request_chat_template: bool = _own(
+        False, "accept `chat_template` in requests (Jinja runs on the server: trusted callers "
+               "only; vLLM's flag of the same name)")
+
+    # Sessions, continuation and speculative prefill.
+    session_max_requests: int = _own(1024, "running requests one Session stream may hold")
+    session_max_buffered_bytes: int = _own(
+        8 * 1024 * 1024, "bytes of events one Session may hold for a client that reads slowly; "
+                         "beyond, its requests wait and the session stops reading the client")
+    continuation_max_tokens: int = _own(
+        16_000_000, "token ids kept for session continuation, all sessions (LRU)")
+    continuation_session_max_tokens: int = _own(
+        2_000_000, "token ids kept for continuation per session (LRU)")
+    continuation_session_max_requests: int = _own(
+        4096, "finished requests kept for continuation per session")
+    speculative_prefill: bool = _own(
+        True, "honour nvext.agent_hints.speculative_prefill (warm the next turn's prefix)")
+    speculative_prefill_priority: int = _own(
+        10, "engine priority of speculative prefills (lower runs first)")
+
+    # Admission control (0 = no limit).
+    max_concurrent_requests: int = _own(1024, "engine requests in flight (0: no limit)")
+    max_admitted_tokens: int = _own(
+        0, "sum of prompt + max new tokens in flight (0: no limit)")
+    max_offload_queue: int = _own(
+        32, "requests waiting for (or on) each off-loop preparation thread (large prompts, "
+            "request templates); beyond, RESOURCE_EXHAUSTED OFFLOAD_QUEUE_FULL (0: no limit)")
+
+    # Access control and observability.
+    api_key: str = _own("", "inference API key (also $TOKENWIRE_API_KEY); empty: no key")
+    api_keys_file: str = _own(
+        "", "TOML file of inference keys, each with its tenant (cache domain) and optional "
+            "priority range (docs/hardening.md)")
+    trust_tenant_header: bool = _own(
+        False, "take the tenant from x-tenant-id metadata when the call comes from a trusted "
+               "hop: a --trusted-proxy address, or with none given a local peer (such as the "
+               "gateway on this host, which strips x-tenant-id from outside callers)")
+    trusted_proxy: tuple[str, ...] = _own(
+        (), "the proxies in front of this server (IP addresses or CIDR networks, space or comma "
+            "separated): calls from them are proxied (control needs the admin key) and only "
+            "they may name the tenant (--trust-tenant-header); none: a local peer is that hop")
+    min_priority: int = _own(
+        0, "lowest priority a request may ask for (lower runs first; values beyond are clamped); "
+           "a key's range in --api-keys-file overrides it")
+    max_priority: int = _own(2**31 - 1, "highest priority a request may ask for (clamped)")
+    open_probes: bool = _own(True, "health and reflection answer without the key")
+    tls_cert: str = _own("", "PEM certificate chain: serve gRPC over TLS")
+    tls_key: str = _own("", "PEM private key of --tls-cert")
+    metrics_port: int = _own(0, "Prometheus /metrics on --metrics-host:PORT (0: off)")
+    metrics_host: str = _own("127.0.0.1", "metrics address (loopback by default: /metrics needs no key)")
+    health_check_seconds: float = _own(2.0, "engine liveness probe period (seconds)")
+
+    # gRPC server.
+    api_server_count: int = _own(
+        1, "serving processes, each with its own event loop, sharing --port (SO_REUSEPORT; the "
+           "kernel spreads connections) over one vLLM engine core (vLLM's multi-API-server mode; "
+           "the fake engine: one each); a Session stream lives on one process (docs/frontends.md)")
+    process_index: int = _internal(0, "this serving process's index among --api-server-count")
+    control_sockets: tuple[str, ...] = _internal(
+        (), "with several serving processes and --enable-control: each process's private Unix "
+            "socket (index-aligned; process 0 runs control, control/relay.py)")
+    host: str = _own("127.0.0.1", "listen address (loopback by default)")
+    port: int = _own(50051, "listen port (0 picks a free one)")
+    max_message_bytes: int = _own(16 * 1024 * 1024, "largest gRPC message (bytes)")
+    grace_seconds: float = _own(10.0, "how long in-flight calls may finish on shutdown (seconds)")
+    drain_seconds: float = _own(
+        0.0, "on shutdown, seconds health reports NOT_SERVING while new calls are still served "
+             "(so load balancers move away first); then new calls are refused")
+    worker_id: str = _own("", "this process's id in responses and logs (default: hostname:pid)")
+    log_level: str = _own("INFO", "log level")
+
+    def resolved_model(self) -> str:
+        if self.model:
+            return self.model
+        from tokenwire.server.core.models import demo_model_path
+
+        return str(demo_model_path())
+
+    def resolved_served_name(self) -> str:
+        if self.served_model_name:
+            return self.served_model_name
+        return pathlib.Path(self.resolved_model().rstrip("/")).name
+
+    def resolved_worker_id(self) -> str:
+        if self.worker_id:
+            return self.worker_id
+        return f"{os.uname().nodename}:{os.getpid()}"
+
+
+# Flags vLLM's engine parser also has: one flag serves both (vLLM's).
+SHARED_WITH_VLLM = frozenset({"log_level"})
+
+
+def add_arguments(parser: Any, *, skip: frozenset[str] = frozenset()) -> None:
+    """Add one flag per own settings field (``--grace-seconds`` for grace_seconds)."""
+    defaults = ServerSettings()
+    hints = get_type_hints(ServerSettings)
+    for field in own_fields():
+        if field.name in skip:
+            continue  # vLLM's flag (engine/vllm/args.py), or the fake engine's
+        flag = "--" + field.name.replace("_", "-")
+        default = getattr(defaults, field.name)
+        help = field.metadata.get("help", "")
+        if isinstance(default, bool):
+            parser.add_argument(
+                flag, dest=field.name, default=default, action=argparse.BooleanOptionalAction,
+                help=help,
+            )
+        elif isinstance(default, tuple):
+            parser.add_argument(flag, dest=field.name, nargs="*", default=default, help=help)
+        elif get_origin(hints[field.name]) is Literal:  # a closed set: the CLI shows the choices
+            parser.add_argument(flag, dest=field.name, choices=get_args(hints[field.name]),
+                                default=default, help=help)
+        else:
+            typ = type(default) if default is not None else str
+            parser.add_argument(flag, dest=field.name, type=typ, default=default, help=help)
+
+
+def own_fields() -> list[dataclasses.Field[Any]]:
+    """tokenwire's own settings (one flag each), not the engine's."""
+    return [f for f in dataclasses.fields(ServerSettings)
+            if not f.metadata.get("engine") and not f.metadata.get("internal")]
+
+
+def from_namespace(ns: argparse.Namespace, **engine_facts: Any) -> ServerSettings:
+    """tokenwire's settings from `ns`; the engine facts given by the caller."""
+    values = {f.name: getattr(ns, f.name) for f in own_fields()}
+    values.update(engine_facts)
+    values["lora_modules"] = tuple(values["lora_modules"])
+    values["trusted_proxy"] = tuple(values["trusted_proxy"])
+    if not values["api_key"]:
+        values["api_key"] = os.environ.get("TOKENWIRE_API_KEY", "")
+    if not values["admin_api_key"]:
+        values["admin_api_key"] = os.environ.get("TOKENWIRE_ADMIN_API_KEY", "")
+    return ServerSettings(**values)

@@ -1,0 +1,196 @@
+"""The fake engine's control half: pause modes, weight versions and spans,
+reloads, cache reset, LoRA names — behaving like vLLM's, for fast tests of
+the control plane and of everything that reports versions.
+
+Mixed into FakeEngine. It polls instead of using asyncio.Event so one fake
+engine can serve servers on different event loops.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+from typing import Any
+
+from tokenwire.server.core import errors
+from tokenwire.server.core.domain import WeightSpan
+
+POLL = 0.002  # seconds between checks while held
+
+
+class FakeControl:
+    running: set[str]
+    _cache: set[Any]
+
+    def _init_control(self) -> None:
+        self.version = "default"
+        self.weights_generation = 0  # reloads so far: shifts the fake's replies
+        self.loaded_paths: list[str] = []
+        self.fail_reloads = 0  # tests: the next N reloads fail (a replica with a bad disk)
+        self.loras: dict[str, str] = {}
+        self.resets = 0
+        # Tests: "" checks no weight files (the fake reads none); "*.safetensors" as vLLM.
+        self.weight_files = ""
+        # Tests: control calls ("pause", "reload", "transfer") that wait, once
+        # their effect has begun, while named here (a slow engine).
+        self.hold: set[str] = set()
+        # Tests: a transfer backend that works (vLLM's needs GPUs); its calls so far.
+        self.transfer_backend = False
+        self.transfers: list[str] = []
+        self._updating = False
+        self._hold_new = False  # new requests wait (any pause)
+        self._hold_running = False  # running requests freeze ("keep")
+        self._abort: set[str] = set()  # running ids to end with "abort"
+        self._started: set[str] = set()  # ids past the admission gate
+
+    # -- hooks for generate() ---------------------------------------------
+    async def _admit_gate(self, request_id: str) -> None:
+        while self._hold_new:  # noqa: ASYNC110 - polls: one fake serves several loops
+            await asyncio.sleep(POLL)
+        self._started.add(request_id)
+
+    async def _step_gate(self, request_id: str) -> bool:
+        """Wait while frozen; True when the request must end with "abort"."""
+        while self._hold_running and request_id not in self._abort:  # noqa: ASYNC110 - polls: one fake serves several loops
+            await asyncio.sleep(POLL)
+        return request_id in self._abort
+
+    def _done(self, request_id: str) -> None:
+        self._started.discard(request_id)
+        self._abort.discard(request_id)
+
+    def _track(self, spans: list[list[Any]], index: int) -> None:
+        """Token `index` of a choice was sampled by the current version."""
+        if not spans or spans[-1][0] != self.version:
+            spans.append([self.version, index, index + 1])
+        else:
+            spans[-1][2] = index + 1
+
+    @staticmethod
+    def _spans(spans: list[list[Any]]) -> list[WeightSpan]:
+        return [WeightSpan(v, s, e) for v, s, e in spans]
+
+    # -- EngineControl ----------------------------------------------------
+    async def _engine_side(self, name: str, work: Any) -> Any:
+        """Run `work` as the engine would: to its end even when the caller
+        stops waiting (vLLM's engine core goes on with a call whose awaiting
+        coroutine was cancelled); waits while `name` is held."""
+        async def run() -> Any:
+            while name in self.hold:  # noqa: ASYNC110 - polls: one fake serves several loops
+                await asyncio.sleep(POLL)
+            return await work
+
+        return await asyncio.shield(asyncio.ensure_future(run()))
+
+    async def pause(self, mode: str, clear_cache: bool) -> None:
+        self._hold_new = True
+        if mode == "abort":
+            self._abort |= set(self._started)
+        elif mode == "keep":
+            self._hold_running = True
+        await self._engine_side("pause", self._drain(mode, clear_cache))
+
+    async def _drain(self, mode: str, clear_cache: bool) -> None:
+        # "abort" and "wait" return once the running requests are gone.
+        if mode in ("abort", "wait"):
+            while self._started:  # noqa: ASYNC110 - polls: one fake serves several loops
+                await asyncio.sleep(POLL)
+            if clear_cache:
+                self._cache.clear()
+
+    async def resume(self) -> None:
+        self._hold_new = False
+        self._hold_running = False
+
+    async def is_paused(self) -> bool:
+        return self._hold_new
+
+    async def reset_prefix_cache(self, reset_running_requests: bool) -> bool:
+        self._cache.clear()
+        self.resets += 1
+        return True
+
+    async def reload_weights(self, path: str) -> None:
+        await self._engine_side("reload", self._reload(path))
+
+    async def _reload(self, path: str) -> None:
+        if self.fail_reloads > 0:
+            self.fail_reloads -= 1
+            raise errors.FailedPrecondition(
+                f"reloading weights from {path!r} failed: read error", param="path",
+                reason="WEIGHT_LOAD_FAILED",
+            )
+        if _broken(path):  # lets tests make a load fail (the folder was checked already)
+            raise errors.FailedPrecondition(
+                f"reloading weights from {path!r} failed: broken checkpoint", param="path",
+                reason="WEIGHT_LOAD_FAILED",
+            )
+        self.weights_generation += 1
+        self.loaded_paths.append(path)
+
+    async def weight_version(self) -> str:
+        return self.version
+
+    async def set_weight_version(self, version: str) -> None:
+        self.version = version
+
+    def _transfer_call(self, call: str, ok: bool = True, why: str = "") -> None:
+        """A transfer call as vLLM's worker checks it (its backends need GPUs)."""
+        if not self.transfer_backend:
+            raise errors.FailedPrecondition(
+                "weight transfer failed: the fake engine has no transfer backend (GPU only)",
+                reason="WEIGHT_TRANSFER_FAILED",
+            )
+        if not ok:
+            raise errors.FailedPrecondition(f"weight transfer failed: {why}",
+                                            reason="WEIGHT_TRANSFER_FAILED")
+        self.transfers.append(call)
+
+    async def init_weight_transfer(self, init_info: dict[str, Any]) -> None:
+        self._transfer_call("init")
+
+    async def start_weight_update(self) -> None:
+        self._transfer_call("start", not self._updating, "a weight update is already in progress")
+        self._updating = True
+
+    async def update_weights(self, update_info: dict[str, Any]) -> None:
+        async def update() -> None:
+            self._transfer_call("update", self._updating and not update_info.get("fail"),
+                                "the trainer's tensors did not arrive")
+            self.weights_generation += 1  # part of the new weights is in
+
+        await self._engine_side("transfer", update())
+
+    async def finish_weight_update(self) -> None:
+        self._transfer_call("finish", self._updating, "no weight update was started")
+        self._updating = False
+
+    async def sleep(self, level: int, mode: str) -> None:
+        raise errors.FailedPrecondition(
+            "sleep mode is not available on the fake platform", reason="SLEEP_UNSUPPORTED"
+        )
+
+    async def wake_up(self, tags: list[str] | None) -> bool:
+        await self.sleep(0, "abort")
+        return False
+
+    async def is_sleeping(self) -> bool:
+        return False
+
+    async def abort_requests(self, request_ids: list[str] | None) -> int:
+        ids = set(request_ids) if request_ids else set(self.running)
+        self._abort |= ids & self.running
+        return len(ids)
+
+    async def add_lora(self, name: str, path: str, load_inplace: bool) -> None:
+        self.loras[name] = path  # (request checks: control_plane.check_lora_name)
+
+    async def remove_lora(self, name: str) -> None:
+        del self.loras[name]  # known: checked by the control plane
+
+    def lora_names(self) -> list[str]:
+        return sorted(self.loras)
+
+
+def _broken(path: str) -> bool:
+    return os.path.exists(os.path.join(path, "BROKEN"))

@@ -1,0 +1,355 @@
+"""A deterministic in-process engine for fast tests of the serving layer.
+
+Byte-level tokenizer (id = byte + 3; 0 <unk>, 1 <|im_start|>, 2 <|im_end|>
+which is also EOS), a ChatML template, and a "model" that answers every
+prompt with a fixed text per choice, then EOS. It honours max_tokens,
+min_tokens, ignore_eos, stop strings, stop_token_ids, n, logprobs, cache
+salts (a block-level prefix cache) and cancellation, so everything above the
+engine can be tested without vLLM. Never a substitute for the real engine in
+integration tests.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import re
+import time
+from collections.abc import AsyncIterator
+from typing import Any
+
+from tokenwire.server.core import errors
+from tokenwire.server.core.domain import (
+    Candidate,
+    ChoiceOutput,
+    EngineOutput,
+    EngineRequest,
+    EngineTimes,
+    PositionLogprobs,
+    RenderOptions,
+    finite_logprob,
+)
+from tokenwire.server.engine.fake.control import FakeControl
+
+UNK, IM_START, IM_END = 0, 1, 2
+SPECIALS = {UNK: "<unk>", IM_START: "<|im_start|>", IM_END: "<|im_end|>"}
+VOCAB = 300
+EOS = IM_END
+def _merge(a: ChoiceOutput, b: ChoiceOutput) -> ChoiceOutput:
+    """Two consecutive deltas of one choice as one (like vLLM's DELTA merge)."""
+    lps = None if a.logprobs is None else a.logprobs + (b.logprobs or [])
+    return ChoiceOutput(a.index, a.token_ids + b.token_ids, a.text + b.text, lps,
+                        b.finish_reason, b.stop_reason, b.weight_versions, b.routed_experts)
+
+
+_SPECIAL_IDS = {tok: tid for tid, tok in SPECIALS.items()}
+_SPECIAL_SPLIT = re.compile("(" + "|".join(re.escape(t) for t in SPECIALS.values()) + ")")
+REPLIES = ["Hello from the fake engine.", "Another answer here.", "Third reply!"]
+
+
+class FakeEngine(FakeControl):
+    def __init__(
+        self, *, max_model_len: int = 512, block_size: int = 16, token_delay: float = 0.0,
+        nan_logprob_at: int | None = None,
+    ):
+        self._max_model_len = max_model_len
+        self.nan_logprob_at = nan_logprob_at  # an output position whose logprob is NaN
+        self.block_size = block_size
+        self.token_delay = token_delay
+        self.running: set[str] = set()
+        self.aborted: list[str] = []
+        self.requests: list[EngineRequest] = []
+        self._cache: set[tuple[str, tuple[int, ...]]] = set()
+        self.healthy = True
+        self.progress: dict[str, int] = {}  # request id -> tokens generated so far
+        self._init_control()
+        self.generation_defaults: dict[str, Any] = {}
+        self.data_parallel_size = 1  # tests may pretend to have more ranks
+        # (layers, top_k): return routed experts like a MoE with that router
+        # (vLLM --enable-return-routed-experts); None: a dense model.
+        self.routed_experts: tuple[int, int] | None = None
+
+    def _routed(self, request: EngineRequest, ids: list[int]) -> bytes | None:
+        """Deterministic routed experts, [prompt + completion - 1, layers,
+        top_k] like vLLM's (every position the model ran), as .npy bytes."""
+        if self.routed_experts is None:
+            return None
+        import io
+
+        import numpy as np
+
+        layers, top_k = self.routed_experts
+        tokens = np.array([*request.prompt_token_ids, *ids][:-1] or [0], dtype=np.int32)
+        experts = (tokens[:, None, None] + np.arange(layers)[None, :, None]
+                   + np.arange(top_k)[None, None, :]) % 8
+        buffer = io.BytesIO()
+        np.save(buffer, experts.astype(np.uint8), allow_pickle=False)  # vLLM: uint8 up to 256 experts
+        return buffer.getvalue()
+
+    def sampling_defaults(self) -> dict[str, Any]:
+        return self.generation_defaults  # tests set it; empty: OpenAI's defaults
+
+    def config_report(self) -> dict[str, Any]:
+        return {"model": self.model_path, "dtype": "none", "tensor_parallel_size": 1,
+                "pipeline_parallel_size": 1, "data_parallel_size": self.data_parallel_size,
+                "max_model_len": self._max_model_len, "block_size": self.block_size,
+                "max_num_seqs": 0, "enable_lora": True, "max_lora_rank": 0,
+                "logprobs_mode": "fake", "platform": "fake"}
+
+    # -- properties -------------------------------------------------------
+    @property
+    def model_path(self) -> str:
+        return "/fake/model"
+
+    @property
+    def max_model_len(self) -> int:
+        return self._max_model_len
+
+    @property
+    def vocab_size(self) -> int:
+        return VOCAB
+
+    @property
+    def reasoning_markers(self) -> tuple[str, str]:
+        return ("<think>", "</think>")
+
+    @property
+    def max_token_chars(self) -> int:
+        return max(len(s) for s in SPECIALS.values())  # other tokens are single bytes
+
+    # -- tokenizer --------------------------------------------------------
+    def encode(self, text: str, add_special_tokens: bool) -> list[int]:
+        ids: list[int] = [IM_START] if add_special_tokens else []
+        for i, part in enumerate(_SPECIAL_SPLIT.split(text)):
+            if i % 2:  # a special token (the split pattern's group)
+                ids.append(_SPECIAL_IDS[part])
+            else:
+                ids.extend(b + 3 for b in part.encode())
+        return ids
+
+    def decode(self, token_ids: list[int], skip_special_tokens: bool = False) -> str:
+        out = bytearray()
+        for t in token_ids:
+            if t in SPECIALS:
+                if not skip_special_tokens:
+                    out += SPECIALS[t].encode()
+            elif 3 <= t < 259:
+                out.append(t - 3)
+        return out.decode(errors="replace")
+
+    def token_text(self, token_id: int) -> str:
+        return self.decode([token_id])
+
+    def token_bytes(self, token_id: int) -> bytes:
+        if 3 <= token_id < 259:
+            return bytes([token_id - 3])
+        return SPECIALS.get(token_id, "").encode()
+
+    def render_chat(self, messages: list[dict[str, Any]], options: RenderOptions) -> list[int]:
+        text = ""
+        for i, m in enumerate(messages):
+            last = i == len(messages) - 1
+            text += f"<|im_start|>{m['role']}\n{m['content']}"
+            if not (last and options.continue_final_message):
+                text += "<|im_end|>\n"
+        if options.tools:
+            names = ",".join(t["function"]["name"] for t in options.tools)
+            text = f"<|im_start|>system\ntools: {names}<|im_end|>\n" + text
+        if options.add_generation_prompt:
+            text += "<|im_start|>assistant\n"
+        if options.max_text_chars is not None and len(text) > options.max_text_chars:
+            raise errors.InvalidArgument("the chat template rendered too much text", param="messages",
+                                  reason="PROMPT_TOO_LONG")
+        return self.encode(text, add_special_tokens=False)
+
+    # -- generation -------------------------------------------------------
+    def _cached_tokens(self, prompt: list[int], salt: str | None) -> int:
+        cached = 0
+        key = salt or ""
+        for end in range(self.block_size, len(prompt) + 1, self.block_size):
+            if (key, tuple(prompt[:end])) in self._cache:
+                cached = end
+            else:
+                break
+        for end in range(self.block_size, len(prompt) + 1, self.block_size):
+            self._cache.add((key, tuple(prompt[:end])))
+        return cached
+
+    def _logprob(self, pos: int, k: int, sampled: int) -> PositionLogprobs:
+        lp = -0.1 * (pos % 7) - 0.01
+        top = [Candidate(sampled, lp, 1)]
+        top += [Candidate(3 + (sampled + j) % 256, lp - j, 1 + j) for j in range(1, k)]
+        if pos == self.nan_logprob_at:  # what a diverged model gives
+            clamped, _ = finite_logprob(float("nan"))
+            return PositionLogprobs(sampled, clamped, 1, top, non_finite=True)
+        return PositionLogprobs(sampled, lp, 1, top)
+
+    def _plan_choice(self, request: EngineRequest, index: int) -> list[int]:
+        p = request.params
+        reply_text = REPLIES[(index + self.weights_generation) % len(REPLIES)]
+        prompt_text = self.decode(request.prompt_token_ids)
+        if "Think first." in prompt_text:
+            reply_text = "<think>The user wants a greeting.</think>\n\nHello!"
+        if "tools: " in prompt_text:  # answer with a Hermes-style call of the first tool
+            name = prompt_text.split("tools: ", 1)[1].split(",", 1)[0].split("<", 1)[0]
+            reply_text = f'Let me check.<tool_call>{{"name": "{name}", "arguments": {{"city": "Paris"}}}}</tool_call>'
+        reply = self.encode(reply_text, add_special_tokens=False)
+        ids = reply + ([] if p.ignore_eos else [EOS])
+        while len(ids) < max(p.max_tokens, 0) and p.ignore_eos:
+            ids += reply
+        while len(ids) < p.min_tokens:
+            ids.insert(len(ids) - 1, reply[len(ids) % len(reply)])
+        return ids
+
+    async def generate(self, request: EngineRequest) -> AsyncIterator[EngineOutput]:
+        if not self.healthy:
+            raise errors.Unavailable("the engine died: fake engine is down", reason="ENGINE_DEAD")
+        if request.request_id in self.running:
+            raise errors.InvalidArgument(f"request id {request.request_id} is in use", param="request_id", reason="DUPLICATE_REQUEST_ID")
+        self.requests.append(request)
+        self.running.add(request.request_id)
+        p = request.params
+        arrival = time.time()
+        cached = self._cached_tokens(request.prompt_token_ids, request.cache_salt)
+        plans = [self._plan_choice(request, i) for i in range(p.n)]
+        emitted = [0] * p.n
+        texts = [""] * p.n  # text sent so far
+        full = [""] * p.n  # all text generated so far
+        done: list[ChoiceOutput | None] = [None] * p.n
+        first_token = None
+        max_hold = max((len(x) - 1 for x in p.stop), default=0)
+        interval = p.stream_interval or 1
+        pending: dict[int, ChoiceOutput] = {}
+        sent = since_sent = 0
+        spans: list[list[list[Any]]] = [[] for _ in range(p.n)]
+        try:
+            await self._admit_gate(request.request_id)
+            step = 0
+            while any(d is None for d in done):
+                if self.token_delay:
+                    await asyncio.sleep(self.token_delay)
+                else:
+                    await asyncio.sleep(0)
+                aborting = await self._step_gate(request.request_id)
+                deltas: list[ChoiceOutput] = []
+                for i in range(p.n):
+                    if done[i] is not None:
+                        continue
+                    if aborting:  # like vLLM: no new token, finish "abort"
+                        out = ChoiceOutput(i, [], "", [] if p.logprobs is not None else None,
+                                           "abort", None, self._spans(spans[i]))
+                        done[i] = out
+                        deltas.append(out)
+                        continue
+                    tid = plans[i][step] if step < len(plans[i]) else plans[i][-1]
+                    self._track(spans[i], emitted[i])
+                    emitted[i] += 1
+                    self.progress[request.request_id] = emitted[0] if p.n == 1 else sum(emitted)
+                    text = "" if tid in SPECIALS else self.decode([tid])
+                    finish = None
+                    stop_reason: int | str | None = None
+                    if tid == EOS and not p.ignore_eos and emitted[i] > p.min_tokens:
+                        finish = "stop"
+                        text = ""
+                    elif tid in p.stop_token_ids and emitted[i] > p.min_tokens:
+                        finish, stop_reason, text = "stop", tid, ""
+                    full[i] += text
+                    visible = full[i]
+                    for s in p.stop:
+                        cut = full[i].find(s)
+                        if cut >= 0:
+                            visible = full[i][: cut + (len(s) if p.include_stop_str_in_output else 0)]
+                            finish, stop_reason = "stop", s
+                            break
+                    if finish is None and emitted[i] >= p.max_tokens:
+                        finish = "length"
+                    # Like vLLM, hold back text that could start a stop string.
+                    hold = 0 if finish else max_hold
+                    upto = max(len(texts[i]), len(visible) - hold)
+                    text = visible[len(texts[i]):upto]
+                    texts[i] += text
+                    lps = [self._logprob(step, p.logprobs + 1, tid)] if p.logprobs is not None else None
+                    out = ChoiceOutput(i, [tid], text, lps, finish, stop_reason)
+                    if finish is not None:
+                        out.weight_versions = self._spans(spans[i])
+                        out.routed_experts = self._routed(
+                            request, [plans[i][j] if j < len(plans[i]) else plans[i][-1]
+                                      for j in range(emitted[i])])
+                        done[i] = out
+                    deltas.append(out)
+                first_token = first_token or time.time()
+                step += 1
+                finished = all(d is not None for d in done)
+                if request.stream:
+                    # stream_interval: hold deltas back and send them merged
+                    # every k tokens, or at once when a choice finishes.
+                    for d in deltas:
+                        held = pending.get(d.index)
+                        pending[d.index] = d if held is None else _merge(held, d)
+                    since_sent += 1
+                    # Like vLLM: the first token at once, then every k tokens.
+                    if sent and since_sent < interval and not any(d.finished for d in deltas):
+                        continue
+                    since_sent = 0
+                    out_deltas = list(pending.values())
+                    pending.clear()
+                    # Like the vLLM adapter: prompt ids and timestamps with
+                    # the first and the last output only.
+                    if sent == 0 or finished:
+                        yield EngineOutput(
+                            out_deltas, list(request.prompt_token_ids), cached, finished,
+                            times=EngineTimes(arrival, arrival, first_token, time.time()),
+                            prompt_logprobs=self._prompt_logprobs(request) if sent == 0 else None,
+                        )
+                    else:
+                        yield EngineOutput(out_deltas, [], cached, finished)
+                    sent += 1
+            if not request.stream:
+                yield self._final(request, plans, emitted, texts, done, cached, arrival, first_token)
+        except (asyncio.CancelledError, GeneratorExit):  # like vLLM: both abort
+            if request.request_id not in self.aborted:  # once, however it was closed
+                self.aborted.append(request.request_id)
+            raise
+        finally:
+            self.running.discard(request.request_id)
+            self._done(request.request_id)
+
+    def _final(
+        self, request: EngineRequest, plans: list[list[int]], emitted: list[int], texts: list[str],
+        done: list[ChoiceOutput | None], cached: int, arrival: float, first_token: float | None,
+    ) -> EngineOutput:
+        p = request.params
+        choices = []
+        for i in range(p.n):
+            ids = [plans[i][j] if j < len(plans[i]) else plans[i][-1] for j in range(emitted[i])]
+            d = done[i]
+            assert d is not None
+            lps = (
+                [self._logprob(j, p.logprobs + 1, t) for j, t in enumerate(ids)]
+                if p.logprobs is not None
+                else None
+            )
+            choices.append(ChoiceOutput(i, ids, texts[i], lps, d.finish_reason, d.stop_reason,
+                                        d.weight_versions, d.routed_experts))
+        return EngineOutput(
+            choices, list(request.prompt_token_ids), cached, True,
+            times=EngineTimes(arrival, arrival, first_token, time.time()),
+            prompt_logprobs=self._prompt_logprobs(request),
+        )
+
+    def _prompt_logprobs(self, request: EngineRequest) -> list[PositionLogprobs | None] | None:
+        """Like vLLM: None for the first prompt position, then one entry each."""
+        k = request.params.prompt_logprobs
+        if k is None:
+            return None
+        ids = request.prompt_token_ids
+        return [None] + [self._logprob(100 + j, k + 1, t) for j, t in enumerate(ids[1:])]
+
+    def num_unfinished_requests(self) -> int:
+        return len(self.running)
+
+    async def check_health(self) -> None:
+        if not self.healthy:
+            raise errors.Unavailable("fake engine is down", reason="ENGINE_DEAD")
+
+    def shutdown(self) -> None:
+        self.running.clear()

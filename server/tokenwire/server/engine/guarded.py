@@ -1,0 +1,73 @@
+"""The engine as the servicer sees it: admission control and metrics
+around every request (chat, generate, session, prefill), and a bound on
+every chat rendering (chat, tokenize, continuations), by delegation."""
+
+from __future__ import annotations
+
+import contextlib
+import dataclasses
+import logging
+import time
+from collections.abc import AsyncIterator
+from typing import Any
+
+from tokenwire.server.core.admission import Admission
+from tokenwire.server.core.domain import Engine, EngineOutput, EngineRequest, RenderOptions
+from tokenwire.server.core.metrics import Metrics
+
+log = logging.getLogger("tokenwire.requests")
+
+
+class GuardedEngine:
+    def __init__(self, inner: Engine, admission: Admission, metrics: Metrics):
+        self.inner = inner
+        self.admission = admission
+        self.metrics = metrics
+
+    def __getattr__(self, name: str) -> Any:  # everything else: the engine's own
+        return getattr(self.inner, name)
+
+    def render_chat(self, messages: list[dict[str, Any]], options: RenderOptions) -> list[int]:
+        """The engine's rendering, its text bounded before it is tokenized:
+        a text longer than the window's characters (max_model_len x the
+        longest token) cannot fit, whatever template rendered it."""
+        if options.max_text_chars is None:
+            inner = self.inner
+            options = dataclasses.replace(
+                options, max_text_chars=inner.max_model_len * inner.max_token_chars)
+        return self.inner.render_chat(messages, options)
+
+    async def generate(self, request: EngineRequest) -> AsyncIterator[EngineOutput]:
+        p = request.params
+        need = len(request.prompt_token_ids) + p.max_tokens * p.n
+        m = self.metrics
+        with self.admission.hold(need, request.tenant):
+            m.in_flight.inc()
+            m.prompt_tokens.inc(len(request.prompt_token_ids))
+            if request.session_id is not None:
+                m.session_requests.inc()
+                log.debug("request %s session %s", request.request_id, request.session_id)
+            received = time.time()
+            produced = 0  # added to the counter once, when the request ends
+            first = True
+            try:
+                # Closed explicitly: an abandoned stream aborts its engine
+                # request now, not when the garbage collector runs.
+                async with contextlib.aclosing(self.inner.generate(request)) as outputs:
+                    async for out in outputs:
+                        for c in out.choices:
+                            produced += len(c.token_ids)
+                        if first and produced:
+                            first = False
+                            self._first_token(out, received)
+                        yield out
+            finally:
+                m.completion_tokens.inc(produced)
+                m.in_flight.dec()
+
+    def _first_token(self, out: EngineOutput, received: float) -> None:
+        self.metrics.ttft_seconds.observe(time.time() - received)
+        times = out.times
+        if times and times.scheduled and times.arrival:
+            self.metrics.queue_seconds.observe(max(0.0, times.scheduled - times.arrival))
+

@@ -1,0 +1,145 @@
+"""vLLM's engine flags for `tokenwire serve`: parsed by vLLM's own machinery
+(FlexibleArgumentParser + AsyncEngineArgs.add_cli_args, `--config FILE.yaml`
+like `vllm serve --config`, command-line flags winning), then resolved with
+tokenwire's defaults. Part of the engine adapter (imports vLLM).
+
+Defaults, applied only to flags the user did not give:
+- everywhere (tokenwire's choices): `--logprobs-mode processed_logprobs`
+  (the distribution tokens were sampled from, what RL ratios need),
+  `--scheduling-policy priority` (request priorities), `--disable-log-stats`,
+  and the demo model when no `--model` is given;
+- on the CPU platform only: `--dtype float32`, `--kv-cache-memory-bytes`
+  256 MiB, `--block-size 32`, `--max-model-len 2048`,
+  `--no-enable-chunked-prefill`, `--enforce-eager` (see docs/engine.md for why).
+On GPU everything else is vLLM's default.
+"""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import pathlib
+from collections.abc import Callable, Sequence
+from typing import Any
+
+TOKENWIRE_DEFAULTS: dict[str, Any] = {
+    "logprobs_mode": "processed_logprobs",
+    "scheduling_policy": "priority",
+    "disable_log_stats": True,
+}
+CPU_DEFAULTS: dict[str, Any] = {
+    "dtype": "float32",
+    "kv_cache_memory_bytes": 256 << 20,
+    "block_size": 32,
+    "max_model_len": 2048,
+    "enable_chunked_prefill": False,
+    "enforce_eager": True,
+}
+ALIASES = {"kv_cache_bytes": "kv_cache_memory_bytes"}  # tokenwire's earlier spelling
+
+
+def build_parser(add_tokenwire: Callable[..., None], prog: str = "tokenwire serve") -> Any:
+    """One parser: tokenwire's settings in their own group, then every vLLM
+    engine flag in vLLM's groups."""
+    from vllm.engine.arg_utils import AsyncEngineArgs
+    from vllm.utils.argparse_utils import FlexibleArgumentParser
+
+    parser = FlexibleArgumentParser(
+        prog=prog,
+        description="The tokenwire gRPC server on a vLLM engine. tokenwire's own settings "
+        "come first; every other flag is vLLM's engine flag, as `vllm serve` takes it "
+        "(`--config FILE.yaml` too). See docs/engine.md.",
+    )
+    from tokenwire.server.core.settings import SHARED_WITH_VLLM
+
+    add_tokenwire(parser.add_argument_group("tokenwire (the server's own settings)"),
+                  skip=SHARED_WITH_VLLM)
+    alias = parser.add_argument_group("tokenwire aliases of vLLM flags")
+    alias.add_argument("--kv-cache-bytes", dest="kv_cache_bytes", type=int, default=None,
+                       help="the same as vLLM's --kv-cache-memory-bytes")
+    AsyncEngineArgs.add_cli_args(parser)
+    return parser
+
+
+def given_dests(parser: argparse.ArgumentParser, argv: Sequence[str]) -> set[str]:
+    """The destinations of the flags the user gave (argv and --config file)."""
+    by_flag = {}
+    for action in parser._actions:
+        for opt in action.option_strings:
+            by_flag[opt] = action.dest
+            if opt.startswith("--") and isinstance(action, argparse.BooleanOptionalAction):
+                by_flag["--no-" + opt[2:]] = action.dest
+    given: set[str] = set()
+    tokens = list(argv)
+    if "--config" in tokens:
+        i = tokens.index("--config")
+        if i + 1 < len(tokens):
+            tokens += [f"--{key}" for key in _config_keys(tokens[i + 1])]
+    for tok in tokens:
+        if not tok.startswith("-"):
+            continue
+        name = tok.split("=", 1)[0]
+        if name.startswith("--"):
+            name = "--" + name[2:].split(".", 1)[0].replace("_", "-")
+        if name in by_flag:
+            given.add(by_flag[name])
+    return given
+
+
+def _config_keys(path: str) -> list[str]:
+    import yaml
+
+    try:
+        data = yaml.safe_load(pathlib.Path(path).read_text()) or {}
+    except (OSError, yaml.YAMLError):
+        return []  # vLLM's parser reports it
+    return [str(k).replace("_", "-") for k in data] if isinstance(data, dict) else []
+
+
+def resolve(ns: argparse.Namespace, given: set[str], demo_model: Callable[[], str]) -> dict[str, Any]:
+    """AsyncEngineArgs keywords: vLLM's parse, tokenwire's and the platform's
+    defaults where the user gave no flag."""
+    from vllm.engine.arg_utils import AsyncEngineArgs
+    from vllm.platforms import current_platform
+
+    if getattr(ns, "kv_cache_bytes", None) is not None and "kv_cache_memory_bytes" not in given:
+        ns.kv_cache_memory_bytes = ns.kv_cache_bytes
+        given = given | {"kv_cache_memory_bytes"}
+    args = AsyncEngineArgs.from_cli_args(ns)
+    defaults = dict(TOKENWIRE_DEFAULTS)
+    if current_platform.is_cpu():
+        defaults.update(CPU_DEFAULTS)
+    for name, value in defaults.items():
+        if name not in given:
+            setattr(args, name, value)
+    if "model" not in given:
+        args.model = demo_model()
+    return {f.name: getattr(args, f.name) for f in dataclasses.fields(args)}
+
+
+def engine_facts(kwargs: dict[str, Any]) -> dict[str, Any]:
+    """The ServerSettings engine fields mirrored from the resolved arguments."""
+    names = kwargs.get("served_model_name")
+    served = names[0] if isinstance(names, list) and names else (names or "")
+    return {
+        "model": kwargs["model"],
+        "served_model_name": served,
+        "max_model_len": kwargs.get("max_model_len") or 0,
+        "block_size": kwargs.get("block_size") or 0,
+        "scheduling_policy": kwargs.get("scheduling_policy") or "fcfs",
+        "reasoning_parser": kwargs.get("reasoning_parser") or "",
+        "enable_lora": bool(kwargs.get("enable_lora")),
+        "engine_args": kwargs,
+    }
+
+
+def parse_serve_args(argv: Sequence[str], add_tokenwire: Callable[..., None],
+                     demo_model: Callable[[], str]) -> tuple[argparse.Namespace, dict[str, Any]]:
+    """Parse `tokenwire serve` flags for the vLLM engine. Unknown or malformed
+    flags exit with status 2 and vLLM's/argparse's message, before any model
+    loads."""
+    parser = build_parser(add_tokenwire)
+    ns = parser.parse_args(list(argv))
+    ns.log_level = str(getattr(ns, "log_level", None) or "INFO")  # vLLM's --log-level, shared
+    kwargs = resolve(ns, given_dests(parser, argv), demo_model)
+    return ns, engine_facts(kwargs)

@@ -1,0 +1,1 @@
+"""CreateChatCompletion: request -> plan, run on the engine, response/chunks."""

@@ -1,0 +1,311 @@
+"""CreateChatCompletionRequest (proto) -> a validated ChatPlan (domain).
+
+All request validation for chat happens here, before the engine is called;
+conversion shared with other RPCs is in inference/request_fields.py.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import functools
+import time
+from collections.abc import Mapping
+from typing import Any
+
+from google.protobuf import struct_pb2
+
+from tokenwire.server.core import validation as v
+from tokenwire.server.core.domain import (
+    Caller,
+    Engine,
+    EngineRequest,
+    GenerationParams,
+    RenderOptions,
+    StructuredOutput,
+)
+from tokenwire.server.core.errors import InvalidArgument
+from tokenwire.server.core.settings import ServerSettings
+from tokenwire.server.inference import sampling_rules as rules
+from tokenwire.server.inference.request_fields import (
+    check_model,
+    check_priority,
+    check_render_flags,
+    lora_of,
+    messages_to_dicts,
+    new_request_id,
+    pick_cache_salt,
+    render_options,
+    rendered_chars,
+    stop_strings,
+    struct_to_dict,
+)
+from tokenwire.v1 import chat_pb2
+
+EXTRA_FIELDS = frozenset(
+    {"completion_token_ids", "engine_data", "prompt_token_ids", "prompt_logprobs", "routed_experts",
+     "timing", "stop_reason", "worker_id"}
+)
+TOOL_CHOICES = frozenset({"none", "auto", "required"})
+
+
+@dataclasses.dataclass
+class ChatPlan:
+    """Everything needed to run one chat request and shape its response:
+    the engine request, as in GeneratePlan, plus the response options."""
+
+    request: EngineRequest
+    model: str
+    render: RenderOptions  # how the prompt is (or the next turn would be) rendered
+    logprobs: bool
+    top_logprobs: int
+    return_token_ids: bool
+    extra_fields: frozenset[str]
+    include_usage: bool
+    continuous_usage: bool
+    speculative_prefill: bool
+    parse_tool_calls: bool = False
+    reasoning_markers: tuple[str, str] | None = None  # split reasoning_content when set
+    received: float = dataclasses.field(default_factory=time.time)
+    weight_version: str = ""  # the weight version current when the request was planned
+
+    @property
+    def fingerprint(self) -> str:
+        """system_fingerprint: the weight version (tokenwire-<model> if unknown)."""
+        return self.weight_version or f"tokenwire-{self.model}"
+
+    @functools.cached_property
+    def ids_wanted(self) -> bool:
+        """Per-choice token_ids (and stream deltas of them) are wanted (read
+        per streamed token: worked out once)."""
+        return self.return_token_ids or bool(
+            self.extra_fields & {"completion_token_ids", "engine_data"}
+        )
+
+
+def check_tool_choice(value: struct_pb2.Value, tools: list[dict[str, Any]] | None) -> None:
+    kind = value.WhichOneof("kind")
+    if kind is None or kind == "null_value":
+        return
+    if kind == "string_value":
+        if value.string_value not in TOOL_CHOICES:
+            raise InvalidArgument(
+                f"tool_choice '{value.string_value}' is not one of {sorted(TOOL_CHOICES)}",
+                param="tool_choice", reason="VALUE_NOT_ALLOWED",
+            )
+        if value.string_value == "required" and not tools:
+            raise InvalidArgument("tool_choice 'required' needs tools", param="tool_choice", reason="MISSING_DEPENDENCY")
+        return
+    if kind == "struct_value":
+        d = struct_to_dict(value.struct_value)
+        name = (d.get("function") or {}).get("name")
+        known = {t["function"]["name"] for t in tools or []}
+        if d.get("type") != "function" or not isinstance(name, str) or name not in known:
+            raise InvalidArgument(
+                "tool_choice must name a function of tools: {\"type\": \"function\", "
+                "\"function\": {\"name\": ...}}",
+                param="tool_choice", reason="INVALID_FORMAT",
+            )
+        return
+    raise InvalidArgument("tool_choice must be a string or an object", param="tool_choice", reason="INVALID_TYPE")
+
+
+def structured_output(rf: chat_pb2.ResponseFormat) -> StructuredOutput | None:
+    if not rf.type or rf.type == "text":
+        return None
+    if rf.type == "json_object":
+        return StructuredOutput(json_object=True)
+    if rf.type == "json_schema":
+        if not rf.json_schema.HasField("schema"):
+            raise InvalidArgument(
+                "response_format.json_schema.schema is required for type 'json_schema'",
+                param="response_format", reason="FIELD_REQUIRED",
+            )
+        return StructuredOutput(json_schema=struct_to_dict(rf.json_schema.schema))
+    raise InvalidArgument(
+        f"response_format.type '{rf.type}' is not one of text, json_object, json_schema",
+        param="response_format", reason="VALUE_NOT_ALLOWED",
+    )
+
+
+def _opt(msg: Any, name: str) -> Any:
+    return getattr(msg, name) if msg.HasField(name) else None
+
+
+def sampling_from_body(
+    req: Any, settings: ServerSettings, vocab_size: int, defaults: Mapping[str, Any] | None = None,
+) -> GenerationParams:
+    """The sampling parameters chat and completion bodies spell alike (the
+    root fields and Dynamo's nvext; logprobs and max_tokens are each
+    body's own); unset fields take the engine's `defaults` (its generation
+    config)."""
+    nv = req.nvext
+    p = rules.default_params(defaults or {})
+    present: dict[str, tuple[str, Any]] = {
+        name: (name, getattr(req, name))
+        for name in ("n", "temperature", "top_p", "top_k", "min_p", "presence_penalty",
+                     "frequency_penalty", "repetition_penalty", "min_tokens", "prompt_logprobs")
+        if req.HasField(name)
+    }
+    for name in ("top_k", "repetition_penalty"):  # older Dynamo put these in nvext
+        if name not in present and nv.HasField(name):
+            present[name] = (f"nvext.{name}", getattr(nv, name))
+    if nv.HasField("max_thinking_tokens"):
+        present["thinking_token_budget"] = ("nvext.max_thinking_tokens", nv.max_thinking_tokens)
+    rules.apply_ranges(p, present, settings, vocab_size)
+    if nv.HasField("greed_sampling") and nv.greed_sampling:
+        p.temperature = 0.0
+    rules.check_greedy_choices(p, "n")
+    if req.HasField("seed"):
+        p.seed = v.int_range("seed", req.seed, -(2**63), 2**63 - 1)
+    p.stop, stop_ids = stop_strings("stop", req.stop if req.HasField("stop") else None, settings)
+    v.token_ids("stop", stop_ids, vocab_size)
+    p.stop_token_ids = rules.stop_token_ids("stop_token_ids", [*req.stop_token_ids, *stop_ids],
+                                            settings, vocab_size)
+    ignore_eos = _opt(req, "ignore_eos")
+    if ignore_eos is None and nv.HasField("ignore_eos"):
+        ignore_eos = nv.ignore_eos
+    p.ignore_eos = bool(ignore_eos)
+    rules.copy_text_flags(p, req)
+    p.logit_bias = rules.logit_bias("logit_bias", req.logit_bias.items(), vocab_size)
+    if "prompt_logprobs" in nv.extra_fields and p.prompt_logprobs is None:
+        p.prompt_logprobs = 0  # Dynamo: the extra field asks for them
+    return p
+
+
+def check_extra_fields(nv: chat_pb2.NvExtRequest) -> frozenset[str]:
+    unknown = sorted(set(nv.extra_fields) - EXTRA_FIELDS)
+    if unknown:
+        raise InvalidArgument(
+            f"nvext.extra_fields: unknown name(s) {unknown}; known: {sorted(EXTRA_FIELDS)}",
+            param="nvext.extra_fields", reason="UNKNOWN_EXTRA_FIELD",
+        )
+    return frozenset(nv.extra_fields)
+
+
+def body_priority(req: Any, settings: ServerSettings, caller: Caller) -> int:
+    """The root priority, else nvext.agent_hints.priority, checked for `caller`."""
+    priority = 0
+    if req.HasField("priority"):
+        priority = req.priority
+    elif req.nvext.agent_hints.HasField("priority"):
+        priority = req.nvext.agent_hints.priority
+    return check_priority(priority, settings, caller)
+
+
+def sampling_from_chat(
+    req: chat_pb2.CreateChatCompletionRequest, settings: ServerSettings, vocab_size: int,
+    defaults: Mapping[str, Any] | None = None,
+) -> tuple[GenerationParams, bool, int]:
+    """Sampling parameters of a chat request (max_tokens is set later)."""
+    p = sampling_from_body(req, settings, vocab_size, defaults)
+    # OpenAI logprobs / top_logprobs.
+    want_lp = bool(req.logprobs) if req.HasField("logprobs") else False
+    top = 0
+    if req.HasField("top_logprobs"):
+        top = v.int_range("top_logprobs", req.top_logprobs, 0, settings.max_top_logprobs)
+        if top > 0 and not want_lp:
+            raise InvalidArgument("top_logprobs needs logprobs: true", param="top_logprobs", reason="MISSING_DEPENDENCY")
+    if want_lp:
+        p.logprobs = top
+    if "engine_data" in set(req.nvext.extra_fields) and p.logprobs is None:
+        p.logprobs = 0  # engine_data carries the sampled tokens' logprobs
+    if req.HasField("response_format"):
+        p.structured = structured_output(req.response_format)
+    return p, want_lp, top
+
+
+def build_chat_plan(
+    req: chat_pb2.CreateChatCompletionRequest,
+    engine: Engine,
+    settings: ServerSettings,
+    *,
+    served_model: str,
+    caller: Caller,
+    stream: bool,
+) -> ChatPlan:
+    model = check_model(req.model, served_model, engine.lora_names())
+    request_id = new_request_id("chatcmpl", req.request_id)
+    nv = req.nvext
+    if len(nv.token_data) == 0:
+        # Cheap limit first: a text too long for the window by its length
+        # alone (messages with every rendered field, tools, template
+        # kwargs) is refused before anything is converted, rendered or
+        # tokenized. (The rendered text itself is bounded by the engine:
+        # engine/guarded.py.)
+        param, chars = rendered_chars(req)
+        v.text_fits(param, chars, engine.max_model_len, engine.max_token_chars)
+    extra_fields = check_extra_fields(nv)
+    params, want_lp, top = sampling_from_chat(req, settings, engine.vocab_size,
+                                              engine.sampling_defaults())
+
+    # Tool calls are parsed from the output when tools are offered and the
+    # tool choice is not "none" (whether or not the prompt was rendered here).
+    options = render_options(req, trust_template=settings.trust_request_chat_template)
+    tools = options.tools
+    if req.HasField("tool_choice"):
+        check_tool_choice(req.tool_choice, tools)
+    parse_tool_calls = bool(tools) and req.tool_choice.string_value != "none"
+
+    # The prompt: token ids as given, raw text, or the rendered template.
+    if len(nv.token_data) > 0:
+        prompt_param = "nvext.token_data"
+        v.prompt_fits(prompt_param, len(nv.token_data), engine.max_model_len)  # before the walk
+        prompt = v.token_ids(prompt_param, nv.token_data, engine.vocab_size)
+    else:
+        prompt_param = "messages"
+        messages = messages_to_dicts(req.messages)
+        check_render_flags(req)
+        if options.continue_final_message and messages[-1]["role"] != "assistant":
+            raise InvalidArgument(
+                "continue_final_message needs the last message to be from the assistant",
+                param="continue_final_message", reason="INVALID_FINAL_MESSAGE",
+            )
+        add_special = req.add_special_tokens if req.HasField("add_special_tokens") else False
+        if nv.HasField("use_raw_prompt") and nv.use_raw_prompt:
+            text = "".join(m["content"] for m in messages)
+            prompt = engine.encode(text, add_special_tokens=add_special)
+        else:
+            prompt = engine.render_chat(messages, options)
+            if add_special:
+                prompt = engine.encode("", add_special_tokens=True) + prompt
+    v.prompt_fits(prompt_param, len(prompt), engine.max_model_len)
+
+    if req.HasField("max_completion_tokens"):
+        params.max_tokens = v.max_tokens(
+            "max_completion_tokens", req.max_completion_tokens, len(prompt), engine.max_model_len
+        )
+    else:
+        params.max_tokens = v.max_tokens(
+            "max_tokens", _opt(req, "max_tokens"), len(prompt), engine.max_model_len
+        )
+    if params.min_tokens > params.max_tokens:
+        raise InvalidArgument(
+            f"min_tokens ({params.min_tokens}) exceeds max_tokens ({params.max_tokens})",
+            param="min_tokens", reason="VALUE_OUT_OF_RANGE",
+        )
+    params.stream_interval = v.stream_interval(req.stream_options)
+
+    priority = body_priority(req, settings, caller)
+
+    return ChatPlan(
+        request=EngineRequest(
+            request_id=request_id,
+            prompt_token_ids=prompt,
+            params=params,
+            cache_salt=pick_cache_salt(caller, nv.cache_salt, req.cache_salt),
+            priority=priority,
+            stream=stream,
+            lora=lora_of(model, served_model),
+        ),
+        model=model,
+        render=options,
+        logprobs=want_lp,
+        top_logprobs=top,
+        return_token_ids=bool(req.return_token_ids) if req.HasField("return_token_ids") else False,
+        extra_fields=extra_fields,
+        include_usage=bool(req.stream_options.include_usage),
+        continuous_usage=bool(req.stream_options.continuous_usage_stats),
+        speculative_prefill=bool(nv.agent_hints.speculative_prefill),
+        parse_tool_calls=parse_tool_calls,
+        reasoning_markers=engine.reasoning_markers if settings.reasoning_parser else None,
+    )

@@ -1,0 +1,355 @@
+"""Domain outputs -> chat protobuf responses (unary and streamed chunks)."""
+
+from __future__ import annotations
+
+import dataclasses
+import time
+from typing import Any, Protocol
+
+from tokenwire.server.core.domain import (
+    ChoiceOutput,
+    Engine,
+    EngineOutput,
+    EngineRequest,
+    EngineTimes,
+    PositionLogprobs,
+    WeightSpan,
+)
+from tokenwire.server.inference.chat.request import ChatPlan
+from tokenwire.server.inference.reasoning import ReasoningStream, split_text
+from tokenwire.server.inference.response_fields import (
+    add_prompt_logprobs,
+    add_weight_spans,
+    choice_logprobs,
+    native_prompt_logprobs,
+    stop_reason_value,
+    usage,
+)
+from tokenwire.server.inference.tool_calls import ParsedCall, StreamParser, parse_text
+from tokenwire.v1 import chat_pb2, common_pb2
+
+
+def timing(received: float, times: EngineTimes | None, first_seen: float | None) -> common_pb2.Timing:
+    finished = time.time()
+    t = common_pb2.Timing(request_received_seconds=received, finished_seconds=finished)
+    first = (times.first_token if times else None) or first_seen
+    if first:
+        t.first_token_seconds = first
+    t.total_ms = (finished - received) * 1000.0
+    if times:
+        arrival = times.arrival or received
+        if times.scheduled:
+            t.queue_ms = max(0.0, (times.scheduled - arrival) * 1000.0)
+            if first:
+                t.prefill_ms = max(0.0, (first - times.scheduled) * 1000.0)
+        if first and times.last_token:
+            t.decode_ms = max(0.0, (times.last_token - first) * 1000.0)
+    return t
+
+
+@dataclasses.dataclass
+class ChoiceAccumulator:
+    """Everything generated so far for one choice (cumulative)."""
+
+    index: int
+    token_ids: list[int] = dataclasses.field(default_factory=list)
+    logprobs: list[float] = dataclasses.field(default_factory=list)
+    non_finite: list[int] = dataclasses.field(default_factory=list)  # indices into logprobs
+    finish_reason: str | None = None
+    stop_reason: int | str | None = None
+    weight_versions: list[WeightSpan] | None = None
+
+    def add(self, out: ChoiceOutput) -> None:
+        self.token_ids.extend(out.token_ids)
+        if out.logprobs is not None:
+            base = len(self.logprobs)
+            self.logprobs.extend(p.logprob for p in out.logprobs)
+            self.non_finite.extend(base + i for i, p in enumerate(out.logprobs) if p.non_finite)
+        if out.finish_reason is not None:
+            self.finish_reason = out.finish_reason
+            self.stop_reason = out.stop_reason
+            self.weight_versions = out.weight_versions
+
+
+class NvExtPlan(Protocol):
+    """What the nvext builders read of a plan (chat or completion)."""
+
+    extra_fields: frozenset[str]
+
+    @property
+    def request(self) -> EngineRequest: ...
+
+
+def choice_nvext(plan: NvExtPlan, acc: ChoiceAccumulator, prompt_ids: list[int]) -> chat_pb2.ChoiceNvExt | None:
+    fields = plan.extra_fields
+    if not fields & {"completion_token_ids", "engine_data", "stop_reason"}:
+        return None
+    nv = chat_pb2.ChoiceNvExt()
+    if "completion_token_ids" in fields:
+        nv.completion_token_ids.extend(acc.token_ids)
+    if "engine_data" in fields:
+        nv.engine_data.prompt_token_ids.extend(prompt_ids)
+        nv.engine_data.completion_token_ids.extend(acc.token_ids)
+        nv.engine_data.completion_logprobs.extend(acc.logprobs)
+        nv.engine_data.non_finite_logprobs.extend(acc.non_finite)
+        nv.engine_data.finished = acc.finish_reason is not None
+        add_weight_spans(nv.engine_data.weight_versions, acc.weight_versions)
+    if "stop_reason" in fields:
+        sr = stop_reason_value(acc.stop_reason)
+        if sr is not None:
+            nv.stop_reason.CopyFrom(sr)
+    return nv
+
+
+def add_prompt_nvext(
+    nv: chat_pb2.NvExtResponse, fields: frozenset[str], prompt_ids: list[int] | None,
+    prompt_logprobs: tuple[Engine, list[PositionLogprobs | None] | None] | None,
+) -> bool:
+    """nvext.prompt_token_ids / prompt_logprobs when asked; True if any."""
+    used = False
+    if prompt_ids is not None and "prompt_token_ids" in fields:
+        nv.prompt_token_ids.extend(prompt_ids)
+        used = True
+    if prompt_logprobs is not None and "prompt_logprobs" in fields:
+        native_prompt_logprobs(nv.prompt_logprobs, *prompt_logprobs)
+        used = True
+    return used
+
+
+def response_nvext(
+    plan: NvExtPlan,
+    worker_id: str,
+    *,
+    prompt_ids: list[int] | None,
+    mirror: chat_pb2.ChoiceNvExt | None,
+    timing_msg: common_pb2.Timing | None,
+    prompt_logprobs: tuple[Engine, list[PositionLogprobs | None] | None] | None = None,
+) -> chat_pb2.NvExtResponse | None:
+    """The top-level nvext: prompt ids and prompt logprobs (where the prompt
+    is reported), timing, worker id, n = 1 mirror."""
+    fields = plan.extra_fields
+    nv = chat_pb2.NvExtResponse()
+    used = add_prompt_nvext(nv, fields, prompt_ids, prompt_logprobs)
+    if timing_msg is not None and "timing" in fields:
+        nv.timing.CopyFrom(timing_msg)
+        used = True
+    if timing_msg is not None and "worker_id" in fields:
+        nv.worker_id = worker_id
+        used = True
+    if mirror is not None and plan.request.params.n == 1:
+        nv.completion_token_ids.extend(mirror.completion_token_ids)
+        if mirror.HasField("engine_data"):
+            nv.engine_data.CopyFrom(mirror.engine_data)
+        if mirror.HasField("stop_reason"):
+            nv.stop_reason.CopyFrom(mirror.stop_reason)
+        used = True
+    return nv if used else None
+
+
+def _finish_reason(reason: str | None, tool_calls: int = 0) -> str:
+    if reason is None:
+        return ""
+    if reason == "stop" and tool_calls:
+        return "tool_calls"
+    return reason
+
+
+def _add_calls(target: Any, calls: list[ParsedCall], first_index: int, *, indexed: bool) -> None:
+    for k, call in enumerate(calls):
+        tc = target.add(id=call.id, type="function")
+        tc.function.name = call.name
+        tc.function.arguments = call.arguments
+        if indexed:
+            tc.index = first_index + k
+
+
+def build_chat_response(
+    plan: ChatPlan, engine: Engine, final: EngineOutput, *, created: int, worker_id: str,
+    first_seen: float | None,
+) -> chat_pb2.CreateChatCompletionResponse:
+    resp = chat_pb2.CreateChatCompletionResponse(
+        id=plan.request.request_id,
+        object="chat.completion",
+        created=created,
+        model=plan.model,
+        system_fingerprint=plan.fingerprint,
+    )
+    completion_len = 0
+    mirror = None
+    for out in sorted(final.choices, key=lambda c: c.index):
+        acc = ChoiceAccumulator(out.index)
+        acc.add(out)
+        completion_len += len(out.token_ids)
+        reasoning, text = (
+            split_text(out.text, plan.reasoning_markers) if plan.reasoning_markers else (None, out.text)
+        )
+        content, calls = parse_text(text) if plan.parse_tool_calls else (text, [])
+        message = chat_pb2.ResponseMessage(role="assistant")
+        if content or not calls:
+            message.content = content
+        if reasoning is not None:
+            message.reasoning_content = reasoning
+        _add_calls(message.tool_calls, calls, 0, indexed=False)
+        choice = resp.choices.add(
+            index=out.index,
+            message=message,
+            finish_reason=_finish_reason(out.finish_reason, len(calls)),
+        )
+        sr = stop_reason_value(out.stop_reason)
+        if sr is not None:
+            choice.stop_reason.CopyFrom(sr)
+        if plan.logprobs:
+            choice.logprobs.CopyFrom(choice_logprobs(engine, out.logprobs, plan.top_logprobs))
+        if plan.ids_wanted:
+            choice.token_ids.extend(out.token_ids)
+        add_weight_spans(choice.weight_versions, out.weight_versions)
+        if out.routed_experts:
+            choice.routed_experts = out.routed_experts
+        nv = choice_nvext(plan, acc, final.prompt_token_ids)
+        if nv is not None:
+            choice.nvext.CopyFrom(nv)
+            if out.index == 0:
+                mirror = nv
+    if plan.return_token_ids:
+        resp.prompt_token_ids.extend(final.prompt_token_ids)
+    add_prompt_logprobs(resp.prompt_logprobs, engine, plan.request.params.prompt_logprobs or 0,
+                        final.prompt_logprobs)
+    resp.usage.CopyFrom(usage(len(final.prompt_token_ids), completion_len, final.num_cached_tokens))
+    nvr = response_nvext(
+        plan, worker_id, prompt_ids=final.prompt_token_ids, mirror=mirror,
+        timing_msg=timing(plan.received, final.times, first_seen),
+        prompt_logprobs=(engine, final.prompt_logprobs),
+    )
+    if nvr is not None:
+        resp.nvext.CopyFrom(nvr)
+    return resp
+
+
+class ChatStreamBuilder:
+    """Turns a sequence of delta EngineOutputs into chunk messages."""
+
+    def __init__(self, plan: ChatPlan, engine: Engine, *, created: int, worker_id: str):
+        self.plan = plan
+        self.engine = engine
+        self.created = created
+        self.worker_id = worker_id
+        self._id = plan.request.request_id
+        self._model = plan.model
+        self._fingerprint = plan.fingerprint
+        self.accs = {i: ChoiceAccumulator(i) for i in range(plan.request.params.n)}
+        self.first_seen: float | None = None
+        self.prompt_ids: list[int] = plan.request.prompt_token_ids
+        self.cached = 0
+        self.times: EngineTimes | None = None
+        self._mirror: chat_pb2.ChoiceNvExt | None = None
+        self.tool_parsers = (
+            {i: StreamParser() for i in range(plan.request.params.n)} if plan.parse_tool_calls else {}
+        )
+        markers = plan.reasoning_markers
+        self.reasoners = (
+            {i: ReasoningStream(markers) for i in range(plan.request.params.n)} if markers else {}
+        )
+
+    def _chunk(self) -> chat_pb2.StreamChatCompletionResponse:
+        return chat_pb2.StreamChatCompletionResponse(
+            id=self._id,
+            object="chat.completion.chunk",
+            created=self.created,
+            model=self._model,
+            system_fingerprint=self._fingerprint,
+        )
+
+    def first_chunk(self, first: EngineOutput | None = None) -> chat_pb2.StreamChatCompletionResponse:
+        """The role chunk; with the engine's first output, also the prompt
+        logprobs it carries (asked with prompt_logprobs)."""
+        chunk = self._chunk()
+        if first is not None:
+            add_prompt_logprobs(chunk.prompt_logprobs, self.engine,
+                                self.plan.request.params.prompt_logprobs or 0, first.prompt_logprobs)
+        for i in range(self.plan.request.params.n):
+            chunk.choices.add(index=i, delta=chat_pb2.ChatCompletionDelta(role="assistant", content=""))
+        if self.plan.return_token_ids:
+            chunk.prompt_token_ids.extend(self.prompt_ids)
+        add_prompt_nvext(chunk.nvext, self.plan.extra_fields, self.prompt_ids,
+                         (self.engine, first.prompt_logprobs if first is not None else None))
+        return chunk
+
+    def on_output(self, out: EngineOutput) -> chat_pb2.StreamChatCompletionResponse | None:
+        if self.first_seen is None and any(c.token_ids for c in out.choices):
+            self.first_seen = time.time()
+        if out.prompt_token_ids:
+            self.prompt_ids = out.prompt_token_ids
+        self.cached = out.num_cached_tokens
+        if out.times is not None:
+            self.times = out.times
+        chunk = self._chunk()
+        plan = self.plan
+        for c in out.choices:
+            acc = self.accs.get(c.index)
+            if acc is None:
+                acc = self.accs[c.index] = ChoiceAccumulator(c.index)
+            acc.add(c)
+            if not c.token_ids and not c.text and c.finish_reason is None:
+                continue
+            ch = chunk.choices.add(index=c.index)
+            self._set_text(ch, c)
+            if plan.ids_wanted:
+                ch.token_ids.extend(c.token_ids)
+            if plan.logprobs:
+                ch.logprobs.CopyFrom(choice_logprobs(self.engine, c.logprobs, plan.top_logprobs))
+            if c.finish_reason is not None:
+                parser = self.tool_parsers.get(c.index)
+                ch.finish_reason = _finish_reason(c.finish_reason, parser.calls if parser else 0)
+                sr = stop_reason_value(c.stop_reason)
+                if sr is not None:
+                    ch.stop_reason.CopyFrom(sr)
+                add_weight_spans(ch.weight_versions, c.weight_versions)
+                if c.routed_experts:
+                    ch.routed_experts = c.routed_experts
+                nv = choice_nvext(plan, acc, self.prompt_ids)
+                if nv is not None:
+                    ch.nvext.CopyFrom(nv)
+                    if c.index == 0:
+                        self._mirror = nv
+        if plan.continuous_usage and chunk.choices:
+            chunk.usage.CopyFrom(self._usage())
+        if out.finished:
+            nvr = response_nvext(
+                plan, self.worker_id, prompt_ids=None, mirror=self._mirror,
+                timing_msg=timing(plan.received, self.times, self.first_seen),
+            )
+            if nvr is not None:
+                chunk.nvext.CopyFrom(nvr)
+        if not chunk.choices and not chunk.HasField("nvext"):
+            return None
+        return chunk
+
+    def _set_text(self, ch: chat_pb2.ChatCompletionChunkChoice, c: ChoiceOutput) -> None:
+        text = c.text
+        reasoner = self.reasoners.get(c.index)
+        if reasoner is not None:
+            thought, text = reasoner.feed(text)
+            if c.finish_reason is not None:
+                more_thought, more_text = reasoner.flush()
+                thought, text = thought + more_thought, text + more_text
+            if thought:
+                ch.delta.reasoning_content = thought
+        parser = self.tool_parsers.get(c.index)
+        if parser is None:
+            ch.delta.content = text
+            return
+        before = parser.calls
+        content, calls = parser.feed(text)
+        if c.finish_reason is not None:
+            content += parser.flush()
+        ch.delta.content = content
+        _add_calls(ch.delta.tool_calls, calls, before, indexed=True)
+
+    def _usage(self) -> common_pb2.Usage:
+        completion = sum(len(a.token_ids) for a in self.accs.values())
+        return usage(len(self.prompt_ids), completion, self.cached)
+
+    def usage_chunk(self) -> chat_pb2.StreamChatCompletionResponse:
+        chunk = self._chunk()
+        chunk.usage.CopyFrom(self._usage())
+        return chunk

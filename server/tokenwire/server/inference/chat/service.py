@@ -1,0 +1,60 @@
+"""Running a validated chat plan on the engine: unary and streaming."""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator
+
+from tokenwire.server.core.domain import Engine, EngineOutput, RunOutcome
+from tokenwire.server.core.errors import Internal
+from tokenwire.server.inference.chat.request import ChatPlan
+from tokenwire.server.inference.chat.response import ChatStreamBuilder, build_chat_response
+from tokenwire.v1 import chat_pb2
+
+
+async def run_chat(
+    engine: Engine, plan: ChatPlan, *, worker_id: str, outcome: RunOutcome | None = None
+) -> chat_pb2.CreateChatCompletionResponse:
+    created = int(plan.received)
+    final: EngineOutput | None = None
+    async for out in engine.generate(plan.request):
+        final = out
+    if final is None or not final.finished:
+        raise Internal("the engine ended the request without a final output", reason="ENGINE_OUTPUT_INCOMPLETE")
+    if outcome is not None:
+        outcome.fill(
+            final.prompt_token_ids or plan.request.prompt_token_ids,
+            {c.index: c.token_ids for c in final.choices},
+        )
+    return build_chat_response(
+        plan, engine, final, created=created, worker_id=worker_id, first_seen=None
+    )
+
+
+async def stream_chat(
+    engine: Engine, plan: ChatPlan, *, worker_id: str, outcome: RunOutcome | None = None
+) -> AsyncIterator[chat_pb2.StreamChatCompletionResponse]:
+    builder = ChatStreamBuilder(plan, engine, created=int(plan.received), worker_id=worker_id)
+    outputs = engine.generate(plan.request)
+    try:
+        # Wait for the first output before the role chunk, so that errors
+        # raised at start (admission, a dead engine, engine-side validation)
+        # fail the call before it has sent anything: over REST they become a
+        # plain HTTP error (429/503 with retry-after), not an error event
+        # after a 200. The same iterator then goes on, with no extra layer.
+        out = await anext(outputs, None)
+        yield builder.first_chunk(out)
+        finished = False
+        while out is not None:
+            chunk = builder.on_output(out)
+            if chunk is not None:
+                yield chunk
+            finished = out.finished
+            out = await anext(outputs, None)
+    finally:
+        await outputs.aclose()  # type: ignore[attr-defined]
+    if not finished:
+        raise Internal("the engine ended the stream without finishing the request", reason="ENGINE_OUTPUT_INCOMPLETE")
+    if outcome is not None:  # the builder accumulated the ids already
+        outcome.fill(builder.prompt_ids, {i: a.token_ids for i, a in builder.accs.items()})
+    if plan.include_usage:
+        yield builder.usage_chunk()

@@ -1,0 +1,1 @@
+"""CreateCompletion: request -> plan (one prompt or a batch), run, response/chunks."""

@@ -1,0 +1,82 @@
+"""Continuation resolution for the Session stream: a finished request's
+stored prompt and completion plus a suffix (given ids, or next messages
+rendered token-exact by the turn templates) become the next prompt."""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Container, Sequence
+
+from tokenwire.server.core import validation as v
+from tokenwire.server.core.domain import Engine, RenderOptions
+from tokenwire.server.core.errors import FailedPrecondition, InvalidArgument
+from tokenwire.server.inference.continuation_store import ContinuationStore
+from tokenwire.server.inference.request_fields import messages_to_dicts
+from tokenwire.server.inference.turns import TurnTemplates
+from tokenwire.v1 import chat_pb2, session_pb2
+
+
+@dataclasses.dataclass
+class ResolvedContinuation:
+    prompt: list[int]  # earlier prompt + chosen completion + suffix
+    suffix: list[int]
+    cache_salt: str | None  # the earlier request's salt
+
+
+def resolve_continuation(
+    c: session_pb2.Continuation,
+    *,
+    session_id: str,
+    request_id: str,
+    running: Container[str],
+    options: RenderOptions,
+    store: ContinuationStore,
+    turns: TurnTemplates,
+    engine: Engine,
+) -> ResolvedContinuation:
+    """The prompt of request `request_id` continuing `c.previous_request_id`
+    of session `session_id`; `running` holds the session's running ids."""
+    prev = c.previous_request_id
+    if not prev:
+        raise InvalidArgument(
+            "continuation.previous_request_id is required",
+            param="continuation.previous_request_id", reason="FIELD_REQUIRED",
+        )
+    if c.suffix_token_ids and c.messages:
+        raise InvalidArgument(
+            "give at most one of continuation.suffix_token_ids and continuation.messages",
+            param="continuation", reason="FIELDS_CONFLICT",
+        )
+    if prev in running and prev != request_id:  # a request may continue its own id
+        raise FailedPrecondition(
+            f"request '{prev}' is still running: continue it after its done event",
+            param="continuation.previous_request_id", reason="CONTINUATION_NOT_FINISHED",
+        )
+    turn = store.get(session_id, prev)
+    index = c.choice_index if c.HasField("choice_index") else 0
+    if index >= len(turn.completions):
+        raise InvalidArgument(
+            f"continuation.choice_index {index} is out of range: request '{prev}' had "
+            f"{len(turn.completions)} choice(s)",
+            param="continuation.choice_index", reason="VALUE_OUT_OF_RANGE",
+        )
+    completion = turn.completions[index]
+    suffix: list[int]
+    if c.suffix_token_ids:
+        suffix = v.token_ids("continuation.suffix_token_ids", c.suffix_token_ids, engine.vocab_size)
+    elif c.messages:
+        suffix = turns.suffix(options, completion, continuation_messages(c.messages))
+    else:
+        suffix = []
+    prompt = [*turn.prompt, *completion, *suffix]
+    v.prompt_fits("continuation", len(prompt), engine.max_model_len)
+    return ResolvedContinuation(prompt, suffix, turn.cache_salt)
+
+
+def continuation_messages(messages: Sequence[chat_pb2.ChatMessage]) -> list[dict[str, object]]:
+    try:
+        return messages_to_dicts(messages)
+    except InvalidArgument as err:  # name the field where it sits in a continuation
+        raise InvalidArgument(
+            f"continuation.{err.message}", param=f"continuation.{err.param}", reason=err.reason
+        ) from err

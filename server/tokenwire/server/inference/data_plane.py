@@ -1,0 +1,249 @@
+"""The data plane: every inference operation, once, for every front end.
+
+The gRPC servicer (unary and streaming RPCs) and the Session stream both
+call this object; it is built once at start-up (app.build_data_plane) with
+the objects every call shares. Plans are proto -> domain (validated), runs
+are domain -> engine -> proto. Chat and generate plans have one shape (both
+hold the EngineRequest), so callers treat them alike:
+
+    plan = await plane.chat_plan(request, caller=..., stream=True)
+    outcome = RunOutcome()
+    async for chunk in plane.stream_chat(plan, outcome): ...
+    plane.after(plan, outcome)   # speculative prefill of the next turn
+
+The stream methods return the run's own async generator (no wrapping layer), so
+the per-token path is exactly chat_service.stream_chat / stream_generate.
+"""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator, Callable
+from typing import Any, TypeAlias, TypeVar
+
+from tokenwire.server.core import validation as v
+from tokenwire.server.core.domain import Caller, Engine, EngineRequest, RunOutcome
+from tokenwire.server.core.serving_state import ServingState
+from tokenwire.server.core.settings import ServerSettings
+from tokenwire.server.inference.chat.request import ChatPlan, build_chat_plan
+from tokenwire.server.inference.chat.service import run_chat, stream_chat
+from tokenwire.server.inference.completion.request import CompletionPlan, build_completion_plan
+from tokenwire.server.inference.completion.service import run_completion, stream_completion
+from tokenwire.server.inference.continuation_store import ContinuationStore
+from tokenwire.server.inference.generate.service import (
+    GeneratePlan,
+    build_generate_plan,
+    run_generate,
+    stream_generate,
+)
+from tokenwire.server.inference.offload import OFFLOAD_CHARS, Offload
+from tokenwire.server.inference.prefill import Prefiller
+from tokenwire.server.inference.render_service import generate_request, generate_requests
+from tokenwire.server.inference.request_fields import (
+    has_request_template,
+    pick_dp_rank,
+    pick_session_id,
+    request_chars,
+)
+from tokenwire.server.inference.tokenize_service import detokenize, tokenize
+from tokenwire.server.inference.turns import TurnTemplates
+from tokenwire.server.security.tenancy import Tenancy
+from tokenwire.v1 import chat_pb2, completion_pb2, generate_pb2, tokenize_pb2
+
+P = TypeVar("P")
+Plan: TypeAlias = ChatPlan | GeneratePlan | CompletionPlan
+Response: TypeAlias = (chat_pb2.CreateChatCompletionResponse | generate_pb2.GenerateResponse
+                       | completion_pb2.CreateCompletionResponse)
+Chunk: TypeAlias = (chat_pb2.StreamChatCompletionResponse | generate_pb2.GenerateResponse
+                    | completion_pb2.StreamCompletionResponse)
+
+
+class DataPlane:
+    def __init__(
+        self,
+        engine: Engine,
+        settings: ServerSettings,
+        state: ServingState,
+        *,
+        store: ContinuationStore,
+        turns: TurnTemplates,
+        prefiller: Prefiller,
+        tenancy: Tenancy,
+    ):
+        self.engine = engine
+        self.settings = settings
+        self.state = state
+        self.store = store
+        self.turns = turns
+        self.prefiller = prefiller
+        self.tenancy = tenancy
+        self.offload = Offload(settings.request_template_timeout_seconds,
+                               settings.max_offload_queue)
+        self.served_model = settings.resolved_served_name()
+        self.worker_id = settings.resolved_worker_id()
+
+    # -- plans (proto -> validated domain) --------------------------------
+    async def _prepare(self, req: Any, fn: Callable[[], P]) -> P:
+        """Run a request's preparation (validation, rendering, tokenizing)
+        inline, or off the event loop when it is heavy (inference/offload.py)."""
+        if has_request_template(req):
+            return await self.offload.template(fn)
+        if request_chars(req) > OFFLOAD_CHARS:
+            return await self.offload.prompt(fn)
+        return fn()
+
+    async def chat_plan(
+        self, req: chat_pb2.CreateChatCompletionRequest, *, caller: Caller, stream: bool,
+        dp_rank: str | None = None, session_id: str | None = None,
+    ) -> ChatPlan:
+        plan = await self._prepare(req, lambda: build_chat_plan(
+            req, self.engine, self.settings,
+            served_model=self.served_model, caller=caller, stream=stream,
+        ))
+        plan.weight_version = self.state.weight_version
+        self._response_fits([plan.request], "max_tokens", plan.extra_fields)
+        body = req.nvext.dp_rank if req.nvext.HasField("dp_rank") else None
+        plan.request.data_parallel_rank = self._dp_rank(body, "nvext.dp_rank", dp_rank)
+        plan.request.session_id = pick_session_id(req.session_id, session_id)
+        plan.request.tenant = caller.tenant
+        return plan
+
+    async def generate_plan(
+        self, req: generate_pb2.GenerateRequest, *, caller: Caller, stream: bool,
+        dp_rank: str | None = None, session_id: str | None = None,
+    ) -> GeneratePlan:
+        plan = build_generate_plan(
+            req, self.engine, self.settings,
+            served_model=self.served_model, caller=caller, stream=stream,
+        )
+        self._response_fits([plan.request], "sampling_params.max_tokens")
+        body = req.data_parallel_rank if req.HasField("data_parallel_rank") else None
+        plan.request.data_parallel_rank = self._dp_rank(body, "data_parallel_rank", dp_rank)
+        plan.request.session_id = pick_session_id(req.session_id, session_id)
+        plan.request.tenant = caller.tenant
+        return plan
+
+    async def completion_plan(
+        self, req: completion_pb2.CreateCompletionRequest, *, caller: Caller, stream: bool,
+        dp_rank: str | None = None, session_id: str | None = None,
+    ) -> CompletionPlan:
+        plan = await self._prepare(req, lambda: build_completion_plan(
+            req, self.engine, self.settings,
+            served_model=self.served_model, caller=caller, stream=stream,
+        ))
+        plan.weight_version = self.state.weight_version
+        self._response_fits(plan.requests, "max_tokens", plan.extra_fields)  # unary: one response
+        body = req.nvext.dp_rank if req.nvext.HasField("dp_rank") else None
+        rank = self._dp_rank(body, "nvext.dp_rank", dp_rank)
+        session = pick_session_id(req.session_id, session_id)
+        for request in plan.requests:
+            request.data_parallel_rank = rank
+            request.session_id = session
+            request.tenant = caller.tenant
+        return plan
+
+    def _response_fits(self, requests: list[EngineRequest], param: str,
+                       extra_fields: frozenset[str] = frozenset()) -> None:
+        """Refuse up front a response estimated over the message limit: a
+        unary one (one or a batch of engine requests with the same options:
+        one message), or a stream's largest message (validation.stream_fits;
+        the prompts of a batch stream apart)."""
+        p = requests[0].params
+        limit = self.settings.max_message_bytes
+        if not requests[0].stream:
+            v.response_fits(param, n=sum(r.params.n for r in requests),
+                            max_tokens=max(r.params.max_tokens for r in requests),
+                            logprobs=p.logprobs,
+                            prompt_len=sum(len(r.prompt_token_ids) for r in requests),
+                            prompt_logprobs=p.prompt_logprobs, limit=limit)
+            return
+        whole = bool(extra_fields & {"completion_token_ids", "engine_data"})
+        for r in requests:
+            v.stream_fits(param, n=r.params.n, max_tokens=r.params.max_tokens,
+                          prompt_len=len(r.prompt_token_ids), prompt_logprobs=p.prompt_logprobs,
+                          whole=whole, limit=limit)
+
+    def _dp_rank(self, body: int | None, param: str, header: str | None) -> int | None:
+        if body is None and header is None:
+            return None
+        size = int(self.engine.config_report().get("data_parallel_size") or 1)
+        return pick_dp_rank(body, param, header, size)
+
+    # -- runs (plan -> engine -> proto) -----------------------------------
+    async def run_chat(
+        self, plan: ChatPlan, outcome: RunOutcome | None = None
+    ) -> chat_pb2.CreateChatCompletionResponse:
+        return await run_chat(self.engine, plan, worker_id=self.worker_id, outcome=outcome)
+
+    def stream_chat(
+        self, plan: ChatPlan, outcome: RunOutcome | None = None
+    ) -> AsyncIterator[chat_pb2.StreamChatCompletionResponse]:
+        return stream_chat(self.engine, plan, worker_id=self.worker_id, outcome=outcome)
+
+    async def run_generate(
+        self, plan: GeneratePlan, outcome: RunOutcome | None = None
+    ) -> generate_pb2.GenerateResponse:
+        return await run_generate(self.engine, plan, outcome=outcome)
+
+    def stream_generate(
+        self, plan: GeneratePlan, outcome: RunOutcome | None = None
+    ) -> AsyncIterator[generate_pb2.GenerateResponse]:
+        return stream_generate(self.engine, plan, outcome=outcome)
+
+    async def run_completion(
+        self, plan: CompletionPlan, outcome: RunOutcome | None = None
+    ) -> completion_pb2.CreateCompletionResponse:
+        return await run_completion(self.engine, plan, worker_id=self.worker_id, outcome=outcome)
+
+    def stream_completion(
+        self, plan: CompletionPlan, outcome: RunOutcome | None = None
+    ) -> AsyncIterator[completion_pb2.StreamCompletionResponse]:
+        return stream_completion(self.engine, plan, worker_id=self.worker_id, outcome=outcome)
+
+    async def run(self, plan: Plan, outcome: RunOutcome | None = None) -> Response:
+        """Run either plan to the end: the one response. `outcome`: filled with the ids."""
+        if isinstance(plan, ChatPlan):
+            return await self.run_chat(plan, outcome)
+        if isinstance(plan, CompletionPlan):
+            return await self.run_completion(plan, outcome)
+        return await self.run_generate(plan, outcome)
+
+    def stream(self, plan: Plan, outcome: RunOutcome | None = None) -> AsyncIterator[Chunk]:
+        """Either plan's chunks: the run's own generator (no wrapping layer;
+        close it when abandoned). `outcome`: filled once the stream finished."""
+        if isinstance(plan, ChatPlan):
+            return self.stream_chat(plan, outcome)
+        if isinstance(plan, CompletionPlan):
+            return self.stream_completion(plan, outcome)
+        return self.stream_generate(plan, outcome)
+
+    def after(self, plan: Plan, outcome: RunOutcome) -> bool:
+        """After a finished run: start the speculative prefill of the next
+        chat turn when the plan asked for one; True if started."""
+        if not isinstance(plan, ChatPlan):
+            return False
+        first = outcome.completions[0] if outcome.completions else []
+        return self.prefiller.start(plan, outcome.prompt_ids, first)
+
+    async def render_chat(
+        self, req: chat_pb2.CreateChatCompletionRequest, *, caller: Caller,
+    ) -> generate_pb2.GenerateRequest:
+        """The Generate request `req` would run as (nothing is generated)."""
+        plan = await self.chat_plan(req, caller=caller, stream=False)
+        return generate_request(plan, req)
+
+    async def render_completion(
+        self, req: completion_pb2.CreateCompletionRequest, *, caller: Caller,
+    ) -> completion_pb2.RenderCompletionResponse:
+        """The Generate requests `req` would run as, one per prompt."""
+        plan = await self.completion_plan(req, caller=caller, stream=False)
+        return generate_requests(plan, req)
+
+    # -- tokenizer -------------------------------------------------------
+    async def tokenize(self, req: tokenize_pb2.TokenizeRequest) -> tokenize_pb2.TokenizeResponse:
+        return await self._prepare(req, lambda: tokenize(
+            req, self.engine, self.turns, served_model=self.served_model,
+            trust_template=self.settings.trust_request_chat_template,
+        ))
+
+    def detokenize(self, req: tokenize_pb2.DetokenizeRequest) -> tokenize_pb2.DetokenizeResponse:
+        return detokenize(req, self.engine, served_model=self.served_model)

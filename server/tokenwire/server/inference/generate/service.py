@@ -1,0 +1,264 @@
+"""Token-in generate (vLLM `/inference/v1/generate` shape): validation,
+execution and response building."""
+
+from __future__ import annotations
+
+import contextlib
+import dataclasses
+import time
+from collections.abc import AsyncIterator
+from typing import Any
+
+from tokenwire.server.core import validation as v
+from tokenwire.server.core.domain import (
+    Caller,
+    ChoiceOutput,
+    Engine,
+    EngineRequest,
+    GenerationParams,
+    PositionLogprobs,
+    RunOutcome,
+)
+from tokenwire.server.core.errors import Internal, InvalidArgument
+from tokenwire.server.core.settings import ServerSettings
+from tokenwire.server.inference import sampling_rules as rules
+from tokenwire.server.inference.request_fields import (
+    check_model,
+    check_priority,
+    lora_of,
+    new_request_id,
+    pick_cache_salt,
+    stop_strings,
+)
+from tokenwire.server.inference.response_fields import add_weight_spans, stop_reason_value, usage
+from tokenwire.v1 import common_pb2, generate_pb2
+
+OUTPUT_MODES = frozenset({"tokens", "text"})
+
+
+@dataclasses.dataclass
+class GeneratePlan:
+    """Everything needed to run one generate request and shape its response:
+    the engine request, as in ChatPlan, plus the response options."""
+
+    request: EngineRequest
+    model: str
+    output_mode: str
+    return_token_ids: bool
+    include_usage: bool
+    created: int
+
+
+def _sampling(
+    sp: common_pb2.SamplingParams, settings: ServerSettings, vocab: int, defaults: dict[str, Any],
+) -> GenerationParams:
+    p = rules.default_params(defaults)
+    pre = "sampling_params."
+    rules.apply_ranges(p, {
+        name: (pre + name, getattr(sp, name))
+        for name in ("n", "temperature", "top_p", "top_k", "min_p", "presence_penalty",
+                     "frequency_penalty", "repetition_penalty", "min_tokens", "prompt_logprobs",
+                     "thinking_token_budget")
+        if sp.HasField(name)
+    }, settings, vocab)
+    rules.check_greedy_choices(p, pre + "n")
+    if sp.HasField("seed"):
+        p.seed = sp.seed
+    p.stop, stop_ids = stop_strings(pre + "stop", sp.stop if sp.HasField("stop") else None, settings)
+    v.token_ids(pre + "stop", stop_ids, vocab)
+    p.stop_token_ids = rules.stop_token_ids(pre + "stop_token_ids", [*sp.stop_token_ids, *stop_ids],
+                                            settings, vocab)
+    p.ignore_eos = bool(sp.ignore_eos)
+    if sp.HasField("logprobs"):
+        p.logprobs = v.int_range(pre + "logprobs", sp.logprobs, 0, settings.max_top_logprobs)
+    rules.copy_text_flags(p, sp)
+    p.logit_bias = rules.logit_bias(pre + "logit_bias", sp.logit_bias.items(), vocab)
+    return p
+
+
+def build_generate_plan(
+    req: generate_pb2.GenerateRequest,
+    engine: Engine,
+    settings: ServerSettings,
+    *,
+    served_model: str,
+    caller: Caller,
+    stream: bool,
+) -> GeneratePlan:
+    model = check_model(req.model, served_model, engine.lora_names())
+    mode = req.output_mode or "tokens"
+    if mode not in OUTPUT_MODES:
+        raise InvalidArgument(f"output_mode '{mode}' is not one of tokens, text", param="output_mode", reason="VALUE_NOT_ALLOWED")
+    v.prompt_fits("token_ids", len(req.token_ids), engine.max_model_len)  # before the walk
+    prompt = v.token_ids("token_ids", req.token_ids, engine.vocab_size)
+    params = _sampling(req.sampling_params, settings, engine.vocab_size, engine.sampling_defaults())
+    sp = req.sampling_params
+    params.max_tokens = v.max_tokens(
+        "sampling_params.max_tokens",
+        sp.max_tokens if sp.HasField("max_tokens") else None,
+        len(prompt),
+        engine.max_model_len,
+    )
+    if params.min_tokens > params.max_tokens:  # vLLM would raise outside any handler
+        raise InvalidArgument(
+            f"sampling_params.min_tokens ({params.min_tokens}) exceeds sampling_params.max_tokens "
+            f"({params.max_tokens})", param="sampling_params.min_tokens", reason="VALUE_OUT_OF_RANGE",
+        )
+    params.detokenize = mode == "text" or bool(params.stop)
+    params.stream_interval = v.stream_interval(req.stream_options)
+    salt = pick_cache_salt(caller, req.cache_salt)
+    priority = check_priority(req.priority if req.HasField("priority") else 0, settings, caller)
+    return GeneratePlan(
+        request=EngineRequest(
+            request_id=new_request_id("gen", req.request_id),
+            prompt_token_ids=prompt,
+            params=params,
+            cache_salt=salt,
+            priority=priority,
+            stream=stream,
+            lora=lora_of(model, served_model),
+        ),
+        model=model,
+        output_mode=mode,
+        return_token_ids=bool(req.return_token_ids),
+        include_usage=bool(req.stream_options.include_usage),
+        created=int(time.time()),
+    )
+
+
+def _add_choice(resp: generate_pb2.GenerateResponse, plan: GeneratePlan, c: ChoiceOutput,
+                engine: Engine) -> None:
+    """Append choice `c` to `resp`, built in place (no message copy)."""
+    ch = resp.choices.add(index=c.index, token_ids=c.token_ids)
+    if c.finish_reason is not None:
+        ch.finish_reason = c.finish_reason
+        add_weight_spans(ch.weight_versions, c.weight_versions)
+        if c.routed_experts:
+            ch.routed_experts = c.routed_experts
+        sr = stop_reason_value(c.stop_reason)
+        if sr is not None:
+            ch.stop_reason.CopyFrom(sr)
+    if c.logprobs is not None:
+        with_top = bool(plan.request.params.logprobs)
+        text = engine if plan.output_mode == "text" else None
+        for pos in c.logprobs:
+            _fill_logprob(ch.logprobs.content.add(), pos, with_top, text)
+    if plan.output_mode == "text":
+        ch.text = c.text
+
+
+def _name(entry: Any, token_id: int, text: Engine | None) -> None:
+    """`token` in both shapes clients parse: "token_id:N" (tokens mode, as
+    vLLM's generate has long sent it) or the token's text and bytes (text
+    mode); `token_id` is always set too."""
+    if text is None:
+        entry.token = f"token_id:{token_id}"
+    else:
+        entry.token = text.token_text(token_id)
+        entry.bytes.extend(text.token_bytes(token_id))
+
+
+def _fill_logprob(entry: generate_pb2.GenerateLogProbsContent, pos: PositionLogprobs,
+                  with_top: bool, text: Engine | None = None) -> None:
+    entry.token_id = pos.token_id
+    _name(entry, pos.token_id, text)
+    entry.logprob = pos.logprob
+    if pos.non_finite:
+        entry.non_finite = True
+    if pos.rank is not None:
+        entry.rank = pos.rank
+    # vLLM's order: the sampled token first, then the others by rank.
+    sampled = [x for x in pos.top if x.token_id == pos.token_id]
+    others = [x for x in pos.top if x.token_id != pos.token_id]
+    for cand in sampled + others if with_top else []:
+        top = entry.top_logprobs.add(token_id=cand.token_id, logprob=cand.logprob)
+        _name(top, cand.token_id, text)
+        if cand.rank is not None:
+            top.rank = cand.rank
+
+
+def _add_prompt_logprobs(resp: generate_pb2.GenerateResponse, plan: GeneratePlan,
+                         positions: list[PositionLogprobs | None] | None, engine: Engine) -> None:
+    if positions is None:
+        return
+    with_top = bool(plan.request.params.prompt_logprobs)
+    text = engine if plan.output_mode == "text" else None
+    for pos in positions:
+        entry = resp.prompt_logprobs.add()
+        if pos is not None:
+            _fill_logprob(entry, pos, with_top, text)
+
+
+def _response(plan: GeneratePlan) -> generate_pb2.GenerateResponse:
+    return generate_pb2.GenerateResponse(
+        request_id=plan.request.request_id,
+        model=plan.model,
+        created=plan.created,
+        output_mode=plan.output_mode,
+    )
+
+
+async def run_generate(
+    engine: Engine, plan: GeneratePlan, *, outcome: RunOutcome | None = None
+) -> generate_pb2.GenerateResponse:
+    final = None
+    async for out in engine.generate(plan.request):
+        final = out
+    if final is None or not final.finished:
+        raise Internal("the engine ended the request without a final output", reason="ENGINE_OUTPUT_INCOMPLETE")
+    if outcome is not None:
+        outcome.fill(
+            final.prompt_token_ids or plan.request.prompt_token_ids,
+            {c.index: c.token_ids for c in final.choices},
+        )
+    resp = _response(plan)
+    for c in sorted(final.choices, key=lambda c: c.index):
+        _add_choice(resp, plan, c, engine)
+    if plan.return_token_ids:
+        resp.prompt_token_ids.extend(final.prompt_token_ids)
+    _add_prompt_logprobs(resp, plan, final.prompt_logprobs, engine)
+    completion = sum(len(c.token_ids) for c in final.choices)
+    resp.usage.CopyFrom(usage(len(final.prompt_token_ids), completion, final.num_cached_tokens))
+    return resp
+
+
+async def stream_generate(
+    engine: Engine, plan: GeneratePlan, *, outcome: RunOutcome | None = None
+) -> AsyncIterator[generate_pb2.GenerateResponse]:
+    first = True
+    completion = 0
+    cached = 0
+    finished = False
+    prompt_ids = plan.request.prompt_token_ids
+    ids: dict[int, list[int]] | None = {} if outcome is not None else None
+    # Nothing is sent before the first output: errors at start (admission,
+    # engine validation) fail the call before its first message.
+    async with contextlib.aclosing(engine.generate(plan.request)) as outputs:
+        async for out in outputs:
+            resp = _response(plan)
+            if first:
+                if plan.return_token_ids:
+                    resp.prompt_token_ids.extend(plan.request.prompt_token_ids)
+                _add_prompt_logprobs(resp, plan, out.prompt_logprobs, engine)
+            first = False
+            for c in out.choices:
+                if c.token_ids or c.text or c.finish_reason is not None:
+                    _add_choice(resp, plan, c, engine)
+                    completion += len(c.token_ids)
+            cached = out.num_cached_tokens
+            finished = out.finished
+            if ids is not None:  # only when asked: a session keeps the ids
+                if out.prompt_token_ids:
+                    prompt_ids = out.prompt_token_ids
+                for c in out.choices:
+                    ids.setdefault(c.index, []).extend(c.token_ids)
+            if resp.choices or resp.prompt_token_ids or resp.prompt_logprobs:
+                yield resp
+    if not finished:
+        raise Internal("the engine ended the stream without finishing the request", reason="ENGINE_OUTPUT_INCOMPLETE")
+    if outcome is not None and ids is not None:
+        outcome.fill(prompt_ids, ids)
+    if plan.include_usage:
+        resp = _response(plan)
+        resp.usage.CopyFrom(usage(len(plan.request.prompt_token_ids), completion, cached))
+        yield resp

