@@ -1,5 +1,7 @@
 """The Envoy configuration for the gateway, built as data from the settings
-and dumped as JSON (``envoy.json``; Envoy reads it like its YAML).
+and dumped as JSON (``envoy.json``; Envoy reads it like its YAML), next to
+the Lua bundles its filters name (``lua/``, see lua_bundle). The rendering
+for the default settings is committed as gateway/golden/envoy.yaml.
 
 One listener carries both OpenAI REST JSON (with SSE), transcoded to the
 tokenwire.v1 gRPC contract, and native gRPC passed through. The HTTP
@@ -15,191 +17,33 @@ import json
 import pathlib
 from typing import Any
 
-from tokenwire.gateway.settings import PACKAGE_DIR, GatewaySettings, endpoints
+from tokenwire import wire
+from tokenwire.gateway import lua_bundle
+from tokenwire.gateway.local_replies import local_reply_mappers
+from tokenwire.gateway.settings import GatewaySettings, endpoints, services
+from tokenwire.wire import AFFINITY_HEADER, SESSION_HEADER
 
-LUA_DIR = PACKAGE_DIR / "lua"
 CLUSTER = "tokenwire_grpc"  # the replicas, least-loaded first (calls without an affinity key)
 AFFINITY_CLUSTER = "tokenwire_affinity"  # the same replicas, by consistent hash of the key
-SESSION_HEADER = "x-session-id"  # vLLM's X-Session-ID (gRPC metadata x-session-id)
-AFFINITY_HEADER = "x-tokenwire-affinity"  # derived from a REST body (affinity_key.lua)
-RETRY_SAFE_HEADER = "tokenwire-retry-safe"  # the server's mark: refused before any engine work
-# The caller's credential: part of every affinity hash, so two tenants'
-# identical keys (session ids, salts, users) never share a routing key.
-CREDENTIAL_HEADER = "authorization"
 CONTROL_PREFIX = "/tokenwire.v1.ControlService/"
 # What an outside caller may not send: the gateway's own routing key, the
 # tenant (the server takes it from the credential, or from a trusted hop),
 # and Envoy's internal headers (prefix), which the server reads as "came
 # through a proxy". Removed as a request arrives, before any filter or route.
-STRIPPED_HEADERS = (AFFINITY_HEADER, "x-tenant-id")
-STRIPPED_PREFIX = "x-envoy-"
-# Lua modules bundled with each filter's entry file (see lua_source).
-LUA_MODULES = ("affinity_key", "json_scan", "json_text", "list_body", "openai_error",
-               "stream_select", "strict_types")
-# Message types whose JSON form is not an object (the transcoder's well-known types).
-_FREE_FORM = {"google.protobuf.Value", "google.protobuf.Struct", "google.protobuf.ListValue"}
+STRIPPED_HEADERS = (AFFINITY_HEADER, wire.TENANT_HEADER)
+STRIPPED_PREFIX = wire.PROXY_HEADER_PREFIX
 _TYPE = "@type"
 _LUA = "type.googleapis.com/envoy.extensions.filters.http.lua.v3.Lua"
 
-# Envoy's own replies (not the server's) in the OpenAI error shape:
-# HTTP status -> (type, code, message). "%LOCAL_REPLY_BODY%" is Envoy's text.
-LOCAL_REPLIES: dict[int, tuple[str, str, str]] = {
-    400: ("invalid_request_error", "invalid_request_body", "%LOCAL_REPLY_BODY%"),
-    404: ("invalid_request_error", "unknown_url", "Invalid URL (%REQ(:METHOD)% %REQ(:PATH)%)"),
-    413: ("invalid_request_error", "request_too_large", "the request body is larger than {limit} bytes"),
-    429: ("rate_limit_error", "rate_limited", "%LOCAL_REPLY_BODY%"),
-    502: ("server_error", "bad_gateway", "%LOCAL_REPLY_BODY%"),
-    503: ("server_error", "upstream_unavailable", "%LOCAL_REPLY_BODY%"),
-    504: ("server_error", "gateway_timeout", "%LOCAL_REPLY_BODY%"),
-}
-FALLBACK_REPLY = ("server_error", "gateway_error", "%LOCAL_REPLY_BODY%")
 
-# A native gRPC call (content-type application/grpc, path not rewritten by
-# the transcoder) keeps Envoy's plain gRPC status reply.
-_NOT_NATIVE_GRPC = {
-    "or_filter": {
-        "filters": [
-            {"header_filter": {"header": {
-                "name": "content-type", "string_match": {"prefix": "application/grpc"},
-                "invert_match": True, "treat_missing_header_as_empty": True,
-            }}},
-            {"header_filter": {"header": {"name": "x-envoy-original-path", "present_match": True}}},
-        ]
-    }
-}
-
-
-def _status_filter(op: str, status: int) -> dict:
-    value = {"default_value": status, "runtime_key": f"tokenwire.local_reply.{op.lower()}{status}"}
-    return {"status_code_filter": {"comparison": {"op": op, "value": value}}}
-
-
-def _mapper(status_filter: dict, reply: tuple[str, str, str]) -> dict:
-    kind, code, message = reply
-    error = {"message": message, "type": kind, "param": None, "code": code}
-    return {
-        "filter": {"and_filter": {"filters": [status_filter, _NOT_NATIVE_GRPC]}},
-        "body_format_override": {
-            "json_format": {"error": error},
-            "content_type": "application/json",
-        },
-    }
-
-
-def _strict_type_mapper() -> dict:
-    """openai_rest.lua's refusal of a value of the wrong JSON kind: the field
-    it recorded (dynamic metadata tokenwire.rest/strict_param) is `param`."""
-    recorded = {"metadata_filter": {"matcher": {
-        "filter": "tokenwire.rest", "path": [{"key": "strict_param"}],
-        "value": {"present_match": True}}, "match_if_key_not_found": False}}
-    error = {"message": "%LOCAL_REPLY_BODY%", "type": "invalid_request_error",
-             "param": "%DYNAMIC_METADATA(tokenwire.rest:strict_param)%", "code": "invalid_type"}
-    return {
-        "filter": {"and_filter": {"filters": [_status_filter("EQ", 400), recorded]}},
-        "body_format_override": {"json_format": {"error": error}, "content_type": "application/json"},
-    }
-
-
-def local_reply_mappers(settings: GatewaySettings) -> list[dict]:
-    mappers = [_strict_type_mapper()]
-    for status, (kind, code, message) in LOCAL_REPLIES.items():
-        reply = (kind, code, message.format(limit=settings.max_request_bytes))
-        mappers.append(_mapper(_status_filter("EQ", status), reply))
-    mappers.append(_mapper(_status_filter("GE", 400), FALLBACK_REPLY))
-    return mappers
-
-
-def strict_type_rules(service_names: list[str]) -> dict[str, dict[str, str]]:
-    """For each REST path with a JSON body, the kind each top-level field's
-    value must have ("array", "object", "bool"), from the proto descriptor:
-    what strict_types.lua checks before the transcoder coerces."""
-    from google.api import annotations_pb2
-    from google.protobuf import descriptor
-
-    from tokenwire.v1 import control_pb2, events_pb2, service_pb2
-
-    files = {"tokenwire.v1.TokenwireService": service_pb2, "tokenwire.v1.ControlService": control_pb2,
-             "tokenwire.v1.EventStreamService": events_pb2}
-    rules: dict[str, dict[str, str]] = {}
-    for full_name in service_names:
-        service = files[full_name].DESCRIPTOR.services_by_name[full_name.rsplit(".", 1)[1]]
-        for method in service.methods:
-            options = method.GetOptions()
-            if not options.HasExtension(annotations_pb2.http):
-                continue
-            http = options.Extensions[annotations_pb2.http]
-            if http.body != "*" or not http.post:
-                continue
-            kinds: dict[str, str] = {}
-            for field in method.input_type.fields:
-                if field.is_repeated:
-                    entry = field.message_type is not None and field.message_type.GetOptions().map_entry
-                    kind = "object" if entry else "array"
-                elif field.type == descriptor.FieldDescriptor.TYPE_BOOL:
-                    kind = "bool"
-                elif (field.type == descriptor.FieldDescriptor.TYPE_MESSAGE
-                      and field.message_type.full_name not in _FREE_FORM
-                      and not field.message_type.full_name.startswith("google.protobuf.")):
-                    kind = "object"
-                else:
-                    continue
-                kinds[field.name] = kinds[field.json_name] = kind
-            rules[http.post] = kinds
-    return rules
-
-
-def _lua_table(rules: dict[str, dict[str, str]]) -> str:
-    def quoted(text: str) -> str:
-        return json.dumps(text)  # a JSON string is a valid Lua string here (ASCII names)
-
-    rows = []
-    for path, kinds in sorted(rules.items()):
-        fields = ", ".join(f"[{quoted(k)}] = {quoted(v)}" for k, v in sorted(kinds.items()))
-        rows.append(f"  [{quoted(path)}] = {{ {fields} }},")
-    return "return {\n" + "\n".join(rows) + "\n}\n"
-
-
-def _names_module() -> str:
-    """The header names the Lua filters share with this file (defined here once)."""
-    names = {"AFFINITY_HEADER": AFFINITY_HEADER, "SESSION_HEADER": SESSION_HEADER}
-    fields = ", ".join(f"{k} = {json.dumps(v)}" for k, v in names.items())
-    return f"return {{ {fields} }}\n"
-
-
-def generated_modules(settings: GatewaySettings) -> dict[str, str]:
-    """The Lua modules built from data at config time (name -> source)."""
-    return {"strict_rules": _lua_table(strict_type_rules(services(settings))),
-            "gateway_names": _names_module()}
-
-
-def lua_source(entry: str, generated: dict[str, str] | None = None) -> str:
-    """The Lua code of filter ``entry`` (a file in lua/) with the modules it
-    requires bundled in front: Envoy loads one chunk per filter, while the
-    files stay small and are tested one by one with lupa (tests/pure)."""
-    generated = generated or {}
-    sources = {m: (LUA_DIR / f"{m}.lua").read_text() for m in LUA_MODULES} | generated
-    text = (LUA_DIR / f"{entry}.lua").read_text()
-    needed = [m for m in sources if f'require("{m}")' in text]
-    for name in needed:  # modules' own requires (one level is all there is)
-        needed += [m for m in sources if f'require("{m}")' in sources[name] and m not in needed]
-    if not needed:
-        return text
-    parts = [
-        "local MODULES, LOADED = {}, {}",
-        "local function require(name)\n"
-        "  if LOADED[name] == nil then LOADED[name] = MODULES[name]() end\n"
-        "  return LOADED[name]\n"
-        "end",
-    ]
-    for name in needed:
-        parts.append(f'MODULES["{name}"] = function()\n{sources[name]}end')
-    return "\n".join(parts) + "\n" + text
-
-
-def _lua_filter(name: str, entry: str, generated: dict[str, str] | None = None) -> dict[str, Any]:
-    return {"name": name, "typed_config": {
-        _TYPE: _LUA, "default_source_code": {"inline_string": lua_source(entry, generated)},
-    }}
+def _lua_filter(name: str, entry: str, settings: GatewaySettings,
+                lua_dir: pathlib.PurePath | None) -> dict[str, Any]:
+    """A Lua filter running bundle ``entry`` (lua_bundle): the file
+    ``lua_dir/<entry>.lua`` that lua_bundle.write puts there, or, without a
+    ``lua_dir``, the bundle's text inline (a self-contained document)."""
+    source = ({"filename": str(lua_dir / f"{entry}.lua")} if lua_dir is not None
+              else {"inline_string": lua_bundle.bundles(settings)[entry]})
+    return {"name": name, "typed_config": {_TYPE: _LUA, "default_source_code": source}}
 
 
 def _address(host: str, port: int) -> dict[str, Any]:
@@ -242,16 +86,7 @@ def _listen_tls(settings: GatewaySettings) -> dict[str, Any] | None:
     return {"name": "envoy.transport_sockets.tls", "typed_config": tls}
 
 
-def services(settings: GatewaySettings) -> list[str]:
-    """The gRPC services the transcoder exposes over REST: inference, and the
-    ControlService only when the operator turned control on."""
-    names = ["tokenwire.v1.TokenwireService", "tokenwire.v1.EventStreamService"]
-    if settings.control:
-        names.append("tokenwire.v1.ControlService")
-    return names
-
-
-def _http_filters(settings: GatewaySettings) -> list[dict[str, Any]]:
+def _http_filters(settings: GatewaySettings, lua_dir: pathlib.PurePath | None) -> list[dict[str, Any]]:
     transcoder = {
         _TYPE: "type.googleapis.com/envoy.extensions.filters.http.grpc_json_transcoder.v3"
                ".GrpcJsonTranscoder",
@@ -265,9 +100,9 @@ def _http_filters(settings: GatewaySettings) -> list[dict[str, Any]]:
         "print_options": {"preserve_proto_field_names": True, "always_print_enums_as_ints": False},
     }
     return [
-        _lua_filter("tokenwire.openai_rest", "openai_rest", generated_modules(settings)),
+        _lua_filter("tokenwire.openai_rest", "openai_rest", settings, lua_dir),
         {"name": "envoy.filters.http.grpc_json_transcoder", "typed_config": transcoder},
-        _lua_filter("tokenwire.grpc_status", "grpc_status"),
+        _lua_filter("tokenwire.grpc_status", "grpc_status", settings, lua_dir),
         {"name": "envoy.filters.http.router", "typed_config": {
             _TYPE: "type.googleapis.com/envoy.extensions.filters.http.router.v3.Router"}},
     ]
@@ -285,7 +120,7 @@ def _strip_inbound() -> dict[str, Any]:
     }}
 
 
-def _connection_manager(settings: GatewaySettings) -> dict[str, Any]:
+def _connection_manager(settings: GatewaySettings, lua_dir: pathlib.PurePath | None) -> dict[str, Any]:
     idle = f"{settings.stream_idle_timeout_s}s"
     # gRPC: native calls and transcoded REST calls (the transcoder has
     # rewritten those to POST /tokenwire.v1.<Service>/<Method>). Anything
@@ -300,7 +135,7 @@ def _connection_manager(settings: GatewaySettings) -> dict[str, Any]:
         }
         if cluster == AFFINITY_CLUSTER:  # the caller's credential and its key, hashed together
             action["hash_policy"] = [{"header": {"header_name": h}}
-                                     for h in (CREDENTIAL_HEADER, *present)]
+                                     for h in (wire.AUTHORIZATION_HEADER, *present)]
         return {"match": {"prefix": "/", "headers": headers}, "route": action}
 
     # A call with an affinity key (X-Session-ID, else the body's key) goes by
@@ -343,14 +178,14 @@ def _connection_manager(settings: GatewaySettings) -> dict[str, Any]:
         "local_reply_config": {"mappers": local_reply_mappers(settings)},
         "route_config": {"name": "tokenwire", "virtual_hosts": [
             {"name": "tokenwire", "domains": ["*"], "routes": routes}]},
-        "http_filters": _http_filters(settings),
+        "http_filters": _http_filters(settings, lua_dir),
     }
 
 
-def _listener(settings: GatewaySettings) -> dict[str, Any]:
+def _listener(settings: GatewaySettings, lua_dir: pathlib.PurePath | None) -> dict[str, Any]:
     chain: dict[str, Any] = {"filters": [{
         "name": "envoy.filters.network.http_connection_manager",
-        "typed_config": _connection_manager(settings),
+        "typed_config": _connection_manager(settings, lua_dir),
     }]}
     tls = _listen_tls(settings)
     if tls is not None:
@@ -372,7 +207,7 @@ def _retry_policy(settings: GatewaySettings) -> dict[str, Any]:
     return {
         "retry_on": "connect-failure,refused-stream,reset-before-request,retriable-headers",
         "num_retries": settings.retries,
-        "retriable_headers": [{"name": RETRY_SAFE_HEADER, "string_match": {"exact": "1"}}],
+        "retriable_headers": [{"name": wire.RETRY_SAFE_TRAILER, "string_match": {"exact": "1"}}],
         "retry_host_predicate": [{"name": "envoy.retry_host_predicates.previous_hosts",
                                   "typed_config": {_TYPE: "type.googleapis.com/envoy.extensions"
                                                    ".retry.host.previous_hosts.v3"
@@ -468,11 +303,13 @@ def _overload_manager(settings: GatewaySettings) -> dict[str, Any]:
     }
 
 
-def build(settings: GatewaySettings) -> dict[str, Any]:
-    """The Envoy bootstrap for these settings, as data."""
+def build(settings: GatewaySettings, lua_dir: pathlib.PurePath | None = None) -> dict[str, Any]:
+    """The Envoy bootstrap for these settings, as data. With ``lua_dir`` the
+    Lua filters name their bundles there (``lua_dir/<entry>.lua``, written by
+    lua_bundle.write); without it they carry them inline."""
     bootstrap: dict[str, Any] = {
         "overload_manager": _overload_manager(settings),
-        "static_resources": {"listeners": [_listener(settings)], "clusters": [
+        "static_resources": {"listeners": [_listener(settings, lua_dir)], "clusters": [
             _cluster(settings, CLUSTER), _cluster(settings, AFFINITY_CLUSTER)]},
     }
     if settings.admin_port >= 0:
@@ -480,14 +317,16 @@ def build(settings: GatewaySettings) -> dict[str, Any]:
     return bootstrap
 
 
-def render(settings: GatewaySettings) -> str:
-    """The Envoy bootstrap as JSON text."""
-    return json.dumps(build(settings), indent=2) + "\n"
+def render(settings: GatewaySettings, lua_dir: pathlib.PurePath | None = None) -> str:
+    """The Envoy bootstrap as JSON text (self-contained without ``lua_dir``)."""
+    return json.dumps(build(settings, lua_dir), indent=2) + "\n"
 
 
 def write(settings: GatewaySettings, directory: pathlib.Path) -> pathlib.Path:
-    """Render into ``directory/envoy.json`` and return its path."""
-    directory.mkdir(parents=True, exist_ok=True)
+    """Write the Lua bundles into ``directory/lua/`` and the bootstrap that
+    names them into ``directory/envoy.json``; return the latter's path."""
+    lua_dir = directory.resolve() / "lua"
+    lua_bundle.write(settings, lua_dir)
     path = directory / "envoy.json"
-    path.write_text(render(settings))
+    path.write_text(render(settings, lua_dir))
     return path

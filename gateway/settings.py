@@ -134,3 +134,12 @@ def endpoints(settings: GatewaySettings) -> list[tuple[str, int]]:
             raise ValueError(f"upstream {item!r} is not HOST:PORT")
         out.append((host.strip("[]"), int(port)))
     return out
+
+
+def services(settings: GatewaySettings) -> list[str]:
+    """The gRPC services the transcoder exposes over REST: inference, and the
+    ControlService only when the operator turned control on."""
+    names = ["tokenwire.v1.TokenwireService", "tokenwire.v1.EventStreamService"]
+    if settings.control:
+        names.append("tokenwire.v1.ControlService")
+    return names

@@ -16,10 +16,13 @@
 -- JSON array, after this filter has run on the trailers.
 -- Native gRPC calls pass through untouched.
 
-local NS = "tokenwire.rest"
+local wire = require("wire") -- generated from tokenwire/wire.py
+local names = require("gateway_names") -- generated: names shared with the config builder
+
+local NS = names.REST_METADATA
 local FIELDS = {
-  grpc_message = "grpc-message", reason = "tokenwire-reason", param = "tokenwire-param",
-  retry_ms = "retry-after-ms",
+  grpc_message = "grpc-message", reason = wire.REASON_TRAILER, param = wire.PARAM_TRAILER,
+  retry_ms = wire.RETRY_TRAILER,
 }
 
 -- Record the status found in `src` (headers or trailers); false if none.

@@ -3,35 +3,19 @@
 -- Everything comes from plain headers/trailers recorded by grpc_status.lua:
 -- grpc-status, grpc-message (percent-encoded), and the server's
 -- tokenwire-reason / tokenwire-param / retry-after-ms. No protobuf here.
+-- The status maps are tokenwire.wire's (the generated module "wire"), the
+-- same the server renders a failed stream's error event with.
 local json = require("json_text")
+local wire = require("wire") -- generated from tokenwire/wire.py
+local names = require("gateway_names") -- generated: names shared with the config builder
 
 local M = {}
 
--- gRPC code -> HTTP status (Envoy's and grpc-gateway's mapping).
-local HTTP_STATUS = {
-  [0] = 200, [1] = 499, [2] = 500, [3] = 400, [4] = 504, [5] = 404, [6] = 409, [7] = 403,
-  [8] = 429, [9] = 400, [10] = 409, [11] = 400, [12] = 501, [13] = 500, [14] = 503,
-  [15] = 500, [16] = 401,
-}
-local CODE_NAMES = {
-  [1] = "cancelled", [2] = "unknown", [3] = "invalid_argument", [4] = "deadline_exceeded",
-  [5] = "not_found", [6] = "already_exists", [7] = "permission_denied",
-  [8] = "resource_exhausted", [9] = "failed_precondition", [10] = "aborted",
-  [11] = "out_of_range", [12] = "unimplemented", [13] = "internal", [14] = "unavailable",
-  [15] = "data_loss", [16] = "unauthenticated",
-}
+local HTTP_STATUS = wire.HTTP_STATUS -- gRPC code -> HTTP status
+local CODE_NAMES = wire.GRPC_CODE_NAMES -- gRPC code -> OpenAI's error code (lower case)
 
 function M.error_type(http)
-  if http == 400 or http == 404 or http == 409 or http == 413 then
-    return "invalid_request_error"
-  elseif http == 401 then
-    return "authentication_error"
-  elseif http == 403 then
-    return "permission_error"
-  elseif http == 429 then
-    return "rate_limit_error"
-  end
-  return "server_error"
+  return wire.ERROR_TYPES[http] or wire.DEFAULT_ERROR_TYPE
 end
 
 function M.percent_decode(s)
@@ -48,12 +32,12 @@ function M.render(rec)
   if message == "" then
     message = "the call failed with gRPC status " .. (CODE_NAMES[code] or tostring(code))
   end
-  local http = HTTP_STATUS[code] or 500
+  local http = HTTP_STATUS[code] or wire.UNKNOWN_HTTP_STATUS
   local reason, param = rec.reason, rec.param
   if reason == "" then
     reason = nil
   end
-  local code_text = reason and reason:lower() or CODE_NAMES[code] or "unknown"
+  local code_text = reason and reason:lower() or CODE_NAMES[code] or CODE_NAMES[2] -- UNKNOWN
   local body = '{"error":{"message":' .. json.string(message)
     .. ',"type":' .. json.string(M.error_type(http))
     .. ',"param":' .. (param and param ~= "" and json.string(param) or "null")
@@ -72,7 +56,8 @@ function M.name_rejected_field(text)
   text = text:gsub('"param":null', function()
     return '"param":' .. json.string(param)
   end, 1)
-  text = text:gsub('"code":"invalid_request_body"', '"code":"invalid_type"', 1)
+  text = text:gsub('"code":' .. json.string(names.INVALID_BODY_CODE),
+    '"code":' .. json.string(names.INVALID_TYPE_CODE), 1)
   return text
 end
 

@@ -1,7 +1,7 @@
 -- Client-side filter (before the gRPC-JSON transcoder): the OpenAI REST
 -- conventions the transcoder lacks. Only what a proxy must do; the pieces
 -- live in their own modules (stream_select, openai_error, ...),
--- bundled with this file by tokenwire.gateway.config.
+-- bundled with this file by tokenwire.gateway.lua_bundle.
 --
 -- Request: a body whose top-level values have the wrong JSON kind is
 -- refused with 400 before the transcoder could coerce it (strict_types.lua,
@@ -22,12 +22,13 @@ local strict_types = require("strict_types")
 local list_body = require("list_body")
 local affinity_key = require("affinity_key")
 local strict_rules = require("strict_rules") -- generated from the proto descriptor
-local names = require("gateway_names") -- generated: header names shared with config.py
+local wire = require("wire") -- generated from tokenwire/wire.py: names shared with client and server
+local names = require("gateway_names") -- generated: names shared with the config builder
 
-local NS = "tokenwire.rest"
+local NS = names.REST_METADATA
 local UPSTREAM_HEADERS = {
   "grpc-status", "grpc-message", "grpc-status-details-bin", "grpc-accept-encoding",
-  "grpc-encoding", "tokenwire-reason", "tokenwire-param", "retry-after-ms",
+  "grpc-encoding", wire.REASON_TRAILER, wire.PARAM_TRAILER, wire.RETRY_TRAILER,
 }
 
 function envoy_on_request(handle)
@@ -50,14 +51,14 @@ function envoy_on_request(handle)
   if rules ~= nil then
     local key, kind = strict_types.violation(body_text(), rules)
     if key ~= nil then -- the transcoder would coerce it: refuse as OpenAI does
-      -- Envoy's local-reply mapper renders it (config.py: param = this field).
-      handle:streamInfo():dynamicMetadata():set(NS, "strict_param", key)
+      -- Envoy's local-reply mapper renders it (local_replies.py: param = this field).
+      handle:streamInfo():dynamicMetadata():set(NS, names.STRICT_PARAM, key)
       handle:respond({ [":status"] = "400" }, strict_types.message(key, kind))
       return
     end
   end
   local now = handle:headers() -- fresh: reading the body ends the old object's scope
-  if rules ~= nil and now:get(names.SESSION_HEADER) == nil then
+  if rules ~= nil and now:get(wire.SESSION_HEADER) == nil then
     -- The fleet's consistent hash (config.py) keys on X-Session-ID, else on
     -- this header derived from the body (session_id, cache_salt, user); a
     -- caller's own copy of it was dropped on arrival (config.py).
@@ -86,8 +87,8 @@ local function send_error(handle, rec)
   headers:replace("content-type", "application/json")
   headers:replace("content-length", tostring(#body))
   if retry_ms ~= nil then -- what HTTP clients (the openai SDK) read
-    headers:replace("retry-after-ms", tostring(retry_ms))
-    headers:replace("retry-after", tostring(math.ceil(retry_ms / 1000)))
+    headers:replace(wire.RETRY_TRAILER, tostring(retry_ms))
+    headers:replace(wire.RETRY_AFTER_HEADER, tostring(math.ceil(retry_ms / 1000)))
   end
 end
 

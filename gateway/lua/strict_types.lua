@@ -2,7 +2,7 @@
 -- coerces what OpenAI rejects (an object where a list is expected becomes a
 -- one-element list; "yes" becomes a bool), so before it runs, the kind of
 -- each top-level value is checked against rules generated from the proto
--- descriptor (tokenwire.gateway.config): "array" (repeated fields),
+-- descriptor (tokenwire.gateway.lua_bundle): "array" (repeated fields),
 -- "object" (message fields), "bool". null always passes (an absent field).
 -- Only the top level is scanned, structurally, like stream_select.
 local json_scan = require("json_scan")

@@ -8,7 +8,7 @@ import subprocess
 
 import pytest
 
-from tokenwire.gateway import config
+from tokenwire.gateway import config, golden, lua_bundle
 from tokenwire.gateway.process import envoy_binary
 from tokenwire.gateway.settings import GatewaySettings
 
@@ -36,12 +36,7 @@ def test_rendered_config_validates(tmp_path, admin_port) -> None:
     doc = json.loads(path.read_text())
     assert _listen_port(doc) == 18080 and _upstream_port(doc) == 15051
     assert ("admin" in doc) == (admin_port >= 0)
-    out = subprocess.run(
-        [envoy_binary(), "--mode", "validate", "-c", str(path), "--disable-hot-restart",
-         "--log-level", "error"],
-        capture_output=True, text=True, timeout=60,
-    )
-    assert out.returncode == 0, out.stdout + out.stderr
+    _validate(path)
 
 
 def test_gateway_print_config_uses_the_flags(capsys) -> None:
@@ -63,3 +58,37 @@ def test_admin_binds_loopback_even_when_the_listener_is_public() -> None:
     assert doc["admin"]["address"]["socket_address"]["address"] == "127.0.0.1"
     listener = doc["static_resources"]["listeners"][0]["address"]["socket_address"]
     assert listener["address"] == "0.0.0.0"
+
+
+def _lua_sources(doc: dict) -> dict[str, dict]:
+    return {f["name"]: f["typed_config"]["default_source_code"]
+            for f in _connection_manager(doc)["http_filters"] if f["name"].startswith("tokenwire.")}
+
+
+def _validate(path) -> None:
+    out = subprocess.run([envoy_binary(), "--mode", "validate", "-c", str(path), "--disable-hot-restart",
+                          "--log-level", "error"], capture_output=True, text=True, timeout=60)
+    assert out.returncode == 0, out.stdout + out.stderr
+
+
+def test_written_config_names_the_lua_bundles(tmp_path) -> None:
+    """The gateway's config names each filter's bundle, written beside it
+    (lua_bundle: the entry file with the modules it requires)."""
+    settings = GatewaySettings(control=True)
+    doc = json.loads(config.write(settings, tmp_path).read_text())
+    bundles = lua_bundle.bundles(settings)
+    assert _lua_sources(doc) == {f"tokenwire.{entry}": {"filename": str(tmp_path.resolve() / "lua" / f"{entry}.lua")}
+                                 for entry in ("openai_rest", "grpc_status")}
+    for entry, text in bundles.items():
+        assert (tmp_path / "lua" / f"{entry}.lua").read_text() == text
+    assert 'MODULES["wire"]' in bundles["grpc_status"]
+    assert '["/update_weights_from_disk"]' in bundles["openai_rest"]  # --control: its rules too
+
+
+def test_golden_config_is_a_valid_envoy_config(tmp_path) -> None:
+    """gateway/golden/envoy.yaml, its placeholders filled in, is what Envoy loads."""
+    text = (golden.GOLDEN_DIR / "envoy.yaml").read_text()
+    lua_bundle.write(GatewaySettings(), tmp_path / "lua")
+    text = text.replace(golden.CONFIG_DIR, str(tmp_path)).replace(golden.PACKAGE, str(golden.PACKAGE_DIR))
+    (tmp_path / "envoy.yaml").write_text(text)
+    _validate(tmp_path / "envoy.yaml")

@@ -1,14 +1,18 @@
 """The gateway's Lua modules run without Envoy, under LuaJIT (what Envoy
 embeds) through lupa: stream selection, SSE framing, OpenAI error bodies,
-and the bundles config.py hands to Envoy, driven through fake handles."""
+and the bundles lua_bundle.py hands to Envoy, driven through fake handles.
+The generated modules (``wire``: tokenwire.wire's names) are the ones the
+bundles carry."""
 
 from __future__ import annotations
 
 import json
+import re
 
 import pytest
 
-from tokenwire.gateway import config
+from tokenwire import wire
+from tokenwire.gateway import lua_bundle
 from tokenwire.gateway.settings import GatewaySettings
 
 lupa = pytest.importorskip("lupa")
@@ -21,8 +25,8 @@ except ImportError:  # pragma: no cover - wheels without LuaJIT
 @pytest.fixture(scope="module")
 def lua():
     runtime = lua_impl.LuaRuntime(unpack_returned_tuples=True)
-    runtime.execute(f'package.path = "{config.LUA_DIR}/?.lua;" .. package.path')
-    for name, source in config.generated_modules(GatewaySettings()).items():
+    runtime.execute(f'package.path = "{lua_bundle.LUA_DIR}/?.lua;" .. package.path')
+    for name, source in lua_bundle.generated_modules(GatewaySettings()).items():
         runtime.execute(f"package.preload[{json.dumps(name)}] = function()\n{source}\nend")
     return runtime
 
@@ -174,8 +178,7 @@ end
 
 def _bundle(entry: str):
     runtime = lua_impl.LuaRuntime(unpack_returned_tuples=True)
-    generated = config.generated_modules(GatewaySettings())
-    runtime.execute(config.lua_source(entry, generated))  # self-contained: no package.path
+    runtime.execute(lua_bundle.bundles(GatewaySettings())[entry])  # self-contained: no package.path
     runtime.execute(FAKE_ENVOY)
     return runtime
 
@@ -249,7 +252,7 @@ def test_strict_types(lua, body, found) -> None:
 
 
 def test_strict_rules_come_from_the_descriptor() -> None:
-    rules = config.strict_type_rules(["tokenwire.v1.TokenwireService"])
+    rules = lua_bundle.strict_type_rules(["tokenwire.v1.TokenwireService"])
     chat = rules["/v1/chat/completions"]
     assert chat["messages"] == "array" and chat["stream"] == "bool" and chat["logprobs"] == "bool"
     assert chat["nvext"] == "object" and chat["stopTokenIds"] == chat["stop_token_ids"] == "array"
@@ -301,8 +304,8 @@ def test_affinity_key(lua, body, key) -> None:
 
 
 def test_header_names_are_config_pys(lua) -> None:
-    assert module(lua, "affinity_key").HEADER == config.AFFINITY_HEADER
-    assert '"x-tokenwire-affinity"' not in (config.LUA_DIR / "affinity_key.lua").read_text()
+    assert module(lua, "affinity_key").HEADER == wire.AFFINITY_HEADER
+    assert '"x-tokenwire-affinity"' not in (lua_bundle.LUA_DIR / "affinity_key.lua").read_text()
 
 
 def test_bundled_request_filter_sets_the_affinity_key_from_the_body() -> None:
@@ -310,14 +313,72 @@ def test_bundled_request_filter_sets_the_affinity_key_from_the_body() -> None:
     hdrs = rt.table_from({":method": "POST", ":path": "/v1/chat/completions",
                           "content-type": "application/json"})
     rt.globals().envoy_on_request(rt.globals().fake_handle(hdrs, '{"user": "u-1"}', rt.table()))
-    assert hdrs[config.AFFINITY_HEADER] == "u-1"
+    assert hdrs[wire.AFFINITY_HEADER] == "u-1"
     hdrs = rt.table_from({":method": "POST", ":path": "/v1/chat/completions",
-                          "content-type": "application/json", config.SESSION_HEADER: "s"})
+                          "content-type": "application/json", wire.SESSION_HEADER: "s"})
     rt.globals().envoy_on_request(rt.globals().fake_handle(hdrs, '{"user": "u-1"}', rt.table()))
-    assert hdrs[config.AFFINITY_HEADER] is None  # X-Session-ID is the key
+    assert hdrs[wire.AFFINITY_HEADER] is None  # X-Session-ID is the key
 
 
 def test_each_key_stops_at_the_end_of_the_object(lua) -> None:
     keys = []
     module(lua, "json_scan").each_key('{"a": 1} , "b": 2}', lambda k, _after: keys.append(k))
     assert keys == ["a"]
+
+
+# -- wire names: defined once (tokenwire/wire.py), in Lua by generation -------
+
+def _lua_value(value):
+    """A Lua table as plain Python (lists for sequences, dicts otherwise)."""
+    if not hasattr(value, "items"):
+        return value
+    items = dict(value.items())
+    if items and set(items) == set(range(1, len(items) + 1)):
+        return tuple(_lua_value(items[i]) for i in range(1, len(items) + 1))
+    return {k: _lua_value(v) for k, v in items.items()}
+
+
+def test_lua_wire_module_is_tokenwire_wire(lua) -> None:
+    """What the filters require as "wire" holds every name of tokenwire.wire,
+    equal: the Lua and the Python sides cannot drift apart."""
+    names = lua_bundle.wire_names()
+    assert {"SESSION_HEADER", "MIN_VERSION_HEADER", "DP_RANK_HEADERS", "AFFINITY_HEADER",
+            "TENANT_HEADER", "REASON_TRAILER", "HTTP_STATUS", "ERROR_TYPES"} <= set(names)
+    lua_wire = module(lua, "wire")
+    assert {k: _lua_value(lua_wire[k]) for k in names} == names
+    assert set(lua_wire.keys()) == set(names)
+
+
+def test_lua_status_maps_are_the_wire_maps(lua) -> None:
+    errors = module(lua, "openai_error")
+    for code in range(0, 20):
+        http, body, _ = _render(lua, grpc_status=str(code), grpc_message="m") if code else (200, None, None)
+        assert http == wire.http_status(code)
+        if body is not None:
+            assert body["error"]["type"] == wire.error_type(http)
+    for http in (200, 400, 401, 403, 404, 409, 413, 429, 499, 500, 503, 504):
+        assert errors.error_type(http) == wire.error_type(http)
+
+
+def _string_literals(lua_source: str) -> set[str]:
+    code = "\n".join(line.split("--", 1)[0] for line in lua_source.splitlines())  # no comments
+    return set(re.findall(r'"([^"\\]*)"', code)) | set(re.findall(r"'([^'\\]*)'", code))
+
+
+def test_lua_files_hold_no_copy_of_a_wire_name() -> None:
+    """No header name, error type or status table is written out in a Lua
+    file: they come from the generated modules."""
+    values: set[str] = set()
+    for value in [*lua_bundle.wire_names().values(), *lua_bundle.GATEWAY_NAMES.values()]:
+        if isinstance(value, str):
+            values.add(value)
+        elif isinstance(value, tuple):
+            values.update(value)
+        elif isinstance(value, dict):
+            values.update(v for v in value.values() if isinstance(v, str))
+    for path in sorted(lua_bundle.LUA_DIR.glob("*.lua")):
+        text = path.read_text()
+        literals = _string_literals(text)
+        copies = {v for v in values if v in literals or ("-" in v and any(v in lit for lit in literals))}
+        assert not copies, f"{path.name} spells out {sorted(copies)}: use the generated modules"
+        assert not re.search(r"\[\s*1[46]\s*\]\s*=\s*\d", text), f"{path.name} has a status table"

@@ -1,0 +1,21 @@
+-- tokenwire.wire: names shared with the client and the server (generated: do not edit)
+return {
+  SESSION_HEADER = "x-session-id",
+  MIN_VERSION_HEADER = "x-min-weight-version",
+  DP_RANK_HEADERS = { "x-data-parallel-rank", "x-dynamo-dp-rank" },
+  TENANT_HEADER = "x-tenant-id",
+  AUTHORIZATION_HEADER = "authorization",
+  AFFINITY_HEADER = "x-tokenwire-affinity",
+  PROXY_HEADERS = { "x-forwarded-for", "forwarded" },
+  PROXY_HEADER_PREFIX = "x-envoy-",
+  REASON_TRAILER = "tokenwire-reason",
+  PARAM_TRAILER = "tokenwire-param",
+  RETRY_TRAILER = "retry-after-ms",
+  RETRY_AFTER_HEADER = "retry-after",
+  RETRY_SAFE_TRAILER = "tokenwire-retry-safe",
+  HTTP_STATUS = { [0] = 200, [1] = 499, [2] = 500, [3] = 400, [4] = 504, [5] = 404, [6] = 409, [7] = 403, [8] = 429, [9] = 400, [10] = 409, [11] = 400, [12] = 501, [13] = 500, [14] = 503, [15] = 500, [16] = 401 },
+  UNKNOWN_HTTP_STATUS = 500,
+  GRPC_CODE_NAMES = { [0] = "ok", [1] = "cancelled", [2] = "unknown", [3] = "invalid_argument", [4] = "deadline_exceeded", [5] = "not_found", [6] = "already_exists", [7] = "permission_denied", [8] = "resource_exhausted", [9] = "failed_precondition", [10] = "aborted", [11] = "out_of_range", [12] = "unimplemented", [13] = "internal", [14] = "unavailable", [15] = "data_loss", [16] = "unauthenticated" },
+  ERROR_TYPES = { [400] = "invalid_request_error", [404] = "invalid_request_error", [409] = "invalid_request_error", [413] = "invalid_request_error", [401] = "authentication_error", [403] = "permission_error", [429] = "rate_limit_error" },
+  DEFAULT_ERROR_TYPE = "server_error",
+}
