@@ -3,7 +3,7 @@ and metadata (ClientCore), request building, the retry policy and its pure
 decision (retry_wait), one call's attempts (Attempts: what each attempt is
 sent with, and after a failure the wait or the typed error), deadlines, and
 reading token ids out of responses. The sync and async classes only do I/O
-on top of it; their RPC methods are generated (_methods.py)."""
+on top of it; their RPC methods are generated (_service_methods.py)."""
 
 from __future__ import annotations
 
@@ -15,7 +15,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from typing import Any, TypeVar
 
 import grpc
-from google.protobuf import json_format
+from google.protobuf import json_format, struct_pb2
 from google.protobuf.message import Message
 
 from tokenwire.client.errors import TokenwireError, from_rpc_error
@@ -48,6 +48,13 @@ def build(cls: type[M], request: M | Mapping[str, Any] | None, fields: Mapping[s
     if isinstance(body.get("messages"), str):
         body["messages"] = [{"role": "user", "content": body["messages"]}]
     return json_format.ParseDict(body, cls())
+
+
+def struct(info: Mapping[str, Any] | None) -> struct_pb2.Struct:
+    """A google.protobuf.Struct from a dict (None: empty)."""
+    msg = struct_pb2.Struct()
+    json_format.ParseDict(dict(info or {}), msg)
+    return msg
 
 
 def user(content: str) -> dict[str, str]:
