@@ -36,6 +36,10 @@ RETRY_AFTER_HEADER = "retry-after"  # HTTP's, in whole seconds
 # "1": refused before any engine work, so a gateway may retry elsewhere.
 RETRY_SAFE_TRAILER = "tokenwire-retry-safe"
 
+# Between one server's serving processes (--api-server-count; control/relay.py).
+RELAY_TOKEN_HEADER = "x-tokenwire-relay-token"  # the launch's shared relay token
+LOCAL_ABORT_HEADER = "x-tokenwire-local-abort"  # an AbortRequests for that process only
+
 # A failed call over HTTP ------------------------------------------------------
 # gRPC status code (number) -> HTTP status (Envoy's and grpc-gateway's mapping).
 HTTP_STATUS = {

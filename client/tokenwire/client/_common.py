@@ -20,9 +20,9 @@ from google.protobuf.message import Message
 
 from tokenwire.client.errors import TokenwireError, from_rpc_error
 from tokenwire.v1 import chat_pb2, completion_pb2, generate_pb2, session_pb2
+from tokenwire.wire import TENANT_HEADER
 
 DEFAULT_TARGET = "127.0.0.1:50051"
-TENANT_HEADER = "x-tenant-id"
 API_KEY_ENV = "TOKENWIRE_API_KEY"
 ADMIN_KEY_ENV = "TOKENWIRE_ADMIN_API_KEY"
 

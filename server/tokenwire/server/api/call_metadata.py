@@ -10,12 +10,8 @@ import grpc
 from tokenwire.server.core.domain import Caller
 from tokenwire.server.core.errors import Unavailable
 from tokenwire.server.inference.data_plane import DataPlane
-from tokenwire.server.inference.request_fields import (
-    DP_RANK_HEADERS,
-    MIN_VERSION_HEADER,
-    SESSION_HEADER,
-)
 from tokenwire.server.security.auth import proxies_of
+from tokenwire.wire import DP_RANK_HEADERS, MIN_VERSION_HEADER, SESSION_HEADER
 
 
 def _first(context: grpc.aio.ServicerContext, names: tuple[str, ...]) -> str | None:

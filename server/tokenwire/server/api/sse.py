@@ -14,36 +14,17 @@ from __future__ import annotations
 import grpc
 from google.protobuf.message import Message
 
+from tokenwire import wire
 from tokenwire.server.api.proto_json import encode_json, to_object
 from tokenwire.server.core.errors import TokenwireError
+from tokenwire.wire import error_type
 
 CONTENT_TYPE = "text/event-stream"
 DONE = b"data: [DONE]\n\n"
 
-# gRPC code -> HTTP status, as the gateway maps a failed call.
-HTTP_STATUS = {
-    grpc.StatusCode.OK: 200, grpc.StatusCode.CANCELLED: 499, grpc.StatusCode.UNKNOWN: 500,
-    grpc.StatusCode.INVALID_ARGUMENT: 400, grpc.StatusCode.DEADLINE_EXCEEDED: 504,
-    grpc.StatusCode.NOT_FOUND: 404, grpc.StatusCode.ALREADY_EXISTS: 409,
-    grpc.StatusCode.PERMISSION_DENIED: 403, grpc.StatusCode.RESOURCE_EXHAUSTED: 429,
-    grpc.StatusCode.FAILED_PRECONDITION: 400, grpc.StatusCode.ABORTED: 409,
-    grpc.StatusCode.OUT_OF_RANGE: 400, grpc.StatusCode.UNIMPLEMENTED: 501,
-    grpc.StatusCode.INTERNAL: 500, grpc.StatusCode.UNAVAILABLE: 503,
-    grpc.StatusCode.DATA_LOSS: 500, grpc.StatusCode.UNAUTHENTICATED: 401,
-}
-
-
-def error_type(http: int) -> str:
-    """OpenAI's error ``type`` for an HTTP status."""
-    if http in (400, 404, 409, 413):
-        return "invalid_request_error"
-    if http == 401:
-        return "authentication_error"
-    if http == 403:
-        return "permission_error"
-    if http == 429:
-        return "rate_limit_error"
-    return "server_error"
+# gRPC code -> HTTP status, as the gateway maps a failed call (tokenwire.wire's
+# map, which gateway/lua/openai_error.lua reads too); error_type likewise.
+HTTP_STATUS = {code: wire.http_status(code.value[0]) for code in grpc.StatusCode}
 
 
 def chunk_event(chunk: Message) -> bytes:
@@ -56,7 +37,7 @@ def chunk_event(chunk: Message) -> bytes:
 
 def error_body(err: TokenwireError) -> dict[str, dict[str, str | None]]:
     """OpenAI's error object for `err`."""
-    http = HTTP_STATUS.get(err.code, 500)
+    http = HTTP_STATUS.get(err.code, wire.UNKNOWN_HTTP_STATUS)
     return {"error": {
         "message": err.message, "type": error_type(http), "param": err.param or None,
         "code": err.reason.lower() if err.reason else err.code.name.lower(),

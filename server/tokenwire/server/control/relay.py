@@ -43,12 +43,12 @@ from tokenwire.server.control.servicer import ControlServicer
 from tokenwire.server.core.errors import FailedPrecondition, Unauthenticated, abort_with
 from tokenwire.server.core.serving_state import ServingState
 from tokenwire.v1 import control_pb2
+from tokenwire.wire import LOCAL_ABORT_HEADER as LOCAL_HEADER
+from tokenwire.wire import RELAY_TOKEN_HEADER as TOKEN_HEADER
 
 log = logging.getLogger("tokenwire.control")
 
 SERVICE = control_pb2.DESCRIPTOR.services_by_name["ControlService"]
-LOCAL_HEADER = "x-tokenwire-local-abort"
-TOKEN_HEADER = "x-tokenwire-relay-token"
 TOKEN_ENV = "TOKENWIRE_CONTROL_RELAY_TOKEN"
 MIRROR_PERIOD_S = 0.2
 LORA_METHODS = ("LoadLoraAdapter", "UnloadLoraAdapter")

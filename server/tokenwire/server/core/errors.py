@@ -29,16 +29,15 @@ from google.protobuf import any_pb2
 from google.rpc import error_details_pb2, status_pb2
 from grpc_status import rpc_status
 
+from tokenwire.wire import PARAM_TRAILER, REASON_TRAILER, RETRY_SAFE_TRAILER, RETRY_TRAILER
+
 log = logging.getLogger("tokenwire.errors")
 
 DOMAIN = "tokenwire.dev"
-# Plain trailers beside grpc-status (ASCII; see the module docstring).
-REASON_TRAILER = "tokenwire-reason"
-PARAM_TRAILER = "tokenwire-param"
-RETRY_TRAILER = "retry-after-ms"
-# Marks a refusal that happened before any engine work, so that a fleet
-# gateway may retry the call on another replica (gateway/config.py).
-RETRY_SAFE_TRAILER = "tokenwire-retry-safe"
+# Plain trailers beside grpc-status (REASON_TRAILER, PARAM_TRAILER,
+# RETRY_TRAILER; see the module docstring) and RETRY_SAFE_TRAILER, the mark of
+# a refusal before any engine work that a fleet gateway may retry on another
+# replica (gateway/config.py): names from tokenwire.wire.
 RETRY_SAFE_REASONS = frozenset({
     "NOT_SERVING", "TOO_MANY_REQUESTS", "TOO_MANY_TOKENS", "ENGINE_FULL", "WEIGHT_VERSION_BEHIND",
 })

@@ -18,6 +18,7 @@ from tokenwire.server.core.domain import Caller, RenderOptions
 from tokenwire.server.core.errors import InvalidArgument, NotFound
 from tokenwire.server.core.settings import ServerSettings
 from tokenwire.v1 import chat_pb2
+from tokenwire.wire import DP_RANK_HEADERS
 
 ROLES = frozenset({"system", "developer", "user", "assistant", "tool"})
 MAX_CACHE_SALT = 1024
@@ -55,9 +56,6 @@ def check_model(requested: str, served: str, adapters: Collection[str] = ()) -> 
     return served
 
 
-DP_RANK_HEADERS = ("x-data-parallel-rank", "x-dynamo-dp-rank")  # vLLM's, Dynamo's
-SESSION_HEADER = "x-session-id"  # vLLM's and vllm-router's X-Session-ID
-MIN_VERSION_HEADER = "x-min-weight-version"  # the oldest weight version a call accepts
 MAX_SESSION_ID = 256
 
 

@@ -35,13 +35,12 @@ from tokenwire.server.core.errors import (
 )
 from tokenwire.server.core.settings import ServerSettings
 from tokenwire.server.security.tenancy import bearer_token
+from tokenwire.wire import PROXY_HEADER_PREFIX, PROXY_HEADERS  # proxy marks: those and x-envoy-*
 
 OPEN_PREFIXES = ("/grpc.health.v1.Health/", "/grpc.reflection.")
 OPEN_METHODS = ("/tokenwire.v1.TokenwireService/GetHealth",)
 CONTROL_PREFIX = "/tokenwire.v1.ControlService/"
 STATS_METHOD = "/tokenwire.v1.TokenwireService/GetStats"
-PROXY_HEADERS = ("x-forwarded-for", "forwarded")  # ... and every x-envoy-* header
-PROXY_HEADER_PREFIX = "x-envoy-"
 LOOPBACK_HOSTS = ("localhost",)  # names; addresses are judged by ipaddress
 
 IpNetwork = ipaddress.IPv4Network | ipaddress.IPv6Network

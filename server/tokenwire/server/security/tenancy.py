@@ -39,10 +39,10 @@ from typing import Any
 from tokenwire.server.core.admission import Limits
 from tokenwire.server.core.domain import Caller
 from tokenwire.server.core.settings import ServerSettings
+from tokenwire.wire import TENANT_HEADER
 
 log = logging.getLogger(__name__)
 
-TENANT_HEADER = "x-tenant-id"
 SECRET_ENV = "TOKENWIRE_TENANT_SALT_SECRET"
 
 
