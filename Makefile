@@ -88,6 +88,7 @@ bench-fleet: venv tiny-model
 lint: venv
 	$(VENV)/bin/ruff check client server gateway tests tools bench
 	$(VENV)/bin/mypy
+	$(PY) tools/lint_imports.py  # lint-imports: the import-linter contracts of pyproject.toml
 	$(VENV)/bin/buf lint gateway/tokenwire.pb#format=binpb --path tokenwire --config buf.yaml
 
 clean:

@@ -188,6 +188,9 @@ class RenderOptions:
     max_text_chars: int | None = None  # refuse a rendered text longer than this before tokenizing
 
 
+DEFAULT_REASONING_MARKERS = ("<think>", "</think>")
+
+
 class Engine(Protocol):
     """What the serving layer needs from an engine (vLLM or a fake)."""
 
@@ -202,7 +205,8 @@ class Engine(Protocol):
 
     @property
     def reasoning_markers(self) -> tuple[str, str]:
-        """Start and end markers of reasoning text (used with a reasoning parser)."""
+        """Start and end markers of reasoning text (used with a reasoning parser;
+        DEFAULT_REASONING_MARKERS when the parser names none)."""
         ...
 
     @property

@@ -9,8 +9,6 @@ from __future__ import annotations
 
 from tokenwire.server.inference.tool_calls import partial_suffix
 
-DEFAULT_MARKERS = ("<think>", "</think>")
-
 
 def split_text(text: str, markers: tuple[str, str]) -> tuple[str | None, str]:
     """(reasoning or None, content) of a complete text."""

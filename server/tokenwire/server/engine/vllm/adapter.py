@@ -16,6 +16,7 @@ from typing import Any
 
 from tokenwire.server.core import errors
 from tokenwire.server.core.domain import (
+    DEFAULT_REASONING_MARKERS,
     LOGPROB_FLOOR,
     Candidate,
     ChoiceOutput,
@@ -291,10 +292,8 @@ def describe(kwargs: dict[str, Any]) -> str:
 
 def _reasoning_markers(parser_name: str, tokenizer: Any) -> tuple[str, str]:
     """The think markers of vLLM's reasoning parser, else <think>…</think>."""
-    from tokenwire.server.inference.reasoning import DEFAULT_MARKERS
-
     if not parser_name:
-        return DEFAULT_MARKERS
+        return DEFAULT_REASONING_MARKERS
     try:
         from vllm.reasoning import ReasoningParserManager
 
@@ -302,10 +301,10 @@ def _reasoning_markers(parser_name: str, tokenizer: Any) -> tuple[str, str]:
         start, end = getattr(parser, "start_token", None), getattr(parser, "end_token", None)
     except Exception as exc:
         log.warning("reasoning parser %s gives no markers (%s); using <think>", parser_name, exc)
-        return DEFAULT_MARKERS
+        return DEFAULT_REASONING_MARKERS
     if isinstance(start, str) and isinstance(end, str) and start and end:
         return (start, end)
-    return DEFAULT_MARKERS
+    return DEFAULT_REASONING_MARKERS
 
 
 def _finite(x: float) -> float:
