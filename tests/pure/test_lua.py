@@ -303,7 +303,7 @@ def test_affinity_key(lua, body, key) -> None:
     assert module(lua, "affinity_key").key(body) == key
 
 
-def test_header_names_are_config_pys(lua) -> None:
+def test_header_names_come_from_wire(lua) -> None:
     assert module(lua, "affinity_key").HEADER == wire.AFFINITY_HEADER
     assert '"x-tokenwire-affinity"' not in (lua_bundle.LUA_DIR / "affinity_key.lua").read_text()
 
