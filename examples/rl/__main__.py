@@ -8,6 +8,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import contextlib
+import dataclasses
 import json
 import socket
 import subprocess
@@ -19,46 +20,71 @@ from typing import IO
 from examples.rl import report
 from examples.rl.loop import Config, Progress, run
 from examples.rl.policy import Policy
-from examples.rl.weights import PathPush, TransferPush
+from examples.rl.weights import FleetPush, PathPush, TransferPush
 from tokenwire.client import AsyncClient
 
 ROOT = Path(__file__).resolve().parents[2]
 
 
-def server_command(model: Path, port: int, ckpt: Path, extra: list[str]) -> list[str]:
+def free_ports(n: int) -> int:
+    """A base port with n free ports from it (the fleet's replicas: port, port+1, ...)."""
+    while True:
+        with socket.socket() as s:
+            s.bind(("127.0.0.1", 0))
+            base = s.getsockname()[1]
+        try:
+            for p in range(base, base + n):
+                with socket.socket() as s:
+                    s.bind(("127.0.0.1", p))
+            return base
+        except OSError:
+            continue
+
+
+def server_command(args: argparse.Namespace, port: int, ckpt: Path, gateway_port: int) -> list[str]:
     """`tokenwire serve` with control on, starting at weight version s0;
-    weight updates may only load from the trainer's checkpoint folder."""
+    weight updates may only load from the trainer's checkpoint folder. With
+    --replicas N > 1: `tokenwire up --replicas N` (N servers behind Envoy)."""
     ckpt.mkdir(parents=True, exist_ok=True)
-    return [sys.executable, "-m", "tokenwire.cli", "serve", "--model", str(model), "--port", str(port),
+    cmd = ["up", "--replicas", str(args.replicas), "--gateway-listen-port", str(gateway_port)] \
+        if args.replicas > 1 else ["serve"]
+    return [sys.executable, "-m", "tokenwire.cli", *cmd, "--model", str(args.model), "--port", str(port),
             "--enable-control", "--weight-version", "s0", "--weights-root", str(ckpt),
-            "--max-model-len", "1024", "--kv-cache-bytes", str(256 << 20), *extra]
+            "--max-model-len", "1024", "--kv-cache-bytes", str(256 << 20), *args.server_arg]
 
 
-def start_server(args: argparse.Namespace, ckpt: Path) -> tuple[subprocess.Popen, int, IO[bytes]]:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        port = s.getsockname()[1]
+@dataclasses.dataclass
+class Served:
+    target: str  # where rollouts go (the gateway, in the fleet variant)
+    replicas: list[str]  # each server's own address (control is per replica)
+
+
+def start_server(args: argparse.Namespace, ckpt: Path) -> tuple[subprocess.Popen, Served, IO[bytes]]:
+    port = free_ports(args.replicas)
+    gateway = free_ports(1) if args.replicas > 1 else port
     args.out.mkdir(parents=True, exist_ok=True)
     log = open(args.out / f"{args.name}-server.log", "wb")  # closed by server()
-    proc = subprocess.Popen(server_command(args.model, port, ckpt, args.server_arg),
-                            stdout=log, stderr=subprocess.STDOUT)
-    print(f"starting tokenwire serve on 127.0.0.1:{port} (log: {log.name})", file=sys.stderr)
-    return proc, port, log
+    cmd = server_command(args, port, ckpt, gateway)
+    proc = subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
+    print(f"starting tokenwire {cmd[3]} on 127.0.0.1:{gateway} (log: {log.name})", file=sys.stderr)
+    return proc, Served(f"127.0.0.1:{gateway}",
+                        [f"127.0.0.1:{port + i}" for i in range(args.replicas)]), log
 
 
 @contextlib.asynccontextmanager
-async def server(args: argparse.Namespace, ckpt: Path) -> AsyncIterator[str]:
+async def server(args: argparse.Namespace, ckpt: Path) -> AsyncIterator[Served]:
     if args.target:
-        yield args.target
+        yield Served(args.target, [args.target])
         return
-    proc, port, log = start_server(args, ckpt)
+    proc, served, log = start_server(args, ckpt)
     try:
-        async with AsyncClient(f"127.0.0.1:{port}") as c:
-            await c.wait_ready(timeout=900)
-        yield f"127.0.0.1:{port}"
+        for address in {*served.replicas, served.target}:
+            async with AsyncClient(address) as c:
+                await c.wait_ready(timeout=900)
+        yield served
     finally:
-        proc.terminate()
-        await asyncio.to_thread(proc.wait, 60)
+        proc.terminate()  # tokenwire up stops its replicas and Envoy
+        await asyncio.to_thread(proc.wait, 120)
         log.close()
 
 
@@ -70,19 +96,25 @@ async def main(args: argparse.Namespace) -> dict:
     ckpt = (args.ckpt or ROOT / ".cache" / "rl" / args.name).resolve()
     policy = Policy(args.model, lr=cfg.lr, temperature=cfg.temperature, train_layers=cfg.train_layers,
                     seed=cfg.seed)
-    async with server(args, ckpt) as target, AsyncClient(target) as client:
+    async with server(args, ckpt) as served, AsyncClient(served.target) as client:
+        replicas = [AsyncClient(r) for r in served.replicas] if args.replicas > 1 else []
         if args.weights == "transfer":
-            pusher: PathPush | TransferPush = TransferPush(
-                target, policy, master=args.transfer_master, world_size=args.transfer_world_size)
+            pusher: PathPush | TransferPush | FleetPush = TransferPush(
+                served.target, policy, master=args.transfer_master,
+                world_size=args.transfer_world_size)
+        elif replicas:
+            pusher = FleetPush(served.replicas, ckpt)
         else:
             pusher = PathPush(client, ckpt)
         if args.target:  # a running server: make it serve our starting weights as s0
             await pusher.push(policy, "s0")
         progress = Progress(cfg.steps)
         try:
-            log = await run(client, cfg, policy, pusher, on_step=progress)
+            log = await run(client, cfg, policy, pusher, on_step=progress, replicas=replicas)
         finally:
             progress.close()
+            for r in replicas:
+                await r.close()
     steps = log["steps"]
     head, tail = steps[: max(1, len(steps) // 5)], steps[-max(1, len(steps) // 5):]
     summary = {
@@ -123,9 +155,12 @@ def parse(argv: list[str] | None = None) -> argparse.Namespace:
     p.add_argument("--out", type=Path, default=ROOT / "bench" / "out" / "rl")
     p.add_argument("--name", default="")
     p.add_argument("--ckpt", type=Path, default=None, help="checkpoint folder (default .cache/rl/NAME)")
+    p.add_argument("--replicas", type=int, default=1,
+                   help="N > 1: the fleet variant (`tokenwire up --replicas N`, update_fleet)")
     p.add_argument("--server-arg", action="append", default=[], help="extra `tokenwire serve` flag")
     args = p.parse_args(argv)
-    args.name = args.name or f"{args.model.name}-{args.mode}"
+    args.name = args.name or f"{args.model.name}-{args.mode}" + (
+        f"-fleet{args.replicas}" if args.replicas > 1 else "")
     return args
 
 

@@ -57,15 +57,22 @@ def problems(cfg: Config, step: int) -> list[task.Problem]:
     return [task.make_problem(rng, cfg.turns) for _ in range(cfg.prompts)]
 
 
-async def probe(client: AsyncClient, policy: Policy, prompt: list[int], n: int) -> dict[str, Any]:
-    """Greedy ids from tokenwire and from the trainer's model on the same ids."""
-    resp = await client.generate(token_ids=prompt, sampling_params={"temperature": 0.0, "max_tokens": n},
-                                 timeout=300)
-    choice = resp.choices[0]
+async def probe(clients: list[AsyncClient], policy: Policy, prompt: list[int],
+                n: int) -> dict[str, Any]:
+    """Greedy ids from tokenwire (each replica, in the fleet variant) and
+    from the trainer's model on the same ids."""
     ours = await asyncio.to_thread(policy.greedy, prompt, n)
-    return {"tokenwire": list(choice.token_ids), "trainer": ours,
-            "match": list(choice.token_ids) == ours,
-            "versions": sorted({s.version for s in choice.weight_versions})}
+    replicas = []
+    for client in clients:
+        resp = await client.generate(token_ids=prompt, timeout=300,
+                                     sampling_params={"temperature": 0.0, "max_tokens": n})
+        choice = resp.choices[0]
+        replicas.append({"target": client.target, "tokenwire": list(choice.token_ids),
+                         "versions": sorted({s.version for s in choice.weight_versions})})
+    return {"tokenwire": replicas[0]["tokenwire"], "trainer": ours,
+            "match": all(r["tokenwire"] == ours for r in replicas),
+            "versions": sorted({v for r in replicas for v in r["versions"]}),
+            **({"replicas": replicas} if len(replicas) > 1 else {})}
 
 
 def _train(policy: Policy, samples: list[grpo.Sample], trainer_version: int,
@@ -111,9 +118,13 @@ def _summary(cfg: Config, t: int, samples: list[grpo.Sample], trained: dict[str,
 
 async def run(client: AsyncClient, cfg: Config, policy: Policy, pusher: Pusher, *,
               reward_fn: Callable[[grpo.Sample, task.Problem], float] | None = None,
-              on_step: Callable[[dict[str, Any]], None] | None = None) -> dict[str, Any]:
+              on_step: Callable[[dict[str, Any]], None] | None = None,
+              replicas: list[AsyncClient] | None = None) -> dict[str, Any]:
     """cfg.steps GRPO steps. The server must serve the policy's weights as
-    version s0 when this starts (the initial probe checks the ids agree)."""
+    version s0 when this starts (the initial probe checks the ids agree).
+    `replicas`: clients of each replica of a fleet (probed one by one);
+    rollouts go through `client` (the gateway)."""
+    probed_clients = replicas or [client]
     sampling = Sampling(cfg.group_size, cfg.max_tokens, cfg.temperature, seed=cfg.seed)
     eos = policy.eos
     probe_prompt = list((await client.tokenize(messages=[
@@ -122,7 +133,7 @@ async def run(client: AsyncClient, cfg: Config, policy: Policy, pusher: Pusher, 
     log: dict[str, Any] = {"config": {k: str(v) if isinstance(v, Path) else v
                                       for k, v in dataclasses.asdict(cfg).items()},
                            "lag_bound": cfg.lag_bound, "probe_prompt": probe_prompt, "trainable_parameters": policy.trainable, "tied_embeddings": policy.tied,
-                           "initial_probe": await probe(client, policy, probe_prompt, cfg.probe_tokens),
+                           "initial_probe": await probe(probed_clients, policy, probe_prompt, cfg.probe_tokens),
                            "steps": []}
 
     async def collect(step: int) -> tuple[list[grpo.Sample], float]:
@@ -142,7 +153,7 @@ async def run(client: AsyncClient, cfg: Config, policy: Policy, pusher: Pusher, 
             t1 = time.perf_counter()
             pushed = await pusher.push(policy, version(t + 1))
             t2 = time.perf_counter()
-            probed = await probe(client, policy, probe_prompt, cfg.probe_tokens)
+            probed = await probe(probed_clients, policy, probe_prompt, cfg.probe_tokens)
             if cfg.mode == "sync" and t + 1 < cfg.steps:
                 pending = asyncio.create_task(collect(t + 1))
             record = _summary(cfg, t, samples, trained, pushed, probed,

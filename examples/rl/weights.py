@@ -70,6 +70,33 @@ class PathPush:
                                f"{exc.reason or ''} {exc.message}; {now}")
 
 
+class FleetPush:
+    """The fleet variant: save once, then `update_fleet` pauses every replica,
+    loads the folder on all of them, and rolls back and reports if any fails
+    (tokenwire.client.fleet); the push fails unless every replica reports the
+    new version, running."""
+
+    def __init__(self, targets: list[str], root: Path, pause_mode: str = "keep"):
+        self.targets, self.root, self.pause_mode = targets, Path(root), pause_mode
+        self.count = 0
+
+    async def push(self, policy: Policy, version: str) -> dict[str, Any]:
+        from tokenwire.client.fleet import update_fleet
+
+        folder = self.root / f"slot-{self.count % 2}"
+        self.count += 1
+        t0 = time.perf_counter()
+        await asyncio.to_thread(policy.save, folder)
+        t1 = time.perf_counter()
+        report = await asyncio.to_thread(update_fleet, self.targets, str(folder), version=version,
+                                         pause_mode=self.pause_mode)
+        if not report.ok:
+            raise WeightPushError(f"weights {version!r} did not reach the whole fleet: "
+                                  f"{[(r.target, r.version, r.errors) for r in report.replicas]}")
+        return {"save_ms": (t1 - t0) * 1000, "update_ms": (time.perf_counter() - t1) * 1000,
+                "replicas": {r.target: r.version for r in report.replicas}}
+
+
 class TokenwireWeightSyncClient:
     """vLLM's VLLMWeightSyncClient protocol over tokenwire's ControlService
     (blocking calls: vLLM's trainer engines call it from their own threads)."""
