@@ -11,7 +11,7 @@ TINY_DIR := .models/tiny-random-llama
 export TORCHINDUCTOR_CACHE_DIR ?= $(CURDIR)/.cache/inductor
 export VLLM_CACHE_ROOT ?= $(CURDIR)/.cache/vllm
 
-.PHONY: setup venv model tiny-model proto run serve gateway test test-unit test-pure lint bench profile bench-fleet load soak clean
+.PHONY: setup venv model tiny-model proto run serve gateway test test-unit test-pure lint bench profile bench-fleet load soak rl-demo clean
 
 setup: venv model
 
@@ -84,6 +84,12 @@ soak: venv tiny-model
 # replica killed mid-run (docs/fleet.md).
 bench-fleet: venv tiny-model
 	$(PY) -m bench.fleet $(FLEET_ARGS)
+
+# GRPO through tokenwire on the demo model (a few minutes): the trainer starts
+# `tokenwire serve --enable-control`, trains, and writes bench/out/rl/*.{json,png} (docs/rl.md).
+rl-demo: venv model
+	$(PY) -m pip install -q -e ".[rl]"
+	$(PY) -m examples.rl $(RL_ARGS)
 
 lint: venv
 	$(VENV)/bin/ruff check client server gateway tests tools bench
