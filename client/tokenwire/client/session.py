@@ -27,73 +27,12 @@ from typing import Any
 
 import grpc
 
-from tokenwire.client._common import (
-    RequestResult,
-    build,
-    continuation,
-    session_start,
-)
-from tokenwire.client.errors import (
-    DeadlineExceededError,
-    RequestCancelledError,
-    TokenwireError,
-    from_rpc_error,
-    from_session_error,
-)
+from tokenwire.client._common import RequestResult
+from tokenwire.client._session_core import HandleState, cancel_message, close_message, start_message
+from tokenwire.client.errors import RequestCancelledError, TokenwireError, from_rpc_error
 from tokenwire.v1 import chat_pb2, completion_pb2, generate_pb2, service_pb2_grpc, session_pb2
 
 _HALF_CLOSE = object()
-
-
-def _start_message(
-    request_id: str, kind: str, request: Any, fields: dict[str, Any], continue_from: str | None,
-    suffix_ids: Sequence[int] | None, choice_index: int | None,
-) -> session_pb2.SessionRequest:
-    cont = None
-    if continue_from is not None:
-        messages = fields.pop("messages", None)
-        cont = continuation(
-            continue_from, messages=messages, suffix_ids=suffix_ids, choice_index=choice_index
-        )
-    elif suffix_ids is not None or choice_index is not None:
-        raise ValueError("suffix_ids and choice_index need continue_from")
-    if kind == "chat":
-        return session_start(
-            request_id, chat=build(chat_pb2.CreateChatCompletionRequest, request, fields), cont=cont
-        )
-    if kind == "completion":
-        return session_start(
-            request_id, completion=build(completion_pb2.CreateCompletionRequest, request, fields),
-            cont=cont,
-        )
-    return session_start(
-        request_id, generate=build(generate_pb2.GenerateRequest, request, fields), cont=cont
-    )
-
-
-class _HandleState:
-    """Turns one request's events into data events, a result or an error."""
-
-    def __init__(self, request_id: str):
-        self.request_id = request_id
-        self.result = RequestResult(request_id, done=session_pb2.SessionRequestDone())
-        self.ended = False
-        self.error: TokenwireError | None = None
-
-    def take(self, item: session_pb2.SessionResponse | TokenwireError) -> session_pb2.SessionResponse | None:
-        """A data event to hand out, or None when the request ended (raises on error)."""
-        if isinstance(item, TokenwireError):
-            self.ended, self.error = True, item
-            raise item
-        self.result.add(item)
-        kind = item.WhichOneof("event")
-        if kind == "done":
-            self.ended = True
-            return None
-        if kind == "error":
-            self.ended, self.error = True, from_session_error(item.error)
-            raise self.error
-        return item
 
 
 class RequestHandle:
@@ -102,7 +41,7 @@ class RequestHandle:
     def __init__(self, session: Session, request_id: str):
         self._session = session
         self.request_id = request_id
-        self._state = _HandleState(request_id)
+        self._state = HandleState(request_id)
         self._events: queue.Queue[Any] = queue.Queue()
 
     def events(self, timeout: float | None = None) -> Iterator[session_pb2.SessionResponse]:
@@ -112,9 +51,7 @@ class RequestHandle:
             try:
                 item = self._events.get(timeout=timeout)
             except queue.Empty:
-                raise DeadlineExceededError(
-                    f"no event for request '{self.request_id}' within {timeout}s"
-                ) from None
+                raise self._state.no_event(timeout) from None
             event = self._state.take(item)
             if event is not None:
                 yield event
@@ -192,7 +129,7 @@ class Session:
         choice_index: int | None = None, **fields: Any,
     ) -> RequestHandle:
         rid = request_id or f"r{next(self._ids)}"
-        msg = _start_message(rid, kind, request, fields, continue_from, suffix_ids, choice_index)
+        msg = start_message(rid, kind, request, fields, continue_from, suffix_ids, choice_index)
         handle = RequestHandle(self, rid)
         with self._lock:
             self._handles[rid] = handle
@@ -225,15 +162,14 @@ class Session:
     def cancel(self, request_id: str) -> None:
         """Cancel a running request (a no-op once the session has ended)."""
         if self.failure is None and self._reader.is_alive():
-            self._out.put(session_pb2.SessionRequest(
-                cancel=session_pb2.SessionCancel(request_id=request_id)))
+            self._out.put(cancel_message(request_id))
 
     def close(self, *, abort: bool = True, timeout: float | None = 30.0) -> None:
         """End the session: abort running requests (or, with abort=False, let
         them finish), then wait for the stream to end."""
         if self._reader.is_alive():
             if abort:
-                self._out.put(session_pb2.SessionRequest(close=session_pb2.SessionClose()))
+                self._out.put(close_message())
             self._out.put(_HALF_CLOSE)
             self._reader.join(timeout)
         if self._reader.is_alive():
@@ -253,7 +189,7 @@ class AsyncRequestHandle:
     def __init__(self, session: AsyncSession, request_id: str):
         self._session = session
         self.request_id = request_id
-        self._state = _HandleState(request_id)
+        self._state = HandleState(request_id)
         self._events: asyncio.Queue[Any] = asyncio.Queue()
 
     async def events(self, timeout: float | None = None) -> AsyncIterator[session_pb2.SessionResponse]:
@@ -263,9 +199,7 @@ class AsyncRequestHandle:
             try:
                 item = await asyncio.wait_for(self._events.get(), timeout)
             except TimeoutError:
-                raise DeadlineExceededError(
-                    f"no event for request '{self.request_id}' within {timeout}s"
-                ) from None
+                raise self._state.no_event(timeout) from None
             event = self._state.take(item)
             if event is not None:
                 yield event
@@ -354,7 +288,7 @@ class AsyncSession:
         choice_index: int | None = None, **fields: Any,
     ) -> AsyncRequestHandle:
         rid = request_id or f"r{next(self._ids)}"
-        msg = _start_message(rid, kind, request, fields, continue_from, suffix_ids, choice_index)
+        msg = start_message(rid, kind, request, fields, continue_from, suffix_ids, choice_index)
         handle = AsyncRequestHandle(self, rid)
         self._handles[rid] = handle
         await self._write(msg)
@@ -381,8 +315,7 @@ class AsyncSession:
     async def cancel(self, request_id: str) -> None:
         """Cancel a running request (a no-op once the session has ended)."""
         try:
-            await self._write(session_pb2.SessionRequest(
-                cancel=session_pb2.SessionCancel(request_id=request_id)))
+            await self._write(cancel_message(request_id))
         except TokenwireError:
             pass
 
@@ -392,7 +325,7 @@ class AsyncSession:
         if not self._closed_writing and not self._reader.done():
             try:
                 if abort:
-                    await self._write(session_pb2.SessionRequest(close=session_pb2.SessionClose()))
+                    await self._write(close_message())
                 async with self._write_lock:
                     await self._call.done_writing()
             except (TokenwireError, asyncio.InvalidStateError):
