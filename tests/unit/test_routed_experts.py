@@ -69,7 +69,7 @@ def test_dense_model_has_none(fake_stub) -> None:
 
 
 def test_adapter_conversion_keeps_the_array() -> None:
-    from tokenwire.server.engine.vllm.adapter import _convert_output
+    from tokenwire.server.engine.vllm.convert import convert_output as _convert_output
 
     experts = np.arange(5 * 2 * 2, dtype=np.int16).reshape(5, 2, 2)
     choice = SimpleNamespace(index=0, token_ids=[5, 6], text="ab", logprobs=None,

@@ -2,7 +2,7 @@
 is one core's worth of frontend work, so N processes share the gRPC port
 (SO_REUSEPORT: the kernel spreads connections over them) and, with vLLM,
 one engine core (vLLM's multi-API-server mode, started by
-vllm_engine.run_shared_engine). With the fake engine each process has its
+engine.vllm.launcher.run_shared_engine). With the fake engine each process has its
 own fake engine (for measuring the frontend alone).
 
 What is per process: connections (a channel, and so a Session stream,
@@ -86,7 +86,7 @@ def run(settings: ServerSettings) -> int:
 
     share_secret()  # one tenant salt secret for every process (security/tenancy.py)
     if settings.engine != "fake":
-        from tokenwire.server.engine.vllm.adapter import run_shared_engine
+        from tokenwire.server.engine.vllm.launcher import run_shared_engine
 
         with tempfile.TemporaryDirectory(prefix="tokenwire-control-") as folder:
             if settings.enable_control:  # process 0 runs control; the others relay to it

@@ -1,7 +1,9 @@
 """vLLM's engine flags for `tokenwire serve`: parsed by vLLM's own machinery
 (FlexibleArgumentParser + AsyncEngineArgs.add_cli_args, `--config FILE.yaml`
 like `vllm serve --config`, command-line flags winning), then resolved with
-tokenwire's defaults. Part of the engine adapter (imports vLLM).
+tokenwire's defaults. Part of the engine adapter (imports vLLM). Also
+vLLM's environment (engine_env) and the flags of settings built in Python
+(programmatic_engine_args).
 
 Defaults, applied only to flags the user did not give:
 - everywhere (tokenwire's choices): `--logprobs-mode processed_logprobs`
@@ -18,9 +20,13 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
+import os
 import pathlib
 from collections.abc import Callable, Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from tokenwire.server.core.settings import ServerSettings
 
 TOKENWIRE_DEFAULTS: dict[str, Any] = {
     "logprobs_mode": "processed_logprobs",
@@ -143,3 +149,38 @@ def parse_serve_args(argv: Sequence[str], add_tokenwire: Callable[..., None],
     ns.log_level = str(getattr(ns, "log_level", None) or "INFO")  # vLLM's --log-level, shared
     kwargs = resolve(ns, given_dests(parser, argv), demo_model)
     return ns, engine_facts(kwargs)
+
+
+def engine_env() -> None:
+    """vLLM's environment, set before vLLM starts (the operator's values win)."""
+    # On CPU, let OpenMP use every core unless the operator said otherwise
+    # ("auto" reserves one of two cores, halving decode speed here).
+    os.environ.setdefault("VLLM_CPU_OMP_THREADS_BIND", "nobind")
+    os.environ.setdefault("VLLM_LOGGING_LEVEL", "WARNING")
+
+
+def programmatic_engine_args(settings: ServerSettings) -> dict[str, Any]:
+    """Engine arguments for settings built in Python (not from the command
+    line): the engine facts as vLLM flags, resolved like `tokenwire serve`."""
+    from tokenwire.server.core.settings import add_arguments
+
+    argv = ["--model", settings.resolved_model(), "--max-model-len", str(settings.max_model_len),
+            "--block-size", str(settings.block_size),
+            "--scheduling-policy", settings.scheduling_policy]
+    if settings.served_model_name:
+        argv += ["--served-model-name", settings.served_model_name]
+    if settings.reasoning_parser:
+        argv += ["--reasoning-parser", settings.reasoning_parser]
+    parser = build_parser(add_arguments)
+    return resolve(parser.parse_args(argv), given_dests(parser, argv), settings.resolved_model)
+
+
+REPORTED = ("model", "served_model_name", "dtype", "tensor_parallel_size", "pipeline_parallel_size",
+            "data_parallel_size", "max_model_len", "block_size", "max_num_seqs",
+            "kv_cache_memory_bytes", "enable_prefix_caching", "enable_chunked_prefill",
+            "enforce_eager", "logprobs_mode", "scheduling_policy", "enable_lora", "max_lora_rank",
+            "distributed_executor_backend")
+
+
+def describe(kwargs: dict[str, Any]) -> str:
+    return ", ".join(f"{k}={kwargs.get(k)!r}" for k in REPORTED if k in kwargs)

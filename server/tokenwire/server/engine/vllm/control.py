@@ -1,6 +1,6 @@
 """The engine adapter's control half: vLLM's own control APIs behind the
 domain `EngineControl` protocol. Part of the engine adapter (with
-engine/vllm/adapter.py, the only modules importing vLLM).
+the rest of engine/vllm/, the only package importing vLLM).
 
 Everything here calls AsyncLLM methods or the workers' methods through
 `collective_rpc`; nothing re-implements them:
@@ -162,7 +162,7 @@ class VllmControl:
 
 def _raise_if_dead(exc: Exception) -> None:
     """The engine core died during a control call: UNAVAILABLE, as for a
-    generation call (vllm_engine._map_engine_error), not a failed load."""
+    generation call (engine.vllm.convert.map_engine_error), not a failed load."""
     from vllm.v1.engine.exceptions import EngineDeadError
 
     if isinstance(exc, EngineDeadError):
