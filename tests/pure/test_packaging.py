@@ -20,3 +20,10 @@ def test_every_package_is_listed_for_the_wheel() -> None:
             found.add(".".join([name, *rel.parts]))
     assert found - listed == set(), "add these to [tool.setuptools] packages"
     assert listed - found == set(), "these listed packages do not exist"
+
+
+def test_no_server_module_over_400_lines() -> None:
+    server = ROOT / "server" / "tokenwire" / "server"
+    long = {str(p.relative_to(server)): n for p in server.rglob("*.py")
+            if (n := len(p.read_text().splitlines())) > 400}
+    assert long == {}

@@ -14,7 +14,7 @@ import pytest
 
 from tests.rpc import StreamReader, chat_request, error_info
 from tests.servers import ThreadServer
-from tokenwire.server.control.plane import check_folder
+from tokenwire.server.control.checks import check_folder
 from tokenwire.server.core.errors import InvalidArgument
 from tokenwire.server.core.settings import ServerSettings
 from tokenwire.server.engine.fake.engine import FakeEngine

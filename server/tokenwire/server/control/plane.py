@@ -32,161 +32,42 @@ Rules it keeps (docs/control.md says why):
 from __future__ import annotations
 
 import asyncio
-import dataclasses
-import glob
 import logging
-import os
 import time
 from collections.abc import Awaitable, Callable
 from typing import Any, TypeVar
 
-from tokenwire.server.core.domain import PAUSE_MODES, EngineControl, is_folder
-from tokenwire.server.core.errors import (
-    AlreadyExists,
-    DeadlineExceeded,
-    FailedPrecondition,
-    InvalidArgument,
-    NotFound,
-    TokenwireError,
+from tokenwire.server.control.checks import (
+    LORA_WEIGHTS,
+    check_folder,
+    check_lora_known,
+    check_lora_name,
+    check_mode,
+    check_version,
+    failed_label,
+    real_path,
 )
+from tokenwire.server.control.records import ControlSnapshot, Transfer, UpdateResult
+from tokenwire.server.control.runner import OperationRunner
+from tokenwire.server.core.domain import EngineControl
+from tokenwire.server.core.errors import FailedPrecondition, InvalidArgument, TokenwireError
 from tokenwire.server.core.serving_state import ServingState
 
 log = logging.getLogger("tokenwire.control")
 
 T = TypeVar("T")
-MAX_VERSION_CHARS = 256
-FAILED_LOAD_SUFFIX = "+failed-load"  # the version of weights a failed load may have mixed
-LORA_WEIGHTS = "adapter_model.safetensors"  # what vLLM loads first (before .bin / .pt)
 
 
-@dataclasses.dataclass
-class ControlSnapshot:
-    paused: bool
-    pause_mode: str
-    sleeping: bool
-    weight_version: str
-    lora_adapters: list[str]
-    engine_requests: int
-    updates: int
-    last_error: str
-    weight_path: str
-    generation: int
-    load_failed: bool
-
-
-@dataclasses.dataclass
-class UpdateResult:
-    load_ms: float
-    paused_ms: float
-
-
-@dataclasses.dataclass
-class Transfer:
-    """A weight transfer between StartWeightUpdate and FinishWeightUpdate."""
-
-    paused_by_us: bool  # Start paused generation: Finish resumes it
-
-
-@dataclasses.dataclass
-class Pending:
-    """Engine work a control call stopped waiting for (deadline or cancel),
-    and what to do once it ends (given its error, None when it succeeded)."""
-
-    task: asyncio.Future[Any]
-    what: str
-    then: Callable[[BaseException | None], Awaitable[None]] | None
-    mode: str = ""  # a pause: the mode asked for
-
-
-def check_mode(mode: str, param: str, default: str) -> str:
-    mode = (mode or default).lower()
-    if mode not in PAUSE_MODES:
-        raise InvalidArgument(
-            f"{param} must be one of {', '.join(PAUSE_MODES)}; got {mode!r}", param=param,
-            reason="VALUE_NOT_ALLOWED",
-        )
-    return mode
-
-
-def check_folder(path: str, param: str, *, root: str, also: str = "", files: str = "") -> str:
-    """The real path of a folder to load from, checked before anything
-    pauses: it is given, exists, lies under `root` (when set; `also` is
-    allowed too: the start-up model) and holds a file matching `files`
-    (when set). Real paths: ".." and symlinks cannot lead out of the root,
-    and a link changed after the check does not change what is loaded."""
-    if not path:
-        raise InvalidArgument(f"{param} is required: a folder on the server", param=param,
-                              reason="FIELD_REQUIRED")
-    if not is_folder(path):
-        raise InvalidArgument(f"{param}: {path!r} is not a folder on the server", param=param,
-                              reason="PATH_NOT_FOUND")
-    real = os.path.realpath(path)
-    if root and real != also and not _inside(real, os.path.realpath(root)):
-        raise InvalidArgument(
-            f"{param}: {path!r} is not under the server's --weights-root (symlinks and '..' "
-            "resolved)", param=param, reason="PATH_OUTSIDE_WEIGHTS_ROOT",
-        )
-    if files and not glob.glob(os.path.join(glob.escape(real), files)):
-        raise InvalidArgument(
-            f"{param}: {path!r} holds no {files} file (weights are loaded from safetensors "
-            "only; pickled .bin/.pt files are refused)", param=param,
-            reason="WEIGHTS_NOT_SAFETENSORS",
-        )
-    return real
-
-
-def _inside(path: str, root: str) -> bool:
-    return os.path.commonpath([path, root]) == root
-
-
-def check_lora_name(name: str, inplace: bool, loaded: list[str]) -> None:
-    """Request checks of a LoRA load's name, made once for every engine."""
-    if not name:
-        raise InvalidArgument("lora_name is required", param="lora_name", reason="FIELD_REQUIRED")
-    if name in loaded and not inplace:
-        raise AlreadyExists(
-            f"lora_name: an adapter named {name!r} is loaded (load_inplace replaces it)",
-            param="lora_name", reason="LORA_EXISTS",
-        )
-
-
-def check_lora_known(name: str, loaded: list[str]) -> None:
-    if not name:
-        raise InvalidArgument("lora_name is required", param="lora_name", reason="FIELD_REQUIRED")
-    if name not in loaded:
-        raise NotFound(f"lora_name: no adapter named {name!r} is loaded", param="lora_name",
-                       reason="LORA_NOT_FOUND")
-
-
-def check_version(version: str, param: str) -> str:
-    if len(version) > MAX_VERSION_CHARS:
-        raise InvalidArgument(
-            f"{param} must be at most {MAX_VERSION_CHARS} characters", param=param,
-            reason="VALUE_TOO_LONG",
-        )
-    return version
-
-
-def failed_label(version: str) -> str:
-    """The version of weights a failed load may have mixed (suffixed once)."""
-    return version if version.endswith(FAILED_LOAD_SUFFIX) else version + FAILED_LOAD_SUFFIX
-
-
-class ControlPlane:
+class ControlPlane(OperationRunner):
     def __init__(
         self, engine: EngineControl, state: ServingState, *, timeout: float,
         engine_requests: Callable[[], int],
         on_paused: Callable[[bool], Awaitable[None]] | None = None,
         weights_root: str = "",
     ):
-        self._engine = engine
-        self._on_paused = on_paused  # told when generation pauses (True) and resumes
-        self._state = state
-        self._timeout = timeout
+        super().__init__(engine, state, timeout=timeout, on_paused=on_paused)
         self._engine_requests = engine_requests
         self._weights_root = weights_root  # "": any folder (docs/control.md)
-        self._lock = asyncio.Lock()
-        self.pause_mode = ""
         self.sleeping = False
         self.updates = 0
         self.last_error = ""
@@ -198,8 +79,6 @@ class ControlPlane:
         self.failed_load = ""
         self._failed_load_error = False  # last_error is the failed load's (kept until cleared)
         self._transfer: Transfer | None = None
-        self._pending: Pending | None = None
-        self._settler: asyncio.Task[None] | None = None
 
     @property
     def load_failed(self) -> bool:
@@ -210,134 +89,15 @@ class ControlPlane:
         if initial_version:
             await self._engine.set_weight_version(check_version(initial_version, "weight_version"))
         self._state.weight_version = await self._engine.weight_version()
-        self.weight_path = self._model_path = _real(self._engine.model_path)
+        self.weight_path = self._model_path = real_path(self._engine.model_path)
         if not self._weights_root:
             log.warning("control: no --weights-root: weight and LoRA loads may read any folder "
                         "this process can read")
-
-    # -- plumbing ----------------------------------------------------------
-    async def _run(self, what: str, op: Callable[[], Awaitable[T]], deadline: float | None) -> T:
-        """One control operation: serialised, bounded, errors remembered."""
-        budget = self._timeout if deadline is None else min(deadline, self._timeout)
-        try:
-            async with asyncio.timeout(budget):
-                async with self._lock:
-                    await self._settle()
-                    result = await op()
-        except TimeoutError:
-            busy = f" (the engine is still busy with: {self._pending.what})" if self._pending else ""
-            self._error(f"{what}: no result within {budget:.1f} s{busy}")
-            log.error("control %s: no result within %.1f s%s", what, budget, busy)
-            self._settle_later()
-            raise DeadlineExceeded(f"{what} did not finish within {budget:.1f} s{busy}",
-                                   reason="CONTROL_TIMEOUT") from None
-        except asyncio.CancelledError:
-            self._settle_later()
-            raise
-        except TokenwireError as err:
-            self._error(f"{what}: {err.message}")
-            raise
-        except Exception as exc:
-            self._error(f"{what}: {type(exc).__name__}: {exc}")
-            log.exception("control %s failed", what)
-            raise
-        return result
 
     def _error(self, message: str) -> None:
         """Remember the last error, unless a failed load's is kept."""
         if not self._failed_load_error:
             self.last_error = message
-
-    async def _call(
-        self, what: str, work: Awaitable[T],
-        then: Callable[[BaseException | None], Awaitable[None]] | None = None, mode: str = "",
-    ) -> T:
-        """An engine call that runs to its end even when the control call
-        stops waiting (deadline, cancel): kept as pending work, which the
-        next operation (or the settler) waits for before anything else, then
-        `then(error)` and a read-back of the engine's state."""
-        task = asyncio.ensure_future(work)
-        self._pending = Pending(task, what, then, mode)
-        try:
-            result = await asyncio.shield(task)
-        except asyncio.CancelledError:
-            if task.cancelled():  # the engine work itself was cancelled: nothing left running
-                self._pending = None
-            raise
-        except BaseException:
-            self._pending = None
-            raise
-        self._pending = None
-        return result
-
-    def _settle_later(self) -> None:
-        """After a call stopped waiting for engine work: once that work
-        ends, bring the recorded state in line with the engine (holding the
-        lock meanwhile, so no other operation runs beside it)."""
-        if self._pending is None or (self._settler is not None and not self._settler.done()):
-            return
-
-        async def settle() -> None:
-            try:
-                async with self._lock:
-                    await self._settle()
-            except asyncio.CancelledError:
-                raise
-            except Exception:
-                log.exception("control: reading the engine's state back failed")
-
-        self._settler = asyncio.create_task(settle())
-
-    async def _settle(self) -> None:
-        """Wait for pending engine work (a call that stopped waiting left it
-        running), run its follow-up, then read the engine's state back."""
-        pending = self._pending
-        if pending is None:
-            return
-        error: BaseException | None = None
-        try:
-            await asyncio.shield(pending.task)
-        except asyncio.CancelledError:
-            current = asyncio.current_task()
-            if not pending.task.cancelled() or (current is not None and current.cancelling()):
-                raise  # we were cancelled; the work goes on and stays pending
-            error = asyncio.CancelledError()  # the engine work itself was cancelled
-        except Exception as exc:
-            error = exc
-        self._pending = None
-        log.info("control: %s ended after its caller stopped waiting (%s)", pending.what,
-                 "ok" if error is None else f"{type(error).__name__}: {error}")
-        if pending.then is not None:
-            await pending.then(error)
-        await self._reconcile(pending.mode)
-
-    async def _reconcile(self, mode: str) -> None:
-        """The recorded paused flag and version, as the engine has them."""
-        version = await self._engine.weight_version()
-        if version != self._state.weight_version:
-            self._state.generation += 1
-            self._state.weight_version = version
-        paused = await self._engine.is_paused()
-        if paused != self._state.paused:
-            await self._paused(paused, (mode or self.pause_mode or "keep") if paused else "")
-
-    async def _paused(self, paused: bool, mode: str) -> None:
-        self.pause_mode = mode
-        self._state.paused = paused
-        if self._on_paused is not None:
-            await self._on_paused(paused)
-
-    async def _pause(self, mode: str, clear_cache: bool) -> None:
-        await self._call(f"pause ({mode})", self._engine.pause(mode, clear_cache), mode=mode)
-        await self._paused(True, mode)
-
-    async def _resume(self) -> None:
-        await self._call("resume", self._engine.resume())
-        await self._paused(False, "")
-
-    async def _set_version(self, version: str) -> None:
-        await self._call("set weight version", self._engine.set_weight_version(version))
-        self._state.weight_version = version
 
     def _weights_changed(self, path: str) -> None:
         """The engine now holds other weights, loaded whole from `path` ("":
@@ -619,8 +379,3 @@ class ControlPlane:
         )
 
 
-def _real(path: str) -> str:
-    """A folder's real path (symlinks resolved, so a later change of a link
-    such as "latest" does not change what it names); other names as given
-    (a model id the engine resolved itself)."""
-    return os.path.realpath(path) if is_folder(path) else path

@@ -183,7 +183,7 @@ class FakeControl:
         return len(ids)
 
     async def add_lora(self, name: str, path: str, load_inplace: bool) -> None:
-        self.loras[name] = path  # (request checks: control_plane.check_lora_name)
+        self.loras[name] = path  # (request checks: control.checks.check_lora_name)
 
     async def remove_lora(self, name: str) -> None:
         del self.loras[name]  # known: checked by the control plane

@@ -136,7 +136,7 @@ class VllmControl:
                 "LoRA is off: start the server with --enable-lora", param="lora_name",
                 reason="LORA_DISABLED",
             )
-        old = self._loras.get(name)  # (request checks: control_plane.check_lora_name)
+        old = self._loras.get(name)  # (request checks: control.checks.check_lora_name)
         request = LoRARequest(lora_name=name, lora_int_id=next(self._lora_ids), lora_path=path)
         try:
             await self._llm.add_lora(request)

@@ -1,0 +1,96 @@
+"""What a control call may ask, checked before anything pauses: pause
+modes, versions, LoRA names, and folders to load (they exist, lie under
+--weights-root with real paths, hold safetensors)."""
+
+from __future__ import annotations
+
+import glob
+import os
+
+from tokenwire.server.core.domain import PAUSE_MODES, is_folder
+from tokenwire.server.core.errors import AlreadyExists, InvalidArgument, NotFound
+
+MAX_VERSION_CHARS = 256
+FAILED_LOAD_SUFFIX = "+failed-load"  # the version of weights a failed load may have mixed
+LORA_WEIGHTS = "adapter_model.safetensors"  # what vLLM loads first (before .bin / .pt)
+
+
+def check_mode(mode: str, param: str, default: str) -> str:
+    mode = (mode or default).lower()
+    if mode not in PAUSE_MODES:
+        raise InvalidArgument(
+            f"{param} must be one of {', '.join(PAUSE_MODES)}; got {mode!r}", param=param,
+            reason="VALUE_NOT_ALLOWED",
+        )
+    return mode
+
+
+def check_folder(path: str, param: str, *, root: str, also: str = "", files: str = "") -> str:
+    """The real path of a folder to load from, checked before anything
+    pauses: it is given, exists, lies under `root` (when set; `also` is
+    allowed too: the start-up model) and holds a file matching `files`
+    (when set). Real paths: ".." and symlinks cannot lead out of the root,
+    and a link changed after the check does not change what is loaded."""
+    if not path:
+        raise InvalidArgument(f"{param} is required: a folder on the server", param=param,
+                              reason="FIELD_REQUIRED")
+    if not is_folder(path):
+        raise InvalidArgument(f"{param}: {path!r} is not a folder on the server", param=param,
+                              reason="PATH_NOT_FOUND")
+    real = os.path.realpath(path)
+    if root and real != also and not _inside(real, os.path.realpath(root)):
+        raise InvalidArgument(
+            f"{param}: {path!r} is not under the server's --weights-root (symlinks and '..' "
+            "resolved)", param=param, reason="PATH_OUTSIDE_WEIGHTS_ROOT",
+        )
+    if files and not glob.glob(os.path.join(glob.escape(real), files)):
+        raise InvalidArgument(
+            f"{param}: {path!r} holds no {files} file (weights are loaded from safetensors "
+            "only; pickled .bin/.pt files are refused)", param=param,
+            reason="WEIGHTS_NOT_SAFETENSORS",
+        )
+    return real
+
+
+def _inside(path: str, root: str) -> bool:
+    return os.path.commonpath([path, root]) == root
+
+
+def check_lora_name(name: str, inplace: bool, loaded: list[str]) -> None:
+    """Request checks of a LoRA load's name, made once for every engine."""
+    if not name:
+        raise InvalidArgument("lora_name is required", param="lora_name", reason="FIELD_REQUIRED")
+    if name in loaded and not inplace:
+        raise AlreadyExists(
+            f"lora_name: an adapter named {name!r} is loaded (load_inplace replaces it)",
+            param="lora_name", reason="LORA_EXISTS",
+        )
+
+
+def check_lora_known(name: str, loaded: list[str]) -> None:
+    if not name:
+        raise InvalidArgument("lora_name is required", param="lora_name", reason="FIELD_REQUIRED")
+    if name not in loaded:
+        raise NotFound(f"lora_name: no adapter named {name!r} is loaded", param="lora_name",
+                       reason="LORA_NOT_FOUND")
+
+
+def check_version(version: str, param: str) -> str:
+    if len(version) > MAX_VERSION_CHARS:
+        raise InvalidArgument(
+            f"{param} must be at most {MAX_VERSION_CHARS} characters", param=param,
+            reason="VALUE_TOO_LONG",
+        )
+    return version
+
+
+def failed_label(version: str) -> str:
+    """The version of weights a failed load may have mixed (suffixed once)."""
+    return version if version.endswith(FAILED_LOAD_SUFFIX) else version + FAILED_LOAD_SUFFIX
+
+
+def real_path(path: str) -> str:
+    """A folder's real path (symlinks resolved, so a later change of a link
+    such as "latest" does not change what it names); other names as given
+    (a model id the engine resolved itself)."""
+    return os.path.realpath(path) if is_folder(path) else path

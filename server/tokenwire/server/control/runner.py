@@ -1,0 +1,173 @@
+"""Control operations one at a time, each under a deadline, with the
+engine's work shielded: a call that stops waiting (deadline, cancel) leaves
+its engine work pending; the next operation (or a settler task) waits for
+it, runs its follow-up and reads the engine's state back before anything
+else runs. ControlPlane (plane.py) is built on this."""
+
+from __future__ import annotations
+
+import asyncio
+import dataclasses
+import logging
+from collections.abc import Awaitable, Callable
+from typing import Any, TypeVar
+
+from tokenwire.server.core.domain import EngineControl
+from tokenwire.server.core.errors import DeadlineExceeded, TokenwireError
+from tokenwire.server.core.serving_state import ServingState
+
+log = logging.getLogger("tokenwire.control")
+
+T = TypeVar("T")
+
+
+@dataclasses.dataclass
+class Pending:
+    """Engine work a control call stopped waiting for (deadline or cancel),
+    and what to do once it ends (given its error, None when it succeeded)."""
+
+    task: asyncio.Future[Any]
+    what: str
+    then: Callable[[BaseException | None], Awaitable[None]] | None
+    mode: str = ""  # a pause: the mode asked for
+
+
+class OperationRunner:
+    """The lock, the deadline and the pending engine work of control
+    operations, and the engine state every operation records (paused flag
+    and mode, weight version; mirrored on ServingState). Subclasses say how
+    an error is remembered (_error)."""
+
+    def __init__(
+        self, engine: EngineControl, state: ServingState, *, timeout: float,
+        on_paused: Callable[[bool], Awaitable[None]] | None = None,
+    ):
+        self._engine = engine
+        self._state = state
+        self._timeout = timeout
+        self._on_paused = on_paused  # told when generation pauses (True) and resumes
+        self.pause_mode = ""
+        self._lock = asyncio.Lock()
+        self._pending: Pending | None = None
+        self._settler: asyncio.Task[None] | None = None
+
+    def _error(self, message: str) -> None:
+        raise NotImplementedError
+
+    async def _run(self, what: str, op: Callable[[], Awaitable[T]], deadline: float | None) -> T:
+        """One control operation: serialised, bounded, errors remembered."""
+        budget = self._timeout if deadline is None else min(deadline, self._timeout)
+        try:
+            async with asyncio.timeout(budget):
+                async with self._lock:
+                    await self._settle()
+                    result = await op()
+        except TimeoutError:
+            busy = f" (the engine is still busy with: {self._pending.what})" if self._pending else ""
+            self._error(f"{what}: no result within {budget:.1f} s{busy}")
+            log.error("control %s: no result within %.1f s%s", what, budget, busy)
+            self._settle_later()
+            raise DeadlineExceeded(f"{what} did not finish within {budget:.1f} s{busy}",
+                                   reason="CONTROL_TIMEOUT") from None
+        except asyncio.CancelledError:
+            self._settle_later()
+            raise
+        except TokenwireError as err:
+            self._error(f"{what}: {err.message}")
+            raise
+        except Exception as exc:
+            self._error(f"{what}: {type(exc).__name__}: {exc}")
+            log.exception("control %s failed", what)
+            raise
+        return result
+
+    async def _call(
+        self, what: str, work: Awaitable[T],
+        then: Callable[[BaseException | None], Awaitable[None]] | None = None, mode: str = "",
+    ) -> T:
+        """An engine call that runs to its end even when the control call
+        stops waiting (deadline, cancel): kept as pending work, which the
+        next operation (or the settler) waits for before anything else, then
+        `then(error)` and a read-back of the engine's state."""
+        task = asyncio.ensure_future(work)
+        self._pending = Pending(task, what, then, mode)
+        try:
+            result = await asyncio.shield(task)
+        except asyncio.CancelledError:
+            if task.cancelled():  # the engine work itself was cancelled: nothing left running
+                self._pending = None
+            raise
+        except BaseException:
+            self._pending = None
+            raise
+        self._pending = None
+        return result
+
+    def _settle_later(self) -> None:
+        """After a call stopped waiting for engine work: once that work
+        ends, bring the recorded state in line with the engine (holding the
+        lock meanwhile, so no other operation runs beside it)."""
+        if self._pending is None or (self._settler is not None and not self._settler.done()):
+            return
+
+        async def settle() -> None:
+            try:
+                async with self._lock:
+                    await self._settle()
+            except asyncio.CancelledError:
+                raise
+            except Exception:
+                log.exception("control: reading the engine's state back failed")
+
+        self._settler = asyncio.create_task(settle())
+
+    async def _settle(self) -> None:
+        """Wait for pending engine work (a call that stopped waiting left it
+        running), run its follow-up, then read the engine's state back."""
+        pending = self._pending
+        if pending is None:
+            return
+        error: BaseException | None = None
+        try:
+            await asyncio.shield(pending.task)
+        except asyncio.CancelledError:
+            current = asyncio.current_task()
+            if not pending.task.cancelled() or (current is not None and current.cancelling()):
+                raise  # we were cancelled; the work goes on and stays pending
+            error = asyncio.CancelledError()  # the engine work itself was cancelled
+        except Exception as exc:
+            error = exc
+        self._pending = None
+        log.info("control: %s ended after its caller stopped waiting (%s)", pending.what,
+                 "ok" if error is None else f"{type(error).__name__}: {error}")
+        if pending.then is not None:
+            await pending.then(error)
+        await self._reconcile(pending.mode)
+
+    async def _reconcile(self, mode: str) -> None:
+        """The recorded paused flag and version, as the engine has them."""
+        version = await self._engine.weight_version()
+        if version != self._state.weight_version:
+            self._state.generation += 1
+            self._state.weight_version = version
+        paused = await self._engine.is_paused()
+        if paused != self._state.paused:
+            await self._paused(paused, (mode or self.pause_mode or "keep") if paused else "")
+
+    async def _paused(self, paused: bool, mode: str) -> None:
+        self.pause_mode = mode
+        self._state.paused = paused
+        if self._on_paused is not None:
+            await self._on_paused(paused)
+
+    async def _pause(self, mode: str, clear_cache: bool) -> None:
+        await self._call(f"pause ({mode})", self._engine.pause(mode, clear_cache), mode=mode)
+        await self._paused(True, mode)
+
+    async def _resume(self) -> None:
+        await self._call("resume", self._engine.resume())
+        await self._paused(False, "")
+
+    async def _set_version(self, version: str) -> None:
+        await self._call("set weight version", self._engine.set_weight_version(version))
+        self._state.weight_version = version
