@@ -9,6 +9,7 @@
 from __future__ import annotations
 
 import collections.abc
+import pathlib
 
 import grpc
 import pytest
@@ -20,6 +21,8 @@ from tokenwire.v1 import service_pb2_grpc
 
 # Real-engine settings used by the integration tests: a small KV block so
 # that prefix-cache hits show on short prompts.
+TESTS = pathlib.Path(__file__).resolve().parent
+
 REAL_SERVER_ARGS = ["--block-size", "32", "--max-model-len", "2048", "--kv-cache-bytes", str(256 << 20)]
 
 
@@ -56,3 +59,15 @@ def real_server() -> collections.abc.Iterator[ProcessServer]:
 def real_stub(real_server: ProcessServer) -> collections.abc.Iterator[service_pb2_grpc.TokenwireServiceStub]:
     with grpc.insecure_channel(real_server.address) as ch:
         yield service_pb2_grpc.TokenwireServiceStub(ch)
+
+
+# The tier's marker comes from its folder (tests/engine: the real engine;
+# tests/gateway: a real Envoy), not from each file.
+FOLDER_MARKERS = {"engine": pytest.mark.engine, "gateway": pytest.mark.gateway}
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    for item in items:
+        tier = item.path.relative_to(TESTS).parts[0] if item.path.is_relative_to(TESTS) else ""
+        if tier in FOLDER_MARKERS:
+            item.add_marker(FOLDER_MARKERS[tier])

@@ -27,8 +27,6 @@ from tokenwire.v1 import (
     service_pb2_grpc,
 )
 
-pytestmark = pytest.mark.engine
-
 TINY = ROOT / ".models" / "tiny-random-llama"
 BLOCK = 32
 PROMPT = list(range(1000, 1040))  # 40 ids: one whole block is cacheable

@@ -14,8 +14,6 @@ from tests.rpc import chat_request
 from tests.servers import ROOT, ProcessServer
 from tokenwire.v1 import service_pb2_grpc
 
-pytestmark = pytest.mark.engine
-
 TINY = ROOT / ".models" / "tiny-random-llama"
 
 

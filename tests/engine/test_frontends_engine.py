@@ -10,12 +10,9 @@ import re
 
 import grpc
 import psutil
-import pytest
 
 from tests.servers import ROOT, ProcessServer
 from tokenwire.v1 import control_pb2, control_pb2_grpc, generate_pb2, models_pb2, service_pb2_grpc
-
-pytestmark = pytest.mark.engine
 
 TINY = str(ROOT / ".models" / "tiny-random-llama")
 

@@ -20,8 +20,6 @@ from tests.rpc import chat_request, error_info, stream_ids, stream_text
 from tests.unit.test_validation_matrix import CHAT_CASES
 from tokenwire.v1 import generate_pb2, models_pb2, service_pb2_grpc, tokenize_pb2
 
-pytestmark = pytest.mark.engine
-
 EOS = 2  # <|im_end|> in the SmolLM2 tokenizer
 FRANCE = "What is the capital of France?"
 

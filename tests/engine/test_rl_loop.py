@@ -25,8 +25,6 @@ from examples.rl.weights import PathPush, WeightPushError
 from tests.servers import ROOT, ProcessServer
 from tokenwire.client import AsyncClient
 
-pytestmark = pytest.mark.engine
-
 TINY = ROOT / ".models" / "tiny-random-llama"
 # Both sides run the same float32 weights on CPU: measured ~1e-6 nats here
 # (tiny model) and ~5e-5 on the demo model; a rollout bug (wrong position,

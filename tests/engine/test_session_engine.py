@@ -20,8 +20,6 @@ from tests.session_rpc import RawSession, by_request, cancel, kinds, start_chat
 from tokenwire.client import Client, Conversation
 from tokenwire.v1 import models_pb2, tokenize_pb2
 
-pytestmark = pytest.mark.engine
-
 EOS = 2  # <|im_end|>
 NEWLINE = 198  # "\n"
 BLOCK = 32

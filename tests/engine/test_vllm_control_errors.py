@@ -12,8 +12,6 @@ import pytest
 from tokenwire.server.core import errors
 from tokenwire.server.engine.vllm.control import VllmControl
 
-pytestmark = pytest.mark.engine
-
 
 class RaisingLLM:
     def __init__(self, exc: BaseException):

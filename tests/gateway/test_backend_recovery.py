@@ -6,13 +6,10 @@ from __future__ import annotations
 import time
 
 import httpx
-import pytest
 
 from tests.gateway.envoy_fixture import start_gateway, stop_gateway
 from tests.gateway.sse import chat_body
 from tests.servers import ProcessServer
-
-pytestmark = pytest.mark.gateway
 
 
 def test_503_while_down_then_recovers() -> None:

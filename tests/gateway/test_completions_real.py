@@ -13,7 +13,7 @@ from google.protobuf import json_format
 
 from tokenwire.v1 import completion_pb2, tokenize_pb2
 
-pytestmark = [pytest.mark.gateway, pytest.mark.engine]
+pytestmark = pytest.mark.engine  # and gateway, from the folder
 
 PROMPT = "The capital of France is"
 IDS = {"return_token_ids": True}

@@ -10,8 +10,6 @@ import pytest
 
 from tests.gateway.sse import camel_case_keys, sse_json
 
-pytestmark = pytest.mark.gateway
-
 
 def body(**fields: Any) -> dict[str, Any]:
     return {"prompt": "Hello", "max_tokens": 4, "temperature": 0, **fields}

@@ -12,8 +12,6 @@ from tokenwire.gateway import config, golden, lua_bundle
 from tokenwire.gateway.process import envoy_binary
 from tokenwire.gateway.settings import GatewaySettings
 
-pytestmark = pytest.mark.gateway
-
 
 def _listen_port(doc: dict) -> int:
     return doc["static_resources"]["listeners"][0]["address"]["socket_address"]["port_value"]

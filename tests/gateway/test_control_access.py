@@ -23,8 +23,6 @@ from tokenwire.gateway.process import EnvoyProcess
 from tokenwire.gateway.settings import PACKAGE_DIR
 from tokenwire.v1 import control_pb2, control_pb2_grpc
 
-pytestmark = pytest.mark.gateway
-
 GRPCURL = pathlib.Path(sys.executable).parent / "grpcurl"
 PROTOSET = PACKAGE_DIR / "tokenwire.pb"
 METHODS = ("Pause", "IsPaused", "Resume")

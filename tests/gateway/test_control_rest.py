@@ -14,9 +14,6 @@ from tests.servers import ThreadServer
 from tokenwire.server.core.settings import ServerSettings
 from tokenwire.server.engine.fake.engine import FakeEngine
 
-pytestmark = pytest.mark.gateway
-
-
 ADMIN_KEY = "admin-key-for-rest"
 
 

@@ -10,8 +10,6 @@ import pytest
 
 from tests.gateway.sse import chat_body
 
-pytestmark = pytest.mark.gateway
-
 
 def wait_idle(engine, timeout: float = 5.0) -> None:
     deadline = time.monotonic() + timeout

@@ -13,8 +13,6 @@ from tests.gateway.envoy_fixture import start_gateway, stop_gateway
 from tests.gateway.sse import chat_body
 from tests.servers import free_port
 
-pytestmark = pytest.mark.gateway
-
 POST = "/v1/chat/completions"
 
 # (name, method, path, body or raw bytes, status, type, param, code)

@@ -17,8 +17,6 @@ from tokenwire.server.core.settings import ServerSettings
 from tokenwire.server.engine.fake.engine import FakeEngine
 from tokenwire.v1 import models_pb2, service_pb2_grpc
 
-pytestmark = pytest.mark.gateway
-
 
 def sessions(address: str) -> int:
     with grpc.insecure_channel(address) as channel:

@@ -21,8 +21,6 @@ from tokenwire.server.core.settings import ServerSettings
 from tokenwire.server.engine.fake.engine import FakeEngine
 from tokenwire.v1 import chat_pb2, service_pb2_grpc
 
-pytestmark = pytest.mark.gateway
-
 WORKERS = ("replica-a", "replica-b")
 VERSIONS = {"replica-a": "step-5", "replica-b": "step-7"}
 

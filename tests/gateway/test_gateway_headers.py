@@ -31,8 +31,6 @@ from tokenwire.server.core.settings import ServerSettings
 from tokenwire.server.engine.fake.engine import FakeEngine
 from tokenwire.v1 import chat_pb2, models_pb2, service_pb2_grpc
 
-pytestmark = pytest.mark.gateway
-
 FORGED = {"x-envoy-original-path": "/forged", "x-envoy-retry-on": "5xx",
           "x-envoy-upstream-rq-timeout-ms": "1", "x-envoy-forged": "1",
           AFFINITY_HEADER: "forged-key", "x-tenant-id": "forged-tenant"}

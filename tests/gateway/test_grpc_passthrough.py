@@ -15,8 +15,6 @@ from grpc_health.v1 import health_pb2, health_pb2_grpc
 from tests.rpc import chat_request, error_info
 from tokenwire.v1 import models_pb2, service_pb2_grpc
 
-pytestmark = pytest.mark.gateway
-
 
 @pytest.fixture(scope="module")
 def via_envoy(gateway):

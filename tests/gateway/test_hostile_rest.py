@@ -12,8 +12,6 @@ from tests.cases import CHAT_CASES
 from tests.gateway.conftest import BODY_LIMIT
 from tests.gateway.sse import chat_body
 
-pytestmark = pytest.mark.gateway
-
 
 def _error(r, status: int) -> dict:
     assert r.status_code == status, r.text[:300]

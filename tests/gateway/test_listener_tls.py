@@ -13,8 +13,6 @@ from tests.gateway.sse import chat_body
 from tests.rpc import chat_request
 from tokenwire.v1 import service_pb2_grpc
 
-pytestmark = pytest.mark.gateway
-
 
 def test_rest_and_grpc_over_tls(flaky_server, tmp_path) -> None:
     cert, key, pem = self_signed(tmp_path)

@@ -6,12 +6,9 @@ from __future__ import annotations
 import concurrent.futures
 
 import httpx
-import pytest
 
 from tests.gateway.flaky_engine import SLOW_SECONDS_PER_TOKEN
 from tests.gateway.sse import chat_body, sse_json
-
-pytestmark = pytest.mark.gateway
 
 TOKENS = int(16 / SLOW_SECONDS_PER_TOKEN)  # longer than Envoy's default 15 s route timeout
 

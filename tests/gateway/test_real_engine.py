@@ -18,7 +18,7 @@ from google.protobuf import json_format
 from tests.rpc import stream_ids, stream_text
 from tokenwire.v1 import chat_pb2, models_pb2
 
-pytestmark = [pytest.mark.gateway, pytest.mark.engine]
+pytestmark = pytest.mark.engine  # and gateway, from the folder
 
 MESSAGES = [{"role": "user", "content": "Name three colours of the rainbow."}]
 EXTRA = {

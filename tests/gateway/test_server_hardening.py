@@ -19,8 +19,6 @@ from tokenwire.server.core.settings import ServerSettings
 from tokenwire.server.engine.fake.engine import FakeEngine
 from tokenwire.v1 import models_pb2, service_pb2_grpc
 
-pytestmark = pytest.mark.gateway
-
 
 def self_signed(directory: pathlib.Path) -> tuple[str, str]:
     from cryptography import x509

@@ -17,8 +17,6 @@ from tokenwire.gateway import config
 from tokenwire.gateway.settings import GatewaySettings
 from tokenwire.v1 import service_pb2_grpc
 
-pytestmark = pytest.mark.gateway
-
 
 @pytest.fixture(scope="module")
 def strict_gateway(flaky_server):

@@ -14,8 +14,6 @@ import pytest
 
 from tests.gateway.sse import DONE, chat_body, sse_events, sse_json
 
-pytestmark = pytest.mark.gateway
-
 
 def test_sse_bytes_are_exact(rest) -> None:
     with rest.stream("POST", "/v1/chat/completions", json=chat_body(max_tokens=4, stream=True)) as r:

@@ -18,8 +18,6 @@ from tests.servers import free_port
 from tokenwire.gateway.process import port_open
 from tokenwire.v1 import control_pb2, control_pb2_grpc
 
-pytestmark = pytest.mark.gateway
-
 
 def wait_rest(url: str, proc: subprocess.Popen, timeout: float = 60, headers=None) -> None:
     deadline = time.monotonic() + timeout
