@@ -163,6 +163,9 @@ SERVICES = (
             "GetWeightInfo": "state() answers it",
             "IsSleeping": "not in the client's surface",
             "UpdateWeightsFromDisk": "update_weights_from_path is the client's",
+            "GetWorldSize": "vLLM's route for trainers (docs/trainers.md)",
+            "GetServerInfo": "vLLM's route for trainers (docs/trainers.md)",
+            "CollectiveRpc": "vLLM's route for trainers' worker extensions (docs/trainers.md)",
         },
     ),
 )

@@ -68,9 +68,9 @@ function envoy_on_request(handle)
       handle:clearRouteCache()
     end
   end
-  local path = stream_select.stream_path(method, full_path, body_text)
+  local path, path_mode = stream_select.stream_path(method, full_path, body_text)
   if path ~= nil then
-    mode = "sse"
+    mode = path_mode
     handle:headers():replace(":path", path)
   elseif list_body.field(full_path) ~= nil then
     mode = "list"

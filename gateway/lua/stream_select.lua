@@ -3,28 +3,47 @@
 -- (".../completions:events", tokenwire.v1.EventStreamService), which the
 -- transcoder then matches. A "stream" key inside a nested object does not
 -- count.
+--
+-- A unary chat whose body has `"logprobs": true` at its top level goes to
+-- the ":json" binding instead (EventStreamService.CreateChatCompletionJson):
+-- the server prints that JSON with `top_logprobs` on every logprob entry,
+-- which the transcoder would omit when empty.
 local json_scan = require("json_scan")
 
 local M = {}
 
--- The REST paths with a streaming twin.
+-- The REST paths with a streaming twin, and the base of that twin's binding
+-- (prime-rl's /v1/chat/completions/tokens is a chat).
 M.STREAMABLE = {
-  ["/v1/chat/completions"] = true,
-  ["/v1/completions"] = true,
-  ["/inference/v1/generate"] = true,
+  ["/v1/chat/completions"] = "/v1/chat/completions",
+  ["/v1/chat/completions/tokens"] = "/v1/chat/completions",
+  ["/v1/completions"] = "/v1/completions",
+  ["/inference/v1/generate"] = "/inference/v1/generate",
 }
 
--- Whether JSON object text `s` has `"stream": true` at its top level.
-function M.stream_requested(s)
+-- The paths whose unary JSON the server prints when logprobs are asked.
+M.JSON_RENDERED = {
+  ["/v1/chat/completions"] = "/v1/chat/completions",
+  ["/v1/chat/completions/tokens"] = "/v1/chat/completions",
+}
+
+-- Whether JSON object text `s` has `"<name>": true` at its top level.
+function M.flag_set(s, name)
   return json_scan.each_key(s, function(key, after)
-    if key == "stream" then
+    if key == name then
       return s:match("^%s*:%s*(%a+)", after) == "true"
     end
   end) == true
 end
 
--- The path a request should take: `path` with ":events" after its base when
--- it is a POST to a streamable route whose body asks to stream; else nil.
+-- Whether JSON object text `s` has `"stream": true` at its top level.
+function M.stream_requested(s)
+  return M.flag_set(s, "stream")
+end
+
+-- The path a request should take and its mode: ("<base>:events", "sse") when
+-- it is a POST to a streamable route whose body asks to stream;
+-- ("<base>:json", "json") for a unary chat asking for logprobs; else nil.
 -- `body()` gives the body text (read only when it matters).
 function M.stream_path(method, path, body)
   local base, query = path:match("^([^?]*)(.*)$")
@@ -32,10 +51,16 @@ function M.stream_path(method, path, body)
     return nil
   end
   local text = body()
-  if text == nil or not M.stream_requested(text) then
+  if text == nil then
     return nil
   end
-  return base .. ":events" .. query
+  if M.stream_requested(text) then
+    return M.STREAMABLE[base] .. ":events" .. query, "sse"
+  end
+  if M.JSON_RENDERED[base] and M.flag_set(text, "logprobs") then
+    return M.JSON_RENDERED[base] .. ":json" .. query, "json"
+  end
+  return nil
 end
 
 return M

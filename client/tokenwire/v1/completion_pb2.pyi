@@ -127,11 +127,11 @@ class CompletionChoice(_message.Message):
     stop_reason: _struct_pb2.Value
     token_ids: _containers.RepeatedScalarFieldContainer[int]
     prompt_token_ids: _containers.RepeatedScalarFieldContainer[int]
-    prompt_logprobs: _containers.RepeatedCompositeFieldContainer[_common_pb2.TokenLogProb]
+    prompt_logprobs: _containers.RepeatedCompositeFieldContainer[_struct_pb2.Value]
     nvext: _chat_pb2.ChoiceNvExt
     weight_versions: _containers.RepeatedCompositeFieldContainer[_common_pb2.WeightVersionSpan]
     routed_experts: bytes
-    def __init__(self, index: _Optional[int] = ..., text: _Optional[str] = ..., logprobs: _Optional[_Union[CompletionLogProbs, _Mapping]] = ..., finish_reason: _Optional[str] = ..., stop_reason: _Optional[_Union[_struct_pb2.Value, _Mapping]] = ..., token_ids: _Optional[_Iterable[int]] = ..., prompt_token_ids: _Optional[_Iterable[int]] = ..., prompt_logprobs: _Optional[_Iterable[_Union[_common_pb2.TokenLogProb, _Mapping]]] = ..., nvext: _Optional[_Union[_chat_pb2.ChoiceNvExt, _Mapping]] = ..., weight_versions: _Optional[_Iterable[_Union[_common_pb2.WeightVersionSpan, _Mapping]]] = ..., routed_experts: _Optional[bytes] = ...) -> None: ...
+    def __init__(self, index: _Optional[int] = ..., text: _Optional[str] = ..., logprobs: _Optional[_Union[CompletionLogProbs, _Mapping]] = ..., finish_reason: _Optional[str] = ..., stop_reason: _Optional[_Union[_struct_pb2.Value, _Mapping]] = ..., token_ids: _Optional[_Iterable[int]] = ..., prompt_token_ids: _Optional[_Iterable[int]] = ..., prompt_logprobs: _Optional[_Iterable[_Union[_struct_pb2.Value, _Mapping]]] = ..., nvext: _Optional[_Union[_chat_pb2.ChoiceNvExt, _Mapping]] = ..., weight_versions: _Optional[_Iterable[_Union[_common_pb2.WeightVersionSpan, _Mapping]]] = ..., routed_experts: _Optional[bytes] = ...) -> None: ...
 
 class CreateCompletionResponse(_message.Message):
     __slots__ = ("id", "object", "created", "model", "choices", "usage", "system_fingerprint", "nvext")

@@ -153,16 +153,71 @@ class StartWeightUpdateResponse(_message.Message):
     def __init__(self, message: _Optional[str] = ...) -> None: ...
 
 class UpdateWeightsRequest(_message.Message):
-    __slots__ = ("update_info",)
+    __slots__ = ("update_info", "weight_dir")
     UPDATE_INFO_FIELD_NUMBER: _ClassVar[int]
+    WEIGHT_DIR_FIELD_NUMBER: _ClassVar[int]
     update_info: _struct_pb2.Struct
-    def __init__(self, update_info: _Optional[_Union[_struct_pb2.Struct, _Mapping]] = ...) -> None: ...
+    weight_dir: str
+    def __init__(self, update_info: _Optional[_Union[_struct_pb2.Struct, _Mapping]] = ..., weight_dir: _Optional[str] = ...) -> None: ...
 
 class UpdateWeightsResponse(_message.Message):
-    __slots__ = ("message",)
+    __slots__ = ("message", "applied", "state")
     MESSAGE_FIELD_NUMBER: _ClassVar[int]
+    APPLIED_FIELD_NUMBER: _ClassVar[int]
+    STATE_FIELD_NUMBER: _ClassVar[int]
     message: str
-    def __init__(self, message: _Optional[str] = ...) -> None: ...
+    applied: str
+    state: ControlState
+    def __init__(self, message: _Optional[str] = ..., applied: _Optional[str] = ..., state: _Optional[_Union[ControlState, _Mapping]] = ...) -> None: ...
+
+class GetWorldSizeRequest(_message.Message):
+    __slots__ = ("include_dp",)
+    INCLUDE_DP_FIELD_NUMBER: _ClassVar[int]
+    include_dp: bool
+    def __init__(self, include_dp: _Optional[bool] = ...) -> None: ...
+
+class GetWorldSizeResponse(_message.Message):
+    __slots__ = ("world_size",)
+    WORLD_SIZE_FIELD_NUMBER: _ClassVar[int]
+    world_size: int
+    def __init__(self, world_size: _Optional[int] = ...) -> None: ...
+
+class GetServerInfoRequest(_message.Message):
+    __slots__ = ("config_format",)
+    CONFIG_FORMAT_FIELD_NUMBER: _ClassVar[int]
+    config_format: str
+    def __init__(self, config_format: _Optional[str] = ...) -> None: ...
+
+class GetServerInfoResponse(_message.Message):
+    __slots__ = ("vllm_config",)
+    VLLM_CONFIG_FIELD_NUMBER: _ClassVar[int]
+    vllm_config: _struct_pb2.Value
+    def __init__(self, vllm_config: _Optional[_Union[_struct_pb2.Value, _Mapping]] = ...) -> None: ...
+
+class CollectiveRpcRequest(_message.Message):
+    __slots__ = ("method", "args", "kwargs", "timeout")
+    class KwargsEntry(_message.Message):
+        __slots__ = ("key", "value")
+        KEY_FIELD_NUMBER: _ClassVar[int]
+        VALUE_FIELD_NUMBER: _ClassVar[int]
+        key: str
+        value: str
+        def __init__(self, key: _Optional[str] = ..., value: _Optional[str] = ...) -> None: ...
+    METHOD_FIELD_NUMBER: _ClassVar[int]
+    ARGS_FIELD_NUMBER: _ClassVar[int]
+    KWARGS_FIELD_NUMBER: _ClassVar[int]
+    TIMEOUT_FIELD_NUMBER: _ClassVar[int]
+    method: str
+    args: _containers.RepeatedScalarFieldContainer[str]
+    kwargs: _containers.ScalarMap[str, str]
+    timeout: float
+    def __init__(self, method: _Optional[str] = ..., args: _Optional[_Iterable[str]] = ..., kwargs: _Optional[_Mapping[str, str]] = ..., timeout: _Optional[float] = ...) -> None: ...
+
+class CollectiveRpcResponse(_message.Message):
+    __slots__ = ("results",)
+    RESULTS_FIELD_NUMBER: _ClassVar[int]
+    results: _containers.RepeatedCompositeFieldContainer[_struct_pb2.Value]
+    def __init__(self, results: _Optional[_Iterable[_Union[_struct_pb2.Value, _Mapping]]] = ...) -> None: ...
 
 class FinishWeightUpdateRequest(_message.Message):
     __slots__ = ("weight_version",)

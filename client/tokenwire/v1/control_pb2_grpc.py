@@ -147,6 +147,21 @@ class ControlServiceStub:
                 request_serializer=tokenwire_dot_v1_dot_control__pb2.UnloadLoraAdapterRequest.SerializeToString,
                 response_deserializer=tokenwire_dot_v1_dot_control__pb2.UnloadLoraAdapterResponse.FromString,
                 _registered_method=True)
+        self.GetWorldSize = channel.unary_unary(
+                '/tokenwire.v1.ControlService/GetWorldSize',
+                request_serializer=tokenwire_dot_v1_dot_control__pb2.GetWorldSizeRequest.SerializeToString,
+                response_deserializer=tokenwire_dot_v1_dot_control__pb2.GetWorldSizeResponse.FromString,
+                _registered_method=True)
+        self.GetServerInfo = channel.unary_unary(
+                '/tokenwire.v1.ControlService/GetServerInfo',
+                request_serializer=tokenwire_dot_v1_dot_control__pb2.GetServerInfoRequest.SerializeToString,
+                response_deserializer=tokenwire_dot_v1_dot_control__pb2.GetServerInfoResponse.FromString,
+                _registered_method=True)
+        self.CollectiveRpc = channel.unary_unary(
+                '/tokenwire.v1.ControlService/CollectiveRpc',
+                request_serializer=tokenwire_dot_v1_dot_control__pb2.CollectiveRpcRequest.SerializeToString,
+                response_deserializer=tokenwire_dot_v1_dot_control__pb2.CollectiveRpcResponse.FromString,
+                _registered_method=True)
 
 
 class ControlServiceServicer:
@@ -318,6 +333,35 @@ class ControlServiceServicer:
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
+    def GetWorldSize(self, request, context):
+        """vLLM `GET /get_world_size`: the engine's workers (tensor x pipeline
+        parallel, x data parallel unless include_dp is false); trainers size
+        their weight-broadcast group from it.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def GetServerInfo(self, request, context):
+        """vLLM's development route `GET /server_info?config_format=json`: the
+        engine's configuration (TRL checks `weight_transfer_config` before a
+        weight sync). Text by default, a JSON tree with config_format "json".
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def CollectiveRpc(self, request, context):
+        """vLLM's development route `POST /collective_rpc` {method, args, kwargs,
+        timeout}: call a method on every engine worker (a framework's worker
+        extension, loaded by vLLM with --worker-extension-cls). Only the
+        methods the operator allows (--collective-rpc-allow); any other is
+        PERMISSION_DENIED (reason COLLECTIVE_RPC_NOT_ALLOWED).
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
 
 def add_ControlServiceServicer_to_server(servicer, server):
     rpc_method_handlers = {
@@ -415,6 +459,21 @@ def add_ControlServiceServicer_to_server(servicer, server):
                     servicer.UnloadLoraAdapter,
                     request_deserializer=tokenwire_dot_v1_dot_control__pb2.UnloadLoraAdapterRequest.FromString,
                     response_serializer=tokenwire_dot_v1_dot_control__pb2.UnloadLoraAdapterResponse.SerializeToString,
+            ),
+            'GetWorldSize': grpc.unary_unary_rpc_method_handler(
+                    servicer.GetWorldSize,
+                    request_deserializer=tokenwire_dot_v1_dot_control__pb2.GetWorldSizeRequest.FromString,
+                    response_serializer=tokenwire_dot_v1_dot_control__pb2.GetWorldSizeResponse.SerializeToString,
+            ),
+            'GetServerInfo': grpc.unary_unary_rpc_method_handler(
+                    servicer.GetServerInfo,
+                    request_deserializer=tokenwire_dot_v1_dot_control__pb2.GetServerInfoRequest.FromString,
+                    response_serializer=tokenwire_dot_v1_dot_control__pb2.GetServerInfoResponse.SerializeToString,
+            ),
+            'CollectiveRpc': grpc.unary_unary_rpc_method_handler(
+                    servicer.CollectiveRpc,
+                    request_deserializer=tokenwire_dot_v1_dot_control__pb2.CollectiveRpcRequest.FromString,
+                    response_serializer=tokenwire_dot_v1_dot_control__pb2.CollectiveRpcResponse.SerializeToString,
             ),
     }
     generic_handler = grpc.method_handlers_generic_handler(
@@ -948,6 +1007,87 @@ class ControlService:
             '/tokenwire.v1.ControlService/UnloadLoraAdapter',
             tokenwire_dot_v1_dot_control__pb2.UnloadLoraAdapterRequest.SerializeToString,
             tokenwire_dot_v1_dot_control__pb2.UnloadLoraAdapterResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def GetWorldSize(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/tokenwire.v1.ControlService/GetWorldSize',
+            tokenwire_dot_v1_dot_control__pb2.GetWorldSizeRequest.SerializeToString,
+            tokenwire_dot_v1_dot_control__pb2.GetWorldSizeResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def GetServerInfo(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/tokenwire.v1.ControlService/GetServerInfo',
+            tokenwire_dot_v1_dot_control__pb2.GetServerInfoRequest.SerializeToString,
+            tokenwire_dot_v1_dot_control__pb2.GetServerInfoResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def CollectiveRpc(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/tokenwire.v1.ControlService/CollectiveRpc',
+            tokenwire_dot_v1_dot_control__pb2.CollectiveRpcRequest.SerializeToString,
+            tokenwire_dot_v1_dot_control__pb2.CollectiveRpcResponse.FromString,
             options,
             channel_credentials,
             insecure,

@@ -60,6 +60,11 @@ class EventStreamServiceStub:
                 request_serializer=tokenwire_dot_v1_dot_chat__pb2.CreateChatCompletionRequest.SerializeToString,
                 response_deserializer=google_dot_api_dot_httpbody__pb2.HttpBody.FromString,
                 _registered_method=True)
+        self.CreateChatCompletionJson = channel.unary_unary(
+                '/tokenwire.v1.EventStreamService/CreateChatCompletionJson',
+                request_serializer=tokenwire_dot_v1_dot_chat__pb2.CreateChatCompletionRequest.SerializeToString,
+                response_deserializer=google_dot_api_dot_httpbody__pb2.HttpBody.FromString,
+                _registered_method=True)
         self.StreamCompletionEvents = channel.unary_stream(
                 '/tokenwire.v1.EventStreamService/StreamCompletionEvents',
                 request_serializer=tokenwire_dot_v1_dot_completion__pb2.CreateCompletionRequest.SerializeToString,
@@ -101,6 +106,18 @@ class EventStreamServiceServicer:
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
+    def CreateChatCompletionJson(self, request, context):
+        """CreateChatCompletion with the JSON printed by the server (one HttpBody,
+        "application/json"): the transcoder's JSON, except that every logprob
+        entry carries `top_logprobs` (an empty array when no alternatives were
+        asked), as OpenAI's schema and vLLM have it and trainers read it. The
+        gateway routes a unary `POST /v1/chat/completions` whose body asks for
+        `"logprobs": true` here.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
     def StreamCompletionEvents(self, request, context):
         """StreamCompletion as events. The gateway routes `POST /v1/completions`
         with "stream": true here.
@@ -122,6 +139,11 @@ def add_EventStreamServiceServicer_to_server(servicer, server):
     rpc_method_handlers = {
             'StreamChatCompletionEvents': grpc.unary_stream_rpc_method_handler(
                     servicer.StreamChatCompletionEvents,
+                    request_deserializer=tokenwire_dot_v1_dot_chat__pb2.CreateChatCompletionRequest.FromString,
+                    response_serializer=google_dot_api_dot_httpbody__pb2.HttpBody.SerializeToString,
+            ),
+            'CreateChatCompletionJson': grpc.unary_unary_rpc_method_handler(
+                    servicer.CreateChatCompletionJson,
                     request_deserializer=tokenwire_dot_v1_dot_chat__pb2.CreateChatCompletionRequest.FromString,
                     response_serializer=google_dot_api_dot_httpbody__pb2.HttpBody.SerializeToString,
             ),
@@ -179,6 +201,33 @@ class EventStreamService:
             request,
             target,
             '/tokenwire.v1.EventStreamService/StreamChatCompletionEvents',
+            tokenwire_dot_v1_dot_chat__pb2.CreateChatCompletionRequest.SerializeToString,
+            google_dot_api_dot_httpbody__pb2.HttpBody.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def CreateChatCompletionJson(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/tokenwire.v1.EventStreamService/CreateChatCompletionJson',
             tokenwire_dot_v1_dot_chat__pb2.CreateChatCompletionRequest.SerializeToString,
             google_dot_api_dot_httpbody__pb2.HttpBody.FromString,
             options,

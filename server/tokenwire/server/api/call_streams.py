@@ -1,4 +1,5 @@
-"""The streamed inference calls as chunk generators: admitted on the
+"""The streamed inference calls as chunk generators (and the unary chat
+that EventStreamService also prints): admitted on the
 serving state, planned and run by the data plane. TokenwireService sends
 the chunks as typed messages; EventStreamService renders the same chunks as
 SSE events. Errors are raised here; each servicer maps them."""
@@ -13,6 +14,20 @@ from tokenwire.server.api.call_metadata import caller_of, dp_rank_of, session_of
 from tokenwire.server.core.domain import RunOutcome
 from tokenwire.server.inference.data_plane import DataPlane
 from tokenwire.v1 import chat_pb2, completion_pb2, generate_pb2
+
+
+async def chat_response(
+    plane: DataPlane, request: chat_pb2.CreateChatCompletionRequest,
+    context: grpc.aio.ServicerContext,
+) -> chat_pb2.CreateChatCompletionResponse:
+    """A unary chat (TokenwireService's message; EventStreamService's JSON)."""
+    with plane.state.call():
+        plan = await plane.chat_plan(request, caller=await caller_of(plane, context), stream=False,
+                                     dp_rank=dp_rank_of(context), session_id=session_of(context))
+        outcome = RunOutcome()
+        resp = await plane.run_chat(plan, outcome)
+        plane.after(plan, outcome)
+        return resp
 
 
 async def chat_chunks(

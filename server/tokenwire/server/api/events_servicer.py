@@ -22,9 +22,10 @@ from google.api.httpbody_pb2 import HttpBody
 from google.protobuf.message import Message
 
 from tokenwire.server.api import call_streams, sse
-from tokenwire.server.core.errors import abort_with, classify
+from tokenwire.server.api.proto_json import encode_json, to_object
+from tokenwire.server.core.errors import abort_with, classify, unary_errors
 from tokenwire.server.inference.data_plane import DataPlane
-from tokenwire.v1 import events_pb2_grpc
+from tokenwire.v1 import chat_pb2, events_pb2_grpc
 
 ChunkStream = Callable[[DataPlane, Any, grpc.aio.ServicerContext], AsyncGenerator[Message]]
 
@@ -34,7 +35,8 @@ def _body(data: bytes, first: bool) -> HttpBody:
     return HttpBody(content_type=sse.CONTENT_TYPE, data=data) if first else HttpBody(data=data)
 
 
-def _events(chunks_of: ChunkStream) -> Callable[..., AsyncGenerator[HttpBody]]:
+def _events(chunks_of: ChunkStream,
+            render: Callable[[Message], bytes] = sse.chunk_event) -> Callable[..., AsyncGenerator[HttpBody]]:
     """The handler streaming `chunks_of`'s chunks as SSE HttpBody messages,
     ending with ``[DONE]``."""
 
@@ -44,7 +46,7 @@ def _events(chunks_of: ChunkStream) -> Callable[..., AsyncGenerator[HttpBody]]:
         try:
             async with aclosing(chunks_of(self.plane, request, context)) as chunks:
                 async for chunk in chunks:
-                    yield _body(sse.chunk_event(chunk), not started)
+                    yield _body(render(chunk), not started)
                     started = True
         except (asyncio.CancelledError, grpc.aio.AbortError):
             raise
@@ -63,6 +65,14 @@ class EventStreamServicer(events_pb2_grpc.EventStreamServiceServicer):
     def __init__(self, plane: DataPlane):
         self.plane = plane
 
-    StreamChatCompletionEvents = _events(call_streams.chat_chunks)
+    StreamChatCompletionEvents = _events(call_streams.chat_chunks, sse.chat_chunk_event)
+
+    @unary_errors
+    async def CreateChatCompletionJson(self, request: chat_pb2.CreateChatCompletionRequest,
+                                       context: grpc.aio.ServicerContext) -> HttpBody:
+        """A unary chat as the JSON body vLLM sends (top_logprobs on every entry)."""
+        resp = await call_streams.chat_response(self.plane, request, context)
+        body = sse.with_top_logprobs(to_object(resp))
+        return HttpBody(content_type="application/json", data=encode_json(body))
     StreamCompletionEvents = _events(call_streams.completion_chunks)
     StreamGenerateEvents = _events(call_streams.generate_chunks)

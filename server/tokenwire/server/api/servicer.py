@@ -15,7 +15,6 @@ import grpc
 from tokenwire.server.api import call_streams
 from tokenwire.server.api.call_metadata import caller_of, dp_rank_of, session_of
 from tokenwire.server.api.session import Session
-from tokenwire.server.core.domain import RunOutcome
 from tokenwire.server.core.errors import stream_errors, unary_errors
 from tokenwire.server.inference.data_plane import DataPlane
 from tokenwire.v1 import (
@@ -39,14 +38,7 @@ class TokenwireServicer(service_pb2_grpc.TokenwireServiceServicer):
     async def CreateChatCompletion(
         self, request: chat_pb2.CreateChatCompletionRequest, context: grpc.aio.ServicerContext
     ) -> chat_pb2.CreateChatCompletionResponse:
-        with self.state.call():
-            plan = await self.plane.chat_plan(request, caller=await caller_of(self.plane, context), stream=False,
-                                          dp_rank=dp_rank_of(context),
-                                          session_id=session_of(context))
-            outcome = RunOutcome()
-            resp = await self.plane.run_chat(plan, outcome)
-            self.plane.after(plan, outcome)
-            return resp
+        return await call_streams.chat_response(self.plane, request, context)
 
     @stream_errors
     async def StreamChatCompletion(

@@ -11,6 +11,8 @@ renderings equal for every status code).
 
 from __future__ import annotations
 
+from typing import Any
+
 import grpc
 from google.protobuf.message import Message
 
@@ -30,6 +32,24 @@ HTTP_STATUS = {code: wire.http_status(code.value[0]) for code in grpc.StatusCode
 def chunk_event(chunk: Message) -> bytes:
     """The event for one stream chunk."""
     body = to_object(chunk)
+    if "choices" not in body:
+        body = {"choices": [], **body}
+    return b"data: " + encode_json(body) + b"\n\n"
+
+
+def with_top_logprobs(body: dict[str, Any]) -> dict[str, Any]:
+    """A chat response or chunk object with `top_logprobs` on every logprob
+    entry (an empty list when no alternatives were asked): OpenAI's schema
+    requires the key and vLLM prints it; proto JSON omits an empty list."""
+    for choice in body.get("choices", ()):
+        for entry in choice.get("logprobs", {}).get("content", ()):
+            entry.setdefault("top_logprobs", [])
+    return body
+
+
+def chat_chunk_event(chunk: Message) -> bytes:
+    """The event for one chat chunk (logprob entries with `top_logprobs`)."""
+    body = with_top_logprobs(to_object(chunk))
     if "choices" not in body:
         body = {"choices": [], **body}
     return b"data: " + encode_json(body) + b"\n\n"

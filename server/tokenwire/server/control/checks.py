@@ -8,21 +8,36 @@ import glob
 import os
 
 from tokenwire.server.core.domain import PAUSE_MODES, is_folder
-from tokenwire.server.core.errors import AlreadyExists, InvalidArgument, NotFound
+from tokenwire.server.core.errors import AlreadyExists, InvalidArgument, NotFound, PermissionDenied
 
 MAX_VERSION_CHARS = 256
 FAILED_LOAD_SUFFIX = "+failed-load"  # the version of weights a failed load may have mixed
 LORA_WEIGHTS = "adapter_model.safetensors"  # what vLLM loads first (before .bin / .pt)
 
 
+# SGLang's pause modes (/pause_generation {"mode"}) by the vLLM mode that
+# does the same for the caller: requests survive the pause and finish after.
+SGLANG_PAUSE_MODES = {"in_place": "keep", "retract": "keep"}
+
+
 def check_mode(mode: str, param: str, default: str) -> str:
     mode = (mode or default).lower()
+    mode = SGLANG_PAUSE_MODES.get(mode, mode)
     if mode not in PAUSE_MODES:
         raise InvalidArgument(
             f"{param} must be one of {', '.join(PAUSE_MODES)}; got {mode!r}", param=param,
             reason="VALUE_NOT_ALLOWED",
         )
     return mode
+
+
+def check_rpc_allowed(method: str, allowed: frozenset[str]) -> str:
+    """A collective_rpc method the operator allowed (--collective-rpc-allow)."""
+    if method not in allowed:
+        raise PermissionDenied(
+            f"method: {method!r} is not a method this server allows over collective_rpc "
+            "(--collective-rpc-allow)", param="method", reason="COLLECTIVE_RPC_NOT_ALLOWED")
+    return method
 
 
 def check_folder(path: str, param: str, *, root: str, also: str = "", files: str = "") -> str:

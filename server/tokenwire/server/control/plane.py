@@ -43,6 +43,7 @@ from tokenwire.server.control.checks import (
     check_lora_known,
     check_lora_name,
     check_mode,
+    check_rpc_allowed,
     check_version,
     failed_label,
     real_path,
@@ -50,7 +51,11 @@ from tokenwire.server.control.checks import (
 from tokenwire.server.control.records import ControlSnapshot, Transfer, UpdateResult
 from tokenwire.server.control.runner import OperationRunner
 from tokenwire.server.core.domain import EngineControl
-from tokenwire.server.core.errors import FailedPrecondition, InvalidArgument, TokenwireError
+from tokenwire.server.core.errors import (
+    FailedPrecondition,
+    InvalidArgument,
+    TokenwireError,
+)
 from tokenwire.server.core.serving_state import ServingState
 
 log = logging.getLogger("tokenwire.control")
@@ -63,9 +68,10 @@ class ControlPlane(OperationRunner):
         self, engine: EngineControl, state: ServingState, *, timeout: float,
         engine_requests: Callable[[], int],
         on_paused: Callable[[bool], Awaitable[None]] | None = None,
-        weights_root: str = "",
+        weights_root: str = "", collective_rpc_allow: tuple[str, ...] = (),
     ):
         super().__init__(engine, state, timeout=timeout, on_paused=on_paused)
+        self._rpc_allow = frozenset(collective_rpc_allow)  # --collective-rpc-allow
         self._engine_requests = engine_requests
         self._weights_root = weights_root  # "": any folder (docs/control.md)
         self.sleeping = False
@@ -360,6 +366,19 @@ class ControlPlane(OperationRunner):
         await self._run("unload LoRA adapter", op, deadline)
 
     # -- state ------------------------------------------------------------
+    @property
+    def engine(self) -> EngineControl:
+        """The engine's read-only facts (world size, configuration)."""
+        return self._engine
+
+    async def collective_rpc(self, method: str, args: list[str], kwargs: dict[str, str],
+                             rpc_timeout: float | None, deadline: float | None) -> list[Any]:
+        """A worker method the operator allowed (--collective-rpc-allow), on every worker."""
+        what = f"collective_rpc {check_rpc_allowed(method, self._rpc_allow)}"
+        return await self._run(
+            what, lambda: self._call(what, self._engine.collective_rpc(method, args, kwargs, rpc_timeout)),
+            deadline)
+
     async def is_sleeping(self) -> bool:
         return await self._engine.is_sleeping()
 

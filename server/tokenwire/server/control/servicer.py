@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-from typing import TypeAlias
+import math
+from typing import Any, TypeAlias
 
 import grpc
 from google.protobuf import json_format
@@ -21,6 +22,18 @@ def _deadline(context: Ctx) -> float | None:
 
 def _opt(msg: object, name: str, default: bool) -> bool:
     return bool(getattr(msg, name)) if msg.HasField(name) else default  # type: ignore[attr-defined]
+
+
+def _json_safe(value: Any) -> Any:
+    """`value` with what a google.protobuf.Value cannot hold as a number in
+    JSON (NaN, infinities) as text, as vLLM's fallback=str would print it."""
+    if isinstance(value, float) and not math.isfinite(value):
+        return str(value)
+    if isinstance(value, dict):
+        return {str(k): _json_safe(v) for k, v in value.items()}
+    if isinstance(value, list | tuple):
+        return [_json_safe(v) for v in value]
+    return value
 
 
 class ControlServicer(control_pb2_grpc.ControlServiceServicer):
@@ -107,9 +120,20 @@ class ControlServicer(control_pb2_grpc.ControlServiceServicer):
     async def UpdateWeights(
         self, request: control_pb2.UpdateWeightsRequest, context: Ctx
     ) -> control_pb2.UpdateWeightsResponse:
+        if request.weight_dir:  # prime-rl's body: reload from a checkpoint folder
+            if request.HasField("update_info"):
+                raise InvalidArgument("update_weights takes update_info (vLLM) or weight_dir "
+                                      "(prime-rl), not both", param="weight_dir",
+                                      reason="FIELDS_CONFLICT")
+            await self.plane.update_from_path(
+                request.weight_dir, "", pause_mode="keep", clear_cache=True,
+                deadline=_deadline(context), path_param="weight_dir")
+            return control_pb2.UpdateWeightsResponse(
+                message=f"Weights loaded from {request.weight_dir}", applied="weight_dir",
+                state=self._state())
         info = json_format.MessageToDict(request.update_info)
         await self.plane.update_weights(info, _deadline(context))
-        return control_pb2.UpdateWeightsResponse(message="Weights updated")
+        return control_pb2.UpdateWeightsResponse(message="Weights updated", applied="update_info")
 
     @unary_errors
     async def FinishWeightUpdate(
@@ -174,6 +198,40 @@ class ControlServicer(control_pb2_grpc.ControlServiceServicer):
             message=f"Success: LoRA adapter '{request.lora_name}' added successfully.",
             lora_adapters=self.plane.snapshot().lora_adapters,
         )
+
+    @unary_errors
+    async def GetWorldSize(
+        self, request: control_pb2.GetWorldSizeRequest, context: Ctx
+    ) -> control_pb2.GetWorldSizeResponse:
+        return control_pb2.GetWorldSizeResponse(
+            world_size=self.plane.engine.world_size(_opt(request, "include_dp", True)))
+
+    @unary_errors
+    async def GetServerInfo(
+        self, request: control_pb2.GetServerInfoRequest, context: Ctx
+    ) -> control_pb2.GetServerInfoResponse:
+        fmt = request.config_format or "text"
+        if fmt not in ("text", "json"):
+            raise InvalidArgument(f"config_format must be 'text' or 'json'; got {fmt!r}",
+                                  param="config_format", reason="VALUE_NOT_ALLOWED")
+        resp = control_pb2.GetServerInfoResponse()
+        json_format.ParseDict(_json_safe(self.plane.engine.engine_config(fmt == "json")), resp.vllm_config)
+        return resp
+
+    @unary_errors
+    async def CollectiveRpc(
+        self, request: control_pb2.CollectiveRpcRequest, context: Ctx
+    ) -> control_pb2.CollectiveRpcResponse:
+        timeout = request.timeout if request.HasField("timeout") else None
+        if timeout is not None and not 0 < timeout < float("inf"):
+            raise InvalidArgument("timeout must be a positive number of seconds", param="timeout",
+                                  reason="VALUE_OUT_OF_RANGE")
+        results = await self.plane.collective_rpc(request.method, list(request.args),
+                                                  dict(request.kwargs), timeout, _deadline(context))
+        resp = control_pb2.CollectiveRpcResponse()
+        for result in results:
+            json_format.ParseDict(_json_safe(result), resp.results.add())
+        return resp
 
     @unary_errors
     async def UnloadLoraAdapter(

@@ -324,3 +324,17 @@ class EngineControl(Protocol):
     async def remove_lora(self, name: str) -> None: ...
 
     def lora_names(self) -> list[str]: ...
+
+    def world_size(self, include_dp: bool) -> int:
+        """Engine workers: tensor x pipeline parallel (x data parallel)."""
+        ...
+
+    def engine_config(self, as_json: bool) -> Any:
+        """The engine's configuration (vLLM's /server_info): its text, or a
+        JSON-ready tree whose `weight_transfer_config` is None without one."""
+        ...
+
+    async def collective_rpc(self, method: str, args: list[str], kwargs: dict[str, str],
+                             rpc_timeout: float | None) -> list[Any]:
+        """Call `method` on every worker; per worker its JSON-ready result."""
+        ...

@@ -67,6 +67,9 @@ class ServerSettings:
         "", "folder that weight and LoRA loads must lie in (real paths: no way out by '..' or "
             "symlinks; the start-up model is always allowed); empty: any folder the server can "
             "read (set it in production)")
+    collective_rpc_allow: tuple[str, ...] = _own(
+        (), "worker methods POST /collective_rpc may call (a trainer's worker extension, loaded "
+            "by vLLM's --worker-extension-cls), admin only; empty: none")
     unhealthy_while_paused: bool = _own(
         False, "report NOT_SERVING on grpc.health.v1 while generation is paused, so a fleet "
                "gateway routes new calls to other replicas during this one's update")

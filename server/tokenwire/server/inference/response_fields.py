@@ -73,29 +73,31 @@ def native_prompt_logprobs(
             entry.fields["decoded_token"].string_value = engine.token_text(cand.token_id)
 
 
-def token_logprob(engine: Engine, pos: PositionLogprobs, top_k: int) -> common_pb2.TokenLogProb:
-    entry = common_pb2.TokenLogProb(
-        token=engine.token_text(pos.token_id),
-        logprob=pos.logprob,
-        bytes=engine.token_bytes(pos.token_id),
-        token_id=pos.token_id,
-    )
+def _spelled(engine: Engine, token_id: int, as_ids: bool) -> tuple[str, bytes]:
+    """A logprob entry's token and bytes: the token's text, or with
+    return_tokens_as_token_ids "token_id:N" and its bytes (as vLLM)."""
+    if as_ids:
+        text = f"token_id:{token_id}"
+        return text, text.encode()
+    return engine.token_text(token_id), engine.token_bytes(token_id)
+
+
+def token_logprob(engine: Engine, pos: PositionLogprobs, top_k: int,
+                  as_ids: bool = False) -> common_pb2.TokenLogProb:
+    token, raw = _spelled(engine, pos.token_id, as_ids)
+    entry = common_pb2.TokenLogProb(token=token, logprob=pos.logprob, bytes=raw, token_id=pos.token_id)
     if pos.non_finite:
         entry.non_finite = True
     if top_k > 0:
         for cand in pos.top[:top_k]:
-            entry.top_logprobs.add(
-                token=engine.token_text(cand.token_id),
-                logprob=cand.logprob,
-                bytes=engine.token_bytes(cand.token_id),
-                token_id=cand.token_id,
-            )
+            token, raw = _spelled(engine, cand.token_id, as_ids)
+            entry.top_logprobs.add(token=token, logprob=cand.logprob, bytes=raw, token_id=cand.token_id)
     return entry
 
 
 def choice_logprobs(
-    engine: Engine, positions: list[PositionLogprobs] | None, top_k: int
+    engine: Engine, positions: list[PositionLogprobs] | None, top_k: int, as_ids: bool = False,
 ) -> common_pb2.ChoiceLogProbs:
     return common_pb2.ChoiceLogProbs(
-        content=[token_logprob(engine, p, top_k) for p in positions or []]
+        content=[token_logprob(engine, p, top_k, as_ids) for p in positions or []]
     )

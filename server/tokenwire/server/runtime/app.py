@@ -248,6 +248,7 @@ async def start(settings: ServerSettings, engine: Engine) -> RunningServer:
         engine, state, timeout=settings.control_timeout_seconds,  # type: ignore[arg-type]
         engine_requests=engine.num_unfinished_requests,
         on_paused=paused_health, weights_root=settings.weights_root,
+        collective_rpc_allow=settings.collective_rpc_allow,
     )
     names = [SERVICE_NAME, EVENTS_SERVICE_NAME]
     relay: ControlRelay | None = None

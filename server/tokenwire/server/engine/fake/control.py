@@ -42,6 +42,7 @@ class FakeControl:
         self._hold_running = False  # running requests freeze ("keep")
         self._abort: set[str] = set()  # running ids to end with "abort"
         self._started: set[str] = set()  # ids past the admission gate
+        self.rpcs: list[tuple[str, list[str], dict[str, str]]] = []  # collective_rpc calls
 
     # -- hooks for generate() ---------------------------------------------
     async def _admit_gate(self, request_id: str) -> None:
@@ -190,6 +191,19 @@ class FakeControl:
 
     def lora_names(self) -> list[str]:
         return sorted(self.loras)
+
+    def world_size(self, include_dp: bool) -> int:
+        return 1
+
+    def engine_config(self, as_json: bool) -> Any:
+        tree = {"parallel_config": {"tensor_parallel_size": 1, "data_parallel_size": 1},
+                "weight_transfer_config": {"backend": "fake"} if self.transfer_backend else None}
+        return tree if as_json else f"FakeEngine({tree})"
+
+    async def collective_rpc(self, method: str, args: list[str], kwargs: dict[str, str],
+                             rpc_timeout: float | None) -> list[Any]:
+        self.rpcs.append((method, list(args), dict(kwargs)))
+        return [{"method": method, "args": list(args), "kwargs": dict(kwargs)}]  # one worker
 
 
 def _broken(path: str) -> bool:

@@ -159,6 +159,34 @@ class VllmControl:
     def lora_request(self, name: str | None) -> Any:
         return self._loras.get(name) if name else None
 
+    def world_size(self, include_dp: bool) -> int:
+        parallel = self._llm.vllm_config.parallel_config
+        return int(parallel.world_size_across_dp if include_dp else parallel.world_size)
+
+    def engine_config(self, as_json: bool) -> Any:
+        config = self._llm.vllm_config
+        if not as_json:
+            return str(config)
+        import pydantic
+        from vllm.config import VllmConfig
+
+        # As vLLM's /server_info: fallback=str for what JSON cannot hold (dtypes).
+        return pydantic.TypeAdapter(VllmConfig).dump_python(config, mode="json", fallback=str)
+
+    async def collective_rpc(self, method: str, args: list[str], kwargs: dict[str, str],
+                             rpc_timeout: float | None) -> list[Any]:
+        try:
+            results = await self._llm.collective_rpc(method=method, timeout=rpc_timeout,
+                                                     args=tuple(args), kwargs=kwargs)
+        except Exception as exc:
+            _raise_if_dead(exc)
+            raise errors.FailedPrecondition(
+                f"collective_rpc {method!r} failed: {type(exc).__name__}: {exc}",
+                param="method", reason="COLLECTIVE_RPC_FAILED",
+            ) from exc
+        # As vLLM's route: None, objects and lists as they are, anything else as text.
+        return [r if r is None or isinstance(r, dict | list) else str(r) for r in results or []]
+
 
 def _raise_if_dead(exc: Exception) -> None:
     """The engine core died during a control call: UNAVAILABLE, as for a

@@ -64,6 +64,7 @@ class ChatPlan:
     continuous_usage: bool
     speculative_prefill: bool
     parse_tool_calls: bool = False
+    as_token_ids: bool = False  # return_tokens_as_token_ids: logprob tokens spelled "token_id:N"
     reasoning_markers: tuple[str, str] | None = None  # split reasoning_content when set
     received: float = dataclasses.field(default_factory=time.time)
     weight_version: str = ""  # the weight version current when the request was planned
@@ -214,6 +215,18 @@ def sampling_from_chat(
     return p, want_lp, top
 
 
+def given_prompt_ids(req: chat_pb2.CreateChatCompletionRequest) -> tuple[str, Any]:
+    """The prompt given as ids, with the field it came in: `tokens`
+    (prime-rl's /v1/chat/completions/tokens) or nvext.token_data; empty
+    when the messages are to be rendered. Both at once are refused."""
+    if len(req.tokens) > 0:
+        if len(req.nvext.token_data) > 0:
+            raise InvalidArgument("tokens and nvext.token_data both give the prompt; send one",
+                                  param="tokens", reason="FIELDS_CONFLICT")
+        return "tokens", req.tokens
+    return "nvext.token_data", req.nvext.token_data
+
+
 def build_chat_plan(
     req: chat_pb2.CreateChatCompletionRequest,
     engine: Engine,
@@ -226,7 +239,8 @@ def build_chat_plan(
     model = check_model(req.model, served_model, engine.lora_names())
     request_id = new_request_id("chatcmpl", req.request_id)
     nv = req.nvext
-    if len(nv.token_data) == 0:
+    given_param, given_ids = given_prompt_ids(req)
+    if not given_ids:
         # Cheap limit first: a text too long for the window by its length
         # alone (messages with every rendered field, tools, template
         # kwargs) is refused before anything is converted, rendered or
@@ -247,10 +261,10 @@ def build_chat_plan(
     parse_tool_calls = bool(tools) and req.tool_choice.string_value != "none"
 
     # The prompt: token ids as given, raw text, or the rendered template.
-    if len(nv.token_data) > 0:
-        prompt_param = "nvext.token_data"
-        v.prompt_fits(prompt_param, len(nv.token_data), engine.max_model_len)  # before the walk
-        prompt = v.token_ids(prompt_param, nv.token_data, engine.vocab_size)
+    if given_ids:
+        prompt_param = given_param
+        v.prompt_fits(prompt_param, len(given_ids), engine.max_model_len)  # before the walk
+        prompt = v.token_ids(prompt_param, given_ids, engine.vocab_size)
     else:
         prompt_param = "messages"
         messages = messages_to_dicts(req.messages)
@@ -307,5 +321,6 @@ def build_chat_plan(
         continuous_usage=bool(req.stream_options.continuous_usage_stats),
         speculative_prefill=bool(nv.agent_hints.speculative_prefill),
         parse_tool_calls=parse_tool_calls,
+        as_token_ids=bool(req.return_tokens_as_token_ids),
         reasoning_markers=engine.reasoning_markers if settings.reasoning_parser else None,
     )

@@ -199,7 +199,7 @@ def build_chat_response(
         if sr is not None:
             choice.stop_reason.CopyFrom(sr)
         if plan.logprobs:
-            choice.logprobs.CopyFrom(choice_logprobs(engine, out.logprobs, plan.top_logprobs))
+            choice.logprobs.CopyFrom(choice_logprobs(engine, out.logprobs, plan.top_logprobs, plan.as_token_ids))
         if plan.ids_wanted:
             choice.token_ids.extend(out.token_ids)
         add_weight_spans(choice.weight_versions, out.weight_versions)
@@ -296,7 +296,7 @@ class ChatStreamBuilder:
             if plan.ids_wanted:
                 ch.token_ids.extend(c.token_ids)
             if plan.logprobs:
-                ch.logprobs.CopyFrom(choice_logprobs(self.engine, c.logprobs, plan.top_logprobs))
+                ch.logprobs.CopyFrom(choice_logprobs(self.engine, c.logprobs, plan.top_logprobs, plan.as_token_ids))
             if c.finish_reason is not None:
                 parser = self.tool_parsers.get(c.index)
                 ch.finish_reason = _finish_reason(c.finish_reason, parser.calls if parser else 0)

@@ -20,8 +20,8 @@ from tokenwire.server.inference.chat.response import (
 )
 from tokenwire.server.inference.completion.request import CompletionPlan
 from tokenwire.server.inference.response_fields import (
-    add_prompt_logprobs,
     add_weight_spans,
+    native_prompt_logprobs,
     stop_reason_value,
     usage,
 )
@@ -119,9 +119,7 @@ def fill_choice(
     if first:
         if plan.return_token_ids:
             ch.prompt_token_ids.extend(prompt_ids)
-        add_prompt_logprobs(ch.prompt_logprobs, engine,
-                            plan.requests[prompt_index].params.prompt_logprobs or 0,
-                            out.prompt_logprobs)
+        native_prompt_logprobs(ch.prompt_logprobs, engine, out.prompt_logprobs)
     # (echo only: the one token generated to get the prompt's logprobs is not reported)
     state.acc.add(c if not plan.echo_only else dataclasses.replace(
         c, token_ids=[], text="", logprobs=None if c.logprobs is None else []))
