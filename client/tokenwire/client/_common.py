@@ -18,7 +18,7 @@ import grpc
 from google.protobuf import json_format, struct_pb2
 from google.protobuf.message import Message
 
-from tokenwire.client.errors import TokenwireError, from_rpc_error
+from tokenwire.client.errors import TokenwireError, UnavailableError, from_rpc_error
 from tokenwire.v1 import chat_pb2, completion_pb2, generate_pb2, session_pb2
 from tokenwire.wire import TENANT_HEADER
 
@@ -225,6 +225,24 @@ class ClientCore:
 
     def _deadline(self, timeout: float | None) -> Deadline:
         return Deadline(self.timeout if timeout is None else timeout)
+
+    def _channel(self, channel: Any, options: Sequence[tuple[str, Any]], grpc_module: Any) -> Any:
+        """`channel` when given (the caller owns it), else a new one on the
+        target (TLS when asked), from `grpc_module` (grpc or grpc.aio)."""
+        self._own_channel = channel is None
+        if channel is not None:
+            return channel
+        if self._credentials:
+            return grpc_module.secure_channel(self.target, self._credentials, options=list(options))
+        return grpc_module.insecure_channel(self.target, options=list(options))
+
+    def _not_ready(self, exc: TokenwireError, timeout: float, poll: float, end: float) -> None:
+        """wait_ready's decision after a failed health check: raises
+        UnavailableError when another poll would pass the end."""
+        if time.monotonic() + poll > end:
+            raise UnavailableError(
+                f"{self.target} not serving after {timeout}s: {exc.message}"
+            ) from exc
 
     def _attempts(self, timeout: float | None, metadata: Metadata, *,
                   operator: bool = False) -> Attempts:

@@ -18,7 +18,7 @@ import grpc
 from tokenwire.client._common import DEFAULT_TARGET, ClientCore, Metadata, RetryPolicy
 from tokenwire.client._service_methods import AsyncServiceMethods
 from tokenwire.client.control import AsyncControlClient
-from tokenwire.client.errors import TokenwireError, UnavailableError
+from tokenwire.client.errors import TokenwireError
 from tokenwire.client.session import AsyncSession
 from tokenwire.v1 import service_pb2_grpc
 
@@ -40,12 +40,7 @@ class AsyncClient(ClientCore, AsyncServiceMethods):
         super().__init__(target, timeout=timeout, retry=retry, tenant=tenant, metadata=metadata,
                          api_key=api_key, tls=tls, root_certificates=root_certificates,
                          admin_api_key=admin_api_key)
-        self._own_channel = channel is None
-        creds = self._credentials
-        self.channel = channel or (
-            grpc.aio.secure_channel(target, creds, options=list(options)) if creds
-            else grpc.aio.insecure_channel(target, options=list(options))
-        )
+        self.channel = self._channel(channel, options, grpc.aio)
         self.stub = service_pb2_grpc.TokenwireServiceStub(self.channel)
         self.control = AsyncControlClient(self.channel, self._admin_metadata, timeout)
 
@@ -102,8 +97,5 @@ class AsyncClient(ClientCore, AsyncServiceMethods):
                 await self.health(timeout=min(5.0, timeout))
                 return
             except TokenwireError as exc:
-                if time.monotonic() + poll > end:
-                    raise UnavailableError(
-                        f"{self.target} not serving after {timeout}s: {exc.message}"
-                    ) from exc
+                self._not_ready(exc, timeout, poll, end)
             await asyncio.sleep(poll)

@@ -14,7 +14,7 @@ import grpc
 from tokenwire.client._common import DEFAULT_TARGET, ClientCore, Metadata, RetryPolicy
 from tokenwire.client._service_methods import ServiceMethods
 from tokenwire.client.control import ControlClient
-from tokenwire.client.errors import TokenwireError, UnavailableError
+from tokenwire.client.errors import TokenwireError
 from tokenwire.client.session import Session
 from tokenwire.v1 import service_pb2_grpc
 
@@ -47,12 +47,7 @@ class Client(ClientCore, ServiceMethods):
         super().__init__(target, timeout=timeout, retry=retry, tenant=tenant, metadata=metadata,
                          api_key=api_key, tls=tls, root_certificates=root_certificates,
                          admin_api_key=admin_api_key)
-        self._own_channel = channel is None
-        creds = self._credentials
-        self.channel = channel or (
-            grpc.secure_channel(target, creds, options=list(options)) if creds
-            else grpc.insecure_channel(target, options=list(options))
-        )
+        self.channel = self._channel(channel, options, grpc)
         self.stub = service_pb2_grpc.TokenwireServiceStub(self.channel)
         # The ControlService, with the admin key (default $TOKENWIRE_ADMIN_API_KEY).
         self.control = ControlClient(self.channel, self._admin_metadata, timeout)
@@ -111,8 +106,5 @@ class Client(ClientCore, ServiceMethods):
                 self.health(timeout=min(5.0, timeout))
                 return
             except TokenwireError as exc:
-                if time.monotonic() + poll > end:
-                    raise UnavailableError(
-                        f"{self.target} not serving after {timeout}s: {exc.message}"
-                    ) from exc
+                self._not_ready(exc, timeout, poll, end)
             time.sleep(poll)
