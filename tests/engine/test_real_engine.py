@@ -16,8 +16,8 @@ import grpc
 import pytest
 from google.protobuf import json_format
 
+from tests.cases import CHAT_CASES
 from tests.rpc import chat_request, error_info, stream_ids, stream_text
-from tests.unit.test_validation_matrix import CHAT_CASES
 from tokenwire.v1 import generate_pb2, models_pb2, service_pb2_grpc, tokenize_pb2
 
 EOS = 2  # <|im_end|> in the SmolLM2 tokenizer

@@ -4,14 +4,12 @@ admission refusals with their retry hint."""
 
 from __future__ import annotations
 
-import datetime
-import pathlib
-
 import grpc
 import httpx
 import openai
 import pytest
 
+from tests.cases import self_signed
 from tests.gateway.envoy_fixture import start_gateway, stop_gateway
 from tests.gateway.sse import chat_body
 from tests.servers import ThreadServer
@@ -20,34 +18,10 @@ from tokenwire.server.engine.fake.engine import FakeEngine
 from tokenwire.v1 import models_pb2, service_pb2_grpc
 
 
-def self_signed(directory: pathlib.Path) -> tuple[str, str]:
-    from cryptography import x509
-    from cryptography.hazmat.primitives import hashes, serialization
-    from cryptography.hazmat.primitives.asymmetric import ec
-    from cryptography.x509.oid import NameOID
-
-    key = ec.generate_private_key(ec.SECP256R1())
-    name = x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, "localhost")])
-    now = datetime.datetime.now(datetime.UTC)
-    cert = (
-        x509.CertificateBuilder().subject_name(name).issuer_name(name).public_key(key.public_key())
-        .serial_number(x509.random_serial_number())
-        .not_valid_before(now - datetime.timedelta(days=1))
-        .not_valid_after(now + datetime.timedelta(days=1))
-        .add_extension(x509.SubjectAlternativeName([x509.DNSName("localhost")]), critical=False)
-        .sign(key, hashes.SHA256())
-    )
-    (directory / "cert.pem").write_bytes(cert.public_bytes(serialization.Encoding.PEM))
-    (directory / "key.pem").write_bytes(key.private_bytes(
-        serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8,
-        serialization.NoEncryption()))
-    return str(directory / "cert.pem"), str(directory / "key.pem")
-
-
 @pytest.fixture(scope="module")
 def secured(tmp_path_factory):
     """A TLS server that wants an API key, and Envoy talking TLS to it."""
-    cert, key = self_signed(tmp_path_factory.mktemp("tls"))
+    cert, key, _ = self_signed(tmp_path_factory.mktemp("tls"))
     settings = ServerSettings(engine="fake", port=0, max_model_len=512, served_model_name="fake-model",
                               api_key="s3cret", tls_cert=cert, tls_key=key)
     server = ThreadServer(settings, FakeEngine(max_model_len=512)).start()

@@ -58,9 +58,9 @@ def test_up_serves_rest_and_stops_both(sig) -> None:
 
 
 def test_up_with_tls_and_an_api_key(tmp_path) -> None:
-    from tests.gateway.test_server_hardening import self_signed
+    from tests.cases import self_signed
 
-    cert, key = self_signed(tmp_path)
+    cert, key, _ = self_signed(tmp_path)
     grpc_port, rest_port = free_port(), free_port()
     cmd = [sys.executable, "-m", "tokenwire.cli", "up", "--engine", "fake",
            "--served-model-name", "fake-model", "--port", str(grpc_port),
