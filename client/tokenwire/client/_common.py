@@ -251,40 +251,7 @@ class ClientCore:
         return Attempts(self.retry, self._deadline(timeout), self._md(metadata, operator=operator))
 
 
-# -- sessions ---------------------------------------------------------------
-
-
-def continuation(
-    previous_request_id: str, *, messages: Any = None, suffix_ids: Sequence[int] | None = None,
-    choice_index: int | None = None,
-) -> session_pb2.Continuation:
-    c = session_pb2.Continuation(previous_request_id=previous_request_id)
-    if messages is not None:
-        for m in as_messages(messages):
-            json_format.ParseDict(m, c.messages.add())
-    if suffix_ids is not None:
-        c.suffix_token_ids.extend(suffix_ids)
-    if choice_index is not None:
-        c.choice_index = choice_index
-    return c
-
-
-def session_start(
-    request_id: str, *, chat: chat_pb2.CreateChatCompletionRequest | None = None,
-    generate: generate_pb2.GenerateRequest | None = None,
-    cont: session_pb2.Continuation | None = None,
-    completion: completion_pb2.CreateCompletionRequest | None = None,
-) -> session_pb2.SessionRequest:
-    start = session_pb2.SessionStart(request_id=request_id)
-    if chat is not None:
-        start.chat.CopyFrom(chat)
-    if completion is not None:
-        start.completion.CopyFrom(completion)
-    if generate is not None:
-        start.generate.CopyFrom(generate)
-    if cont is not None:
-        start.continuation.CopyFrom(cont)
-    return session_pb2.SessionRequest(start=start)
+# -- what a request returned -----------------------------------------------
 
 
 @dataclasses.dataclass

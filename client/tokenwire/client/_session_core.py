@@ -9,9 +9,44 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
-from tokenwire.client._common import RequestResult, build, continuation, session_start
+from google.protobuf import json_format
+
+from tokenwire.client._common import RequestResult, as_messages, build
 from tokenwire.client.errors import DeadlineExceededError, TokenwireError, from_session_error
 from tokenwire.v1 import chat_pb2, completion_pb2, generate_pb2, session_pb2
+
+
+def continuation(
+    previous_request_id: str, *, messages: Any = None, suffix_ids: Sequence[int] | None = None,
+    choice_index: int | None = None,
+) -> session_pb2.Continuation:
+    c = session_pb2.Continuation(previous_request_id=previous_request_id)
+    if messages is not None:
+        for m in as_messages(messages):
+            json_format.ParseDict(m, c.messages.add())
+    if suffix_ids is not None:
+        c.suffix_token_ids.extend(suffix_ids)
+    if choice_index is not None:
+        c.choice_index = choice_index
+    return c
+
+
+def session_start(
+    request_id: str, *, chat: chat_pb2.CreateChatCompletionRequest | None = None,
+    generate: generate_pb2.GenerateRequest | None = None,
+    cont: session_pb2.Continuation | None = None,
+    completion: completion_pb2.CreateCompletionRequest | None = None,
+) -> session_pb2.SessionRequest:
+    start = session_pb2.SessionStart(request_id=request_id)
+    if chat is not None:
+        start.chat.CopyFrom(chat)
+    if completion is not None:
+        start.completion.CopyFrom(completion)
+    if generate is not None:
+        start.generate.CopyFrom(generate)
+    if cont is not None:
+        start.continuation.CopyFrom(cont)
+    return session_pb2.SessionRequest(start=start)
 
 
 def start_message(
