@@ -38,6 +38,7 @@ $(TINY_DIR)/config.json: | model
 
 proto: venv
 	$(PY) tools/gen_proto.py
+	$(PY) tools/gen_client.py
 
 # Server on the demo model (gRPC on 127.0.0.1:50051).
 serve: setup
