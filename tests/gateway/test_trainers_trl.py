@@ -17,27 +17,14 @@ import warnings
 import httpx
 import pytest
 
-from tests.gateway.envoy_fixture import start_gateway, stop_gateway
-from tests.servers import ThreadServer
-from tokenwire.server.core.settings import ServerSettings
-from tokenwire.server.engine.fake.engine import FakeEngine
-
-ADMIN_KEY = "trainer-admin-key"
-MODEL = "fake-model"
+from tests.gateway.trainers import ADMIN_KEY, MODEL, trainer_gateway
 
 
 @pytest.fixture(scope="module")
 def url() -> collections.abc.Iterator[str]:
     """A gateway with --control in front of a fake-engine server with an admin key."""
-    settings = ServerSettings(engine="fake", port=0, max_model_len=512, served_model_name=MODEL,
-                              enable_control=True, admin_api_key=ADMIN_KEY)
-    server = ThreadServer(settings, FakeEngine(max_model_len=512)).start()
-    envoy = start_gateway(server.address, control=True)
-    try:
-        yield envoy.url
-    finally:
-        stop_gateway(envoy)
-        server.stop()
+    with trainer_gateway() as (base_url, _):
+        yield base_url
 
 
 @pytest.fixture(scope="module")

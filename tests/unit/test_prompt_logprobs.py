@@ -35,11 +35,14 @@ def test_chat_stream_sends_them_on_the_first_chunk(fake_stub) -> None:
 def test_generate_returns_them_unary_and_streamed(fake_stub) -> None:
     unary = fake_stub.Generate(_generate(prompt_logprobs=1), timeout=10)
     chunks = list(fake_stub.StreamGenerate(_generate(prompt_logprobs=1), timeout=10))
-    entries = unary.prompt_logprobs
-    assert len(entries) == len(PROMPT) and not entries[0].HasField("token_id")
-    assert [e.token_id for e in entries[1:]] == PROMPT[1:]
-    assert all(e.top_logprobs and e.top_logprobs[0].token_id == e.token_id for e in entries[1:])
-    assert list(chunks[0].prompt_logprobs) == list(entries)
+    # vLLM's shape (issue #28; prime-rl's prefill scoring reads it): null,
+    # then {"<token id>": {logprob, rank, decoded_token}} with the prompt token
+    entries = [json_format.MessageToDict(v) for v in unary.prompt_logprobs]
+    assert len(entries) == len(PROMPT) and entries[0] is None
+    for entry, token_id in zip(entries[1:], PROMPT[1:], strict=True):
+        assert str(token_id) in entry and 1 <= len(entry) <= 2
+        assert all(set(v) == {"logprob", "rank", "decoded_token"} for v in entry.values())
+    assert list(chunks[0].prompt_logprobs) == list(unary.prompt_logprobs)
     assert not any(c.prompt_logprobs for c in chunks[1:])
     assert sum(len(c.choices[0].token_ids) for c in chunks if c.choices) == 3
 

@@ -112,5 +112,5 @@ class GenerateResponse(_message.Message):
     usage: _common_pb2.Usage
     prompt_token_ids: _containers.RepeatedScalarFieldContainer[int]
     output_mode: str
-    prompt_logprobs: _containers.RepeatedCompositeFieldContainer[GenerateLogProbsContent]
-    def __init__(self, request_id: _Optional[str] = ..., model: _Optional[str] = ..., created: _Optional[int] = ..., choices: _Optional[_Iterable[_Union[GenerateChoice, _Mapping]]] = ..., usage: _Optional[_Union[_common_pb2.Usage, _Mapping]] = ..., prompt_token_ids: _Optional[_Iterable[int]] = ..., output_mode: _Optional[str] = ..., prompt_logprobs: _Optional[_Iterable[_Union[GenerateLogProbsContent, _Mapping]]] = ...) -> None: ...
+    prompt_logprobs: _containers.RepeatedCompositeFieldContainer[_struct_pb2.Value]
+    def __init__(self, request_id: _Optional[str] = ..., model: _Optional[str] = ..., created: _Optional[int] = ..., choices: _Optional[_Iterable[_Union[GenerateChoice, _Mapping]]] = ..., usage: _Optional[_Union[_common_pb2.Usage, _Mapping]] = ..., prompt_token_ids: _Optional[_Iterable[int]] = ..., output_mode: _Optional[str] = ..., prompt_logprobs: _Optional[_Iterable[_Union[_struct_pb2.Value, _Mapping]]] = ...) -> None: ...

@@ -30,7 +30,12 @@ from tokenwire.server.inference.request_fields import (
     pick_cache_salt,
     stop_strings,
 )
-from tokenwire.server.inference.response_fields import add_weight_spans, stop_reason_value, usage
+from tokenwire.server.inference.response_fields import (
+    add_weight_spans,
+    native_prompt_logprobs,
+    stop_reason_value,
+    usage,
+)
 from tokenwire.v1 import common_pb2, generate_pb2
 
 OUTPUT_MODES = frozenset({"tokens", "text"})
@@ -179,14 +184,7 @@ def _fill_logprob(entry: generate_pb2.GenerateLogProbsContent, pos: PositionLogp
 
 def _add_prompt_logprobs(resp: generate_pb2.GenerateResponse, plan: GeneratePlan,
                          positions: list[PositionLogprobs | None] | None, engine: Engine) -> None:
-    if positions is None:
-        return
-    with_top = bool(plan.request.params.prompt_logprobs)
-    text = engine if plan.output_mode == "text" else None
-    for pos in positions:
-        entry = resp.prompt_logprobs.add()
-        if pos is not None:
-            _fill_logprob(entry, pos, with_top, text)
+    native_prompt_logprobs(resp.prompt_logprobs, engine, positions)  # vLLM's shape
 
 
 def _response(plan: GeneratePlan) -> generate_pb2.GenerateResponse:
