@@ -94,6 +94,7 @@ SERVICES = (
             "Session": "a bidirectional stream: Client.session() (session.py)",
             "RenderCompletion": "not in the client's surface",
             "RenderChatCompletion": "not in the client's surface",
+            "SglangGenerate": "SGLang's /generate shape for trainers (docs/trainers.md); generate() is the client's",
         },
     ),
     Service(

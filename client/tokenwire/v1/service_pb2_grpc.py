@@ -8,6 +8,7 @@ from tokenwire.v1 import completion_pb2 as tokenwire_dot_v1_dot_completion__pb2
 from tokenwire.v1 import generate_pb2 as tokenwire_dot_v1_dot_generate__pb2
 from tokenwire.v1 import models_pb2 as tokenwire_dot_v1_dot_models__pb2
 from tokenwire.v1 import session_pb2 as tokenwire_dot_v1_dot_session__pb2
+from tokenwire.v1 import sglang_pb2 as tokenwire_dot_v1_dot_sglang__pb2
 from tokenwire.v1 import tokenize_pb2 as tokenwire_dot_v1_dot_tokenize__pb2
 
 GRPC_GENERATED_VERSION = '1.85.1'
@@ -101,6 +102,11 @@ class TokenwireServiceStub:
                 '/tokenwire.v1.TokenwireService/RenderChatCompletion',
                 request_serializer=tokenwire_dot_v1_dot_chat__pb2.CreateChatCompletionRequest.SerializeToString,
                 response_deserializer=tokenwire_dot_v1_dot_generate__pb2.GenerateRequest.FromString,
+                _registered_method=True)
+        self.SglangGenerate = channel.unary_unary(
+                '/tokenwire.v1.TokenwireService/SglangGenerate',
+                request_serializer=tokenwire_dot_v1_dot_sglang__pb2.SglangGenerateRequest.SerializeToString,
+                response_deserializer=tokenwire_dot_v1_dot_sglang__pb2.SglangGenerateResponse.FromString,
                 _registered_method=True)
         self.GetHealth = channel.unary_unary(
                 '/tokenwire.v1.TokenwireService/GetHealth',
@@ -218,6 +224,15 @@ class TokenwireServiceServicer:
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
+    def SglangGenerate(self, request, context):
+        """SGLang's native `POST /generate` {input_ids, sampling_params{max_new_tokens,
+        ...}, return_logprob} -> {text, output_ids, meta_info{...}} (sglang.proto),
+        run as Generate.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
     def GetHealth(self, request, context):
         """Serving status (`GET /health`); the standard grpc.health.v1 service is
         also served.
@@ -301,6 +316,11 @@ def add_TokenwireServiceServicer_to_server(servicer, server):
                     servicer.RenderChatCompletion,
                     request_deserializer=tokenwire_dot_v1_dot_chat__pb2.CreateChatCompletionRequest.FromString,
                     response_serializer=tokenwire_dot_v1_dot_generate__pb2.GenerateRequest.SerializeToString,
+            ),
+            'SglangGenerate': grpc.unary_unary_rpc_method_handler(
+                    servicer.SglangGenerate,
+                    request_deserializer=tokenwire_dot_v1_dot_sglang__pb2.SglangGenerateRequest.FromString,
+                    response_serializer=tokenwire_dot_v1_dot_sglang__pb2.SglangGenerateResponse.SerializeToString,
             ),
             'GetHealth': grpc.unary_unary_rpc_method_handler(
                     servicer.GetHealth,
@@ -623,6 +643,33 @@ class TokenwireService:
             '/tokenwire.v1.TokenwireService/RenderChatCompletion',
             tokenwire_dot_v1_dot_chat__pb2.CreateChatCompletionRequest.SerializeToString,
             tokenwire_dot_v1_dot_generate__pb2.GenerateRequest.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def SglangGenerate(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/tokenwire.v1.TokenwireService/SglangGenerate',
+            tokenwire_dot_v1_dot_sglang__pb2.SglangGenerateRequest.SerializeToString,
+            tokenwire_dot_v1_dot_sglang__pb2.SglangGenerateResponse.FromString,
             options,
             channel_credentials,
             insecure,

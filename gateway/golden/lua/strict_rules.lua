@@ -1,6 +1,7 @@
 -- the JSON kind of each REST body field, from the descriptor (generated: do not edit)
 return {
   ["/detokenize"] = { tokens = "array" },
+  ["/generate"] = { inputIds = "array", input_ids = "array", returnLogprob = "bool", returnRoutedExperts = "bool", return_logprob = "bool", return_routed_experts = "bool", samplingParams = "object", sampling_params = "object", stream = "bool" },
   ["/inference/v1/generate"] = { returnTokenIds = "bool", return_token_ids = "bool", samplingParams = "object", sampling_params = "object", stream = "bool", streamOptions = "object", stream_options = "object", tokenIds = "array", token_ids = "array" },
   ["/inference/v1/generate:events"] = { returnTokenIds = "bool", return_token_ids = "bool", samplingParams = "object", sampling_params = "object", stream = "bool", streamOptions = "object", stream_options = "object", tokenIds = "array", token_ids = "array" },
   ["/inference/v1/generate:stream"] = { returnTokenIds = "bool", return_token_ids = "bool", samplingParams = "object", sampling_params = "object", stream = "bool", streamOptions = "object", stream_options = "object", tokenIds = "array", token_ids = "array" },

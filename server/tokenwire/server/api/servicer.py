@@ -12,10 +12,10 @@ from contextlib import aclosing
 
 import grpc
 
-from tokenwire.server.api import call_streams
+from tokenwire.server.api import call_streams, sglang
 from tokenwire.server.api.call_metadata import caller_of, dp_rank_of, session_of
 from tokenwire.server.api.session import Session
-from tokenwire.server.core.errors import stream_errors, unary_errors
+from tokenwire.server.core.errors import TokenwireError, stream_errors, unary_errors
 from tokenwire.server.inference.data_plane import DataPlane
 from tokenwire.v1 import (
     chat_pb2,
@@ -24,6 +24,7 @@ from tokenwire.v1 import (
     models_pb2,
     service_pb2_grpc,
     session_pb2,
+    sglang_pb2,
     tokenize_pb2,
 )
 
@@ -82,6 +83,20 @@ class TokenwireServicer(service_pb2_grpc.TokenwireServiceServicer):
                                           dp_rank=dp_rank_of(context),
                                           session_id=session_of(context))
             return await self.plane.run_generate(plan)
+
+    @unary_errors
+    async def SglangGenerate(
+        self, request: sglang_pb2.SglangGenerateRequest, context: grpc.aio.ServicerContext
+    ) -> sglang_pb2.SglangGenerateResponse:
+        """SGLang's /generate, run as Generate (api/sglang.py)."""
+        with self.state.call():
+            try:
+                plan = await self.plane.generate_plan(
+                    sglang.to_generate(request), caller=await caller_of(self.plane, context),
+                    stream=False, dp_rank=dp_rank_of(context), session_id=session_of(context))
+            except TokenwireError as err:
+                raise sglang.rename_param(err) from None
+            return sglang.from_generate(request, await self.plane.run_generate(plan))
 
     @stream_errors
     async def StreamGenerate(
