@@ -14,6 +14,9 @@ from __future__ import annotations
 # Request metadata a caller may send -----------------------------------------
 SESSION_HEADER = "x-session-id"  # vLLM's and vllm-router's X-Session-ID
 MIN_VERSION_HEADER = "x-min-weight-version"  # the oldest weight version a call accepts
+# Weight bounds (server: core/weight_bounds.py); a body field of the same name wins.
+EXACT_VERSION_HEADER = "x-exact-weight-version"  # the only weight version a call runs on
+MAX_LAG_HEADER = "x-max-weight-lag"  # the most updates a call's oldest token may fall behind
 DP_RANK_HEADERS = ("x-data-parallel-rank", "x-dynamo-dp-rank")  # vLLM's, Dynamo's
 # The tenant, believed only from a trusted hop (the gateway strips it from callers).
 TENANT_HEADER = "x-tenant-id"

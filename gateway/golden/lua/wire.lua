@@ -2,6 +2,8 @@
 return {
   SESSION_HEADER = "x-session-id",
   MIN_VERSION_HEADER = "x-min-weight-version",
+  EXACT_VERSION_HEADER = "x-exact-weight-version",
+  MAX_LAG_HEADER = "x-max-weight-lag",
   DP_RANK_HEADERS = { "x-data-parallel-rank", "x-dynamo-dp-rank" },
   TENANT_HEADER = "x-tenant-id",
   AUTHORIZATION_HEADER = "authorization",

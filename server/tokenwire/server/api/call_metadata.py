@@ -5,13 +5,22 @@ Shared by every servicer."""
 
 from __future__ import annotations
 
+import dataclasses
+
 import grpc
 
 from tokenwire.server.core.domain import Caller
 from tokenwire.server.core.errors import Unavailable
+from tokenwire.server.core.weight_bounds import WeightBound, bound_from_text
 from tokenwire.server.inference.data_plane import DataPlane
 from tokenwire.server.security.auth import proxies_of
-from tokenwire.wire import DP_RANK_HEADERS, MIN_VERSION_HEADER, SESSION_HEADER
+from tokenwire.wire import (
+    DP_RANK_HEADERS,
+    EXACT_VERSION_HEADER,
+    MAX_LAG_HEADER,
+    MIN_VERSION_HEADER,
+    SESSION_HEADER,
+)
 
 
 def _first(context: grpc.aio.ServicerContext, names: tuple[str, ...]) -> str | None:
@@ -36,8 +45,28 @@ def min_version_of(context: grpc.aio.ServicerContext) -> str | None:
     return _first(context, (MIN_VERSION_HEADER,))
 
 
+def bound_of(context: grpc.aio.ServicerContext) -> WeightBound | None:
+    """The weight bound the x-exact-weight-version / x-max-weight-lag
+    metadata asks for (core/weight_bounds.py), if any; bad values are
+    refused naming the header."""
+    exact = _first_present(context, EXACT_VERSION_HEADER)
+    lag = _first_present(context, MAX_LAG_HEADER)
+    if exact is None and lag is None:
+        return None
+    return bound_from_text(exact, lag, exact_param=EXACT_VERSION_HEADER, lag_param=MAX_LAG_HEADER)
+
+
+def _first_present(context: grpc.aio.ServicerContext, name: str) -> str | None:
+    """The first value of `name`, even when empty (an empty bound is refused)."""
+    for key, value in context.invocation_metadata() or ():
+        if key == name:
+            return str(value)
+    return None
+
+
 async def caller_of(plane: DataPlane, context: grpc.aio.ServicerContext) -> Caller:
-    """Who calls (tenant, priority range); refuses, retry-safe, a call that
+    """Who calls (tenant, priority range, the weight bound its metadata
+    asks for); refuses, retry-safe, a call that
     needs newer weights than this replica serves (x-min-weight-version): a
     fleet gateway then tries another replica. A serving process that mirrors
     another's control state reads it again before refusing."""
@@ -54,4 +83,6 @@ async def caller_of(plane: DataPlane, context: grpc.aio.ServicerContext) -> Call
             )
     trusted_hop = (plane.tenancy.trust_tenant_header
                    and proxies_of(plane.settings.trusted_proxy).may_name_tenant(context.peer()))
-    return plane.tenancy.caller(context.invocation_metadata(), trusted_hop=trusted_hop)
+    caller = plane.tenancy.caller(context.invocation_metadata(), trusted_hop=trusted_hop)
+    bound = bound_of(context)
+    return caller if bound is None else dataclasses.replace(caller, weight_bound=bound)

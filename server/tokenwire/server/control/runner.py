@@ -61,7 +61,10 @@ class OperationRunner:
             async with asyncio.timeout(budget):
                 async with self._lock:
                     await self._settle()
-                    result = await op()
+                    try:
+                        result = await op()
+                    finally:  # whatever the weights now are, no bound is broken
+                        await self._end_out_of_bounds()
         except TimeoutError:
             busy = f" (the engine is still busy with: {self._pending.what})" if self._pending else ""
             self._error(f"{what}: no result within {budget:.1f} s{busy}")
@@ -114,6 +117,7 @@ class OperationRunner:
             try:
                 async with self._lock:
                     await self._settle()
+                    await self._end_out_of_bounds()
             except asyncio.CancelledError:
                 raise
             except Exception:
@@ -164,10 +168,31 @@ class OperationRunner:
         await self._call(f"pause ({mode})", self._engine.pause(mode, clear_cache), mode=mode)
         await self._paused(True, mode)
 
+    async def _end_out_of_bounds(self) -> None:
+        """End the running requests whose weight bound the weights served
+        now break (core/weight_bounds.py): aborted in the engine, so they
+        finish "abort" with every id sampled so far. Called before
+        generation resumes and before a version label changes, so none
+        samples a token of weights its bound excludes."""
+        state = self._state
+        ended = state.bounds.broken(version=state.weight_version, generation=state.generation)
+        if not ended:
+            return
+        log.info("control: %d request(s) ended at weight version %r (generation %d): their "
+                 "bound excludes it", len(ended), state.weight_version, state.generation)
+        try:
+            await self._engine.abort_requests(ended)
+        except asyncio.CancelledError:
+            raise
+        except Exception:  # a dead engine runs nothing more
+            log.exception("control: aborting requests out of their weight bound failed")
+
     async def _resume(self) -> None:
+        await self._end_out_of_bounds()
         await self._call("resume", self._engine.resume())
         await self._paused(False, "")
 
     async def _set_version(self, version: str) -> None:
+        await self._end_out_of_bounds()  # under the old label (SetWeightVersion bumped the generation)
         await self._call("set weight version", self._engine.set_weight_version(version))
         self._state.weight_version = version

@@ -9,7 +9,10 @@ from __future__ import annotations
 import dataclasses
 import os
 from collections.abc import AsyncIterator
-from typing import Any, Protocol
+from typing import TYPE_CHECKING, Any, Protocol
+
+if TYPE_CHECKING:
+    from tokenwire.server.core.weight_bounds import WeightBound
 
 # Floor for non-finite logprobs: JSON has no -inf.
 LOGPROB_FLOOR = -9999.0
@@ -40,6 +43,8 @@ class Caller:
     priority_min: int = INT32_MIN
     priority_max: int = INT32_MAX
     tenant: str | None = None  # its tenant (admission's per-tenant caps); None: none
+    # The weight bound its call's metadata asks for (core/weight_bounds.py).
+    weight_bound: WeightBound | None = None
 
 
 @dataclasses.dataclass
@@ -92,6 +97,7 @@ class EngineRequest:
     data_parallel_rank: int | None = None  # pin to a DP engine rank; None: vLLM balances
     session_id: str | None = None  # the session it belongs to (body or x-session-id)
     tenant: str | None = None  # the caller's tenant, admitted under its caps (core/admission.py)
+    weight_bound: WeightBound | None = None  # exact version or max lag (core/weight_bounds.py)
 
 
 @dataclasses.dataclass

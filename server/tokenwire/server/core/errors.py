@@ -40,6 +40,7 @@ DOMAIN = "tokenwire.dev"
 # replica (gateway/config.py): names from tokenwire.wire.
 RETRY_SAFE_REASONS = frozenset({
     "NOT_SERVING", "TOO_MANY_REQUESTS", "TOO_MANY_TOKENS", "ENGINE_FULL", "WEIGHT_VERSION_BEHIND",
+    "WEIGHT_VERSION_MISMATCH", "WEIGHT_LAG_BEHIND",  # weight bounds (core/weight_bounds.py)
 })
 
 

@@ -44,6 +44,18 @@ class Metrics:
             buckets=buckets, registry=r,
         )
 
+        # Bounded staleness (core/weight_bounds.py).
+        self.ended_by_bound = prom.Counter(
+            "tokenwire_requests_ended_by_weight_bound",
+            "Running requests ended at a weight update their bound excludes, by reason "
+            "(WEIGHT_VERSION_CHANGED, WEIGHT_LAG_EXCEEDED).", ["reason"], registry=r,
+        )
+        self.served_token_lag = prom.Histogram(
+            "tokenwire_served_token_weight_lag_updates",
+            "Served tokens by their lag: weight updates between their request's start and "
+            "their sampling.", buckets=(0, 1, 2, 3, 4, 8, 16), registry=r,
+        )
+
     def serve(self, host: str, port: int) -> int:
         """Start the /metrics HTTP endpoint; returns the bound port."""
         server, _thread = prom.start_http_server(port, addr=host, registry=self.registry)

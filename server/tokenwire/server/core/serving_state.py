@@ -10,6 +10,7 @@ import time
 from collections.abc import Awaitable, Callable, Iterator
 
 from tokenwire.server.core.errors import Unavailable
+from tokenwire.server.core.weight_bounds import WeightBounds
 
 _VERSION = re.compile(r"^(.*?)(\d+)$")
 MAX_VERSIONS_KEPT = 4096  # version names remembered for x-min-weight-version
@@ -30,6 +31,8 @@ class ServingState:
         self.paused = False
         # The update generation: +1 on every weight change (control plane).
         self.generation = 0
+        # The running requests bounded in weight version or lag (issue #26).
+        self.bounds = WeightBounds()
         # Each version name served here, in the order first served (a rank:
         # the order of the generations at which each was first served).
         self._first_served: dict[str, int] = {}

@@ -1,6 +1,9 @@
 """The engine as the servicer sees it: admission control and metrics
-around every request (chat, generate, session, prefill), and a bound on
-every chat rendering (chat, tokenize, continuations), by delegation."""
+around every request (chat, generate, session, prefill), weight bounds
+(a bounded request is admitted on the weights it allows, tracked while it
+runs, and when the control plane ended it at an update its stop_reason
+says why: core/weight_bounds.py), and a bound on every chat rendering
+(chat, tokenize, continuations), by delegation."""
 
 from __future__ import annotations
 
@@ -8,21 +11,25 @@ import contextlib
 import dataclasses
 import logging
 import time
+from collections import Counter
 from collections.abc import AsyncIterator
 from typing import Any
 
 from tokenwire.server.core.admission import Admission
 from tokenwire.server.core.domain import Engine, EngineOutput, EngineRequest, RenderOptions
 from tokenwire.server.core.metrics import Metrics
+from tokenwire.server.core.serving_state import ServingState
 
 log = logging.getLogger("tokenwire.requests")
 
 
 class GuardedEngine:
-    def __init__(self, inner: Engine, admission: Admission, metrics: Metrics):
+    def __init__(self, inner: Engine, admission: Admission, metrics: Metrics,
+                 state: ServingState | None = None):
         self.inner = inner
         self.admission = admission
         self.metrics = metrics
+        self.state = state if state is not None else ServingState()  # version, generation, bounds
 
     def __getattr__(self, name: str) -> Any:  # everything else: the engine's own
         return getattr(self.inner, name)
@@ -41,7 +48,14 @@ class GuardedEngine:
         p = request.params
         need = len(request.prompt_token_ids) + p.max_tokens * p.n
         m = self.metrics
-        with self.admission.hold(need, request.tenant):
+        state = self.state
+        state.bounds.admit(request.request_id, request.weight_bound,
+                           version=state.weight_version, generation=state.generation)
+        start = state.generation
+        lags: Counter[int] = Counter()  # tokens served, by updates since the request started
+        with contextlib.ExitStack() as stack:
+            stack.callback(self._released, request.request_id, lags)
+            stack.enter_context(self.admission.hold(need, request.tenant))
             m.in_flight.inc()
             m.prompt_tokens.inc(len(request.prompt_token_ids))
             if request.session_id is not None:
@@ -55,8 +69,13 @@ class GuardedEngine:
                 # request now, not when the garbage collector runs.
                 async with contextlib.aclosing(self.inner.generate(request)) as outputs:
                     async for out in outputs:
+                        before = produced
                         for c in out.choices:
                             produced += len(c.token_ids)
+                        if produced > before:
+                            lags[state.generation - start] += produced - before
+                        if out.finished or any(c.finished for c in out.choices):
+                            self._why_ended(request.request_id, out)
                         if first and produced:
                             first = False
                             self._first_token(out, received)
@@ -64,6 +83,23 @@ class GuardedEngine:
             finally:
                 m.completion_tokens.inc(produced)
                 m.in_flight.dec()
+
+    def _why_ended(self, request_id: str, out: EngineOutput) -> None:
+        """A request the control plane ended at an update (its bound broke):
+        its aborted choices' stop_reason names the version change."""
+        running = self.state.bounds.get(request_id)
+        if running is not None and running.ended:
+            for c in out.choices:
+                if c.finish_reason == "abort":
+                    c.stop_reason = running.ended
+
+    def _released(self, request_id: str, lags: Counter[int]) -> None:
+        running = self.state.bounds.release(request_id)
+        if running is not None and running.ended:
+            self.metrics.ended_by_bound.labels(running.ended.split(":", 1)[0]).inc()
+        for lag, tokens in lags.items():
+            for _ in range(tokens):
+                self.metrics.served_token_lag.observe(lag)
 
     def _first_token(self, out: EngineOutput, received: float) -> None:
         self.metrics.ttft_seconds.observe(time.time() - received)

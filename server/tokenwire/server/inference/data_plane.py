@@ -105,6 +105,7 @@ class DataPlane:
         plan.request.data_parallel_rank = self._dp_rank(body, "nvext.dp_rank", dp_rank)
         plan.request.session_id = pick_session_id(req.session_id, session_id)
         plan.request.tenant = caller.tenant
+        plan.request.weight_bound = caller.weight_bound
         return plan
 
     async def generate_plan(
@@ -120,6 +121,7 @@ class DataPlane:
         plan.request.data_parallel_rank = self._dp_rank(body, "data_parallel_rank", dp_rank)
         plan.request.session_id = pick_session_id(req.session_id, session_id)
         plan.request.tenant = caller.tenant
+        plan.request.weight_bound = caller.weight_bound
         return plan
 
     async def completion_plan(
@@ -139,6 +141,7 @@ class DataPlane:
             request.data_parallel_rank = rank
             request.session_id = session
             request.tenant = caller.tenant
+            request.weight_bound = caller.weight_bound
         return plan
 
     def _response_fits(self, requests: list[EngineRequest], param: str,

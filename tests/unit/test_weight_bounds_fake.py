@@ -1,0 +1,145 @@
+"""Bounded staleness on the fake engine (issue #26): a request bounded to an
+exact weight version or a maximum lag is admitted only where its bound
+holds, and ended at the update that breaks it with finish_reason "abort",
+every id sampled so far and a stop_reason naming the version change."""
+
+from __future__ import annotations
+
+import collections.abc
+
+import grpc
+import pytest
+
+from tests.rpc import StreamReader, chat_request, error_info
+from tests.servers import ThreadServer
+from tokenwire.server.core.settings import ServerSettings
+from tokenwire.server.engine.fake.engine import FakeEngine
+from tokenwire.v1 import control_pb2, control_pb2_grpc, service_pb2_grpc
+from tokenwire.wire import EXACT_VERSION_HEADER, MAX_LAG_HEADER, RETRY_SAFE_TRAILER
+
+
+@pytest.fixture()
+def served() -> collections.abc.Iterator[tuple[ThreadServer, FakeEngine]]:
+    engine = FakeEngine(max_model_len=512, token_delay=0.004)
+    settings = ServerSettings(engine="fake", port=0, max_model_len=512, enable_control=True)
+    server = ThreadServer(settings, engine).start()
+    yield server, engine
+    server.stop()
+
+
+@pytest.fixture()
+def stubs(served):
+    server, engine = served
+    with grpc.insecure_channel(server.address) as ch:
+        control = control_pb2_grpc.ControlServiceStub(ch)
+        control.SetWeightVersion(control_pb2.SetWeightVersionRequest(new_version="v1"), timeout=5)
+        yield service_pb2_grpc.TokenwireServiceStub(ch), control, engine
+
+
+def _long_chat(**kw):
+    return chat_request(**{"max_tokens": 400, "ignore_eos": True, "return_token_ids": True, **kw})
+
+
+def _update(control, folder, version: str) -> None:
+    control.UpdateWeightsFromPath(control_pb2.UpdateWeightsFromPathRequest(
+        path=str(folder), weight_version=version, pause_mode="keep"), timeout=30)
+
+
+def _final(reader: StreamReader, timeout: float = 30):
+    reader.join(timeout)
+    assert not reader.is_alive(), "the stream did not end"
+    assert reader.error is None, reader.error
+    return [c for m in reader.msgs for c in m.choices if c.finish_reason][-1]
+
+
+def _spans(choice) -> list[tuple[str, int, int]]:
+    return [(s.version, s.start, s.end) for s in choice.weight_versions]
+
+
+def _refused(call, code: grpc.StatusCode, reason: str) -> grpc.RpcError:
+    with pytest.raises(grpc.RpcError) as exc:
+        call()
+    assert exc.value.code() == code, exc.value.details()
+    assert error_info(exc.value).reason == reason, exc.value.details()
+    return exc.value
+
+
+def test_a_pinned_request_straddling_a_keep_mode_update_ends_at_the_update(stubs, tmp_path) -> None:
+    service, control, _ = stubs
+    reader = StreamReader(service.StreamChatCompletion(
+        _long_chat(), metadata=((EXACT_VERSION_HEADER, "v1"),), timeout=60))
+    reader.wait_ids(5)
+    _update(control, tmp_path, "v2")
+    final = _final(reader)
+    assert final.finish_reason == "abort"
+    assert final.stop_reason.string_value.startswith("WEIGHT_VERSION_CHANGED: weight version 'v1' -> 'v2'")
+    ids = reader.ids()
+    assert 5 <= len(ids) < 400
+    assert _spans(final) == [("v1", 0, len(ids))], "no token of another version"
+    state = control.GetControlState(control_pb2.GetControlStateRequest(), timeout=5).state
+    assert state.weight_version == "v2"
+
+
+def test_an_unbounded_request_is_carried_across_the_same_update(stubs, tmp_path) -> None:
+    service, control, _ = stubs
+    reader = StreamReader(service.StreamChatCompletion(_long_chat(max_tokens=120), timeout=60))
+    reader.wait_ids(5)
+    _update(control, tmp_path, "v2")
+    final = _final(reader)
+    assert final.finish_reason == "length"
+    assert [s[0] for s in _spans(final)] == ["v1", "v2"]
+
+
+def test_max_weight_lag_1_ends_a_request_after_two_updates_not_after_one(stubs, tmp_path) -> None:
+    service, control, _ = stubs
+    reader = StreamReader(service.StreamChatCompletion(
+        _long_chat(), metadata=((MAX_LAG_HEADER, "1"),), timeout=60))
+    reader.wait_ids(5)
+    _update(control, tmp_path, "v2")
+    n = len(reader.ids())
+    reader.wait_ids(n + 5)  # still running on v2
+    assert reader.is_alive() and reader.error is None
+    _update(control, tmp_path, "v3")
+    final = _final(reader)
+    assert final.finish_reason == "abort"
+    assert final.stop_reason.string_value.startswith("WEIGHT_LAG_EXCEEDED:")
+    assert [s[0] for s in _spans(final)] == ["v1", "v2"], "no token of v3"
+
+
+def test_a_request_pinned_to_another_version_is_refused_retry_safe(stubs) -> None:
+    service, _, engine = stubs
+    before = len(engine.requests)  # the warm-up's
+    err = _refused(lambda: service.CreateChatCompletion(
+        chat_request(max_tokens=4), metadata=((EXACT_VERSION_HEADER, "v0"),), timeout=10),
+        grpc.StatusCode.UNAVAILABLE, "WEIGHT_VERSION_MISMATCH")
+    assert (RETRY_SAFE_TRAILER, "1") in (err.trailing_metadata() or ())
+    assert "'v1'" in err.details() and "'v0'" in err.details()
+    assert len(engine.requests) == before, "refused before any engine work"
+    ok = service.CreateChatCompletion(chat_request(max_tokens=4),
+                                      metadata=((EXACT_VERSION_HEADER, "v1"),), timeout=10)
+    assert ok.choices[0].finish_reason == "length"
+
+
+@pytest.mark.parametrize(("metadata", "param", "reason"), [
+    (((MAX_LAG_HEADER, "-1"),), MAX_LAG_HEADER, "VALUE_OUT_OF_RANGE"),
+    (((MAX_LAG_HEADER, "one"),), MAX_LAG_HEADER, "INVALID_FORMAT"),
+    (((EXACT_VERSION_HEADER, ""),), EXACT_VERSION_HEADER, "EMPTY_VALUE"),
+    (((EXACT_VERSION_HEADER, "v1"), (MAX_LAG_HEADER, "1")), MAX_LAG_HEADER, "FIELDS_CONFLICT"),
+])
+def test_bad_bounds_in_metadata_name_the_header(stubs, metadata, param, reason) -> None:
+    service, _, _ = stubs
+    err = _refused(lambda: service.CreateChatCompletion(chat_request(max_tokens=4),
+                                                        metadata=metadata, timeout=10),
+                   grpc.StatusCode.INVALID_ARGUMENT, reason)
+    assert error_info(err).metadata["param"] == param
+
+
+def test_a_set_weight_version_ends_a_pinned_request_before_relabelling(stubs) -> None:
+    service, control, _ = stubs
+    reader = StreamReader(service.StreamChatCompletion(
+        _long_chat(), metadata=((EXACT_VERSION_HEADER, "v1"),), timeout=60))
+    reader.wait_ids(5)
+    control.SetWeightVersion(control_pb2.SetWeightVersionRequest(new_version="v1b"), timeout=5)
+    final = _final(reader)
+    assert final.finish_reason == "abort"
+    assert [s[0] for s in _spans(final)] == ["v1"]
