@@ -9,7 +9,14 @@ from typing import ClassVar as _ClassVar, Optional as _Optional, Union as _Union
 DESCRIPTOR: _descriptor.FileDescriptor
 
 class ControlState(_message.Message):
-    __slots__ = ("paused", "pause_mode", "sleeping", "weight_version", "lora_adapters", "engine_requests", "updates", "last_error", "weight_path", "generation", "load_failed")
+    __slots__ = ("paused", "pause_mode", "sleeping", "weight_version", "lora_adapters", "engine_requests", "updates", "last_error", "weight_path", "generation", "load_failed", "requests_ended_by_bound", "bounded_requests")
+    class RequestsEndedByBoundEntry(_message.Message):
+        __slots__ = ("key", "value")
+        KEY_FIELD_NUMBER: _ClassVar[int]
+        VALUE_FIELD_NUMBER: _ClassVar[int]
+        key: str
+        value: int
+        def __init__(self, key: _Optional[str] = ..., value: _Optional[int] = ...) -> None: ...
     PAUSED_FIELD_NUMBER: _ClassVar[int]
     PAUSE_MODE_FIELD_NUMBER: _ClassVar[int]
     SLEEPING_FIELD_NUMBER: _ClassVar[int]
@@ -21,6 +28,8 @@ class ControlState(_message.Message):
     WEIGHT_PATH_FIELD_NUMBER: _ClassVar[int]
     GENERATION_FIELD_NUMBER: _ClassVar[int]
     LOAD_FAILED_FIELD_NUMBER: _ClassVar[int]
+    REQUESTS_ENDED_BY_BOUND_FIELD_NUMBER: _ClassVar[int]
+    BOUNDED_REQUESTS_FIELD_NUMBER: _ClassVar[int]
     paused: bool
     pause_mode: str
     sleeping: bool
@@ -32,7 +41,9 @@ class ControlState(_message.Message):
     weight_path: str
     generation: int
     load_failed: bool
-    def __init__(self, paused: _Optional[bool] = ..., pause_mode: _Optional[str] = ..., sleeping: _Optional[bool] = ..., weight_version: _Optional[str] = ..., lora_adapters: _Optional[_Iterable[str]] = ..., engine_requests: _Optional[int] = ..., updates: _Optional[int] = ..., last_error: _Optional[str] = ..., weight_path: _Optional[str] = ..., generation: _Optional[int] = ..., load_failed: _Optional[bool] = ...) -> None: ...
+    requests_ended_by_bound: _containers.ScalarMap[str, int]
+    bounded_requests: int
+    def __init__(self, paused: _Optional[bool] = ..., pause_mode: _Optional[str] = ..., sleeping: _Optional[bool] = ..., weight_version: _Optional[str] = ..., lora_adapters: _Optional[_Iterable[str]] = ..., engine_requests: _Optional[int] = ..., updates: _Optional[int] = ..., last_error: _Optional[str] = ..., weight_path: _Optional[str] = ..., generation: _Optional[int] = ..., load_failed: _Optional[bool] = ..., requests_ended_by_bound: _Optional[_Mapping[str, int]] = ..., bounded_requests: _Optional[int] = ...) -> None: ...
 
 class PauseRequest(_message.Message):
     __slots__ = ("mode", "clear_cache")

@@ -10,7 +10,7 @@ from typing import ClassVar as _ClassVar, Optional as _Optional, Union as _Union
 DESCRIPTOR: _descriptor.FileDescriptor
 
 class GenerateRequest(_message.Message):
-    __slots__ = ("model", "token_ids", "sampling_params", "request_id", "cache_salt", "priority", "return_token_ids", "output_mode", "stream", "stream_options", "data_parallel_rank", "session_id")
+    __slots__ = ("model", "token_ids", "sampling_params", "request_id", "cache_salt", "priority", "return_token_ids", "output_mode", "stream", "stream_options", "data_parallel_rank", "session_id", "exact_weight_version", "max_weight_lag")
     MODEL_FIELD_NUMBER: _ClassVar[int]
     TOKEN_IDS_FIELD_NUMBER: _ClassVar[int]
     SAMPLING_PARAMS_FIELD_NUMBER: _ClassVar[int]
@@ -23,6 +23,8 @@ class GenerateRequest(_message.Message):
     STREAM_OPTIONS_FIELD_NUMBER: _ClassVar[int]
     DATA_PARALLEL_RANK_FIELD_NUMBER: _ClassVar[int]
     SESSION_ID_FIELD_NUMBER: _ClassVar[int]
+    EXACT_WEIGHT_VERSION_FIELD_NUMBER: _ClassVar[int]
+    MAX_WEIGHT_LAG_FIELD_NUMBER: _ClassVar[int]
     model: str
     token_ids: _containers.RepeatedScalarFieldContainer[int]
     sampling_params: _common_pb2.SamplingParams
@@ -35,7 +37,9 @@ class GenerateRequest(_message.Message):
     stream_options: _chat_pb2.StreamOptions
     data_parallel_rank: int
     session_id: str
-    def __init__(self, model: _Optional[str] = ..., token_ids: _Optional[_Iterable[int]] = ..., sampling_params: _Optional[_Union[_common_pb2.SamplingParams, _Mapping]] = ..., request_id: _Optional[str] = ..., cache_salt: _Optional[str] = ..., priority: _Optional[int] = ..., return_token_ids: _Optional[bool] = ..., output_mode: _Optional[str] = ..., stream: _Optional[bool] = ..., stream_options: _Optional[_Union[_chat_pb2.StreamOptions, _Mapping]] = ..., data_parallel_rank: _Optional[int] = ..., session_id: _Optional[str] = ...) -> None: ...
+    exact_weight_version: str
+    max_weight_lag: int
+    def __init__(self, model: _Optional[str] = ..., token_ids: _Optional[_Iterable[int]] = ..., sampling_params: _Optional[_Union[_common_pb2.SamplingParams, _Mapping]] = ..., request_id: _Optional[str] = ..., cache_salt: _Optional[str] = ..., priority: _Optional[int] = ..., return_token_ids: _Optional[bool] = ..., output_mode: _Optional[str] = ..., stream: _Optional[bool] = ..., stream_options: _Optional[_Union[_chat_pb2.StreamOptions, _Mapping]] = ..., data_parallel_rank: _Optional[int] = ..., session_id: _Optional[str] = ..., exact_weight_version: _Optional[str] = ..., max_weight_lag: _Optional[int] = ...) -> None: ...
 
 class GenerateTopLogProb(_message.Message):
     __slots__ = ("token_id", "logprob", "rank", "token", "bytes")
