@@ -95,6 +95,7 @@ SERVICES = (
             "RenderCompletion": "not in the client's surface",
             "RenderChatCompletion": "not in the client's surface",
             "SglangGenerate": "SGLang's /generate shape for trainers (docs/trainers.md); generate() is the client's",
+            "FinishSession": "SkyRL's /finish_session, an acknowledgement (docs/trainers.md)",
         },
     ),
     Service(

@@ -206,23 +206,16 @@ class GetServerInfoResponse(_message.Message):
     def __init__(self, vllm_config: _Optional[_Union[_struct_pb2.Value, _Mapping]] = ...) -> None: ...
 
 class CollectiveRpcRequest(_message.Message):
-    __slots__ = ("method", "args", "kwargs", "timeout")
-    class KwargsEntry(_message.Message):
-        __slots__ = ("key", "value")
-        KEY_FIELD_NUMBER: _ClassVar[int]
-        VALUE_FIELD_NUMBER: _ClassVar[int]
-        key: str
-        value: str
-        def __init__(self, key: _Optional[str] = ..., value: _Optional[str] = ...) -> None: ...
+    __slots__ = ("method", "timeout", "args", "kwargs")
     METHOD_FIELD_NUMBER: _ClassVar[int]
+    TIMEOUT_FIELD_NUMBER: _ClassVar[int]
     ARGS_FIELD_NUMBER: _ClassVar[int]
     KWARGS_FIELD_NUMBER: _ClassVar[int]
-    TIMEOUT_FIELD_NUMBER: _ClassVar[int]
     method: str
-    args: _containers.RepeatedScalarFieldContainer[str]
-    kwargs: _containers.ScalarMap[str, str]
     timeout: float
-    def __init__(self, method: _Optional[str] = ..., args: _Optional[_Iterable[str]] = ..., kwargs: _Optional[_Mapping[str, str]] = ..., timeout: _Optional[float] = ...) -> None: ...
+    args: _struct_pb2.ListValue
+    kwargs: _struct_pb2.Struct
+    def __init__(self, method: _Optional[str] = ..., timeout: _Optional[float] = ..., args: _Optional[_Union[_struct_pb2.ListValue, _Mapping]] = ..., kwargs: _Optional[_Union[_struct_pb2.Struct, _Mapping]] = ...) -> None: ...
 
 class CollectiveRpcResponse(_message.Message):
     __slots__ = ("results",)

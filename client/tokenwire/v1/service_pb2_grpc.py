@@ -108,6 +108,11 @@ class TokenwireServiceStub:
                 request_serializer=tokenwire_dot_v1_dot_sglang__pb2.SglangGenerateRequest.SerializeToString,
                 response_deserializer=tokenwire_dot_v1_dot_sglang__pb2.SglangGenerateResponse.FromString,
                 _registered_method=True)
+        self.FinishSession = channel.unary_unary(
+                '/tokenwire.v1.TokenwireService/FinishSession',
+                request_serializer=tokenwire_dot_v1_dot_sglang__pb2.FinishSessionRequest.SerializeToString,
+                response_deserializer=tokenwire_dot_v1_dot_sglang__pb2.FinishSessionResponse.FromString,
+                _registered_method=True)
         self.GetHealth = channel.unary_unary(
                 '/tokenwire.v1.TokenwireService/GetHealth',
                 request_serializer=tokenwire_dot_v1_dot_models__pb2.GetHealthRequest.SerializeToString,
@@ -233,6 +238,15 @@ class TokenwireServiceServicer:
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
+    def FinishSession(self, request, context):
+        """SkyRL's `POST /finish_session?session_id=...`: a trajectory ended. Its
+        router releases the session's replica; tokenwire's affinity holds no
+        capacity per session, so this only acknowledges (unknown ids included).
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
     def GetHealth(self, request, context):
         """Serving status (`GET /health`); the standard grpc.health.v1 service is
         also served.
@@ -321,6 +335,11 @@ def add_TokenwireServiceServicer_to_server(servicer, server):
                     servicer.SglangGenerate,
                     request_deserializer=tokenwire_dot_v1_dot_sglang__pb2.SglangGenerateRequest.FromString,
                     response_serializer=tokenwire_dot_v1_dot_sglang__pb2.SglangGenerateResponse.SerializeToString,
+            ),
+            'FinishSession': grpc.unary_unary_rpc_method_handler(
+                    servicer.FinishSession,
+                    request_deserializer=tokenwire_dot_v1_dot_sglang__pb2.FinishSessionRequest.FromString,
+                    response_serializer=tokenwire_dot_v1_dot_sglang__pb2.FinishSessionResponse.SerializeToString,
             ),
             'GetHealth': grpc.unary_unary_rpc_method_handler(
                     servicer.GetHealth,
@@ -670,6 +689,33 @@ class TokenwireService:
             '/tokenwire.v1.TokenwireService/SglangGenerate',
             tokenwire_dot_v1_dot_sglang__pb2.SglangGenerateRequest.SerializeToString,
             tokenwire_dot_v1_dot_sglang__pb2.SglangGenerateResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def FinishSession(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/tokenwire.v1.TokenwireService/FinishSession',
+            tokenwire_dot_v1_dot_sglang__pb2.FinishSessionRequest.SerializeToString,
+            tokenwire_dot_v1_dot_sglang__pb2.FinishSessionResponse.FromString,
             options,
             channel_credentials,
             insecure,

@@ -15,7 +15,12 @@ import grpc
 from tokenwire.server.api import call_streams, sglang
 from tokenwire.server.api.call_metadata import caller_of, dp_rank_of, session_of
 from tokenwire.server.api.session import Session
-from tokenwire.server.core.errors import TokenwireError, stream_errors, unary_errors
+from tokenwire.server.core.errors import (
+    InvalidArgument,
+    TokenwireError,
+    stream_errors,
+    unary_errors,
+)
 from tokenwire.server.inference.data_plane import DataPlane
 from tokenwire.v1 import (
     chat_pb2,
@@ -83,6 +88,16 @@ class TokenwireServicer(service_pb2_grpc.TokenwireServiceServicer):
                                           dp_rank=dp_rank_of(context),
                                           session_id=session_of(context))
             return await self.plane.run_generate(plan)
+
+    @unary_errors
+    async def FinishSession(
+        self, request: sglang_pb2.FinishSessionRequest, context: grpc.aio.ServicerContext
+    ) -> sglang_pb2.FinishSessionResponse:
+        """SkyRL's /finish_session: an acknowledgement (the fleet's affinity
+        hashes the session id; nothing is held per session)."""
+        if not request.session_id:
+            raise InvalidArgument("session_id is required", param="session_id", reason="FIELD_REQUIRED")
+        return sglang_pb2.FinishSessionResponse(status="ok")
 
     @unary_errors
     async def SglangGenerate(

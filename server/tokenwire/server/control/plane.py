@@ -371,7 +371,7 @@ class ControlPlane(OperationRunner):
         """The engine's read-only facts (world size, configuration)."""
         return self._engine
 
-    async def collective_rpc(self, method: str, args: list[str], kwargs: dict[str, str],
+    async def collective_rpc(self, method: str, args: list[Any], kwargs: dict[str, Any],
                              rpc_timeout: float | None, deadline: float | None) -> list[Any]:
         """A worker method the operator allowed (--collective-rpc-allow), on every worker."""
         what = f"collective_rpc {check_rpc_allowed(method, self._rpc_allow)}"

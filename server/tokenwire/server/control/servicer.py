@@ -47,6 +47,8 @@ class ControlServicer(control_pb2_grpc.ControlServiceServicer):
             weight_version=s.weight_version, lora_adapters=s.lora_adapters,
             engine_requests=s.engine_requests, updates=s.updates, last_error=s.last_error,
             weight_path=s.weight_path, generation=s.generation, load_failed=s.load_failed,
+            requests_ended_by_bound=dict(self.plane.bounds.ended),
+            bounded_requests=len(self.plane.bounds),
         )
 
     @unary_errors
@@ -226,8 +228,9 @@ class ControlServicer(control_pb2_grpc.ControlServiceServicer):
         if timeout is not None and not 0 < timeout < float("inf"):
             raise InvalidArgument("timeout must be a positive number of seconds", param="timeout",
                                   reason="VALUE_OUT_OF_RANGE")
-        results = await self.plane.collective_rpc(request.method, list(request.args),
-                                                  dict(request.kwargs), timeout, _deadline(context))
+        args = json_format.MessageToDict(request.args) if request.HasField("args") else []
+        kwargs = json_format.MessageToDict(request.kwargs) if request.HasField("kwargs") else {}
+        results = await self.plane.collective_rpc(request.method, args, kwargs, timeout, _deadline(context))
         resp = control_pb2.CollectiveRpcResponse()
         for result in results:
             json_format.ParseDict(_json_safe(result), resp.results.add())

@@ -340,7 +340,7 @@ class EngineControl(Protocol):
         JSON-ready tree whose `weight_transfer_config` is None without one."""
         ...
 
-    async def collective_rpc(self, method: str, args: list[str], kwargs: dict[str, str],
+    async def collective_rpc(self, method: str, args: list[Any], kwargs: dict[str, Any],
                              rpc_timeout: float | None) -> list[Any]:
         """Call `method` on every worker; per worker its JSON-ready result."""
         ...

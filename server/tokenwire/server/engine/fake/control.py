@@ -42,7 +42,7 @@ class FakeControl:
         self._hold_running = False  # running requests freeze ("keep")
         self._abort: set[str] = set()  # running ids to end with "abort"
         self._started: set[str] = set()  # ids past the admission gate
-        self.rpcs: list[tuple[str, list[str], dict[str, str]]] = []  # collective_rpc calls
+        self.rpcs: list[tuple[str, list[Any], dict[str, Any]]] = []  # collective_rpc calls
 
     # -- hooks for generate() ---------------------------------------------
     async def _admit_gate(self, request_id: str) -> None:
@@ -200,7 +200,7 @@ class FakeControl:
                 "weight_transfer_config": {"backend": "fake"} if self.transfer_backend else None}
         return tree if as_json else f"FakeEngine({tree})"
 
-    async def collective_rpc(self, method: str, args: list[str], kwargs: dict[str, str],
+    async def collective_rpc(self, method: str, args: list[Any], kwargs: dict[str, Any],
                              rpc_timeout: float | None) -> list[Any]:
         self.rpcs.append((method, list(args), dict(kwargs)))
         return [{"method": method, "args": list(args), "kwargs": dict(kwargs)}]  # one worker

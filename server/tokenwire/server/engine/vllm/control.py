@@ -173,7 +173,7 @@ class VllmControl:
         # As vLLM's /server_info: fallback=str for what JSON cannot hold (dtypes).
         return pydantic.TypeAdapter(VllmConfig).dump_python(config, mode="json", fallback=str)
 
-    async def collective_rpc(self, method: str, args: list[str], kwargs: dict[str, str],
+    async def collective_rpc(self, method: str, args: list[Any], kwargs: dict[str, Any],
                              rpc_timeout: float | None) -> list[Any]:
         try:
             results = await self._llm.collective_rpc(method=method, timeout=rpc_timeout,
