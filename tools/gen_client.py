@@ -168,6 +168,8 @@ SERVICES = (
             "GetWorldSize": "vLLM's route for trainers (docs/trainers.md)",
             "GetServerInfo": "vLLM's route for trainers (docs/trainers.md)",
             "CollectiveRpc": "vLLM's route for trainers' worker extensions (docs/trainers.md)",
+            "InitBroadcaster": "prime-rl's route, passed to its worker extension (docs/trainers.md)",
+            "UnsupportedWeightSync": "routes that answer FAILED_PRECONDITION (docs/trainers.md)",
         },
     ),
 )

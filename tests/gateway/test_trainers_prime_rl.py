@@ -159,3 +159,28 @@ def test_chat_tokens_bad_input(served: tuple[str, FakeEngine]) -> None:
         r = client.post("/v1/chat/completions/tokens", json={
             "model": MODEL, "messages": [{"role": "user", "content": "x"}], "tokens": "1,2"})
         assert r.status_code == 400 and r.json()["error"]["param"] == "tokens"
+
+
+def test_prime_rl_broadcast_needs_its_worker_extension(admin: httpx.Client) -> None:
+    body = {"host": "10.0.0.1", "port": 29501, "rank_offset": 0, "inference_world_size": 1,
+            "timeout": 1200, "quantize_in_weight_transfer": False}
+    r = admin.post("/init_broadcaster", json=body)
+    assert r.status_code == 400 and r.json()["error"]["code"] == "worker_extension_required"
+    assert "--worker-extension-cls" in r.json()["error"]["message"]
+
+
+def test_prime_rl_broadcast_through_its_worker_extension(tmp_path: Path) -> None:
+    """With the operator's allow list, /init_broadcaster and /update_weights
+    {weight_dir} reach prime-rl's worker methods as its own server calls them."""
+    allow = ("init_broadcaster", "update_weights_from_path")
+    with trainer_gateway(collective_rpc_allow=allow) as (url, engine), \
+            httpx.Client(base_url=url, headers=ADMIN, timeout=60) as admin:
+        _admin_post(admin, "/init_broadcaster", json={
+            "host": "10.0.0.1", "port": 29501, "rank_offset": 2, "inference_world_size": 4,
+            "timeout": 1200, "quantize_in_weight_transfer": False})
+        assert engine.rpcs[-1] == ("init_broadcaster",
+                                   ["10.0.0.1", 29501, 2, 4, 1200, False, "default"], {})
+        r = _admin_post(admin, "/update_weights", json={"weight_dir": tmp_path.as_posix()})
+        assert r.json()["applied"] == "weight_dir:update_weights_from_path"
+        assert engine.rpcs[-1] == ("update_weights_from_path", [tmp_path.as_posix()], {})
+        assert engine.loaded_paths == []  # the worker extension loads, not tokenwire

@@ -167,3 +167,13 @@ def test_collective_rpc_admin_and_allowed_only(admin: httpx.Client, client: http
     assert r.status_code == 400 and r.json()["error"]["param"] == "timeout"
     assert client.post("/collective_rpc", json={"method": "liveness_probe"}).status_code == 401
     assert admin.get("/get_world_size", params={"include_dp": "false"}).json() == {"world_size": 1}
+
+
+@pytest.mark.parametrize("path", ["/update_weights_from_distributed", "/init_weights_update_group",
+                                  "/update_weights_from_tensor", "/areal_init_weights_update_group"])
+def test_gpu_weight_groups_we_do_not_speak(admin: httpx.Client, client: httpx.Client, path: str) -> None:
+    body = {"names": ["w"], "dtypes": ["bfloat16"], "shapes": [[2, 2]], "group_name": "g"}
+    r = admin.post(path, json=body)
+    assert r.status_code == 400 and r.json()["error"]["code"] == "weight_sync_unsupported", r.text
+    assert "/update_weights_from_disk" in r.json()["error"]["message"]
+    assert client.post(path, json=body).status_code == 401

@@ -181,6 +181,40 @@ class UpdateWeightsResponse(_message.Message):
     state: ControlState
     def __init__(self, message: _Optional[str] = ..., applied: _Optional[str] = ..., state: _Optional[_Union[ControlState, _Mapping]] = ...) -> None: ...
 
+class InitBroadcasterRequest(_message.Message):
+    __slots__ = ("host", "port", "rank_offset", "inference_world_size", "timeout", "quantize_in_weight_transfer", "session_id")
+    HOST_FIELD_NUMBER: _ClassVar[int]
+    PORT_FIELD_NUMBER: _ClassVar[int]
+    RANK_OFFSET_FIELD_NUMBER: _ClassVar[int]
+    INFERENCE_WORLD_SIZE_FIELD_NUMBER: _ClassVar[int]
+    TIMEOUT_FIELD_NUMBER: _ClassVar[int]
+    QUANTIZE_IN_WEIGHT_TRANSFER_FIELD_NUMBER: _ClassVar[int]
+    SESSION_ID_FIELD_NUMBER: _ClassVar[int]
+    host: str
+    port: int
+    rank_offset: int
+    inference_world_size: int
+    timeout: float
+    quantize_in_weight_transfer: bool
+    session_id: str
+    def __init__(self, host: _Optional[str] = ..., port: _Optional[int] = ..., rank_offset: _Optional[int] = ..., inference_world_size: _Optional[int] = ..., timeout: _Optional[float] = ..., quantize_in_weight_transfer: _Optional[bool] = ..., session_id: _Optional[str] = ...) -> None: ...
+
+class InitBroadcasterResponse(_message.Message):
+    __slots__ = ("status",)
+    STATUS_FIELD_NUMBER: _ClassVar[int]
+    status: str
+    def __init__(self, status: _Optional[str] = ...) -> None: ...
+
+class UnsupportedWeightSyncRequest(_message.Message):
+    __slots__ = ("body",)
+    BODY_FIELD_NUMBER: _ClassVar[int]
+    body: _struct_pb2.Struct
+    def __init__(self, body: _Optional[_Union[_struct_pb2.Struct, _Mapping]] = ...) -> None: ...
+
+class UnsupportedWeightSyncResponse(_message.Message):
+    __slots__ = ()
+    def __init__(self) -> None: ...
+
 class GetWorldSizeRequest(_message.Message):
     __slots__ = ("include_dp",)
     INCLUDE_DP_FIELD_NUMBER: _ClassVar[int]

@@ -147,6 +147,16 @@ class ControlServiceStub:
                 request_serializer=tokenwire_dot_v1_dot_control__pb2.UnloadLoraAdapterRequest.SerializeToString,
                 response_deserializer=tokenwire_dot_v1_dot_control__pb2.UnloadLoraAdapterResponse.FromString,
                 _registered_method=True)
+        self.InitBroadcaster = channel.unary_unary(
+                '/tokenwire.v1.ControlService/InitBroadcaster',
+                request_serializer=tokenwire_dot_v1_dot_control__pb2.InitBroadcasterRequest.SerializeToString,
+                response_deserializer=tokenwire_dot_v1_dot_control__pb2.InitBroadcasterResponse.FromString,
+                _registered_method=True)
+        self.UnsupportedWeightSync = channel.unary_unary(
+                '/tokenwire.v1.ControlService/UnsupportedWeightSync',
+                request_serializer=tokenwire_dot_v1_dot_control__pb2.UnsupportedWeightSyncRequest.SerializeToString,
+                response_deserializer=tokenwire_dot_v1_dot_control__pb2.UnsupportedWeightSyncResponse.FromString,
+                _registered_method=True)
         self.GetWorldSize = channel.unary_unary(
                 '/tokenwire.v1.ControlService/GetWorldSize',
                 request_serializer=tokenwire_dot_v1_dot_control__pb2.GetWorldSizeRequest.SerializeToString,
@@ -333,6 +343,30 @@ class ControlServiceServicer:
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
+    def InitBroadcaster(self, request, context):
+        """prime-rl's `POST /init_broadcaster` {host, port, rank_offset,
+        inference_world_size, timeout, quantize_in_weight_transfer, session_id}:
+        its worker extension (vLLM --worker-extension-cls) joins the trainer's
+        NCCL/NIXL group. Passed to the workers' `init_broadcaster` when the
+        operator allows it (--collective-rpc-allow init_broadcaster);
+        otherwise FAILED_PRECONDITION (reason WORKER_EXTENSION_REQUIRED).
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def UnsupportedWeightSync(self, request, context):
+        """Trainer-to-engine weight groups that only SGLang speaks
+        (`/init_weights_update_group`, `/update_weights_from_distributed`,
+        `/update_weights_from_tensor`; AReaL's
+        `/areal_init_weights_update_group`): always FAILED_PRECONDITION (reason
+        WEIGHT_SYNC_UNSUPPORTED), naming what works instead (vLLM's
+        weight-transfer routes on GPUs, or folder loads).
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
     def GetWorldSize(self, request, context):
         """vLLM `GET /get_world_size`: the engine's workers (tensor x pipeline
         parallel, x data parallel unless include_dp is false); trainers size
@@ -459,6 +493,16 @@ def add_ControlServiceServicer_to_server(servicer, server):
                     servicer.UnloadLoraAdapter,
                     request_deserializer=tokenwire_dot_v1_dot_control__pb2.UnloadLoraAdapterRequest.FromString,
                     response_serializer=tokenwire_dot_v1_dot_control__pb2.UnloadLoraAdapterResponse.SerializeToString,
+            ),
+            'InitBroadcaster': grpc.unary_unary_rpc_method_handler(
+                    servicer.InitBroadcaster,
+                    request_deserializer=tokenwire_dot_v1_dot_control__pb2.InitBroadcasterRequest.FromString,
+                    response_serializer=tokenwire_dot_v1_dot_control__pb2.InitBroadcasterResponse.SerializeToString,
+            ),
+            'UnsupportedWeightSync': grpc.unary_unary_rpc_method_handler(
+                    servicer.UnsupportedWeightSync,
+                    request_deserializer=tokenwire_dot_v1_dot_control__pb2.UnsupportedWeightSyncRequest.FromString,
+                    response_serializer=tokenwire_dot_v1_dot_control__pb2.UnsupportedWeightSyncResponse.SerializeToString,
             ),
             'GetWorldSize': grpc.unary_unary_rpc_method_handler(
                     servicer.GetWorldSize,
@@ -1007,6 +1051,60 @@ class ControlService:
             '/tokenwire.v1.ControlService/UnloadLoraAdapter',
             tokenwire_dot_v1_dot_control__pb2.UnloadLoraAdapterRequest.SerializeToString,
             tokenwire_dot_v1_dot_control__pb2.UnloadLoraAdapterResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def InitBroadcaster(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/tokenwire.v1.ControlService/InitBroadcaster',
+            tokenwire_dot_v1_dot_control__pb2.InitBroadcasterRequest.SerializeToString,
+            tokenwire_dot_v1_dot_control__pb2.InitBroadcasterResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def UnsupportedWeightSync(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/tokenwire.v1.ControlService/UnsupportedWeightSync',
+            tokenwire_dot_v1_dot_control__pb2.UnsupportedWeightSyncRequest.SerializeToString,
+            tokenwire_dot_v1_dot_control__pb2.UnsupportedWeightSyncResponse.FromString,
             options,
             channel_credentials,
             insecure,

@@ -9,7 +9,12 @@ import grpc
 from google.protobuf import json_format
 
 from tokenwire.server.control.plane import ControlPlane
-from tokenwire.server.core.errors import InvalidArgument, unary_errors
+from tokenwire.server.core.errors import (
+    FailedPrecondition,
+    InvalidArgument,
+    PermissionDenied,
+    unary_errors,
+)
 from tokenwire.v1 import control_pb2, control_pb2_grpc
 
 Ctx: TypeAlias = grpc.aio.ServicerContext
@@ -22,6 +27,11 @@ def _deadline(context: Ctx) -> float | None:
 
 def _opt(msg: object, name: str, default: bool) -> bool:
     return bool(getattr(msg, name)) if msg.HasField(name) else default  # type: ignore[attr-defined]
+
+
+# prime-rl's worker method behind its /update_weights {"weight_dir"} (its
+# vLLM server calls it through collective_rpc).
+PRIME_RL_UPDATE = "update_weights_from_path"
 
 
 def _json_safe(value: Any) -> Any:
@@ -127,6 +137,14 @@ class ControlServicer(control_pb2_grpc.ControlServiceServicer):
                 raise InvalidArgument("update_weights takes update_info (vLLM) or weight_dir "
                                       "(prime-rl), not both", param="weight_dir",
                                       reason="FIELDS_CONFLICT")
+            try:  # prime-rl's worker extension, when the operator allowed it (NCCL/NIXL modes)
+                await self.plane.collective_rpc(PRIME_RL_UPDATE, [request.weight_dir], {}, None,
+                                                _deadline(context))
+                return control_pb2.UpdateWeightsResponse(
+                    message=f"Weights updated by the workers' {PRIME_RL_UPDATE}",
+                    applied=f"weight_dir:{PRIME_RL_UPDATE}", state=self._state())
+            except PermissionDenied:
+                pass  # not allowed: tokenwire loads the folder itself
             await self.plane.update_from_path(
                 request.weight_dir, "", pause_mode="keep", clear_cache=True,
                 deadline=_deadline(context), path_param="weight_dir")
@@ -200,6 +218,36 @@ class ControlServicer(control_pb2_grpc.ControlServiceServicer):
             message=f"Success: LoRA adapter '{request.lora_name}' added successfully.",
             lora_adapters=self.plane.snapshot().lora_adapters,
         )
+
+    @unary_errors
+    async def InitBroadcaster(
+        self, request: control_pb2.InitBroadcasterRequest, context: Ctx
+    ) -> control_pb2.InitBroadcasterResponse:
+        # prime-rl's server passes these positionally to its worker extension.
+        args = [request.host, request.port, request.rank_offset, request.inference_world_size,
+                request.timeout if request.HasField("timeout") else None,
+                request.quantize_in_weight_transfer, request.session_id or "default"]
+        try:
+            await self.plane.collective_rpc("init_broadcaster", args, {}, None, _deadline(context))
+        except PermissionDenied as exc:
+            raise FailedPrecondition(
+                "init_broadcaster needs prime-rl's worker extension: start tokenwire with vLLM's "
+                "--worker-extension-cls (prime-rl's NCCL or NIXL worker; GPUs) and "
+                f"--collective-rpc-allow init_broadcaster {PRIME_RL_UPDATE}",
+                reason="WORKER_EXTENSION_REQUIRED") from exc
+        return control_pb2.InitBroadcasterResponse(status="ok")
+
+    @unary_errors
+    async def UnsupportedWeightSync(
+        self, request: control_pb2.UnsupportedWeightSyncRequest, context: Ctx
+    ) -> control_pb2.UnsupportedWeightSyncResponse:
+        raise FailedPrecondition(
+            "this weight-sync route is SGLang's (its NCCL weight groups), which "
+            "tokenwire does not speak: push weights with vLLM's weight-transfer routes "
+            "(/init_weight_transfer_engine, /start_weight_update, /update_weights {update_info}, "
+            "/finish_weight_update; GPUs, --weight-transfer-config) or load a checkpoint folder "
+            "(/update_weights_from_disk, /update_weights {weight_dir}; works on CPU)",
+            reason="WEIGHT_SYNC_UNSUPPORTED")
 
     @unary_errors
     async def GetWorldSize(
