@@ -9,12 +9,20 @@ import collections.abc
 
 import grpc
 import pytest
+from google.protobuf import json_format
 
 from tests.rpc import StreamReader, chat_request, error_info
 from tests.servers import ThreadServer
+from tests.session_rpc import RawSession, start_generate
 from tokenwire.server.core.settings import ServerSettings
 from tokenwire.server.engine.fake.engine import FakeEngine
-from tokenwire.v1 import control_pb2, control_pb2_grpc, service_pb2_grpc
+from tokenwire.v1 import (
+    completion_pb2,
+    control_pb2,
+    control_pb2_grpc,
+    generate_pb2,
+    service_pb2_grpc,
+)
 from tokenwire.wire import EXACT_VERSION_HEADER, MAX_LAG_HEADER, RETRY_SAFE_TRAILER
 
 
@@ -143,3 +151,70 @@ def test_a_set_weight_version_ends_a_pinned_request_before_relabelling(stubs) ->
     final = _final(reader)
     assert final.finish_reason == "abort"
     assert [s[0] for s in _spans(final)] == ["v1"]
+
+
+# -- body fields: chat/completion nvext, Generate's root, Session starts -------
+
+def test_body_fields_bound_chat_generate_and_completion(stubs, tmp_path) -> None:
+    service, control, _ = stubs
+    chat = StreamReader(service.StreamChatCompletion(
+        _long_chat(nvext={"exact_weight_version": "v1"}), timeout=60))
+    gen = StreamReader(service.StreamGenerate(json_format.ParseDict(
+        {"token_ids": [5, 6, 7], "exact_weight_version": "v1",
+         "sampling_params": {"max_tokens": 400, "ignore_eos": True}},
+        generate_pb2.GenerateRequest()), timeout=60))
+    comp = StreamReader(service.StreamCompletion(json_format.ParseDict(
+        {"prompt": "Hello", "max_tokens": 400, "ignore_eos": True, "return_token_ids": True,
+             "nvext": {"max_weight_lag": 0}},
+        completion_pb2.CreateCompletionRequest()), timeout=60))
+    for reader in (chat, gen, comp):
+        reader.wait_ids(3)
+    _update(control, tmp_path, "v2")
+    for reader, why in ((chat, "WEIGHT_VERSION_CHANGED"), (gen, "WEIGHT_VERSION_CHANGED"),
+                        (comp, "WEIGHT_LAG_EXCEEDED")):
+        final = _final(reader)
+        assert final.finish_reason == "abort"
+        assert final.stop_reason.string_value.startswith(why + ":")
+    state = control.GetControlState(control_pb2.GetControlStateRequest(), timeout=5).state
+    assert dict(state.requests_ended_by_bound) == {"WEIGHT_VERSION_CHANGED": 2, "WEIGHT_LAG_EXCEEDED": 1}
+    assert state.bounded_requests == 0
+
+
+def test_the_body_wins_over_the_metadata(stubs) -> None:
+    service, _, _ = stubs
+    ok = service.CreateChatCompletion(chat_request(max_tokens=4, nvext={"exact_weight_version": "v1"}),
+                                      metadata=((EXACT_VERSION_HEADER, "v0"),), timeout=10)
+    assert ok.choices[0].finish_reason == "length"
+
+
+@pytest.mark.parametrize(("nvext", "param", "reason"), [
+    ({"max_weight_lag": -1}, "nvext.max_weight_lag", "VALUE_OUT_OF_RANGE"),
+    ({"exact_weight_version": ""}, "nvext.exact_weight_version", "EMPTY_VALUE"),
+    ({"exact_weight_version": "v1", "max_weight_lag": 0}, "nvext.max_weight_lag", "FIELDS_CONFLICT"),
+])
+def test_bad_bounds_in_the_body_name_the_field(stubs, nvext, param, reason) -> None:
+    service, _, _ = stubs
+    err = _refused(lambda: service.CreateChatCompletion(chat_request(max_tokens=4, nvext=nvext), timeout=10),
+                   grpc.StatusCode.INVALID_ARGUMENT, reason)
+    assert error_info(err).metadata["param"] == param
+
+
+def test_a_session_start_carries_its_bound(stubs, tmp_path) -> None:
+    service, control, _ = stubs
+    session = RawSession(service)
+    try:
+        session.send(start_generate("wrong", token_ids=[5, 6], exact_weight_version="v0",
+                                    sampling_params={"max_tokens": 4}))
+        error = session.until_terminal("wrong")[-1].error
+        assert (error.reason, error.param) == ("WEIGHT_VERSION_MISMATCH", "exact_weight_version")
+        session.send(start_generate("pinned", token_ids=[5, 6], exact_weight_version="v1", stream=True,
+                                    sampling_params={"max_tokens": 400, "ignore_eos": True}))
+        session.until(lambda ev: ev.request_id == "pinned" and ev.generate_chunk.choices)
+        _update(control, tmp_path, "v2")
+        events = session.until_terminal("pinned")
+        assert events[-1].WhichOneof("event") == "done"
+        final = [c for ev in events for c in ev.generate_chunk.choices if c.finish_reason][-1]
+        assert final.finish_reason == "abort"
+        assert final.stop_reason.string_value.startswith("WEIGHT_VERSION_CHANGED:")
+    finally:
+        session.close()

@@ -15,6 +15,7 @@ from typing import Any, TypeVar
 from tokenwire.server.core.domain import EngineControl
 from tokenwire.server.core.errors import DeadlineExceeded, TokenwireError
 from tokenwire.server.core.serving_state import ServingState
+from tokenwire.server.core.weight_bounds import WeightBounds
 
 log = logging.getLogger("tokenwire.control")
 
@@ -53,6 +54,12 @@ class OperationRunner:
 
     def _error(self, message: str) -> None:
         raise NotImplementedError
+
+    @property
+    def bounds(self) -> WeightBounds:
+        """The running requests bounded in weight version or lag, and how
+        many a bound ended (core/weight_bounds.py)."""
+        return self._state.bounds
 
     async def _run(self, what: str, op: Callable[[], Awaitable[T]], deadline: float | None) -> T:
         """One control operation: serialised, bounded, errors remembered."""

@@ -24,6 +24,7 @@ from tokenwire.server.core import validation as v
 from tokenwire.server.core.domain import Caller, Engine, EngineRequest, RunOutcome
 from tokenwire.server.core.serving_state import ServingState
 from tokenwire.server.core.settings import ServerSettings
+from tokenwire.server.core.weight_bounds import EXACT, LAG, WeightBound, bound_from, pick_bound
 from tokenwire.server.inference.chat.request import ChatPlan, build_chat_plan
 from tokenwire.server.inference.chat.service import run_chat, stream_chat
 from tokenwire.server.inference.completion.request import CompletionPlan, build_completion_plan
@@ -105,7 +106,7 @@ class DataPlane:
         plan.request.data_parallel_rank = self._dp_rank(body, "nvext.dp_rank", dp_rank)
         plan.request.session_id = pick_session_id(req.session_id, session_id)
         plan.request.tenant = caller.tenant
-        plan.request.weight_bound = caller.weight_bound
+        plan.request.weight_bound = _weight_bound(req.nvext, "nvext.", caller)
         return plan
 
     async def generate_plan(
@@ -121,7 +122,7 @@ class DataPlane:
         plan.request.data_parallel_rank = self._dp_rank(body, "data_parallel_rank", dp_rank)
         plan.request.session_id = pick_session_id(req.session_id, session_id)
         plan.request.tenant = caller.tenant
-        plan.request.weight_bound = caller.weight_bound
+        plan.request.weight_bound = _weight_bound(req, "", caller)
         return plan
 
     async def completion_plan(
@@ -137,11 +138,12 @@ class DataPlane:
         body = req.nvext.dp_rank if req.nvext.HasField("dp_rank") else None
         rank = self._dp_rank(body, "nvext.dp_rank", dp_rank)
         session = pick_session_id(req.session_id, session_id)
+        bound = _weight_bound(req.nvext, "nvext.", caller)
         for request in plan.requests:
             request.data_parallel_rank = rank
             request.session_id = session
             request.tenant = caller.tenant
-            request.weight_bound = caller.weight_bound
+            request.weight_bound = bound
         return plan
 
     def _response_fits(self, requests: list[EngineRequest], param: str,
@@ -250,3 +252,14 @@ class DataPlane:
 
     def detokenize(self, req: tokenize_pb2.DetokenizeRequest) -> tokenize_pb2.DetokenizeResponse:
         return detokenize(req, self.engine, served_model=self.served_model)
+
+
+def _weight_bound(msg: Any, prefix: str, caller: Caller) -> WeightBound | None:
+    """The weight bound of a request: its body fields (exact_weight_version,
+    max_weight_lag on `msg`) win over its call's metadata (core/weight_bounds.py)."""
+    body = bound_from(
+        msg.exact_weight_version if msg.HasField(EXACT) else None,
+        msg.max_weight_lag if msg.HasField(LAG) else None,
+        exact_param=prefix + EXACT, lag_param=prefix + LAG,
+    )
+    return pick_bound(body, caller.weight_bound)
