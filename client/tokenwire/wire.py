@@ -18,6 +18,9 @@ MIN_VERSION_HEADER = "x-min-weight-version"  # the oldest weight version a call 
 EXACT_VERSION_HEADER = "x-exact-weight-version"  # the only weight version a call runs on
 MAX_LAG_HEADER = "x-max-weight-lag"  # the most updates a call's oldest token may fall behind
 DP_RANK_HEADERS = ("x-data-parallel-rank", "x-dynamo-dp-rank")  # vLLM's, Dynamo's
+# Routers' session keys that trainers send (slime: SGLang Model Gateway's
+# consistent hashing); without X-Session-ID they are the fleet's affinity key.
+ROUTING_KEY_HEADERS = ("x-smg-routing-key",)
 # The tenant, believed only from a trusted hop (the gateway strips it from callers).
 TENANT_HEADER = "x-tenant-id"
 AUTHORIZATION_HEADER = "authorization"  # "Bearer <key>"

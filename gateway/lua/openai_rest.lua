@@ -60,9 +60,14 @@ function envoy_on_request(handle)
   local now = handle:headers() -- fresh: reading the body ends the old object's scope
   if rules ~= nil and now:get(wire.SESSION_HEADER) == nil then
     -- The fleet's consistent hash (config.py) keys on X-Session-ID, else on
-    -- this header derived from the body (session_id, cache_salt, user); a
-    -- caller's own copy of it was dropped on arrival (config.py).
-    local key = affinity_key.key(body_text())
+    -- this header: a router's session key the trainer sent (slime's
+    -- X-SMG-Routing-Key), else derived from the body (session_id, cache_salt,
+    -- user); a caller's own copy of it was dropped on arrival (config.py).
+    local key = nil
+    for _, name in ipairs(wire.ROUTING_KEY_HEADERS) do
+      key = key or now:get(name)
+    end
+    key = key or affinity_key.key(body_text())
     if key ~= nil then
       now:add(affinity_key.HEADER, key)
       handle:clearRouteCache()

@@ -76,6 +76,16 @@ def test_body_keys_give_affinity(fleet, field) -> None:
         assert len({worker(rest, **{field: f"{field}-{i}"}) for _ in range(5)}) == 1
 
 
+def test_trainer_routing_key_gives_affinity(fleet) -> None:
+    """slime sends its session as X-SMG-Routing-Key (SGLang Model Gateway's
+    consistent hashing, issue #28): one replica per key, keys spread."""
+    _, _, rest = fleet
+    for i in range(3):
+        assert len({worker(rest, {"X-SMG-Routing-Key": f"traj-{i}"}) for _ in range(5)}) == 1
+    spread = {worker(rest, {"X-SMG-Routing-Key": f"traj-{i}"}) for i in range(24)}
+    assert spread == set(WORKERS)
+
+
 def test_nvext_cache_salt_gives_affinity(fleet) -> None:
     _, _, rest = fleet
     body = chat(nvext={"cache_salt": "tenant-salt", "extra_fields": ["worker_id"]})

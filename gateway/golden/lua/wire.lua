@@ -5,6 +5,7 @@ return {
   EXACT_VERSION_HEADER = "x-exact-weight-version",
   MAX_LAG_HEADER = "x-max-weight-lag",
   DP_RANK_HEADERS = { "x-data-parallel-rank", "x-dynamo-dp-rank" },
+  ROUTING_KEY_HEADERS = { "x-smg-routing-key" },
   TENANT_HEADER = "x-tenant-id",
   AUTHORIZATION_HEADER = "authorization",
   AFFINITY_HEADER = "x-tokenwire-affinity",
