@@ -218,3 +218,35 @@ def test_a_session_start_carries_its_bound(stubs, tmp_path) -> None:
         assert final.stop_reason.string_value.startswith("WEIGHT_VERSION_CHANGED:")
     finally:
         session.close()
+
+
+# -- --salt-cache-by-version ---------------------------------------------------
+
+@pytest.mark.parametrize("salted", [False, True])
+def test_salting_by_version_makes_a_cached_prefix_miss_after_an_update(salted, tmp_path) -> None:
+    engine = FakeEngine(max_model_len=512)
+    settings = ServerSettings(engine="fake", port=0, max_model_len=512, enable_control=True,
+                              salt_cache_by_version=salted)
+    server = ThreadServer(settings, engine).start()
+    try:
+        with grpc.insecure_channel(server.address) as ch:
+            service = service_pb2_grpc.TokenwireServiceStub(ch)
+            control = control_pb2_grpc.ControlServiceStub(ch)
+            prompt = chat_request(max_tokens=2, messages=[{"role": "user", "content": "x" * 200}])
+
+            def cached() -> int:
+                return service.CreateChatCompletion(prompt, timeout=10).usage.prompt_tokens_details.cached_tokens
+
+            cached()
+            assert cached() > 0, "the prefix is cached on one version"
+            control.UpdateWeightsFromPath(control_pb2.UpdateWeightsFromPathRequest(
+                path=str(tmp_path), weight_version="v2", clear_cache=False), timeout=30)
+            if salted:
+                assert cached() == 0, "no block of the old weights is reused, without any reset"
+                before, after = (r.cache_salt or "" for r in engine.requests[-2:])
+                assert before.endswith(":default") and after.endswith(":v2") and "weights:" in after
+                assert cached() > 0, "the new version's blocks are reused"
+            else:
+                assert cached() > 0, "without salting only a reset keeps old KV out"
+    finally:
+        server.stop()

@@ -73,6 +73,10 @@ class ServerSettings:
     unhealthy_while_paused: bool = _own(
         False, "report NOT_SERVING on grpc.health.v1 while generation is paused, so a fleet "
                "gateway routes new calls to other replicas during this one's update")
+    salt_cache_by_version: bool = _own(
+        False, "add the weight version (and its update generation) to every request's cache "
+               "salt, so a new version never reuses prefix-cache blocks of older weights, even "
+               "without a cache reset (docs/control.md)")
     lora_modules: tuple[str, ...] = _own(
         (), "LoRA adapters to load at start, NAME=PATH ... (with --enable-lora); requests select "
             "one by `model`")

@@ -92,6 +92,13 @@ def pick_bound(body: WeightBound | None, header: WeightBound | None) -> WeightBo
     return body if body is not None else header
 
 
+def version_salt(salt: str | None, version: str, generation: int) -> str:
+    """A cache salt that also names the weights (--salt-cache-by-version):
+    prefix-cache blocks computed by other weights never match."""
+    weights = f"weights:{generation}:{version}"
+    return weights if salt is None else f"{salt}|{weights}"
+
+
 @dataclasses.dataclass
 class Running:
     """A bounded request in flight."""

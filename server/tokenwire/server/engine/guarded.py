@@ -2,7 +2,8 @@
 around every request (chat, generate, session, prefill), weight bounds
 (a bounded request is admitted on the weights it allows, tracked while it
 runs, and when the control plane ended it at an update its stop_reason
-says why: core/weight_bounds.py), and a bound on every chat rendering
+says why: core/weight_bounds.py), the cache salt by weight version
+(--salt-cache-by-version), and a bound on every chat rendering
 (chat, tokenize, continuations), by delegation."""
 
 from __future__ import annotations
@@ -19,14 +20,16 @@ from tokenwire.server.core.admission import Admission
 from tokenwire.server.core.domain import Engine, EngineOutput, EngineRequest, RenderOptions
 from tokenwire.server.core.metrics import Metrics
 from tokenwire.server.core.serving_state import ServingState
+from tokenwire.server.core.weight_bounds import version_salt
 
 log = logging.getLogger("tokenwire.requests")
 
 
 class GuardedEngine:
     def __init__(self, inner: Engine, admission: Admission, metrics: Metrics,
-                 state: ServingState | None = None):
+                 state: ServingState | None = None, *, salt_by_version: bool = False):
         self.inner = inner
+        self.salt_by_version = salt_by_version  # --salt-cache-by-version
         self.admission = admission
         self.metrics = metrics
         self.state = state if state is not None else ServingState()  # version, generation, bounds
@@ -52,6 +55,9 @@ class GuardedEngine:
         state.bounds.admit(request.request_id, request.weight_bound,
                            version=state.weight_version, generation=state.generation)
         start = state.generation
+        if self.salt_by_version:
+            request = dataclasses.replace(request, cache_salt=version_salt(
+                request.cache_salt, state.weight_version, start))
         lags: Counter[int] = Counter()  # tokens served, by updates since the request started
         with contextlib.ExitStack() as stack:
             stack.callback(self._released, request.request_id, lags)

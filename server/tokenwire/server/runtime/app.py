@@ -232,7 +232,8 @@ async def start(settings: ServerSettings, engine: Engine) -> RunningServer:
     state = ServingState()
     admission = Admission(settings.max_concurrent_requests, settings.max_admitted_tokens,
                           tenancy.limits)  # and each tenant's caps from --api-keys-file
-    guarded = GuardedEngine(engine, admission, metrics, state)
+    guarded = GuardedEngine(engine, admission, metrics, state,
+                            salt_by_version=settings.salt_cache_by_version)
     metrics.engine_requests.set_function(engine.num_unfinished_requests)
     plane = build_data_plane(guarded, settings, state, tenancy)  # type: ignore[arg-type]
     service_pb2_grpc.add_TokenwireServiceServicer_to_server(TokenwireServicer(plane), server)
