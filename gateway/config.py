@@ -246,10 +246,16 @@ def _cluster(settings: GatewaySettings, name: str = CLUSTER) -> dict[str, Any]:
             "timeout": "1s", "interval": interval, "no_traffic_interval": interval,
             "unhealthy_threshold": 2, "healthy_threshold": 1, "grpc_health_check": {},
         }],
-        # A replica that keeps failing (gateway errors: resets, refused
-        # connections; or 5xx-mapped gRPC failures) is ejected for a while.
+        # A replica that keeps failing locally (resets, refused connections,
+        # timeouts) is ejected for a while. Its own answers never eject it:
+        # a retry-safe refusal (UNAVAILABLE, HTTP 503: a request bounded to a
+        # weight version it does not serve, admission full) says nothing of
+        # its health, and counted as 5xx it would take a healthy replica out
+        # for every other call; a dead engine reports NOT_SERVING to the
+        # health checks instead.
         "outlier_detection": {
-            "consecutive_5xx": 5, "consecutive_gateway_failure": 3,
+            "split_external_local_origin_errors": True, "consecutive_local_origin_failure": 3,
+            "enforcing_consecutive_5xx": 0, "enforcing_consecutive_gateway_failure": 0,
             "interval": "2s", "base_ejection_time": "10s", "max_ejection_percent": 50,
         },
         "per_connection_buffer_limit_bytes": settings.max_request_bytes,

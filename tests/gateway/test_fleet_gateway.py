@@ -119,6 +119,24 @@ def test_min_weight_version_picks_a_replica_that_has_it(fleet) -> None:
     assert r.json()["error"]["code"] == "weight_version_behind"
 
 
+def test_exact_weight_version_picks_the_replica_that_serves_it(fleet) -> None:
+    """Bounded staleness (issue #26): a request pinned to a version (header
+    or body) runs on the replica that committed it; the other refuses it
+    retry-safe (WEIGHT_VERSION_MISMATCH) and Envoy retries; none: 503."""
+    _, _, rest = fleet
+    got = collections.Counter(worker(rest, {"X-Exact-Weight-Version": "step-7"}) for _ in range(8))
+    assert got == {"replica-b": 8}
+    body = {"extra_fields": ["worker_id"], "exact_weight_version": "step-5"}
+    got = collections.Counter(worker(rest, nvext=body) for _ in range(8))
+    assert got == {"replica-a": 8}
+    r = rest.post("/v1/chat/completions", json=chat(), headers={"X-Exact-Weight-Version": "step-6"})
+    assert r.status_code == 503
+    assert r.json()["error"]["code"] == "weight_version_mismatch"
+    r = rest.post("/v1/chat/completions", json=chat(), headers={"X-Max-Weight-Lag": "-1"})
+    assert r.status_code == 400
+    assert r.json()["error"]["param"] == "x-max-weight-lag"
+
+
 def test_a_dead_replica_is_routed_around(fleet) -> None:
     _, servers, rest = fleet
     servers["replica-a"].stop()
