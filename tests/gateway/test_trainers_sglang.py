@@ -9,7 +9,8 @@ their exact requests and response handling, read from their source:
   meta_info.output_token_logprobs ([logprob, id, _]), text, finish_reason
   ["type"], weight_version, prompt/completion/cached tokens; the teacher's
   scoring (max_new_tokens 0, logprob_start_len 0, input_token_logprobs[1:]);
-  /pause_generation {}, GET /flush_cache (until 200), /continue_generation {}.
+  /pause_generation {}, GET /flush_cache (until 200), /continue_generation {},
+  GET /get_weight_version, GET /health_generate.
 - AReaL areal/engine/sglang_remote.py and vllm_remote.py @ 4aef98d8d
   (2026-05-21): SGLang /generate (stop_token_ids, frequency_penalty,
   image_data null, stream false) and /update_weights_from_disk {model_path,
@@ -127,6 +128,8 @@ def test_slime_weight_update_sequence(admin: httpx.Client, client: httpx.Client,
     assert r.status_code == 200 and r.json()["success"] is True
     admin.post("/continue_generation", json={}).raise_for_status()
     assert admin.get("/is_paused").json() == {"is_paused": False}
+    assert admin.get("/get_weight_version").json()["weight_version"]  # slime's get_weight_version
+    assert client.get("/health_generate").status_code == 200  # slime's health check
     # the in-place mode SGLang names is vLLM's keep
     admin.post("/pause_generation", json={"mode": "in_place"}).raise_for_status()
     assert admin.get("/tokenwire/v1/control/state").json()["state"]["pause_mode"] == "keep"
