@@ -315,6 +315,77 @@ def broken_copy(src: Path, dst: Path) -> Path:
     return dst
 
 
+def _bounded(infer, n: int, **bound):
+    """A streamed greedy Generate with a weight bound (issue #26)."""
+    return StreamReader(infer.StreamGenerate(generate_pb2.GenerateRequest(
+        token_ids=PROMPT, **bound,
+        sampling_params=common_pb2.SamplingParams(max_tokens=n, temperature=0.0, ignore_eos=True),
+    ), timeout=180))
+
+
+def _update(control, path: Path, version: str) -> control_pb2.ControlState:
+    return control.UpdateWeightsFromPath(control_pb2.UpdateWeightsFromPathRequest(
+        path=str(path), weight_version=version, pause_mode="keep"), timeout=120).state
+
+
+def _ended(reader: StreamReader):
+    reader.join(180)
+    assert not reader.is_alive() and reader.error is None, reader.error
+    return [c for m in reader.msgs for c in m.choices if c.finish_reason][-1]
+
+
+def test_k_a_pinned_request_straddling_a_keep_mode_update_ends_at_the_update(stubs, second: Path) -> None:
+    """Bounded staleness: a request pinned to the version it started on ends
+    at the keep-mode update with only that version's ids (the same ids an
+    unbounded request gets on those weights), finish_reason abort."""
+    infer, control = stubs
+    pinned = _update(control, TINY, "pin-1").weight_version
+    total = 1500
+    reference = list(generate(infer, 300).choices[0].token_ids)
+    reader = _bounded(infer, total, exact_weight_version=pinned)
+    reader.wait_ids(20)
+    state = _update(control, second, "pin-2")
+    final = _ended(reader)
+    ids = reader.ids()
+    assert final.finish_reason == "abort"
+    assert final.stop_reason.string_value.startswith(
+        "WEIGHT_VERSION_CHANGED: weight version 'pin-1' -> 'pin-2'"), final.stop_reason
+    assert 20 <= len(ids) < total
+    assert spans(final) == [("pin-1", 0, len(ids))], "no id of another version"
+    k = min(len(ids), len(reference))
+    assert ids[:k] == reference[:k], "the pinned weights' greedy ids"
+    assert state.weight_version == "pin-2"
+    ended = control.GetControlState(control_pb2.GetControlStateRequest(), timeout=10).state
+    assert ended.requests_ended_by_bound["WEIGHT_VERSION_CHANGED"] >= 1
+    # A request pinned to the old version is refused now, retry-safe.
+    with pytest.raises(grpc.RpcError) as exc:
+        infer.Generate(generate_pb2.GenerateRequest(
+            token_ids=PROMPT, exact_weight_version="pin-1",
+            sampling_params=common_pb2.SamplingParams(max_tokens=4)), timeout=60)
+    assert exc.value.code() == grpc.StatusCode.UNAVAILABLE
+    assert error_info(exc.value).reason == "WEIGHT_VERSION_MISMATCH"
+
+
+def test_l_max_weight_lag_1_ends_a_request_after_two_updates_not_after_one(stubs, second: Path) -> None:
+    infer, control = stubs
+    reader = _bounded(infer, 1500, max_weight_lag=1)
+    reader.wait_ids(10)
+    control.Pause(control_pb2.PauseRequest(mode="keep"), timeout=60)
+    state = _update(control, TINY, "lag-a")  # one update behind: still allowed
+    assert state.bounded_requests == 1
+    control.Resume(control_pb2.ResumeRequest(), timeout=60)
+    reader.wait_ids(len(reader.ids()) + 10)  # sampling on lag-a
+    control.Pause(control_pb2.PauseRequest(mode="keep"), timeout=60)
+    state = _update(control, second, "lag-b")  # two behind: ended while still paused
+    control.Resume(control_pb2.ResumeRequest(), timeout=60)
+    final = _ended(reader)
+    assert final.finish_reason == "abort"
+    assert final.stop_reason.string_value.startswith("WEIGHT_LAG_EXCEEDED:")
+    got = spans(final)
+    assert [v for v, _, _ in got] == ["pin-2", "lag-a"], got
+    assert got[-1][2] == len(reader.ids())
+
+
 def test_j_a_load_failing_half_way_is_labelled_and_only_a_good_load_brings_it_back(tmp_path: Path) -> None:
     """vLLM 0.32 reloads layer by layer with the layers on the meta device
     until each is loaded: a load that fails half-way leaves the model unable
