@@ -180,3 +180,32 @@ def test_gpu_weight_groups_we_do_not_speak(admin: httpx.Client, client: httpx.Cl
     assert r.status_code == 400 and r.json()["error"]["code"] == "weight_sync_unsupported", r.text
     assert "/update_weights_from_disk" in r.json()["error"]["message"]
     assert client.post(path, json=body).status_code == 401
+
+
+@pytest.mark.parametrize(("method", "path", "body", "param"), [
+    ("POST", "/collective_rpc", {}, "method"),
+    ("POST", "/collective_rpc", {"method": "liveness_probe", "args": "x"}, "args"),
+    ("POST", "/init_broadcaster", {"host": "h", "port": "not-a-port"}, "port"),
+    ("POST", "/areal_update_weights", {}, "model_path"),
+    ("POST", "/update_weights", {}, "update_info"),
+    ("GET", "/get_world_size?include_dp=maybe", None, "include_dp"),
+    ("GET", "/server_info?config_format=xml", None, "config_format"),
+])
+def test_new_control_routes_bad_input(admin: httpx.Client, method: str, path: str, body: dict | None,
+                                      param: str) -> None:
+    r = admin.request(method, path, json=body)
+    assert r.status_code == 400, r.text
+    assert r.json()["error"]["param"] == param and r.json()["error"]["type"] == "invalid_request_error"
+
+
+@pytest.mark.parametrize(("path", "body", "param"), [
+    ("/v1/chat/completions", {"messages": [{"role": "user", "content": "x"}],
+                              "return_tokens_as_token_ids": "yes"}, "return_tokens_as_token_ids"),
+    ("/v1/chat/completions", {"messages": [{"role": "user", "content": "x"}], "logprobs": True,
+                              "top_logprobs": 99}, "top_logprobs"),
+    ("/finish_session?session_id=", None, "session_id"),
+])
+def test_new_data_routes_bad_input(client: httpx.Client, path: str, body: dict | None, param: str) -> None:
+    r = client.post(path, json=body)
+    assert r.status_code == 400, r.text
+    assert r.json()["error"]["param"] == param

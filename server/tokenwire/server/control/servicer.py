@@ -151,6 +151,9 @@ class ControlServicer(control_pb2_grpc.ControlServiceServicer):
             return control_pb2.UpdateWeightsResponse(
                 message=f"Weights loaded from {request.weight_dir}", applied="weight_dir",
                 state=self._state())
+        if not request.HasField("update_info"):
+            raise InvalidArgument("update_weights needs update_info (vLLM) or weight_dir (prime-rl)",
+                                  param="update_info", reason="FIELD_REQUIRED")
         info = json_format.MessageToDict(request.update_info)
         await self.plane.update_weights(info, _deadline(context))
         return control_pb2.UpdateWeightsResponse(message="Weights updated", applied="update_info")
@@ -272,6 +275,8 @@ class ControlServicer(control_pb2_grpc.ControlServiceServicer):
     async def CollectiveRpc(
         self, request: control_pb2.CollectiveRpcRequest, context: Ctx
     ) -> control_pb2.CollectiveRpcResponse:
+        if not request.method:
+            raise InvalidArgument("method is required", param="method", reason="FIELD_REQUIRED")
         timeout = request.timeout if request.HasField("timeout") else None
         if timeout is not None and not 0 < timeout < float("inf"):
             raise InvalidArgument("timeout must be a positive number of seconds", param="timeout",
