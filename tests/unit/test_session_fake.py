@@ -239,10 +239,11 @@ def test_continuation_without_suffix_continues_as_is_and_generate(fake_stub, fak
         ({"previous_request_id": "base", "suffix_token_ids": [100000]}, {}, "INVALID_ARGUMENT", "continuation.suffix_token_ids", "TOKEN_ID_OUT_OF_VOCAB"),
         ({"previous_request_id": "base", "messages": [{"role": "robot", "content": "x"}]}, {}, "INVALID_ARGUMENT", "continuation.messages[0].role", "VALUE_NOT_ALLOWED"),
         ({"previous_request_id": "base"}, {"messages": NEXT_USER}, "INVALID_ARGUMENT", "messages", "FIELDS_CONFLICT"),
+        ({"previous_request_id": "base"}, {"tokens": [1, 2]}, "INVALID_ARGUMENT", "messages", "FIELDS_CONFLICT"),
         ({"previous_request_id": "base", "suffix_token_ids": [5] * 600}, {}, "INVALID_ARGUMENT", "continuation", "PROMPT_TOO_LONG"),
         ({"previous_request_id": "failed"}, {}, "NOT_FOUND", "continuation.previous_request_id", "CONTINUATION_NOT_FOUND"),
     ],
-    ids=["unknown", "no-id", "choice", "both-suffixes", "bad-id", "bad-role", "messages-too", "too-long", "failed-request"],
+    ids=["unknown", "no-id", "choice", "both-suffixes", "bad-id", "bad-role", "messages-too", "tokens-too", "too-long", "failed-request"],
 )
 def test_continuation_errors(fake_stub, continuation, fields, code, param, reason) -> None:
     s = RawSession(fake_stub)

@@ -265,10 +265,10 @@ class Session:
     ) -> ResolvedContinuation:
         options = RenderOptions()
         if isinstance(req, chat_pb2.CreateChatCompletionRequest):
-            if req.messages or req.nvext.token_data:
+            if req.messages or req.nvext.token_data or req.tokens:
                 raise InvalidArgument(
-                    "with a continuation, chat.messages and chat.nvext.token_data must be "
-                    "empty: the prompt is the earlier request's ids plus the suffix",
+                    "with a continuation, chat.messages, chat.tokens and chat.nvext.token_data "
+                    "must be empty: the prompt is the earlier request's ids plus the suffix",
                     param="messages", reason="FIELDS_CONFLICT",
                 )
             options = render_options(
