@@ -31,10 +31,20 @@ M = TypeVar("M", bound=Message)
 Metadata = Iterable[tuple[str, str]] | None
 
 
+# Keywords every generation method takes by the same name, which chat and
+# completion requests keep in nvext (Generate at its root): the weight bounds.
+NVEXT_KEYWORDS = ("exact_weight_version", "max_weight_lag")
+
+
 def build(cls: type[M], request: M | Mapping[str, Any] | None, fields: Mapping[str, Any]) -> M:
     """A request from a message, an OpenAI-style dict, and/or keyword fields
-    (keywords win). A string `messages` is one user message."""
+    (keywords win). A string `messages` is one user message. NVEXT_KEYWORDS
+    go into `nvext` where the message has no root field of that name."""
     fields = dict(fields)
+    names = cls.DESCRIPTOR.fields_by_name
+    moved = {k: fields.pop(k) for k in NVEXT_KEYWORDS if k in fields and k not in names and "nvext" in names}
+    if moved:
+        fields["nvext"] = {**dict(fields.get("nvext") or {}), **moved}
     if isinstance(fields.get("messages"), str):
         fields["messages"] = [{"role": "user", "content": fields["messages"]}]
     if isinstance(request, Message):
