@@ -159,6 +159,11 @@ SERVICES = (
                    "End a weight update (under `version`, when given).",
                    params='version: str = ""', request="{In}(weight_version=version)",
                    returns="None"),
+            Method("AnnounceWeightVersion", "announce_weight_version",
+                   "Announce the version an update is about to load (empty: withdraw): until "
+                   "committed here, requests with max_weight_lag 0 are refused here.",
+                   params="version: str", request="{In}(weight_version=version)",
+                   result="{}.state", returns=STATE),
         ),
         not_exposed={
             "IsPaused": "state() answers it",

@@ -250,3 +250,28 @@ def test_salting_by_version_makes_a_cached_prefix_miss_after_an_update(salted, t
                 assert cached() > 0, "without salting only a reset keeps old KV out"
     finally:
         server.stop()
+
+
+# -- AnnounceWeightVersion: a replica that has not committed is fenced ---------
+
+def test_an_announced_version_fences_lag_0_until_committed(stubs, tmp_path) -> None:
+    service, control, _ = stubs
+    state = control.AnnounceWeightVersion(
+        control_pb2.AnnounceWeightVersionRequest(weight_version="v2"), timeout=5).state
+    assert (state.announced_version, state.weight_version) == ("v2", "v1")
+    err = _refused(lambda: service.CreateChatCompletion(
+        chat_request(max_tokens=2, nvext={"max_weight_lag": 0}), timeout=10),
+        grpc.StatusCode.UNAVAILABLE, "WEIGHT_LAG_BEHIND")
+    assert (RETRY_SAFE_TRAILER, "1") in (err.trailing_metadata() or ())
+    lag1 = service.CreateChatCompletion(chat_request(max_tokens=2, nvext={"max_weight_lag": 1}), timeout=10)
+    assert lag1.choices[0].finish_reason == "length", "one behind is within a lag of 1"
+    _update(control, tmp_path, "v2")
+    state = control.GetControlState(control_pb2.GetControlStateRequest(), timeout=5).state
+    assert (state.announced_version, state.weight_version) == ("", "v2"), "committed: no longer pending"
+    ok = service.CreateChatCompletion(chat_request(max_tokens=2, nvext={"max_weight_lag": 0}), timeout=10)
+    assert ok.choices[0].finish_reason == "length"
+    # An announce withdrawn (a rolled-back fleet update) fences nothing.
+    control.AnnounceWeightVersion(control_pb2.AnnounceWeightVersionRequest(weight_version="v3"), timeout=5)
+    control.AnnounceWeightVersion(control_pb2.AnnounceWeightVersionRequest(weight_version=""), timeout=5)
+    ok = service.CreateChatCompletion(chat_request(max_tokens=2, nvext={"max_weight_lag": 0}), timeout=10)
+    assert ok.choices[0].finish_reason == "length"

@@ -122,6 +122,15 @@ class ControlMethods:
         req = control_pb2.FinishWeightUpdateRequest(weight_version=version)
         self._call(self.stub.FinishWeightUpdate, req, timeout)
 
+    def announce_weight_version(
+        self, version: str, *, timeout: float | None = None,
+    ) -> control_pb2.ControlState:
+        """Announce the version an update is about to load (empty: withdraw): until committed here,
+        requests with max_weight_lag 0 are refused here.
+        """
+        req = control_pb2.AnnounceWeightVersionRequest(weight_version=version)
+        return self._call(self.stub.AnnounceWeightVersion, req, timeout).state
+
 
 class AsyncControlMethods:
     """ControlService's RPCs (the admin key, no retries), for the control clients; asyncio."""
@@ -229,3 +238,12 @@ class AsyncControlMethods:
         """End a weight update (under `version`, when given)."""
         req = control_pb2.FinishWeightUpdateRequest(weight_version=version)
         await self._call(self.stub.FinishWeightUpdate, req, timeout)
+
+    async def announce_weight_version(
+        self, version: str, *, timeout: float | None = None,
+    ) -> control_pb2.ControlState:
+        """Announce the version an update is about to load (empty: withdraw): until committed here,
+        requests with max_weight_lag 0 are refused here.
+        """
+        req = control_pb2.AnnounceWeightVersionRequest(weight_version=version)
+        return (await self._call(self.stub.AnnounceWeightVersion, req, timeout)).state

@@ -9,7 +9,7 @@ from typing import ClassVar as _ClassVar, Optional as _Optional, Union as _Union
 DESCRIPTOR: _descriptor.FileDescriptor
 
 class ControlState(_message.Message):
-    __slots__ = ("paused", "pause_mode", "sleeping", "weight_version", "lora_adapters", "engine_requests", "updates", "last_error", "weight_path", "generation", "load_failed", "requests_ended_by_bound", "bounded_requests")
+    __slots__ = ("paused", "pause_mode", "sleeping", "weight_version", "lora_adapters", "engine_requests", "updates", "last_error", "weight_path", "generation", "load_failed", "requests_ended_by_bound", "bounded_requests", "announced_version")
     class RequestsEndedByBoundEntry(_message.Message):
         __slots__ = ("key", "value")
         KEY_FIELD_NUMBER: _ClassVar[int]
@@ -30,6 +30,7 @@ class ControlState(_message.Message):
     LOAD_FAILED_FIELD_NUMBER: _ClassVar[int]
     REQUESTS_ENDED_BY_BOUND_FIELD_NUMBER: _ClassVar[int]
     BOUNDED_REQUESTS_FIELD_NUMBER: _ClassVar[int]
+    ANNOUNCED_VERSION_FIELD_NUMBER: _ClassVar[int]
     paused: bool
     pause_mode: str
     sleeping: bool
@@ -43,7 +44,8 @@ class ControlState(_message.Message):
     load_failed: bool
     requests_ended_by_bound: _containers.ScalarMap[str, int]
     bounded_requests: int
-    def __init__(self, paused: _Optional[bool] = ..., pause_mode: _Optional[str] = ..., sleeping: _Optional[bool] = ..., weight_version: _Optional[str] = ..., lora_adapters: _Optional[_Iterable[str]] = ..., engine_requests: _Optional[int] = ..., updates: _Optional[int] = ..., last_error: _Optional[str] = ..., weight_path: _Optional[str] = ..., generation: _Optional[int] = ..., load_failed: _Optional[bool] = ..., requests_ended_by_bound: _Optional[_Mapping[str, int]] = ..., bounded_requests: _Optional[int] = ...) -> None: ...
+    announced_version: str
+    def __init__(self, paused: _Optional[bool] = ..., pause_mode: _Optional[str] = ..., sleeping: _Optional[bool] = ..., weight_version: _Optional[str] = ..., lora_adapters: _Optional[_Iterable[str]] = ..., engine_requests: _Optional[int] = ..., updates: _Optional[int] = ..., last_error: _Optional[str] = ..., weight_path: _Optional[str] = ..., generation: _Optional[int] = ..., load_failed: _Optional[bool] = ..., requests_ended_by_bound: _Optional[_Mapping[str, int]] = ..., bounded_requests: _Optional[int] = ..., announced_version: _Optional[str] = ...) -> None: ...
 
 class PauseRequest(_message.Message):
     __slots__ = ("mode", "clear_cache")
@@ -392,3 +394,15 @@ class UnloadLoraAdapterResponse(_message.Message):
     message: str
     lora_adapters: _containers.RepeatedScalarFieldContainer[str]
     def __init__(self, message: _Optional[str] = ..., lora_adapters: _Optional[_Iterable[str]] = ...) -> None: ...
+
+class AnnounceWeightVersionRequest(_message.Message):
+    __slots__ = ("weight_version",)
+    WEIGHT_VERSION_FIELD_NUMBER: _ClassVar[int]
+    weight_version: str
+    def __init__(self, weight_version: _Optional[str] = ...) -> None: ...
+
+class AnnounceWeightVersionResponse(_message.Message):
+    __slots__ = ("state",)
+    STATE_FIELD_NUMBER: _ClassVar[int]
+    state: ControlState
+    def __init__(self, state: _Optional[_Union[ControlState, _Mapping]] = ...) -> None: ...

@@ -172,6 +172,11 @@ class ControlServiceStub:
                 request_serializer=tokenwire_dot_v1_dot_control__pb2.CollectiveRpcRequest.SerializeToString,
                 response_deserializer=tokenwire_dot_v1_dot_control__pb2.CollectiveRpcResponse.FromString,
                 _registered_method=True)
+        self.AnnounceWeightVersion = channel.unary_unary(
+                '/tokenwire.v1.ControlService/AnnounceWeightVersion',
+                request_serializer=tokenwire_dot_v1_dot_control__pb2.AnnounceWeightVersionRequest.SerializeToString,
+                response_deserializer=tokenwire_dot_v1_dot_control__pb2.AnnounceWeightVersionResponse.FromString,
+                _registered_method=True)
 
 
 class ControlServiceServicer:
@@ -396,6 +401,18 @@ class ControlServiceServicer:
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
+    def AnnounceWeightVersion(self, request, context):
+        """Announce the version a fleet update is about to load (update_fleet calls
+        it on every replica before pausing): until this replica commits it, it
+        counts as one update behind, so requests with max_weight_lag 0 are
+        refused here retry-safe (WEIGHT_LAG_BEHIND) and a gateway sends them to
+        a replica that committed. Cleared when the version is committed; an
+        empty version withdraws the announce (a rolled-back update).
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
 
 def add_ControlServiceServicer_to_server(servicer, server):
     rpc_method_handlers = {
@@ -518,6 +535,11 @@ def add_ControlServiceServicer_to_server(servicer, server):
                     servicer.CollectiveRpc,
                     request_deserializer=tokenwire_dot_v1_dot_control__pb2.CollectiveRpcRequest.FromString,
                     response_serializer=tokenwire_dot_v1_dot_control__pb2.CollectiveRpcResponse.SerializeToString,
+            ),
+            'AnnounceWeightVersion': grpc.unary_unary_rpc_method_handler(
+                    servicer.AnnounceWeightVersion,
+                    request_deserializer=tokenwire_dot_v1_dot_control__pb2.AnnounceWeightVersionRequest.FromString,
+                    response_serializer=tokenwire_dot_v1_dot_control__pb2.AnnounceWeightVersionResponse.SerializeToString,
             ),
     }
     generic_handler = grpc.method_handlers_generic_handler(
@@ -1186,6 +1208,33 @@ class ControlService:
             '/tokenwire.v1.ControlService/CollectiveRpc',
             tokenwire_dot_v1_dot_control__pb2.CollectiveRpcRequest.SerializeToString,
             tokenwire_dot_v1_dot_control__pb2.CollectiveRpcResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def AnnounceWeightVersion(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/tokenwire.v1.ControlService/AnnounceWeightVersion',
+            tokenwire_dot_v1_dot_control__pb2.AnnounceWeightVersionRequest.SerializeToString,
+            tokenwire_dot_v1_dot_control__pb2.AnnounceWeightVersionResponse.FromString,
             options,
             channel_credentials,
             insecure,

@@ -12,6 +12,7 @@ import logging
 from collections.abc import Awaitable, Callable
 from typing import Any, TypeVar
 
+from tokenwire.server.control.checks import check_version
 from tokenwire.server.core.domain import EngineControl
 from tokenwire.server.core.errors import DeadlineExceeded, TokenwireError
 from tokenwire.server.core.serving_state import ServingState
@@ -54,6 +55,13 @@ class OperationRunner:
 
     def _error(self, message: str) -> None:
         raise NotImplementedError
+
+    def announce(self, version: str) -> None:
+        """The version a fleet update is about to load (empty: withdrawn):
+        until it is committed here, this replica counts as one update behind
+        for max_weight_lag (core/weight_bounds.py). Not under the lock: an
+        announce must not wait for an operation in progress."""
+        self._state.bounds.announced = check_version(version, "weight_version")
 
     @property
     def bounds(self) -> WeightBounds:
@@ -182,6 +190,8 @@ class OperationRunner:
         generation resumes and before a version label changes, so none
         samples a token of weights its bound excludes."""
         state = self._state
+        if state.bounds.announced == state.weight_version:  # the announced version is committed
+            state.bounds.announced = ""
         ended = state.bounds.broken(version=state.weight_version, generation=state.generation)
         if not ended:
             return

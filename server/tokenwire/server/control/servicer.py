@@ -59,7 +59,15 @@ class ControlServicer(control_pb2_grpc.ControlServiceServicer):
             weight_path=s.weight_path, generation=s.generation, load_failed=s.load_failed,
             requests_ended_by_bound=dict(self.plane.bounds.ended),
             bounded_requests=len(self.plane.bounds),
+            announced_version=self.plane.bounds.announced,
         )
+
+    @unary_errors
+    async def AnnounceWeightVersion(
+        self, request: control_pb2.AnnounceWeightVersionRequest, context: Ctx,
+    ) -> control_pb2.AnnounceWeightVersionResponse:
+        self.plane.announce(request.weight_version)
+        return control_pb2.AnnounceWeightVersionResponse(state=self._state())
 
     @unary_errors
     async def Pause(self, request: control_pb2.PauseRequest, context: Ctx) -> control_pb2.PauseResponse:
