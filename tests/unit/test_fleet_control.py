@@ -9,10 +9,13 @@ says at the end."""
 from __future__ import annotations
 
 import os
+import threading
+import time
 
 import grpc
 import pytest
 
+from tests.rpc import error_info
 from tests.servers import ThreadServer
 from tokenwire.client import Client
 from tokenwire.client.fleet import update_fleet
@@ -250,3 +253,55 @@ def test_unhealthy_while_paused_takes_a_replica_out_of_rotation() -> None:
         assert health() == health_pb2.HealthCheckResponse.SERVING
     finally:
         server.stop()
+
+
+def test_the_target_version_is_announced_before_loading_and_fences_lag_0(fleet, tmp_path) -> None:
+    """Bounded staleness (issue #26): a replica still loading counts as one
+    update behind the announced version, so a request bounded by
+    max_weight_lag 0 is refused there retry-safe; each report says when its
+    replica committed; once committed the announce is gone."""
+    engines, servers = fleet
+    (new,) = folders(tmp_path, "step-2")
+    engines[1].hold.add("reload")  # replica 1 is slow to load
+    reports = []
+    worker = threading.Thread(target=lambda: reports.append(
+        update_fleet([s.address for s in servers], new, version="step-2")))
+    worker.start()
+    try:
+        deadline = time.monotonic() + 20
+        while True:
+            with Client(servers[1].address, timeout=10) as client:
+                state = client.control.state()
+            if state.announced_version == "step-2" and state.paused:
+                break
+            assert time.monotonic() < deadline, state
+            time.sleep(0.01)
+        req = chat_pb2.CreateChatCompletionRequest(max_tokens=2)
+        req.messages.add(role="user").content.string_value = "hi"
+        req.nvext.max_weight_lag = 0
+        with grpc.insecure_channel(servers[1].address) as channel:
+            with pytest.raises(grpc.RpcError) as exc:
+                service_pb2_grpc.TokenwireServiceStub(channel).CreateChatCompletion(req, timeout=10)
+        assert exc.value.code() == grpc.StatusCode.UNAVAILABLE
+        assert error_info(exc.value).reason == "WEIGHT_LAG_BEHIND"
+    finally:
+        engines[1].hold.discard("reload")
+        worker.join(60)
+    (report,) = reports
+    assert report.ok, report
+    assert all(r.announced and r.committed_at is not None for r in report.replicas)
+    for s in servers:
+        with Client(s.address, timeout=10) as client:
+            assert client.control.state().announced_version == ""
+        with grpc.insecure_channel(s.address) as channel:
+            ok = service_pb2_grpc.TokenwireServiceStub(channel).CreateChatCompletion(req, timeout=10)
+        assert ok.choices[0].weight_versions[0].version == "step-2"
+
+
+def test_a_failed_update_withdraws_the_announce(fleet, tmp_path) -> None:
+    _, servers = fleet
+    report = update_fleet([s.address for s in servers], str(tmp_path / "missing"), version="step-2")
+    assert not report.ok and all(r.announced for r in report.replicas)
+    for s in servers:
+        with Client(s.address, timeout=10) as client:
+            assert client.control.state().announced_version == ""

@@ -7,7 +7,12 @@ as one operation, with rollback.
 
 1. Every replica's state is read first: its weight version and the folder
    its weights came from (`GetControlState.weight_path`).
-2. Every replica is paused; then all load the new weights (in parallel).
+2. The target version is announced to every replica
+   (AnnounceWeightVersion): until a replica commits it, it counts as one
+   update behind, so requests bounded by max_weight_lag 0 are refused there
+   retry-safe and a gateway sends them to a replica that committed.
+   Then every replica is paused, and all load the new weights (in
+   parallel); each report says when its replica committed (`committed_at`).
 3. If any step fails anywhere, every replica that began loading (it
    updated, or its load failed half-way) reloads its old weights under its
    old version: from `rollback_path` when given, else from the folder it
@@ -16,7 +21,8 @@ as one operation, with rollback.
    server's request checks (INVALID_ARGUMENT: the server checks the path
    before pausing, so it never began loading) or its access check is not
    touched.
-4. Every replica this operation paused is resumed — except one that may
+4. After a failure the announce is withdrawn everywhere. Every replica
+   this operation paused is resumed — except one that may
    hold other weights than its old ones because its rollback failed or
    could not run: that one is left paused (its report says so), so no
    token is sampled on weights nobody can name.
@@ -33,6 +39,7 @@ from __future__ import annotations
 
 import concurrent.futures
 import dataclasses
+import time
 from collections.abc import Callable, Sequence
 from typing import Any
 
@@ -55,9 +62,11 @@ class ReplicaReport:
     target: str
     old_version: str = ""  # before the update (GetControlState)
     old_path: str = ""  # the folder its weights came from before the update ("" unknown)
+    announced: bool = False  # it was told the target version before loading
     paused_for_update: bool = False  # this operation paused it
     update_started: bool = False  # it began loading the new weights
     updated: bool = False
+    committed_at: float | None = None  # when its update to the new version returned (Unix time)
     rolled_back: bool = False
     resumed: bool = False
     left_paused: bool = False  # its rollback failed or could not run: not resumed
@@ -120,6 +129,10 @@ def update_fleet(
             state = client.control.state()
             report.old_version, report.old_path = state.weight_version, state.weight_path
 
+        def announce(client: Client, report: ReplicaReport) -> None:
+            client.control.announce_weight_version(version)
+            report.announced = True
+
         def pause(client: Client, report: ReplicaReport) -> None:
             client.control.pause(pause_mode, clear_cache=False)
             report.paused_for_update = True
@@ -132,13 +145,17 @@ def update_fleet(
                 report.update_started = exc.code not in NEVER_STARTED
                 raise
             report.update_started = report.updated = True
+            report.committed_at = time.time()
 
         all_updated = (_each(clients, reports, "state", read_old)
+                       and _each(clients, reports, "announce", announce)
                        and _each(clients, reports, "pause", pause)
                        and _each(clients, reports, "update", update))
         if not all_updated:
             _rollback(clients, reports, rollback_path, clear_cache)
     finally:
+        if not all_updated:
+            _withdraw(clients, reports)
         try:
             _resume(clients, reports, all_updated)
             _each(clients, reports, "final state", _read_final)
@@ -171,6 +188,15 @@ def _rollback(clients: Sequence[Client], reports: Sequence[ReplicaReport], rollb
         report.rolled_back = True
 
     _each(clients, reports, "rollback", back)
+
+
+def _withdraw(clients: Sequence[Client], reports: Sequence[ReplicaReport]) -> None:
+    """The update did not go through: no replica waits for its version."""
+    def withdraw(client: Client, report: ReplicaReport) -> None:
+        if report.announced:
+            client.control.announce_weight_version("")
+
+    _each(clients, reports, "withdraw announce", withdraw)
 
 
 def _resume(clients: Sequence[Client], reports: Sequence[ReplicaReport],
