@@ -43,3 +43,43 @@ def test_trl_chat_on_the_real_engine(trl_client) -> None:  # type: ignore[no-unt
     assert out["prompt_ids"][0] and len(out["completion_ids"][0]) == len(out["logprobs"][0])
     assert all(t in ids for t, ids in zip(out["completion_ids"][0], out["logprob_token_ids"][0],
                                           strict=True))
+
+
+def test_renderers_generate_client(real_gateway) -> None:  # type: ignore[no-untyped-def]
+    """The renderers client (renderers 0.1.12 renderers/client.py, what
+    verifiers' RendererClient and prime-rl use): render locally, POST
+    /inference/v1/generate with the ids, check its sampled-token evidence
+    ("token_id:N" per completion id, one logprob each)."""
+    pytest.importorskip("renderers")
+    import asyncio
+
+    import openai
+    from renderers.base import create_renderer
+    from renderers.client import generate
+    from renderers.configs import DefaultRendererConfig
+    from transformers import AutoTokenizer
+
+    from tokenwire.server.core.models import demo_model_path
+
+    renderer = create_renderer(AutoTokenizer.from_pretrained(demo_model_path()), DefaultRendererConfig())
+    messages = [{"role": "user", "content": "Hello"}]
+
+    async def run() -> tuple[dict, dict]:
+        client = openai.AsyncOpenAI(base_url=f"{real_gateway.url}/v1", api_key="unused")
+        model = (await client.models.list()).data[0].id
+        first = await generate(client=client, renderer=renderer, messages=messages, model=model,
+                               sampling_params={"max_tokens": 5, "temperature": 1.0, "seed": 1})
+        # the next turn from ids it already holds (verifiers' bridge path)
+        follow = [*first["prompt_ids"], *first["completion_ids"], *renderer.render(
+            [{"role": "user", "content": "More"}], add_generation_prompt=True).token_ids]
+        second = await generate(client=client, renderer=renderer, messages=messages, model=model,
+                                prompt_ids=follow, sampling_params={"max_tokens": 3})
+        return first, second
+
+    first, second = asyncio.run(run())
+    expected = renderer.render(messages, add_generation_prompt=True).token_ids
+    assert first["prompt_ids"] == list(expected)
+    assert 1 <= len(first["completion_ids"]) == len(first["completion_logprobs"]) <= 5
+    assert all(lp <= 0 for lp in first["completion_logprobs"])
+    assert first["finish_reason"] in ("stop", "length")
+    assert len(second["completion_ids"]) == len(second["completion_logprobs"]) >= 1
