@@ -449,3 +449,26 @@ def test_j_a_load_failing_half_way_is_labelled_and_only_a_good_load_brings_it_ba
         assert srv.proc is not None and srv.proc.wait(timeout=120) != 0
     finally:
         srv.stop()
+
+
+def test_m_salting_by_version_makes_a_cached_prefix_miss_after_an_update_without_a_reset(second: Path) -> None:
+    """--salt-cache-by-version (issue #26): after an update with
+    clear_cache false, a prefix cached on the old weights misses (vLLM mixes
+    the salt into the first block's hash), then hits on the new version."""
+    srv = ProcessServer(["--model", str(TINY), "--kv-cache-bytes", str(64 << 20),
+                         "--block-size", str(BLOCK), "--enable-control", "--weight-version", "v1",
+                         "--no-warmup", "--salt-cache-by-version"]).start()
+    try:
+        with grpc.insecure_channel(srv.address) as ch:
+            infer, control = service_pb2_grpc.TokenwireServiceStub(ch), control_pb2_grpc.ControlServiceStub(ch)
+            prompt = list(range(3000, 3040))
+            generate(infer, 2, prompt=prompt)
+            assert generate(infer, 2, prompt=prompt).usage.prompt_tokens_details.cached_tokens == BLOCK
+            control.UpdateWeightsFromPath(control_pb2.UpdateWeightsFromPathRequest(
+                path=str(second), weight_version="v2", clear_cache=False), timeout=120)
+            after = generate(infer, 2, prompt=prompt)
+            assert after.usage.prompt_tokens_details.cached_tokens == 0, "no block of v1 reused"
+            assert spans(after.choices[0]) == [("v2", 0, 2)]
+            assert generate(infer, 2, prompt=prompt).usage.prompt_tokens_details.cached_tokens == BLOCK
+    finally:
+        srv.stop()
