@@ -167,6 +167,39 @@ def test_abort_reaches_the_process_holding_the_request(pair) -> None:
             ["abort"]
 
 
+def test_a_bounded_request_on_another_process_ends_at_the_update(pair) -> None:
+    """Weight bounds (issue #26) with several serving processes: process 1
+    reads process 0's version and generation before admitting a bounded
+    request, and ends it once it sees the update that breaks it; an
+    announce made on process 0 fences process 1 too."""
+    leader, follower = pair
+    ch0, control0 = _control(leader)
+    with ch0, grpc.insecure_channel(follower.address) as infer_ch:
+        infer = service_pb2_grpc.TokenwireServiceStub(infer_ch)
+        control0.SetWeightVersion(control_pb2.SetWeightVersionRequest(new_version="pin-a"), timeout=10)
+        # Admitted at once on process 1 (read again, not refused as another version).
+        reader = StreamReader(infer.StreamChatCompletion(chat_request(
+            max_tokens=400, ignore_eos=True, return_token_ids=True,
+            nvext={"exact_weight_version": "pin-a"}), timeout=60))
+        reader.wait_ids(5)
+        control0.SetWeightVersion(control_pb2.SetWeightVersionRequest(new_version="pin-b"), timeout=10)
+        reader.join(30)
+        assert not reader.is_alive() and reader.error is None, reader.error
+        final = [c for m in reader.msgs for c in m.choices if c.finish_reason][-1]
+        assert final.finish_reason == "abort"
+        assert final.stop_reason.string_value.startswith("WEIGHT_VERSION_CHANGED: weight version 'pin-a' -> 'pin-b'")
+        assert len(reader.ids()) < 400
+        control0.AnnounceWeightVersion(control_pb2.AnnounceWeightVersionRequest(weight_version="pin-c"),
+                                       timeout=10)
+        try:
+            with pytest.raises(grpc.RpcError) as exc:
+                infer.CreateChatCompletion(chat_request(max_tokens=2, nvext={"max_weight_lag": 0}),
+                                           timeout=10)
+            assert error_info(exc.value).reason == "WEIGHT_LAG_BEHIND"
+        finally:
+            control0.AnnounceWeightVersion(control_pb2.AnnounceWeightVersionRequest(), timeout=10)
+
+
 def test_the_sockets_refuse_control_without_the_relay_token(pair) -> None:
     leader, follower = pair
     for server in (leader, follower):

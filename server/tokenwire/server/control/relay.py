@@ -188,6 +188,13 @@ class ControlRelay:
                                 timeout=2.0)).state
             if state.weight_version != self.state.weight_version:
                 self.state.weight_version = state.weight_version
+            # Weight bounds (core/weight_bounds.py): this process's bounded
+            # requests end once it sees the update that breaks them (up to a
+            # mirror period after process 0 ended its own, before resuming).
+            self.state.bounds.announced = state.announced_version
+            if state.generation != self.state.generation:
+                self.state.generation = state.generation
+                await self.local.plane.follow_bounds()
             if state.paused != self.state.paused:
                 self.state.paused = state.paused
                 if self._on_paused is not None:

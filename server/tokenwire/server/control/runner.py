@@ -183,6 +183,11 @@ class OperationRunner:
         await self._call(f"pause ({mode})", self._engine.pause(mode, clear_cache), mode=mode)
         await self._paused(True, mode)
 
+    async def follow_bounds(self) -> None:
+        """A serving process that mirrors process 0's state (control/relay.py):
+        end its own requests whose bound the weights now served break."""
+        await self._end_out_of_bounds()
+
     async def _end_out_of_bounds(self) -> None:
         """End the running requests whose weight bound the weights served
         now break (core/weight_bounds.py): aborted in the engine, so they

@@ -52,6 +52,8 @@ class GuardedEngine:
         need = len(request.prompt_token_ids) + p.max_tokens * p.n
         m = self.metrics
         state = self.state
+        if request.weight_bound is not None and state.refresh is not None:
+            await state.refresh()  # another process runs control: its version and generation now
         state.bounds.admit(request.request_id, request.weight_bound,
                            version=state.weight_version, generation=state.generation)
         start = state.generation
