@@ -53,6 +53,20 @@ def test_cpu_defaults_apply_only_where_no_flag_was_given() -> None:
     assert args["max_model_len"] == 2048  # still the CPU default: not given
 
 
+def test_one_logprob_cap_for_vllm_and_tokenwire() -> None:
+    """A trainer's vLLM flag (TRL: --max-logprobs -1) sets tokenwire's cap
+    too, and tokenwire's flag sets vLLM's (issue #28)."""
+    def caps(*argv: str) -> tuple[int, int]:
+        s = parse_settings(list(argv))
+        return s.max_top_logprobs, s.engine_args["max_logprobs"]
+
+    assert caps() == (20, 20)
+    assert caps("--max-logprobs", "100") == (100, 100)
+    assert caps("--max-logprobs", "-1") == (1 << 20, -1)  # vLLM's "no cap"
+    assert caps("--max-top-logprobs", "50") == (50, 50)
+    assert caps("--max-top-logprobs", "5", "--max-logprobs", "30") == (5, 30)  # both given: as given
+
+
 def test_parallel_and_lora_flags_reach_the_engine_arguments() -> None:
     args = engine_args("-tp", "2", "--pipeline-parallel-size", "2", "--data-parallel-size", "2",
                        "--enable-lora", "--max-loras", "3", "--max-lora-rank", "32",

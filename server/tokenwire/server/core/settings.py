@@ -87,7 +87,8 @@ class ServerSettings:
     max_stop_strings: int = _own(16, "most strings in `stop`")
     max_stop_string_chars: int = _own(256, "longest string in `stop` (characters)")
     max_completion_prompts: int = _own(64, "most prompts in one completions batch (`prompt` list)")
-    max_top_logprobs: int = _own(20, "largest `top_logprobs` / `prompt_logprobs`")
+    max_top_logprobs: int = _own(20, "largest `top_logprobs` / `prompt_logprobs` (with only vLLM's "
+                                     "--max-logprobs given, that cap; this one sets vLLM's)")
     request_template_timeout_seconds: float = _own(
         10.0, "longest a request's own chat template may render (with --trust-request-chat-template)")
     trust_request_chat_template: bool = _own(

@@ -147,8 +147,25 @@ def parse_serve_args(argv: Sequence[str], add_tokenwire: Callable[..., None],
     parser = build_parser(add_tokenwire)
     ns = parser.parse_args(list(argv))
     ns.log_level = str(getattr(ns, "log_level", None) or "INFO")  # vLLM's --log-level, shared
-    kwargs = resolve(ns, given_dests(parser, argv), demo_model)
+    given = given_dests(parser, argv)
+    kwargs = resolve(ns, given, demo_model)
+    link_logprob_caps(ns, kwargs, given)
     return ns, engine_facts(kwargs)
+
+
+# --max-logprobs -1 (vLLM: no cap below the vocabulary) as tokenwire's cap.
+UNCAPPED_LOGPROBS = 1 << 20
+
+
+def link_logprob_caps(ns: argparse.Namespace, kwargs: dict[str, Any], given: set[str]) -> None:
+    """One logprob cap: vLLM's --max-logprobs and tokenwire's
+    --max-top-logprobs follow each other when only one is given, so a
+    trainer's vLLM flags (TRL: --max-logprobs -1) work unchanged."""
+    if "max_logprobs" in given and "max_top_logprobs" not in given:
+        cap = kwargs.get("max_logprobs")
+        ns.max_top_logprobs = UNCAPPED_LOGPROBS if cap is None or cap < 0 else int(cap)
+    elif "max_top_logprobs" in given and "max_logprobs" not in given:
+        kwargs["max_logprobs"] = ns.max_top_logprobs
 
 
 def engine_env() -> None:
