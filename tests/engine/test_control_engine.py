@@ -213,6 +213,26 @@ def test_h_vllm_flags_reached_the_engine(stubs) -> None:
     assert cfg.max_num_seqs == 96 and cfg.model.endswith("tiny-random-llama")
 
 
+def test_h2_world_size_server_info_and_collective_rpc_on_vllm(stubs) -> None:
+    """Trainers' vLLM routes on the real engine (issue #28): GetWorldSize and
+    GetServerInfo read vLLM's own config (TRL checks weight_transfer_config);
+    CollectiveRpc refuses a method the operator did not allow."""
+    from google.protobuf import json_format
+
+    _, control = stubs
+    assert control.GetWorldSize(control_pb2.GetWorldSizeRequest(), timeout=30).world_size == 1
+    info = control.GetServerInfo(control_pb2.GetServerInfoRequest(config_format="json"), timeout=30)
+    tree = json_format.MessageToDict(info.vllm_config)
+    assert tree["weight_transfer_config"] is None and tree["model_config"]["model"].endswith("tiny-random-llama")
+    assert tree["parallel_config"]["tensor_parallel_size"] == 1
+    text = control.GetServerInfo(control_pb2.GetServerInfoRequest(), timeout=30).vllm_config.string_value
+    assert "tiny-random-llama" in text
+    with pytest.raises(grpc.RpcError) as err:
+        control.CollectiveRpc(control_pb2.CollectiveRpcRequest(method="reload_weights"), timeout=30)
+    assert err.value.code() == grpc.StatusCode.PERMISSION_DENIED
+    assert error_info(err.value).reason == "COLLECTIVE_RPC_NOT_ALLOWED"
+
+
 def test_f_64_streams_across_10_update_cycles_lose_nothing(stubs, second: Path) -> None:
     infer, control = stubs
     control.SetWeightVersion(control_pb2.SetWeightVersionRequest(new_version="c00"), timeout=30)
