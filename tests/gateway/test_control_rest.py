@@ -60,6 +60,27 @@ def test_pause_resume_with_vllm_routes(control_rest: httpx.Client) -> None:
     assert control_rest.get("/is_paused").json() == {"is_paused": False}
 
 
+def test_announce_and_weight_bounds_over_rest(control_rest: httpx.Client) -> None:
+    """Bounded staleness (issue #26) over REST: POST /announce_weight_version
+    fences max_weight_lag 0 (503 weight_lag_behind) until withdrawn; a chat
+    pinned by the X-Exact-Weight-Version header to another version is 503
+    weight_version_mismatch; the returned state shows the announce."""
+    version = control_rest.get("/weight_info").json()["weight_version"]
+    r = control_rest.post("/announce_weight_version", json={"weight_version": "next"})
+    assert r.status_code == 200 and r.json()["state"]["announced_version"] == "next"
+    body = {"model": "fake-model", "messages": [{"role": "user", "content": "hi"}], "max_tokens": 2}
+    r = control_rest.post("/v1/chat/completions", json={**body, "nvext": {"max_weight_lag": 0}})
+    assert r.status_code == 503 and r.json()["error"]["code"] == "weight_lag_behind"
+    r = control_rest.post("/announce_weight_version", json={"weight_version": ""})
+    assert r.status_code == 200 and r.json()["state"].get("announced_version", "") == ""
+    r = control_rest.post("/v1/chat/completions", json={**body, "nvext": {"max_weight_lag": 0}})
+    assert r.status_code == 200, r.text
+    r = control_rest.post("/v1/chat/completions", json=body, headers={"X-Exact-Weight-Version": version + "x"})
+    assert r.status_code == 503 and r.json()["error"]["param"] == "x-exact-weight-version"
+    r = control_rest.post("/v1/chat/completions", json=body, headers={"X-Exact-Weight-Version": version})
+    assert r.status_code == 200, r.text
+
+
 def test_versions_and_sglang_update_from_disk(control_rest: httpx.Client, tmp_path: Path) -> None:
     r = control_rest.post("/update_weight_version", json={"new_version": "v7"})
     assert r.json() == {"success": True, "new_version": "v7"}
