@@ -10,7 +10,7 @@ from typing import ClassVar as _ClassVar, Optional as _Optional, Union as _Union
 DESCRIPTOR: _descriptor.FileDescriptor
 
 class GenerateRequest(_message.Message):
-    __slots__ = ("model", "token_ids", "sampling_params", "request_id", "cache_salt", "priority", "return_token_ids", "output_mode", "stream", "stream_options", "data_parallel_rank", "session_id", "exact_weight_version", "max_weight_lag")
+    __slots__ = ("model", "token_ids", "sampling_params", "request_id", "cache_salt", "priority", "return_token_ids", "output_mode", "stream", "stream_options", "data_parallel_rank", "session_id", "exact_weight_version", "max_weight_lag", "salt_cache_by_version")
     MODEL_FIELD_NUMBER: _ClassVar[int]
     TOKEN_IDS_FIELD_NUMBER: _ClassVar[int]
     SAMPLING_PARAMS_FIELD_NUMBER: _ClassVar[int]
@@ -25,6 +25,7 @@ class GenerateRequest(_message.Message):
     SESSION_ID_FIELD_NUMBER: _ClassVar[int]
     EXACT_WEIGHT_VERSION_FIELD_NUMBER: _ClassVar[int]
     MAX_WEIGHT_LAG_FIELD_NUMBER: _ClassVar[int]
+    SALT_CACHE_BY_VERSION_FIELD_NUMBER: _ClassVar[int]
     model: str
     token_ids: _containers.RepeatedScalarFieldContainer[int]
     sampling_params: _common_pb2.SamplingParams
@@ -39,7 +40,8 @@ class GenerateRequest(_message.Message):
     session_id: str
     exact_weight_version: str
     max_weight_lag: int
-    def __init__(self, model: _Optional[str] = ..., token_ids: _Optional[_Iterable[int]] = ..., sampling_params: _Optional[_Union[_common_pb2.SamplingParams, _Mapping]] = ..., request_id: _Optional[str] = ..., cache_salt: _Optional[str] = ..., priority: _Optional[int] = ..., return_token_ids: _Optional[bool] = ..., output_mode: _Optional[str] = ..., stream: _Optional[bool] = ..., stream_options: _Optional[_Union[_chat_pb2.StreamOptions, _Mapping]] = ..., data_parallel_rank: _Optional[int] = ..., session_id: _Optional[str] = ..., exact_weight_version: _Optional[str] = ..., max_weight_lag: _Optional[int] = ...) -> None: ...
+    salt_cache_by_version: bool
+    def __init__(self, model: _Optional[str] = ..., token_ids: _Optional[_Iterable[int]] = ..., sampling_params: _Optional[_Union[_common_pb2.SamplingParams, _Mapping]] = ..., request_id: _Optional[str] = ..., cache_salt: _Optional[str] = ..., priority: _Optional[int] = ..., return_token_ids: _Optional[bool] = ..., output_mode: _Optional[str] = ..., stream: _Optional[bool] = ..., stream_options: _Optional[_Union[_chat_pb2.StreamOptions, _Mapping]] = ..., data_parallel_rank: _Optional[int] = ..., session_id: _Optional[str] = ..., exact_weight_version: _Optional[str] = ..., max_weight_lag: _Optional[int] = ..., salt_cache_by_version: _Optional[bool] = ...) -> None: ...
 
 class GenerateTopLogProb(_message.Message):
     __slots__ = ("token_id", "logprob", "rank", "token", "bytes")
