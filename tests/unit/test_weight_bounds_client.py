@@ -28,6 +28,7 @@ def test_sync_keywords(fake_server: ThreadServer, method: str) -> None:
         call = getattr(client, method)
         assert call(**kw, exact_weight_version=version).choices[0].finish_reason == "length"
         assert call(**kw, max_weight_lag=0).choices[0].finish_reason == "length"
+        assert call(**kw, salt_cache_by_version=True).choices[0].finish_reason == "length"
         with pytest.raises(UnavailableError) as refused:
             call(**kw, exact_weight_version=version + "-other")
         assert refused.value.reason == "WEIGHT_VERSION_MISMATCH"

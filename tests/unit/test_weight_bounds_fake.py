@@ -275,3 +275,29 @@ def test_an_announced_version_fences_lag_0_until_committed(stubs, tmp_path) -> N
     control.AnnounceWeightVersion(control_pb2.AnnounceWeightVersionRequest(weight_version=""), timeout=5)
     ok = service.CreateChatCompletion(chat_request(max_tokens=2, nvext={"max_weight_lag": 0}), timeout=10)
     assert ok.choices[0].finish_reason == "length"
+
+
+@pytest.mark.parametrize(("server_salts", "request_salts"), [(False, True), (True, False)])
+def test_salting_by_version_per_request(server_salts, request_salts, tmp_path) -> None:
+    """nvext.salt_cache_by_version overrides --salt-cache-by-version for one request."""
+    engine = FakeEngine(max_model_len=512)
+    settings = ServerSettings(engine="fake", port=0, max_model_len=512, enable_control=True,
+                              salt_cache_by_version=server_salts)
+    server = ThreadServer(settings, engine).start()
+    try:
+        with grpc.insecure_channel(server.address) as ch:
+            service = service_pb2_grpc.TokenwireServiceStub(ch)
+            control = control_pb2_grpc.ControlServiceStub(ch)
+            prompt = chat_request(max_tokens=2, messages=[{"role": "user", "content": "y" * 200}],
+                                  nvext={"salt_cache_by_version": request_salts})
+
+            def cached() -> int:
+                return service.CreateChatCompletion(prompt, timeout=10).usage.prompt_tokens_details.cached_tokens
+
+            cached()
+            assert cached() > 0
+            control.UpdateWeightsFromPath(control_pb2.UpdateWeightsFromPathRequest(
+                path=str(tmp_path), weight_version="v2", clear_cache=False), timeout=30)
+            assert (cached() == 0) is request_salts
+    finally:
+        server.stop()

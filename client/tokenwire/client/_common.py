@@ -32,8 +32,9 @@ Metadata = Iterable[tuple[str, str]] | None
 
 
 # Keywords every generation method takes by the same name, which chat and
-# completion requests keep in nvext (Generate at its root): the weight bounds.
-NVEXT_KEYWORDS = ("exact_weight_version", "max_weight_lag")
+# completion requests keep in nvext (Generate at its root): the weight bounds
+# and the cache salt by version.
+NVEXT_KEYWORDS = ("exact_weight_version", "max_weight_lag", "salt_cache_by_version")
 
 
 def build(cls: type[M], request: M | Mapping[str, Any] | None, fields: Mapping[str, Any]) -> M:

@@ -98,6 +98,7 @@ class EngineRequest:
     session_id: str | None = None  # the session it belongs to (body or x-session-id)
     tenant: str | None = None  # the caller's tenant, admitted under its caps (core/admission.py)
     weight_bound: WeightBound | None = None  # exact version or max lag (core/weight_bounds.py)
+    salt_by_version: bool | None = None  # salt the cache by weight version; None: the server's
 
 
 @dataclasses.dataclass

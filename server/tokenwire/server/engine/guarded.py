@@ -57,7 +57,8 @@ class GuardedEngine:
         state.bounds.admit(request.request_id, request.weight_bound,
                            version=state.weight_version, generation=state.generation)
         start = state.generation
-        if self.salt_by_version:
+        salted = self.salt_by_version if request.salt_by_version is None else request.salt_by_version
+        if salted:
             request = dataclasses.replace(request, cache_salt=version_salt(
                 request.cache_salt, state.weight_version, start))
         lags: Counter[int] = Counter()  # tokens served, by updates since the request started

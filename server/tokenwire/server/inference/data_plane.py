@@ -107,6 +107,7 @@ class DataPlane:
         plan.request.session_id = pick_session_id(req.session_id, session_id)
         plan.request.tenant = caller.tenant
         plan.request.weight_bound = _weight_bound(req.nvext, "nvext.", caller)
+        plan.request.salt_by_version = _salt_by_version(req.nvext)
         return plan
 
     async def generate_plan(
@@ -123,6 +124,7 @@ class DataPlane:
         plan.request.session_id = pick_session_id(req.session_id, session_id)
         plan.request.tenant = caller.tenant
         plan.request.weight_bound = _weight_bound(req, "", caller)
+        plan.request.salt_by_version = _salt_by_version(req)
         return plan
 
     async def completion_plan(
@@ -144,6 +146,7 @@ class DataPlane:
             request.session_id = session
             request.tenant = caller.tenant
             request.weight_bound = bound
+            request.salt_by_version = _salt_by_version(req.nvext)
         return plan
 
     def _response_fits(self, requests: list[EngineRequest], param: str,
@@ -263,3 +266,8 @@ def _weight_bound(msg: Any, prefix: str, caller: Caller) -> WeightBound | None:
         exact_param=prefix + EXACT, lag_param=prefix + LAG,
     )
     return pick_bound(body, caller.weight_bound)
+
+
+def _salt_by_version(msg: Any) -> bool | None:
+    """A request's own salt_cache_by_version (None: the server's --salt-cache-by-version)."""
+    return bool(msg.salt_cache_by_version) if msg.HasField("salt_cache_by_version") else None

@@ -66,6 +66,7 @@ class Prefiller:
             stream=False,
             lora=plan.request.lora,  # the prefix cache is per adapter
             tenant=plan.request.tenant,  # admitted under its tenant's caps
+            salt_by_version=plan.request.salt_by_version,  # warms the key the next turn reads
         )
         task = asyncio.create_task(self._run(request))
         self._state.background.add(task)
