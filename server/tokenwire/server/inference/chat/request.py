@@ -25,10 +25,14 @@ from tokenwire.server.core.domain import (
 )
 from tokenwire.server.core.errors import InvalidArgument
 from tokenwire.server.core.settings import ServerSettings
-from tokenwire.server.inference import sampling_rules as rules
+from tokenwire.server.inference.body_fields import (
+    body_priority,
+    check_extra_fields,
+    opt,
+    sampling_from_body,
+)
 from tokenwire.server.inference.request_fields import (
     check_model,
-    check_priority,
     check_render_flags,
     lora_of,
     messages_to_dicts,
@@ -36,15 +40,10 @@ from tokenwire.server.inference.request_fields import (
     pick_cache_salt,
     render_options,
     rendered_chars,
-    stop_strings,
     struct_to_dict,
 )
 from tokenwire.v1 import chat_pb2
 
-EXTRA_FIELDS = frozenset(
-    {"completion_token_ids", "engine_data", "prompt_token_ids", "prompt_logprobs", "routed_experts",
-     "timing", "stop_reason", "worker_id"}
-)
 TOOL_CHOICES = frozenset({"none", "auto", "required"})
 
 
@@ -126,71 +125,6 @@ def structured_output(rf: chat_pb2.ResponseFormat) -> StructuredOutput | None:
         f"response_format.type '{rf.type}' is not one of text, json_object, json_schema",
         param="response_format", reason="VALUE_NOT_ALLOWED",
     )
-
-
-def _opt(msg: Any, name: str) -> Any:
-    return getattr(msg, name) if msg.HasField(name) else None
-
-
-def sampling_from_body(
-    req: Any, settings: ServerSettings, vocab_size: int, defaults: Mapping[str, Any] | None = None,
-) -> GenerationParams:
-    """The sampling parameters chat and completion bodies spell alike (the
-    root fields and Dynamo's nvext; logprobs and max_tokens are each
-    body's own); unset fields take the engine's `defaults` (its generation
-    config)."""
-    nv = req.nvext
-    p = rules.default_params(defaults or {})
-    present: dict[str, tuple[str, Any]] = {
-        name: (name, getattr(req, name))
-        for name in ("n", "temperature", "top_p", "top_k", "min_p", "presence_penalty",
-                     "frequency_penalty", "repetition_penalty", "min_tokens", "prompt_logprobs")
-        if req.HasField(name)
-    }
-    for name in ("top_k", "repetition_penalty"):  # older Dynamo put these in nvext
-        if name not in present and nv.HasField(name):
-            present[name] = (f"nvext.{name}", getattr(nv, name))
-    if nv.HasField("max_thinking_tokens"):
-        present["thinking_token_budget"] = ("nvext.max_thinking_tokens", nv.max_thinking_tokens)
-    rules.apply_ranges(p, present, settings, vocab_size)
-    if nv.HasField("greed_sampling") and nv.greed_sampling:
-        p.temperature = 0.0
-    rules.check_greedy_choices(p, "n")
-    if req.HasField("seed"):
-        p.seed = v.int_range("seed", req.seed, -(2**63), 2**63 - 1)
-    p.stop, stop_ids = stop_strings("stop", req.stop if req.HasField("stop") else None, settings)
-    v.token_ids("stop", stop_ids, vocab_size)
-    p.stop_token_ids = rules.stop_token_ids("stop_token_ids", [*req.stop_token_ids, *stop_ids],
-                                            settings, vocab_size)
-    ignore_eos = _opt(req, "ignore_eos")
-    if ignore_eos is None and nv.HasField("ignore_eos"):
-        ignore_eos = nv.ignore_eos
-    p.ignore_eos = bool(ignore_eos)
-    rules.copy_text_flags(p, req)
-    p.logit_bias = rules.logit_bias("logit_bias", req.logit_bias.items(), vocab_size)
-    if "prompt_logprobs" in nv.extra_fields and p.prompt_logprobs is None:
-        p.prompt_logprobs = 0  # Dynamo: the extra field asks for them
-    return p
-
-
-def check_extra_fields(nv: chat_pb2.NvExtRequest) -> frozenset[str]:
-    unknown = sorted(set(nv.extra_fields) - EXTRA_FIELDS)
-    if unknown:
-        raise InvalidArgument(
-            f"nvext.extra_fields: unknown name(s) {unknown}; known: {sorted(EXTRA_FIELDS)}",
-            param="nvext.extra_fields", reason="UNKNOWN_EXTRA_FIELD",
-        )
-    return frozenset(nv.extra_fields)
-
-
-def body_priority(req: Any, settings: ServerSettings, caller: Caller) -> int:
-    """The root priority, else nvext.agent_hints.priority, checked for `caller`."""
-    priority = 0
-    if req.HasField("priority"):
-        priority = req.priority
-    elif req.nvext.agent_hints.HasField("priority"):
-        priority = req.nvext.agent_hints.priority
-    return check_priority(priority, settings, caller)
 
 
 def sampling_from_chat(
@@ -290,7 +224,7 @@ def build_chat_plan(
         )
     else:
         params.max_tokens = v.max_tokens(
-            "max_tokens", _opt(req, "max_tokens"), len(prompt), engine.max_model_len
+            "max_tokens", opt(req, "max_tokens"), len(prompt), engine.max_model_len
         )
     if params.min_tokens > params.max_tokens:
         raise InvalidArgument(

@@ -2,148 +2,22 @@
 
 from __future__ import annotations
 
-import dataclasses
 import time
-from typing import Any, Protocol
+from typing import Any
 
-from tokenwire.server.core.domain import (
-    ChoiceOutput,
-    Engine,
-    EngineOutput,
-    EngineRequest,
-    EngineTimes,
-    PositionLogprobs,
-    WeightSpan,
-)
+from tokenwire.server.core.domain import ChoiceOutput, Engine, EngineOutput, EngineTimes
 from tokenwire.server.inference.chat.request import ChatPlan
-from tokenwire.server.inference.reasoning import ReasoningStream, split_text
-from tokenwire.server.inference.response_fields import (
-    add_prompt_logprobs,
-    add_weight_spans,
-    choice_logprobs,
-    native_prompt_logprobs,
-    stop_reason_value,
-    usage,
+from tokenwire.server.inference.choice_fields import (
+    ChoiceAccumulator,
+    add_prompt_nvext,
+    finish_choice,
+    response_nvext,
+    timing,
 )
+from tokenwire.server.inference.reasoning import ReasoningStream, split_text
+from tokenwire.server.inference.response_fields import add_prompt_logprobs, choice_logprobs, usage
 from tokenwire.server.inference.tool_calls import ParsedCall, StreamParser, parse_text
 from tokenwire.v1 import chat_pb2, common_pb2
-
-
-def timing(received: float, times: EngineTimes | None, first_seen: float | None) -> common_pb2.Timing:
-    finished = time.time()
-    t = common_pb2.Timing(request_received_seconds=received, finished_seconds=finished)
-    first = (times.first_token if times else None) or first_seen
-    if first:
-        t.first_token_seconds = first
-    t.total_ms = (finished - received) * 1000.0
-    if times:
-        arrival = times.arrival or received
-        if times.scheduled:
-            t.queue_ms = max(0.0, (times.scheduled - arrival) * 1000.0)
-            if first:
-                t.prefill_ms = max(0.0, (first - times.scheduled) * 1000.0)
-        if first and times.last_token:
-            t.decode_ms = max(0.0, (times.last_token - first) * 1000.0)
-    return t
-
-
-@dataclasses.dataclass
-class ChoiceAccumulator:
-    """Everything generated so far for one choice (cumulative)."""
-
-    index: int
-    token_ids: list[int] = dataclasses.field(default_factory=list)
-    logprobs: list[float] = dataclasses.field(default_factory=list)
-    non_finite: list[int] = dataclasses.field(default_factory=list)  # indices into logprobs
-    finish_reason: str | None = None
-    stop_reason: int | str | None = None
-    weight_versions: list[WeightSpan] | None = None
-
-    def add(self, out: ChoiceOutput) -> None:
-        self.token_ids.extend(out.token_ids)
-        if out.logprobs is not None:
-            base = len(self.logprobs)
-            self.logprobs.extend(p.logprob for p in out.logprobs)
-            self.non_finite.extend(base + i for i, p in enumerate(out.logprobs) if p.non_finite)
-        if out.finish_reason is not None:
-            self.finish_reason = out.finish_reason
-            self.stop_reason = out.stop_reason
-            self.weight_versions = out.weight_versions
-
-
-class NvExtPlan(Protocol):
-    """What the nvext builders read of a plan (chat or completion)."""
-
-    extra_fields: frozenset[str]
-
-    @property
-    def request(self) -> EngineRequest: ...
-
-
-def choice_nvext(plan: NvExtPlan, acc: ChoiceAccumulator, prompt_ids: list[int]) -> chat_pb2.ChoiceNvExt | None:
-    fields = plan.extra_fields
-    if not fields & {"completion_token_ids", "engine_data", "stop_reason"}:
-        return None
-    nv = chat_pb2.ChoiceNvExt()
-    if "completion_token_ids" in fields:
-        nv.completion_token_ids.extend(acc.token_ids)
-    if "engine_data" in fields:
-        nv.engine_data.prompt_token_ids.extend(prompt_ids)
-        nv.engine_data.completion_token_ids.extend(acc.token_ids)
-        nv.engine_data.completion_logprobs.extend(acc.logprobs)
-        nv.engine_data.non_finite_logprobs.extend(acc.non_finite)
-        nv.engine_data.finished = acc.finish_reason is not None
-        add_weight_spans(nv.engine_data.weight_versions, acc.weight_versions)
-    if "stop_reason" in fields:
-        sr = stop_reason_value(acc.stop_reason)
-        if sr is not None:
-            nv.stop_reason.CopyFrom(sr)
-    return nv
-
-
-def add_prompt_nvext(
-    nv: chat_pb2.NvExtResponse, fields: frozenset[str], prompt_ids: list[int] | None,
-    prompt_logprobs: tuple[Engine, list[PositionLogprobs | None] | None] | None,
-) -> bool:
-    """nvext.prompt_token_ids / prompt_logprobs when asked; True if any."""
-    used = False
-    if prompt_ids is not None and "prompt_token_ids" in fields:
-        nv.prompt_token_ids.extend(prompt_ids)
-        used = True
-    if prompt_logprobs is not None and "prompt_logprobs" in fields:
-        native_prompt_logprobs(nv.prompt_logprobs, *prompt_logprobs)
-        used = True
-    return used
-
-
-def response_nvext(
-    plan: NvExtPlan,
-    worker_id: str,
-    *,
-    prompt_ids: list[int] | None,
-    mirror: chat_pb2.ChoiceNvExt | None,
-    timing_msg: common_pb2.Timing | None,
-    prompt_logprobs: tuple[Engine, list[PositionLogprobs | None] | None] | None = None,
-) -> chat_pb2.NvExtResponse | None:
-    """The top-level nvext: prompt ids and prompt logprobs (where the prompt
-    is reported), timing, worker id, n = 1 mirror."""
-    fields = plan.extra_fields
-    nv = chat_pb2.NvExtResponse()
-    used = add_prompt_nvext(nv, fields, prompt_ids, prompt_logprobs)
-    if timing_msg is not None and "timing" in fields:
-        nv.timing.CopyFrom(timing_msg)
-        used = True
-    if timing_msg is not None and "worker_id" in fields:
-        nv.worker_id = worker_id
-        used = True
-    if mirror is not None and plan.request.params.n == 1:
-        nv.completion_token_ids.extend(mirror.completion_token_ids)
-        if mirror.HasField("engine_data"):
-            nv.engine_data.CopyFrom(mirror.engine_data)
-        if mirror.HasField("stop_reason"):
-            nv.stop_reason.CopyFrom(mirror.stop_reason)
-        used = True
-    return nv if used else None
 
 
 def _finish_reason(reason: str | None, tool_calls: int = 0) -> str:
@@ -195,21 +69,13 @@ def build_chat_response(
             message=message,
             finish_reason=_finish_reason(out.finish_reason, len(calls)),
         )
-        sr = stop_reason_value(out.stop_reason)
-        if sr is not None:
-            choice.stop_reason.CopyFrom(sr)
         if plan.logprobs:
             choice.logprobs.CopyFrom(choice_logprobs(engine, out.logprobs, plan.top_logprobs, plan.as_token_ids))
         if plan.ids_wanted:
             choice.token_ids.extend(out.token_ids)
-        add_weight_spans(choice.weight_versions, out.weight_versions)
-        if out.routed_experts:
-            choice.routed_experts = out.routed_experts
-        nv = choice_nvext(plan, acc, final.prompt_token_ids)
-        if nv is not None:
-            choice.nvext.CopyFrom(nv)
-            if out.index == 0:
-                mirror = nv
+        nv = finish_choice(choice, out, plan, acc, final.prompt_token_ids)
+        if nv is not None and out.index == 0:
+            mirror = nv
     if plan.return_token_ids:
         resp.prompt_token_ids.extend(final.prompt_token_ids)
     add_prompt_logprobs(resp.prompt_logprobs, engine, plan.request.params.prompt_logprobs or 0,
@@ -300,17 +166,9 @@ class ChatStreamBuilder:
             if c.finish_reason is not None:
                 parser = self.tool_parsers.get(c.index)
                 ch.finish_reason = _finish_reason(c.finish_reason, parser.calls if parser else 0)
-                sr = stop_reason_value(c.stop_reason)
-                if sr is not None:
-                    ch.stop_reason.CopyFrom(sr)
-                add_weight_spans(ch.weight_versions, c.weight_versions)
-                if c.routed_experts:
-                    ch.routed_experts = c.routed_experts
-                nv = choice_nvext(plan, acc, self.prompt_ids)
-                if nv is not None:
-                    ch.nvext.CopyFrom(nv)
-                    if c.index == 0:
-                        self._mirror = nv
+                nv = finish_choice(ch, c, plan, acc, self.prompt_ids)
+                if nv is not None and c.index == 0:
+                    self._mirror = nv
         if plan.continuous_usage and chunk.choices:
             chunk.usage.CopyFrom(self._usage())
         if out.finished:

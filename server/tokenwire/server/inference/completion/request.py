@@ -3,7 +3,7 @@
 A completion body holds one prompt or a batch (a list of strings or of id
 lists); each prompt becomes its own EngineRequest with `n` choices, and the
 response indexes choices prompt_index * n + choice (OpenAI's order).
-Sampling fields shared with chat are read by chat_request.sampling_from_body.
+Fields spelled as in chat are read by inference/body_fields.py.
 """
 
 from __future__ import annotations
@@ -17,7 +17,7 @@ from tokenwire.server.core import validation as v
 from tokenwire.server.core.domain import Caller, Engine, EngineRequest, GenerationParams
 from tokenwire.server.core.errors import InvalidArgument
 from tokenwire.server.core.settings import ServerSettings
-from tokenwire.server.inference.chat.request import (
+from tokenwire.server.inference.body_fields import (
     body_priority,
     check_extra_fields,
     sampling_from_body,

@@ -11,20 +11,15 @@ from collections.abc import Sequence
 from google.protobuf import struct_pb2
 
 from tokenwire.server.core.domain import ChoiceOutput, Engine, EngineOutput, PositionLogprobs
-from tokenwire.server.inference.chat.response import (
+from tokenwire.server.inference.choice_fields import (
     ChoiceAccumulator,
     add_prompt_nvext,
-    choice_nvext,
+    finish_choice,
     response_nvext,
     timing,
 )
 from tokenwire.server.inference.completion.request import CompletionPlan
-from tokenwire.server.inference.response_fields import (
-    add_weight_spans,
-    native_prompt_logprobs,
-    stop_reason_value,
-    usage,
-)
+from tokenwire.server.inference.response_fields import native_prompt_logprobs, usage
 from tokenwire.v1 import chat_pb2, common_pb2, completion_pb2
 
 _NULL = struct_pb2.Value(null_value=struct_pb2.NULL_VALUE)
@@ -125,15 +120,7 @@ def fill_choice(
         c, token_ids=[], text="", logprobs=None if c.logprobs is None else []))
     if c.finish_reason is not None:
         ch.finish_reason = c.finish_reason
-        sr = stop_reason_value(c.stop_reason)
-        if sr is not None:
-            ch.stop_reason.CopyFrom(sr)
-        add_weight_spans(ch.weight_versions, c.weight_versions)
-        if c.routed_experts:
-            ch.routed_experts = c.routed_experts
-        nv = choice_nvext(plan, state.acc, prompt_ids)
-        if nv is not None:
-            ch.nvext.CopyFrom(nv)
+        finish_choice(ch, c, plan, state.acc, prompt_ids)
 
 
 def build_completion_response(

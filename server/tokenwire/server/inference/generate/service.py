@@ -22,6 +22,7 @@ from tokenwire.server.core.domain import (
 from tokenwire.server.core.errors import Internal, InvalidArgument
 from tokenwire.server.core.settings import ServerSettings
 from tokenwire.server.inference import sampling_rules as rules
+from tokenwire.server.inference.choice_fields import finish_choice
 from tokenwire.server.inference.request_fields import (
     check_model,
     check_priority,
@@ -30,12 +31,7 @@ from tokenwire.server.inference.request_fields import (
     pick_cache_salt,
     stop_strings,
 )
-from tokenwire.server.inference.response_fields import (
-    add_weight_spans,
-    native_prompt_logprobs,
-    stop_reason_value,
-    usage,
-)
+from tokenwire.server.inference.response_fields import native_prompt_logprobs, usage
 from tokenwire.v1 import common_pb2, generate_pb2
 
 OUTPUT_MODES = frozenset({"tokens", "text"})
@@ -137,12 +133,7 @@ def _add_choice(resp: generate_pb2.GenerateResponse, plan: GeneratePlan, c: Choi
     ch = resp.choices.add(index=c.index, token_ids=c.token_ids)
     if c.finish_reason is not None:
         ch.finish_reason = c.finish_reason
-        add_weight_spans(ch.weight_versions, c.weight_versions)
-        if c.routed_experts:
-            ch.routed_experts = c.routed_experts
-        sr = stop_reason_value(c.stop_reason)
-        if sr is not None:
-            ch.stop_reason.CopyFrom(sr)
+        finish_choice(ch, c)
     if c.logprobs is not None:
         with_top = bool(plan.request.params.logprobs)
         text = engine if plan.output_mode == "text" else None
