@@ -45,6 +45,8 @@ RETRY_SAFE_TRAILER = "tokenwire-retry-safe"
 # Between one server's serving processes (--api-server-count; control/relay.py).
 RELAY_TOKEN_HEADER = "x-tokenwire-relay-token"  # the launch's shared relay token
 LOCAL_ABORT_HEADER = "x-tokenwire-local-abort"  # an AbortRequests for that process only
+# A GetControlState from process 0 asking a process to read its state now (weight bounds).
+RELAY_REFRESH_HEADER = "x-tokenwire-relay-refresh"
 
 # A failed call over HTTP ------------------------------------------------------
 # gRPC status code (number) -> HTTP status (Envoy's and grpc-gateway's mapping).

@@ -170,8 +170,9 @@ def test_abort_reaches_the_process_holding_the_request(pair) -> None:
 def test_a_bounded_request_on_another_process_ends_at_the_update(pair) -> None:
     """Weight bounds (issue #26) with several serving processes: process 1
     reads process 0's version and generation before admitting a bounded
-    request, and ends it once it sees the update that breaks it; an
-    announce made on process 0 fences process 1 too."""
+    request; process 0 has it end the requests an update breaks before the
+    update returns (before generation resumes); an announce made on process
+    0 fences process 1 too."""
     leader, follower = pair
     ch0, control0 = _control(leader)
     with ch0, grpc.insecure_channel(follower.address) as infer_ch:
@@ -182,12 +183,19 @@ def test_a_bounded_request_on_another_process_ends_at_the_update(pair) -> None:
             max_tokens=400, ignore_eos=True, return_token_ids=True,
             nvext={"exact_weight_version": "pin-a"}), timeout=60))
         reader.wait_ids(5)
+        bounds = follower._running.state.bounds  # type: ignore[attr-defined]
+        before = bounds.ended["WEIGHT_VERSION_CHANGED"]
         control0.SetWeightVersion(control_pb2.SetWeightVersionRequest(new_version="pin-b"), timeout=10)
+        # Process 0 had process 1 end it before its own call returned (not a mirror period later).
+        assert bounds.ended["WEIGHT_VERSION_CHANGED"] == before + 1
         reader.join(30)
         assert not reader.is_alive() and reader.error is None, reader.error
         final = [c for m in reader.msgs for c in m.choices if c.finish_reason][-1]
         assert final.finish_reason == "abort"
-        assert final.stop_reason.string_value.startswith("WEIGHT_VERSION_CHANGED: weight version 'pin-a' -> 'pin-b'")
+        # Ended before the label changed (SetWeightVersion ends them first):
+        # the generation names the change.
+        assert final.stop_reason.string_value.startswith("WEIGHT_VERSION_CHANGED: weight version 'pin-a' -> ")
+        assert "(update generation " in final.stop_reason.string_value
         assert len(reader.ids()) < 400
         control0.AnnounceWeightVersion(control_pb2.AnnounceWeightVersionRequest(weight_version="pin-c"),
                                        timeout=10)

@@ -18,6 +18,7 @@ return {
   RETRY_SAFE_TRAILER = "tokenwire-retry-safe",
   RELAY_TOKEN_HEADER = "x-tokenwire-relay-token",
   LOCAL_ABORT_HEADER = "x-tokenwire-local-abort",
+  RELAY_REFRESH_HEADER = "x-tokenwire-relay-refresh",
   HTTP_STATUS = { [0] = 200, [1] = 499, [2] = 500, [3] = 400, [4] = 504, [5] = 404, [6] = 409, [7] = 403, [8] = 429, [9] = 400, [10] = 409, [11] = 400, [12] = 501, [13] = 500, [14] = 503, [15] = 500, [16] = 401 },
   UNKNOWN_HTTP_STATUS = 500,
   GRPC_CODE_NAMES = { [0] = "ok", [1] = "cancelled", [2] = "unknown", [3] = "invalid_argument", [4] = "deadline_exceeded", [5] = "not_found", [6] = "already_exists", [7] = "permission_denied", [8] = "resource_exhausted", [9] = "failed_precondition", [10] = "aborted", [11] = "out_of_range", [12] = "unimplemented", [13] = "internal", [14] = "unavailable", [15] = "data_loss", [16] = "unauthenticated" },

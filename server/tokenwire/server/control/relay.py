@@ -44,6 +44,7 @@ from tokenwire.server.core.errors import FailedPrecondition, Unauthenticated, ab
 from tokenwire.server.core.serving_state import ServingState
 from tokenwire.v1 import control_pb2
 from tokenwire.wire import LOCAL_ABORT_HEADER as LOCAL_HEADER
+from tokenwire.wire import RELAY_REFRESH_HEADER as REFRESH_HEADER
 from tokenwire.wire import RELAY_TOKEN_HEADER as TOKEN_HEADER
 
 log = logging.getLogger("tokenwire.control")
@@ -123,6 +124,9 @@ class ControlRelay:
                 ))
             if name == "AbortRequests":
                 return await self._abort(raw, context)
+            if not self.leader and name == "GetControlState" and on_socket(context) and any(
+                    k == REFRESH_HEADER for k, _ in context.invocation_metadata() or ()):
+                await self.refresh()  # process 0 changed the weights: end what they break here
             if self.leader:
                 response = await run_here(request_type.FromString(raw), context)
                 return bytes(response.SerializeToString())
@@ -173,6 +177,24 @@ class ControlRelay:
             total = len(request.request_ids)
         return bytes(control_pb2.AbortRequestsResponse(status="aborted", aborted=total)
                      .SerializeToString())
+
+    async def tell_followers(self) -> None:
+        """(Process 0, after a weight change, before generation resumes) have
+        every other process read the new version and generation now, so each
+        ends its own bounded requests the change breaks before any token of
+        the new weights is sampled (core/weight_bounds.py)."""
+        request = control_pb2.GetControlStateRequest().SerializeToString()
+
+        async def tell(index: int) -> None:
+            call = self._channel(index).unary_unary(f"/{SERVICE.full_name}/GetControlState")
+            try:
+                await call(request, metadata=[*self._admin, *self._relay_md, (REFRESH_HEADER, "1")],
+                           timeout=5.0)
+            except grpc.aio.AioRpcError as err:  # its mirror catches up within a period
+                log.warning("control: process %d did not read the new weights' state: %s",
+                            index, err.details())
+
+        await asyncio.gather(*(tell(i) for i in range(len(self.sockets)) if i != self.index))
 
     # -- mirroring process 0's state (the other processes) -------------------
     async def refresh(self) -> None:

@@ -51,6 +51,10 @@ class OperationRunner:
         self.pause_mode = ""
         self._lock = asyncio.Lock()
         self._pending: Pending | None = None
+        # Told of every weight change before generation resumes (process 0
+        # of several serving processes: control/relay.py tell_followers).
+        self.on_weights_changed: Callable[[], Awaitable[None]] | None = None
+        self._told_generation = state.generation
         self._settler: asyncio.Task[None] | None = None
 
     def _error(self, message: str) -> None:
@@ -197,6 +201,9 @@ class OperationRunner:
         state = self._state
         if state.bounds.announced == state.weight_version:  # the announced version is committed
             state.bounds.announced = ""
+        if self.on_weights_changed is not None and state.generation != self._told_generation:
+            self._told_generation = state.generation
+            await self.on_weights_changed()
         ended = state.bounds.broken(version=state.weight_version, generation=state.generation)
         if not ended:
             return

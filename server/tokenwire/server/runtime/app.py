@@ -263,6 +263,8 @@ async def start(settings: ServerSettings, engine: Engine) -> RunningServer:
             server.add_generic_rpc_handlers((relay.handler(),))
             if not relay.leader:
                 state.refresh = relay.refresh_quietly
+            else:  # the others end their bounded requests before generation resumes
+                control.on_weights_changed = relay.tell_followers
         else:
             control_pb2_grpc.add_ControlServiceServicer_to_server(ControlServicer(control), server)
         names.append(CONTROL_SERVICE_NAME)
