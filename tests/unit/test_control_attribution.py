@@ -128,6 +128,7 @@ def test_a_pause_that_outlives_its_deadline_is_recorded_once_the_engine_pauses(s
 def _transfer(control, version: str, **update_info) -> control_pb2.ControlState:
     control.StartWeightUpdate(control_pb2.StartWeightUpdateRequest(), timeout=10)
     request = control_pb2.UpdateWeightsRequest()
+    request.update_info.SetInParent()  # vLLM's body names update_info, even when empty
     request.update_info.update(update_info)
     control.UpdateWeights(request, timeout=10)
     return control.FinishWeightUpdate(
@@ -218,7 +219,9 @@ def test_a_forced_resume_abandons_a_transfer_with_a_poisoned_label(stubs) -> Non
 def test_updates_and_finish_need_a_start(stubs) -> None:
     _, control, engine = stubs
     engine.transfer_backend = True
-    _refused(lambda: control.UpdateWeights(control_pb2.UpdateWeightsRequest(), timeout=5),
+    request = control_pb2.UpdateWeightsRequest()
+    request.update_info.update({"names": ["w"]})
+    _refused(lambda: control.UpdateWeights(request, timeout=5),
              grpc.StatusCode.FAILED_PRECONDITION, "WEIGHT_TRANSFER_NOT_STARTED")
     assert not _state(control).paused and not _state(control).load_failed
 
