@@ -48,9 +48,13 @@ def run_gateway(ns: argparse.Namespace) -> int:
     from tokenwire.gateway.process import EnvoyProcess, port_open
 
     settings = gw_settings.from_namespace(ns)
-    if ns.print_config:
-        sys.stdout.write(render(settings))
+    if ns.print_config:  # the admin key, if injected, stays out of the printout
+        sys.stdout.write(render(settings, admin_key=f"${gw_settings.ADMIN_KEY_ENV}"))
         return 0
+    try:
+        gw_settings.injected_admin_key(settings)
+    except ValueError as err:
+        raise SystemExit(f"tokenwire gateway: {err}") from None
     if not settings.upstreams and not port_open(settings.upstream_host, settings.upstream_port):
         print(
             f"tokenwire gateway: warning: no server on {settings.upstream_host}:"
@@ -71,7 +75,7 @@ def run_gateway(ns: argparse.Namespace) -> int:
 
 
 # Passed to the server through its environment, not its (visible) command line.
-SECRET_FIELDS = {"api_key": "TOKENWIRE_API_KEY", "admin_api_key": "TOKENWIRE_ADMIN_API_KEY"}
+SECRET_FIELDS = {"api_key": "TOKENWIRE_API_KEY", "admin_api_key": gw_settings.ADMIN_KEY_ENV}
 
 
 def serve_argv(ns: argparse.Namespace) -> list[str]:
@@ -117,6 +121,12 @@ def run_up(ns: argparse.Namespace) -> int:
         print(f"tokenwire up: control without --admin-api-key is for this host only: call the "
               f"server at {ns.host}:{ns.port} (`tokenwire control --server {ns.host}:{ns.port}"
               " ...`); the gateway does not expose it", file=sys.stderr, flush=True)
+    if ns.gateway_inject_admin_key:
+        if not ns.gateway_control:
+            raise SystemExit("tokenwire up: --gateway-inject-admin-key needs --enable-control and "
+                             "--admin-api-key (or $TOKENWIRE_ADMIN_API_KEY)")
+        # The gateway (started from this process) reads it from there.
+        os.environ[gw_settings.ADMIN_KEY_ENV] = server.admin_api_key
     if ns.tls_cert and not ns.gateway_upstream_tls_ca:
         ns.gateway_upstream_tls_ca = ns.tls_cert  # a self-signed server certificate
     if ns.api_server_count > 1 and not ns.gateway_upstream_streams_per_connection:

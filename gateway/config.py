@@ -14,13 +14,14 @@ docs/gateway.md for the design.
 from __future__ import annotations
 
 import json
+import os
 import pathlib
 from typing import Any
 
 from tokenwire import wire
 from tokenwire.gateway import lua_bundle
 from tokenwire.gateway.local_replies import local_reply_mappers
-from tokenwire.gateway.settings import GatewaySettings, endpoints, services
+from tokenwire.gateway.settings import GatewaySettings, endpoints, injected_admin_key, services
 from tokenwire.wire import AFFINITY_HEADER, SESSION_HEADER
 
 CLUSTER = "tokenwire_grpc"  # the replicas, least-loaded first (calls without an affinity key)
@@ -120,14 +121,15 @@ def _strip_inbound() -> dict[str, Any]:
     }}
 
 
-def _connection_manager(settings: GatewaySettings, lua_dir: pathlib.PurePath | None) -> dict[str, Any]:
+def _connection_manager(settings: GatewaySettings, lua_dir: pathlib.PurePath | None,
+                        admin_key: str) -> dict[str, Any]:
     idle = f"{settings.stream_idle_timeout_s}s"
     # gRPC: native calls and transcoded REST calls (the transcoder has
     # rewritten those to POST /tokenwire.v1.<Service>/<Method>). Anything
     # else is an unknown REST path: no route, 404.
     grpc = {"name": "content-type", "string_match": {"prefix": "application/grpc"}}
 
-    def route(cluster: str, *present: str) -> dict[str, Any]:
+    def route(cluster: str, *present: str, prefix: str = "/") -> dict[str, Any]:
         headers = [grpc, *({"name": h, "present_match": True} for h in present)]
         action: dict[str, Any] = {
             "cluster": cluster, "timeout": "0s", "idle_timeout": idle,  # never cut a generation
@@ -136,14 +138,30 @@ def _connection_manager(settings: GatewaySettings, lua_dir: pathlib.PurePath | N
         if cluster == AFFINITY_CLUSTER:  # the caller's credential and its key, hashed together
             action["hash_policy"] = [{"header": {"header_name": h}}
                                      for h in (wire.AUTHORIZATION_HEADER, *present)]
-        return {"match": {"prefix": "/", "headers": headers}, "route": action}
+        return {"match": {"prefix": prefix, "headers": headers}, "route": action}
 
     # A call with an affinity key (X-Session-ID, else the body's key) goes by
     # consistent hash (a conversation's turns land where its prefix is
     # cached); one without, to the least-loaded replica. A Session stream is
     # one call: one replica.
-    routes = [route(AFFINITY_CLUSTER, SESSION_HEADER), route(AFFINITY_CLUSTER, AFFINITY_HEADER),
-              route(CLUSTER)] if settings.affinity else [route(CLUSTER)]
+    def routes_for(prefix: str) -> list[dict[str, Any]]:
+        return ([route(AFFINITY_CLUSTER, SESSION_HEADER, prefix=prefix),
+                 route(AFFINITY_CLUSTER, AFFINITY_HEADER, prefix=prefix),
+                 route(CLUSTER, prefix=prefix)] if settings.affinity
+                else [route(CLUSTER, prefix=prefix)])
+
+    routes = routes_for("/")
+    if admin_key:
+        # --inject-admin-key: ControlService calls (native, and REST ones,
+        # which the transcoder rewrites to /tokenwire.v1.ControlService/<Method>
+        # and then clears the route cache, so they select these routes) carry
+        # the admin key, over whatever the caller sent; no other route does.
+        credential = {"header": {"key": wire.AUTHORIZATION_HEADER, "value": f"Bearer {admin_key}"},
+                      "append_action": "OVERWRITE_IF_EXISTS_OR_ADD"}
+        control_routes = routes_for(CONTROL_PREFIX)
+        for item in control_routes:
+            item["request_headers_to_add"] = [credential]
+        routes = control_routes + routes
     if not settings.control:
         # Without --control the ControlService is not the gateway's to pass:
         # native gRPC gets PERMISSION_DENIED (Envoy's local reply to a gRPC
@@ -182,10 +200,11 @@ def _connection_manager(settings: GatewaySettings, lua_dir: pathlib.PurePath | N
     }
 
 
-def _listener(settings: GatewaySettings, lua_dir: pathlib.PurePath | None) -> dict[str, Any]:
+def _listener(settings: GatewaySettings, lua_dir: pathlib.PurePath | None,
+              admin_key: str) -> dict[str, Any]:
     chain: dict[str, Any] = {"filters": [{
         "name": "envoy.filters.network.http_connection_manager",
-        "typed_config": _connection_manager(settings, lua_dir),
+        "typed_config": _connection_manager(settings, lua_dir, admin_key),
     }]}
     tls = _listen_tls(settings)
     if tls is not None:
@@ -309,13 +328,20 @@ def _overload_manager(settings: GatewaySettings) -> dict[str, Any]:
     }
 
 
-def build(settings: GatewaySettings, lua_dir: pathlib.PurePath | None = None) -> dict[str, Any]:
+def build(settings: GatewaySettings, lua_dir: pathlib.PurePath | None = None,
+          admin_key: str | None = None) -> dict[str, Any]:
     """The Envoy bootstrap for these settings, as data. With ``lua_dir`` the
     Lua filters name their bundles there (``lua_dir/<entry>.lua``, written by
-    lua_bundle.write); without it they carry them inline."""
+    lua_bundle.write); without it they carry them inline. With
+    --inject-admin-key the key is ``admin_key``, by default the environment's
+    (settings.injected_admin_key; ValueError when missing)."""
+    if admin_key is None:
+        admin_key = injected_admin_key(settings)
+    elif not settings.inject_admin_key:
+        admin_key = ""
     bootstrap: dict[str, Any] = {
         "overload_manager": _overload_manager(settings),
-        "static_resources": {"listeners": [_listener(settings, lua_dir)], "clusters": [
+        "static_resources": {"listeners": [_listener(settings, lua_dir, admin_key)], "clusters": [
             _cluster(settings, CLUSTER), _cluster(settings, AFFINITY_CLUSTER)]},
     }
     if settings.admin_port >= 0:
@@ -323,16 +349,26 @@ def build(settings: GatewaySettings, lua_dir: pathlib.PurePath | None = None) ->
     return bootstrap
 
 
-def render(settings: GatewaySettings, lua_dir: pathlib.PurePath | None = None) -> str:
+def render(settings: GatewaySettings, lua_dir: pathlib.PurePath | None = None,
+           admin_key: str | None = None) -> str:
     """The Envoy bootstrap as JSON text (self-contained without ``lua_dir``)."""
-    return json.dumps(build(settings, lua_dir), indent=2) + "\n"
+    return json.dumps(build(settings, lua_dir, admin_key), indent=2) + "\n"
 
 
 def write(settings: GatewaySettings, directory: pathlib.Path) -> pathlib.Path:
     """Write the Lua bundles into ``directory/lua/`` and the bootstrap that
-    names them into ``directory/envoy.json``; return the latter's path."""
+    names them into ``directory/envoy.json``; return the latter's path. The
+    bootstrap may hold the admin key (--inject-admin-key): it is written
+    0600, and then its folder is made 0700."""
+    text = render(settings, directory.resolve() / "lua")  # refuses a missing key before writing
+    directory.mkdir(mode=0o700, parents=True, exist_ok=True)
+    if settings.inject_admin_key:
+        directory.chmod(0o700)
     lua_dir = directory.resolve() / "lua"
     lua_bundle.write(settings, lua_dir)
     path = directory / "envoy.json"
-    path.write_text(render(settings, lua_dir))
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+    with os.fdopen(fd, "w") as out:
+        os.fchmod(out.fileno(), 0o600)  # an existing file keeps its mode otherwise
+        out.write(text)
     return path

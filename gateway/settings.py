@@ -3,10 +3,13 @@
 from __future__ import annotations
 
 import argparse
+import collections.abc
 import dataclasses
+import os
 import pathlib
 
 PACKAGE_DIR = pathlib.Path(__file__).resolve().parent
+ADMIN_KEY_ENV = "TOKENWIRE_ADMIN_API_KEY"  # the server's admin key (also `tokenwire serve`'s)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -47,6 +50,10 @@ class GatewaySettings:
     log_level: str = "warning"
     config_dir: str = ""  # where the rendered config goes; "" : a temporary folder
     control: bool = False  # also transcode the ControlService (vLLM/SGLang RL route names)
+    # With control: the gateway itself sends the admin key ($TOKENWIRE_ADMIN_API_KEY
+    # at start) on every ControlService call, over whatever the caller sent:
+    # whoever reaches this gateway has control (trainers that send no key).
+    inject_admin_key: bool = False
 
 
 HELPS = {
@@ -87,6 +94,11 @@ HELPS = {
                "/update_weights, ...); without it the gateway refuses control calls. The server "
                "must run with --enable-control, and refuses control through a proxy without its "
                "admin key",
+    "inject_admin_key": "with --control: the gateway adds 'authorization: Bearer <admin key>' "
+                        f"(${ADMIN_KEY_ENV}, read at start) to every ControlService call, over "
+                        "what the caller sent, so trainers that send no key (TRL, SkyRL, slime, "
+                        "AReaL) have control through it. Anyone who can reach this gateway then "
+                        "has control: only on a loopback or private listener",
 }
 
 
@@ -121,6 +133,21 @@ def from_namespace(ns: argparse.Namespace) -> GatewaySettings:
     values = {f.name: getattr(ns, "gateway_" + f.name) for f in dataclasses.fields(GatewaySettings)}
     values["upstreams"] = tuple(values["upstreams"])
     return GatewaySettings(**values)
+
+
+def injected_admin_key(settings: GatewaySettings,
+                       environ: collections.abc.Mapping[str, str] = os.environ) -> str:
+    """The admin key the gateway adds to control calls ("" without
+    --inject-admin-key); ValueError when the flag cannot be honoured."""
+    if not settings.inject_admin_key:
+        return ""
+    if not settings.control:
+        raise ValueError("--inject-admin-key needs --control (it adds the admin key to the "
+                         "control calls the gateway passes)")
+    key = environ.get(ADMIN_KEY_ENV, "")
+    if not key:
+        raise ValueError(f"--inject-admin-key needs the server's admin key in ${ADMIN_KEY_ENV}")
+    return key
 
 
 def endpoints(settings: GatewaySettings) -> list[tuple[str, int]]:
