@@ -25,9 +25,8 @@ from tokenwire.server.api import call_streams, sse
 from tokenwire.server.api.proto_json import encode_json, to_object
 from tokenwire.server.core.errors import abort_with, classify, unary_errors
 from tokenwire.server.inference.data_plane import DataPlane
+from tokenwire.server.inference.kinds import CHAT, COMPLETION, GENERATE, RequestKind
 from tokenwire.v1 import chat_pb2, events_pb2_grpc
-
-ChunkStream = Callable[[DataPlane, Any, grpc.aio.ServicerContext], AsyncGenerator[Message]]
 
 
 def _body(data: bytes, first: bool) -> HttpBody:
@@ -35,16 +34,16 @@ def _body(data: bytes, first: bool) -> HttpBody:
     return HttpBody(content_type=sse.CONTENT_TYPE, data=data) if first else HttpBody(data=data)
 
 
-def _events(chunks_of: ChunkStream,
+def _events(kind: RequestKind[Any, Any, Any, Any],
             render: Callable[[Message], bytes] = sse.chunk_event) -> Callable[..., AsyncGenerator[HttpBody]]:
-    """The handler streaming `chunks_of`'s chunks as SSE HttpBody messages,
-    ending with ``[DONE]``."""
+    """The handler streaming the chunks of a `kind` call as SSE HttpBody
+    messages, ending with ``[DONE]``."""
 
     async def handler(self: EventStreamServicer, request: Any,
                       context: grpc.aio.ServicerContext) -> AsyncGenerator[HttpBody]:
         started = False
         try:
-            async with aclosing(chunks_of(self.plane, request, context)) as chunks:
+            async with aclosing(call_streams.chunks(kind, self.plane, request, context)) as chunks:
                 async for chunk in chunks:
                     yield _body(render(chunk), not started)
                     started = True
@@ -65,14 +64,14 @@ class EventStreamServicer(events_pb2_grpc.EventStreamServiceServicer):
     def __init__(self, plane: DataPlane):
         self.plane = plane
 
-    StreamChatCompletionEvents = _events(call_streams.chat_chunks, sse.chat_chunk_event)
+    StreamChatCompletionEvents = _events(CHAT, sse.chat_chunk_event)
 
     @unary_errors
     async def CreateChatCompletionJson(self, request: chat_pb2.CreateChatCompletionRequest,
                                        context: grpc.aio.ServicerContext) -> HttpBody:
         """A unary chat as the JSON body vLLM sends (top_logprobs on every entry)."""
-        resp = await call_streams.chat_response(self.plane, request, context)
+        resp = await call_streams.response(CHAT, self.plane, request, context)
         body = sse.with_top_logprobs(to_object(resp))
         return HttpBody(content_type="application/json", data=encode_json(body))
-    StreamCompletionEvents = _events(call_streams.completion_chunks)
-    StreamGenerateEvents = _events(call_streams.generate_chunks)
+    StreamCompletionEvents = _events(COMPLETION)
+    StreamGenerateEvents = _events(GENERATE)

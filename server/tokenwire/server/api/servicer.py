@@ -1,7 +1,8 @@
 """The thin gRPC servicer: proto in, data plane, proto out.
 
-Every handler admits the call on the serving state, asks the data plane
-for a plan (validation), runs it, and returns or yields the protos the
+Every inference handler passes its request kind (inference/kinds.py) to
+api/call_streams.py, which admits the call on the serving state, asks the
+kind for a plan (validation), runs it, and returns or yields the protos the
 data plane built. Nothing here knows about the engine's internals.
 """
 
@@ -22,6 +23,7 @@ from tokenwire.server.core.errors import (
     unary_errors,
 )
 from tokenwire.server.inference.data_plane import DataPlane
+from tokenwire.server.inference.kinds import CHAT, COMPLETION, GENERATE
 from tokenwire.v1 import (
     chat_pb2,
     completion_pb2,
@@ -44,13 +46,13 @@ class TokenwireServicer(service_pb2_grpc.TokenwireServiceServicer):
     async def CreateChatCompletion(
         self, request: chat_pb2.CreateChatCompletionRequest, context: grpc.aio.ServicerContext
     ) -> chat_pb2.CreateChatCompletionResponse:
-        return await call_streams.chat_response(self.plane, request, context)
+        return await call_streams.response(CHAT, self.plane, request, context)
 
     @stream_errors
     async def StreamChatCompletion(
         self, request: chat_pb2.CreateChatCompletionRequest, context: grpc.aio.ServicerContext
     ) -> AsyncIterator[chat_pb2.StreamChatCompletionResponse]:
-        async with aclosing(call_streams.chat_chunks(self.plane, request, context)) as chunks:
+        async with aclosing(call_streams.chunks(CHAT, self.plane, request, context)) as chunks:
             async for chunk in chunks:
                 yield chunk
 
@@ -58,17 +60,13 @@ class TokenwireServicer(service_pb2_grpc.TokenwireServiceServicer):
     async def CreateCompletion(
         self, request: completion_pb2.CreateCompletionRequest, context: grpc.aio.ServicerContext
     ) -> completion_pb2.CreateCompletionResponse:
-        with self.state.call():
-            plan = await self.plane.completion_plan(request, caller=await caller_of(self.plane, context),
-                                                    stream=False, dp_rank=dp_rank_of(context),
-                                                    session_id=session_of(context))
-            return await self.plane.run_completion(plan)
+        return await call_streams.response(COMPLETION, self.plane, request, context)
 
     @stream_errors
     async def StreamCompletion(
         self, request: completion_pb2.CreateCompletionRequest, context: grpc.aio.ServicerContext
     ) -> AsyncIterator[completion_pb2.StreamCompletionResponse]:
-        async with aclosing(call_streams.completion_chunks(self.plane, request, context)) as chunks:
+        async with aclosing(call_streams.chunks(COMPLETION, self.plane, request, context)) as chunks:
             async for chunk in chunks:
                 yield chunk
 
@@ -83,11 +81,7 @@ class TokenwireServicer(service_pb2_grpc.TokenwireServiceServicer):
     async def Generate(
         self, request: generate_pb2.GenerateRequest, context: grpc.aio.ServicerContext
     ) -> generate_pb2.GenerateResponse:
-        with self.state.call():
-            plan = await self.plane.generate_plan(request, caller=await caller_of(self.plane, context), stream=False,
-                                          dp_rank=dp_rank_of(context),
-                                          session_id=session_of(context))
-            return await self.plane.run_generate(plan)
+        return await call_streams.response(GENERATE, self.plane, request, context)
 
     @unary_errors
     async def FinishSession(
@@ -106,18 +100,18 @@ class TokenwireServicer(service_pb2_grpc.TokenwireServiceServicer):
         """SGLang's /generate, run as Generate (api/sglang.py)."""
         with self.state.call():
             try:
-                plan = await self.plane.generate_plan(
-                    sglang.to_generate(request), caller=await caller_of(self.plane, context),
+                plan = await GENERATE.plan(
+                    self.plane, sglang.to_generate(request), caller=await caller_of(self.plane, context),
                     stream=False, dp_rank=dp_rank_of(context), session_id=session_of(context))
             except TokenwireError as err:
                 raise sglang.rename_param(err) from None
-            return sglang.from_generate(request, await self.plane.run_generate(plan))
+            return sglang.from_generate(request, await GENERATE.run(self.plane, plan))
 
     @stream_errors
     async def StreamGenerate(
         self, request: generate_pb2.GenerateRequest, context: grpc.aio.ServicerContext
     ) -> AsyncIterator[generate_pb2.GenerateResponse]:
-        async with aclosing(call_streams.generate_chunks(self.plane, request, context)) as chunks:
+        async with aclosing(call_streams.chunks(GENERATE, self.plane, request, context)) as chunks:
             async for chunk in chunks:
                 yield chunk
 

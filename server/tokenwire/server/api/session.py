@@ -18,9 +18,10 @@ import contextlib
 import logging
 import uuid
 from collections.abc import AsyncIterator
+from typing import Any
 
 from tokenwire.server.core import validation as v
-from tokenwire.server.core.domain import Caller, RenderOptions, RunOutcome
+from tokenwire.server.core.domain import Caller, RunOutcome
 from tokenwire.server.core.errors import (
     Cancelled,
     InvalidArgument,
@@ -30,9 +31,10 @@ from tokenwire.server.core.errors import (
 )
 from tokenwire.server.inference.continuation import ResolvedContinuation, resolve_continuation
 from tokenwire.server.inference.continuation_store import StoredTurn
-from tokenwire.server.inference.data_plane import DataPlane, Plan
-from tokenwire.server.inference.request_fields import MAX_REQUEST_ID, render_options, rendered_chars
-from tokenwire.v1 import chat_pb2, completion_pb2, generate_pb2, session_pb2
+from tokenwire.server.inference.data_plane import DataPlane
+from tokenwire.server.inference.kinds import KINDS, AnyKind
+from tokenwire.server.inference.request_fields import MAX_REQUEST_ID, rendered_chars
+from tokenwire.v1 import session_pb2
 
 log = logging.getLogger("tokenwire.session")
 
@@ -199,49 +201,36 @@ class Session:
         self, rid: str, start: session_pb2.SessionStart
     ) -> session_pb2.SessionRequestDone:
         self.plane.state.admit()
-        kind = start.WhichOneof("request")
-        req: Request
-        if kind == "chat":
-            req = start.chat
-        elif kind == "generate":
-            req = start.generate
-        elif kind == "completion":
-            req = start.completion
-        else:
+        name = start.WhichOneof("request")
+        kind = KINDS.get(name or "")
+        if kind is None:
             raise InvalidArgument("start must carry a chat, generate or completion request",
                                   param="request", reason="FIELD_REQUIRED")
+        req = getattr(start, kind.name)
         cont = None
         if start.HasField("continuation"):
-            cont = self._continuation(rid, start.continuation, req)
-            req = _with_prompt(req, cont.prompt)
+            cont = self._continuation(rid, start.continuation, kind, req)
+            req = kind.with_prompt(req, cont.prompt)
         plane = self.plane
-        plan: Plan
-        if isinstance(req, chat_pb2.CreateChatCompletionRequest):
-            plan = await plane.chat_plan(req, caller=self.caller, stream=req.stream,
-                                         dp_rank=self.dp_rank, session_id=self.session_id)
-        elif isinstance(req, completion_pb2.CreateCompletionRequest):
-            plan = await plane.completion_plan(req, caller=self.caller, stream=req.stream,
-                                               dp_rank=self.dp_rank, session_id=self.session_id)
-        else:
-            plan = await plane.generate_plan(req, caller=self.caller, stream=req.stream,
-                                             dp_rank=self.dp_rank, session_id=self.session_id)
+        plan = await kind.plan(plane, req, caller=self.caller, stream=req.stream,
+                               dp_rank=self.dp_rank, session_id=self.session_id)
         if cont is not None and plan.request.cache_salt is None:
             plan.request.cache_salt = cont.cache_salt
         outcome = RunOutcome()
         outbox = self.outbox
         if req.stream:
-            chunk_field = f"{kind}_chunk"
+            chunk_field = f"{kind.name}_chunk"
             # Closed here, also when the task is cancelled while it waits for
             # room in the outbox: the engine requests end before the request's
             # terminal event, not when the garbage collector finds the stream.
-            async with contextlib.aclosing(plane.stream(plan, outcome)) as chunks:
+            async with contextlib.aclosing(kind.stream(plane, plan, outcome)) as chunks:
                 async for chunk in chunks:
                     await outbox.put_data(
                         session_pb2.SessionResponse(request_id=rid, **{chunk_field: chunk})
                     )
         else:
-            result = await plane.run(plan, outcome)
-            event = session_pb2.SessionResponse(request_id=rid, **{f"{kind}_result": result})
+            result = await kind.run(plane, plan, outcome)
+            event = session_pb2.SessionResponse(request_id=rid, **{f"{kind.name}_result": result})
             limit = plane.settings.max_message_bytes
             if event.ByteSize() > limit:  # this request fails; the stream goes on
                 raise ResourceExhausted(
@@ -257,39 +246,16 @@ class Session:
         if cont is not None:
             done.prompt_token_ids.extend(cont.prompt)
             done.suffix_token_ids.extend(cont.suffix)
-        done.speculative_prefill = plane.after(plan, outcome)
+        done.speculative_prefill = kind.after(plane, plan, outcome)
         return done
 
     def _continuation(
-        self, rid: str, c: session_pb2.Continuation, req: Request,
+        self, rid: str, c: session_pb2.Continuation, kind: AnyKind, req: Any,
     ) -> ResolvedContinuation:
-        options = RenderOptions()
-        if isinstance(req, chat_pb2.CreateChatCompletionRequest):
-            if req.messages or req.nvext.token_data or req.tokens:
-                raise InvalidArgument(
-                    "with a continuation, chat.messages, chat.tokens and chat.nvext.token_data "
-                    "must be empty: the prompt is the earlier request's ids plus the suffix",
-                    param="messages", reason="FIELDS_CONFLICT",
-                )
-            options = render_options(
-                req, trust_template=self.plane.settings.trust_request_chat_template)
-        elif isinstance(req, completion_pb2.CreateCompletionRequest):
-            if req.HasField("prompt") or req.nvext.token_data:
-                raise InvalidArgument(
-                    "with a continuation, completion.prompt and completion.nvext.token_data must "
-                    "be empty: the prompt is the earlier request's ids plus the suffix",
-                    param="prompt", reason="FIELDS_CONFLICT",
-                )
-        elif req.token_ids:
-            raise InvalidArgument(
-                "with a continuation, generate.token_ids must be empty: the prompt is the "
-                "earlier request's ids plus the suffix",
-                param="token_ids", reason="FIELDS_CONFLICT",
-            )
+        options = kind.continuation_options(
+            req, trust_template=self.plane.settings.trust_request_chat_template)
         if c.messages:  # rendered here: the cheap length limit first, as for a chat request
-            chars = rendered_chars(c)[1]
-            if isinstance(req, chat_pb2.CreateChatCompletionRequest):  # its tools render too
-                chars += rendered_chars(req)[1]
+            chars = rendered_chars(c)[1] + kind.continuation_chars(req)
             engine = self.plane.engine
             v.text_fits("continuation.messages", chars, engine.max_model_len,
                         engine.max_token_chars)
@@ -298,19 +264,3 @@ class Session:
             store=self.plane.store, turns=self.plane.turns, engine=self.plane.engine,
         )
 
-
-Request = (chat_pb2.CreateChatCompletionRequest | generate_pb2.GenerateRequest
-           | completion_pb2.CreateCompletionRequest)
-
-
-def _with_prompt(msg: Request, prompt: list[int]) -> Request:
-    """A copy of `msg` whose prompt is the given ids."""
-    if isinstance(msg, chat_pb2.CreateChatCompletionRequest | completion_pb2.CreateCompletionRequest):
-        copy = type(msg)()
-        copy.MergeFrom(msg)  # type: ignore[arg-type]  # (same type)
-        copy.nvext.token_data.extend(prompt)
-        return copy
-    gen = generate_pb2.GenerateRequest()
-    gen.CopyFrom(msg)
-    gen.token_ids.extend(prompt)
-    return gen

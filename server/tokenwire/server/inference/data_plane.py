@@ -3,13 +3,13 @@
 The gRPC servicer (unary and streaming RPCs) and the Session stream both
 call this object; it is built once at start-up (app.build_data_plane) with
 the objects every call shares. Plans are proto -> domain (validated), runs
-are domain -> engine -> proto. Chat and generate plans have one shape (both
-hold the EngineRequest), so callers treat them alike:
+are domain -> engine -> proto. Front ends reach them through the request
+kinds (inference/kinds.py: one object per kind, one interface):
 
-    plan = await plane.chat_plan(request, caller=..., stream=True)
+    plan = await CHAT.plan(plane, request, caller=..., stream=True)
     outcome = RunOutcome()
-    async for chunk in plane.stream_chat(plan, outcome): ...
-    plane.after(plan, outcome)   # speculative prefill of the next turn
+    async for chunk in CHAT.stream(plane, plan, outcome): ...
+    CHAT.after(plane, plan, outcome)   # speculative prefill of the next turn
 
 The stream methods return the run's own async generator (no wrapping layer), so
 the per-token path is exactly chat_service.stream_chat / stream_generate.
@@ -18,7 +18,7 @@ the per-token path is exactly chat_service.stream_chat / stream_generate.
 from __future__ import annotations
 
 from collections.abc import AsyncIterator, Callable
-from typing import Any, TypeAlias, TypeVar
+from typing import Any, TypeVar
 
 from tokenwire.server.core import validation as v
 from tokenwire.server.core.domain import Caller, Engine, EngineRequest, RunOutcome
@@ -51,11 +51,6 @@ from tokenwire.server.security.tenancy import Tenancy
 from tokenwire.v1 import chat_pb2, completion_pb2, generate_pb2, tokenize_pb2
 
 P = TypeVar("P")
-Plan: TypeAlias = ChatPlan | GeneratePlan | CompletionPlan
-Response: TypeAlias = (chat_pb2.CreateChatCompletionResponse | generate_pb2.GenerateResponse
-                       | completion_pb2.CreateCompletionResponse)
-Chunk: TypeAlias = (chat_pb2.StreamChatCompletionResponse | generate_pb2.GenerateResponse
-                    | completion_pb2.StreamCompletionResponse)
 
 
 class DataPlane:
@@ -207,28 +202,9 @@ class DataPlane:
     ) -> AsyncIterator[completion_pb2.StreamCompletionResponse]:
         return stream_completion(self.engine, plan, worker_id=self.worker_id, outcome=outcome)
 
-    async def run(self, plan: Plan, outcome: RunOutcome | None = None) -> Response:
-        """Run either plan to the end: the one response. `outcome`: filled with the ids."""
-        if isinstance(plan, ChatPlan):
-            return await self.run_chat(plan, outcome)
-        if isinstance(plan, CompletionPlan):
-            return await self.run_completion(plan, outcome)
-        return await self.run_generate(plan, outcome)
-
-    def stream(self, plan: Plan, outcome: RunOutcome | None = None) -> AsyncIterator[Chunk]:
-        """Either plan's chunks: the run's own generator (no wrapping layer;
-        close it when abandoned). `outcome`: filled once the stream finished."""
-        if isinstance(plan, ChatPlan):
-            return self.stream_chat(plan, outcome)
-        if isinstance(plan, CompletionPlan):
-            return self.stream_completion(plan, outcome)
-        return self.stream_generate(plan, outcome)
-
-    def after(self, plan: Plan, outcome: RunOutcome) -> bool:
-        """After a finished run: start the speculative prefill of the next
-        chat turn when the plan asked for one; True if started."""
-        if not isinstance(plan, ChatPlan):
-            return False
+    def after(self, plan: ChatPlan, outcome: RunOutcome) -> bool:
+        """After a finished chat run: start the speculative prefill of the
+        next turn when the plan asked for one; True if started."""
         first = outcome.completions[0] if outcome.completions else []
         return self.prefiller.start(plan, outcome.prompt_ids, first)
 
