@@ -97,12 +97,8 @@ class DataPlane:
         ))
         plan.weight_version = self.state.weight_version
         self._response_fits([plan.request], "max_tokens", plan.extra_fields)
-        body = req.nvext.dp_rank if req.nvext.HasField("dp_rank") else None
-        plan.request.data_parallel_rank = self._dp_rank(body, "nvext.dp_rank", dp_rank)
-        plan.request.session_id = pick_session_id(req.session_id, session_id)
-        plan.request.tenant = caller.tenant
-        plan.request.weight_bound = _weight_bound(req.nvext, "nvext.", caller)
-        plan.request.salt_by_version = _salt_by_version(req.nvext)
+        self._route([plan.request], req, req.nvext, "nvext.", "dp_rank", caller=caller,
+                    dp_rank=dp_rank, session_id=session_id)
         return plan
 
     async def generate_plan(
@@ -114,12 +110,8 @@ class DataPlane:
             served_model=self.served_model, caller=caller, stream=stream,
         )
         self._response_fits([plan.request], "sampling_params.max_tokens")
-        body = req.data_parallel_rank if req.HasField("data_parallel_rank") else None
-        plan.request.data_parallel_rank = self._dp_rank(body, "data_parallel_rank", dp_rank)
-        plan.request.session_id = pick_session_id(req.session_id, session_id)
-        plan.request.tenant = caller.tenant
-        plan.request.weight_bound = _weight_bound(req, "", caller)
-        plan.request.salt_by_version = _salt_by_version(req)
+        self._route([plan.request], req, req, "", "data_parallel_rank", caller=caller,
+                    dp_rank=dp_rank, session_id=session_id)
         return plan
 
     async def completion_plan(
@@ -132,17 +124,28 @@ class DataPlane:
         ))
         plan.weight_version = self.state.weight_version
         self._response_fits(plan.requests, "max_tokens", plan.extra_fields)  # unary: one response
-        body = req.nvext.dp_rank if req.nvext.HasField("dp_rank") else None
-        rank = self._dp_rank(body, "nvext.dp_rank", dp_rank)
+        self._route(plan.requests, req, req.nvext, "nvext.", "dp_rank", caller=caller,
+                    dp_rank=dp_rank, session_id=session_id)
+        return plan
+
+    def _route(self, requests: list[EngineRequest], req: Any, fields: Any, prefix: str,
+               rank_field: str, *, caller: Caller, dp_rank: str | None,
+               session_id: str | None) -> None:
+        """What every kind's engine requests take from the call and from the
+        body (`fields`: chat's and completion's nvext, generate's root, whose
+        names get `prefix`): data-parallel rank, session id, tenant, weight
+        bound, salting by version."""
+        body = getattr(fields, rank_field) if fields.HasField(rank_field) else None
+        rank = self._dp_rank(body, prefix + rank_field, dp_rank)
         session = pick_session_id(req.session_id, session_id)
-        bound = _weight_bound(req.nvext, "nvext.", caller)
-        for request in plan.requests:
+        bound = _weight_bound(fields, prefix, caller)
+        salt = _salt_by_version(fields)
+        for request in requests:
             request.data_parallel_rank = rank
             request.session_id = session
             request.tenant = caller.tenant
             request.weight_bound = bound
-            request.salt_by_version = _salt_by_version(req.nvext)
-        return plan
+            request.salt_by_version = salt
 
     def _response_fits(self, requests: list[EngineRequest], param: str,
                        extra_fields: frozenset[str] = frozenset()) -> None:
