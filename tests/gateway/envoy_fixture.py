@@ -3,6 +3,10 @@
 from __future__ import annotations
 
 import dataclasses
+import subprocess
+import time
+
+import httpx
 
 from tests.servers import ROOT, free_port
 from tokenwire.gateway.process import EnvoyProcess
@@ -35,3 +39,17 @@ def stop_gateway(envoy: EnvoyProcess) -> None:
     errors = [line for line in log_path.read_text(errors="replace").splitlines()
               if "[error][lua]" in line]
     assert not errors, "Lua errors in " + str(log_path) + ":\n" + "\n".join(errors[:10])
+
+
+def wait_rest(url: str, proc: subprocess.Popen, timeout: float = 60, headers=None) -> None:
+    """Wait until `tokenwire up` (proc) answers GET {url}/health with 200."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        assert proc.poll() is None, f"tokenwire up exited with {proc.returncode}"
+        try:
+            if httpx.get(f"{url}/health", timeout=2, headers=headers).status_code == 200:
+                return
+        except httpx.HTTPError:
+            pass
+        time.sleep(0.2)
+    raise TimeoutError(f"{url}/health not 200 after {timeout}s")

@@ -24,8 +24,7 @@ import grpc
 import httpx
 import pytest
 
-from tests.gateway.envoy_fixture import start_gateway, stop_gateway
-from tests.gateway.test_up_command import wait_rest
+from tests.gateway.envoy_fixture import start_gateway, stop_gateway, wait_rest
 from tests.servers import ThreadServer, free_port
 from tokenwire.gateway import config
 from tokenwire.gateway.settings import ADMIN_KEY_ENV, GatewaySettings, injected_admin_key

@@ -14,22 +14,10 @@ import httpx
 import openai
 import pytest
 
+from tests.gateway.envoy_fixture import wait_rest
 from tests.servers import free_port
 from tokenwire.gateway.process import port_open
 from tokenwire.v1 import control_pb2, control_pb2_grpc
-
-
-def wait_rest(url: str, proc: subprocess.Popen, timeout: float = 60, headers=None) -> None:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        assert proc.poll() is None, f"tokenwire up exited with {proc.returncode}"
-        try:
-            if httpx.get(f"{url}/health", timeout=2, headers=headers).status_code == 200:
-                return
-        except httpx.HTTPError:
-            pass
-        time.sleep(0.2)
-    raise TimeoutError(f"{url}/health not 200 after {timeout}s")
 
 
 @pytest.mark.parametrize("sig", [signal.SIGINT, signal.SIGTERM], ids=["SIGINT", "SIGTERM"])
