@@ -1,6 +1,7 @@
 """The inference calls of every request kind (inference/kinds.py) as one
 unary response and one chunk generator: admitted on the serving state,
-planned and run by the kind on the data plane. TokenwireService returns the
+planned by the kind on the data plane, run and built (response, chunks) by
+the kind's own modules, with no per-kind branch here. TokenwireService returns the
 response or sends the chunks as typed messages; EventStreamService renders
 the same chunks as SSE events (and prints the unary chat as JSON). Errors
 are raised here; each servicer maps them."""

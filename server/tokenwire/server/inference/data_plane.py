@@ -2,40 +2,36 @@
 
 The gRPC servicer (unary and streaming RPCs) and the Session stream both
 call this object; it is built once at start-up (app.build_data_plane) with
-the objects every call shares. Plans are proto -> domain (validated), runs
-are domain -> engine -> proto. Front ends reach them through the request
-kinds (inference/kinds.py: one object per kind, one interface):
+the objects every call shares (engine, worker id, prefiller, tenancy).
+Plans are proto -> domain (validated) here; runs (domain -> engine -> proto:
+the response or the chunks) are the request kinds' own (inference/kinds.py:
+one object per kind, one interface, each delegating to its chat/,
+completion/ or generate/ modules). Front ends go through the kinds:
 
     plan = await CHAT.plan(plane, request, caller=..., stream=True)
     outcome = RunOutcome()
     async for chunk in CHAT.stream(plane, plan, outcome): ...
     CHAT.after(plane, plan, outcome)   # speculative prefill of the next turn
 
-The stream methods return the run's own async generator (no wrapping layer), so
-the per-token path is exactly chat_service.stream_chat / stream_generate.
+A kind's stream returns its own async generator (no wrapping layer), so the
+per-token path is exactly chat/service.py's stream_chat (ChatStreamBuilder),
+completion's stream_completion, generate's stream_generate.
 """
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator, Callable
+from collections.abc import Callable
 from typing import Any, TypeVar
 
 from tokenwire.server.core import validation as v
-from tokenwire.server.core.domain import Caller, Engine, EngineRequest, RunOutcome
+from tokenwire.server.core.domain import Caller, Engine, EngineRequest
 from tokenwire.server.core.serving_state import ServingState
 from tokenwire.server.core.settings import ServerSettings
 from tokenwire.server.core.weight_bounds import EXACT, LAG, WeightBound, bound_from, pick_bound
 from tokenwire.server.inference.chat.request import ChatPlan, build_chat_plan
-from tokenwire.server.inference.chat.service import run_chat, stream_chat
 from tokenwire.server.inference.completion.request import CompletionPlan, build_completion_plan
-from tokenwire.server.inference.completion.service import run_completion, stream_completion
 from tokenwire.server.inference.continuation_store import ContinuationStore
-from tokenwire.server.inference.generate.service import (
-    GeneratePlan,
-    build_generate_plan,
-    run_generate,
-    stream_generate,
-)
+from tokenwire.server.inference.generate.service import GeneratePlan, build_generate_plan
 from tokenwire.server.inference.offload import OFFLOAD_CHARS, Offload
 from tokenwire.server.inference.prefill import Prefiller
 from tokenwire.server.inference.render_service import generate_request, generate_requests
@@ -173,43 +169,6 @@ class DataPlane:
             return None
         size = int(self.engine.config_report().get("data_parallel_size") or 1)
         return pick_dp_rank(body, param, header, size)
-
-    # -- runs (plan -> engine -> proto) -----------------------------------
-    async def run_chat(
-        self, plan: ChatPlan, outcome: RunOutcome | None = None
-    ) -> chat_pb2.CreateChatCompletionResponse:
-        return await run_chat(self.engine, plan, worker_id=self.worker_id, outcome=outcome)
-
-    def stream_chat(
-        self, plan: ChatPlan, outcome: RunOutcome | None = None
-    ) -> AsyncIterator[chat_pb2.StreamChatCompletionResponse]:
-        return stream_chat(self.engine, plan, worker_id=self.worker_id, outcome=outcome)
-
-    async def run_generate(
-        self, plan: GeneratePlan, outcome: RunOutcome | None = None
-    ) -> generate_pb2.GenerateResponse:
-        return await run_generate(self.engine, plan, outcome=outcome)
-
-    def stream_generate(
-        self, plan: GeneratePlan, outcome: RunOutcome | None = None
-    ) -> AsyncIterator[generate_pb2.GenerateResponse]:
-        return stream_generate(self.engine, plan, outcome=outcome)
-
-    async def run_completion(
-        self, plan: CompletionPlan, outcome: RunOutcome | None = None
-    ) -> completion_pb2.CreateCompletionResponse:
-        return await run_completion(self.engine, plan, worker_id=self.worker_id, outcome=outcome)
-
-    def stream_completion(
-        self, plan: CompletionPlan, outcome: RunOutcome | None = None
-    ) -> AsyncIterator[completion_pb2.StreamCompletionResponse]:
-        return stream_completion(self.engine, plan, worker_id=self.worker_id, outcome=outcome)
-
-    def after(self, plan: ChatPlan, outcome: RunOutcome) -> bool:
-        """After a finished chat run: start the speculative prefill of the
-        next turn when the plan asked for one; True if started."""
-        first = outcome.completions[0] if outcome.completions else []
-        return self.prefiller.start(plan, outcome.prompt_ids, first)
 
     async def render_chat(
         self, req: chat_pb2.CreateChatCompletionRequest, *, caller: Caller,

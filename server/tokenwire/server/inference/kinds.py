@@ -1,8 +1,13 @@
 """The request kinds — chat, completion, generate — one object each behind
 one interface (`RequestKind`): plan (proto -> validated domain, on the data
-plane), run (the one response), stream (the chunks: the run's own generator,
-no wrapping layer), after (what a finished run starts), and what a Session
-needs of a kind (its prompt replaced by ids, a continuation's conflicts).
+plane), run (engine -> the one response), stream (engine -> the chunks: the
+kind's own generator, no wrapping layer), after (what a finished run
+starts: chat's speculative prefill), and what a Session needs of a kind (its
+prompt replaced by ids, a continuation's conflicts). Each kind delegates
+running and building to its own modules (chat/, completion/, generate/:
+service.py runs, response.py or the service builds the response and chunks);
+the data plane only plans and holds what runs share (engine, worker id,
+prefiller).
 
 The servicers, the event streams and the Session look a kind up — in KINDS
 by name (SessionStart's `request` oneof; SessionResponse's `<name>_chunk` /
@@ -17,9 +22,15 @@ from typing import Any, ClassVar, Generic, TypeVar
 from tokenwire.server.core.domain import Caller, RenderOptions, RunOutcome
 from tokenwire.server.core.errors import InvalidArgument
 from tokenwire.server.inference.chat.request import ChatPlan
+from tokenwire.server.inference.chat.service import run_chat, stream_chat
 from tokenwire.server.inference.completion.request import CompletionPlan
+from tokenwire.server.inference.completion.service import run_completion, stream_completion
 from tokenwire.server.inference.data_plane import DataPlane
-from tokenwire.server.inference.generate.service import GeneratePlan
+from tokenwire.server.inference.generate.service import (
+    GeneratePlan,
+    run_generate,
+    stream_generate,
+)
 from tokenwire.server.inference.request_fields import render_options, rendered_chars
 from tokenwire.v1 import chat_pb2, completion_pb2, generate_pb2
 
@@ -41,12 +52,16 @@ class RequestKind(Generic[Req, P, R, C]):
         raise NotImplementedError
 
     async def run(self, plane: DataPlane, plan: P, outcome: RunOutcome | None = None) -> R:
-        """Run `plan` to the end: the one response. `outcome`: filled with the ids."""
+        """Run `plan` on the plane's engine to the end and build the one
+        response (the kind's own service and response modules: chat/,
+        completion/, generate/). `outcome`: filled with the ids."""
         raise NotImplementedError
 
     def stream(self, plane: DataPlane, plan: P, outcome: RunOutcome | None = None) -> AsyncIterator[C]:
-        """The chunks of `plan`: the run's own generator (close it when
-        abandoned). `outcome`: filled once the stream finished."""
+        """The chunks of `plan`, built as the engine's outputs arrive: the
+        kind's own stream generator (e.g. chat/service.py's stream_chat over
+        ChatStreamBuilder), returned as is — no wrapping layer per chunk;
+        close it when abandoned. `outcome`: filled once the stream finished."""
         raise NotImplementedError
 
     def call_outcome(self) -> RunOutcome | None:
@@ -88,17 +103,20 @@ class ChatKind(RequestKind[chat_pb2.CreateChatCompletionRequest, ChatPlan,
 
     async def run(self, plane: DataPlane, plan: ChatPlan, outcome: RunOutcome | None = None
                   ) -> chat_pb2.CreateChatCompletionResponse:
-        return await plane.run_chat(plan, outcome)
+        return await run_chat(plane.engine, plan, worker_id=plane.worker_id, outcome=outcome)
 
     def stream(self, plane: DataPlane, plan: ChatPlan, outcome: RunOutcome | None = None
                ) -> AsyncIterator[chat_pb2.StreamChatCompletionResponse]:
-        return plane.stream_chat(plan, outcome)
+        return stream_chat(plane.engine, plan, worker_id=plane.worker_id, outcome=outcome)
 
     def call_outcome(self) -> RunOutcome | None:
         return RunOutcome()  # the speculative prefill of the next turn reads it
 
     def after(self, plane: DataPlane, plan: ChatPlan, outcome: RunOutcome | None) -> bool:
-        return outcome is not None and plane.after(plan, outcome)
+        if outcome is None:
+            return False
+        first = outcome.completions[0] if outcome.completions else []
+        return plane.prefiller.start(plan, outcome.prompt_ids, first)  # the next turn's prefill
 
     def continuation_options(self, req: chat_pb2.CreateChatCompletionRequest, *,
                              trust_template: bool) -> RenderOptions:
@@ -127,11 +145,12 @@ class CompletionKind(RequestKind[completion_pb2.CreateCompletionRequest, Complet
 
     async def run(self, plane: DataPlane, plan: CompletionPlan, outcome: RunOutcome | None = None
                   ) -> completion_pb2.CreateCompletionResponse:
-        return await plane.run_completion(plan, outcome)
+        return await run_completion(plane.engine, plan, worker_id=plane.worker_id,
+                                    outcome=outcome)
 
     def stream(self, plane: DataPlane, plan: CompletionPlan, outcome: RunOutcome | None = None
                ) -> AsyncIterator[completion_pb2.StreamCompletionResponse]:
-        return plane.stream_completion(plan, outcome)
+        return stream_completion(plane.engine, plan, worker_id=plane.worker_id, outcome=outcome)
 
     def continuation_options(self, req: completion_pb2.CreateCompletionRequest, *,
                              trust_template: bool) -> RenderOptions:
@@ -156,11 +175,11 @@ class GenerateKind(RequestKind[generate_pb2.GenerateRequest, GeneratePlan,
 
     async def run(self, plane: DataPlane, plan: GeneratePlan, outcome: RunOutcome | None = None
                   ) -> generate_pb2.GenerateResponse:
-        return await plane.run_generate(plan, outcome)
+        return await run_generate(plane.engine, plan, outcome=outcome)
 
     def stream(self, plane: DataPlane, plan: GeneratePlan, outcome: RunOutcome | None = None
                ) -> AsyncIterator[generate_pb2.GenerateResponse]:
-        return plane.stream_generate(plan, outcome)
+        return stream_generate(plane.engine, plan, outcome=outcome)
 
     def with_prompt(self, req: generate_pb2.GenerateRequest, prompt: list[int]
                     ) -> generate_pb2.GenerateRequest:
