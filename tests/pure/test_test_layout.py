@@ -31,5 +31,5 @@ def test_no_test_module_imports_another() -> None:
 
 def test_the_check_sees_such_an_import(tmp_path: pathlib.Path) -> None:
     module = tmp_path / "test_x.py"
-    module.write_text("from tests.unit.test_validation_matrix import CHAT_CASES\n")
-    assert _imported_test_modules(module) == ["tests.unit.test_validation_matrix"]
+    module.write_text("from tests.unit.inference.test_validation_matrix import CHAT_CASES\n")
+    assert _imported_test_modules(module) == ["tests.unit.inference.test_validation_matrix"]

@@ -141,7 +141,7 @@ def test_cache_salt_precedence(fake_stub, fake_engine) -> None:
     fake_stub.CreateChatCompletion(chat_request(cache_salt="root", nvext={"cache_salt": "nv"}), timeout=10)
     assert fake_engine.requests[-1].cache_salt == "nv"
     # x-tenant-id from a caller is ignored unless the server trusts the hop
-    # that sets it (tests/unit/test_tenancy.py).
+    # that sets it (tests/unit/security/test_tenancy.py).
     fake_stub.CreateChatCompletion(
         chat_request(cache_salt="root", nvext={"cache_salt": "nv"}),
         metadata=(("x-tenant-id", "tenant"),),
