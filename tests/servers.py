@@ -4,6 +4,8 @@ background thread (fast), and the real `tokenwire serve` as a subprocess."""
 from __future__ import annotations
 
 import asyncio
+import collections.abc
+import contextlib
 import os
 import pathlib
 import signal
@@ -92,6 +94,24 @@ class ThreadServer:
         self._loop.call_soon_threadsafe(self._loop.stop)
         assert self._thread is not None
         self._thread.join(10)
+
+
+@contextlib.contextmanager
+def fake_serving(engine: object = None, **settings: object) -> collections.abc.Iterator[ThreadServer]:
+    """The hand-made test server, shared: a ThreadServer on ``engine`` (a
+    FakeEngine of the same max_model_len unless given), with ServerSettings
+    defaulting to engine="fake", port=0, max_model_len=512 and ``settings``
+    over them; stopped on exit. Usable in a fixture of any scope."""
+    from tokenwire.server.engine.fake.engine import FakeEngine
+
+    options: dict[str, object] = {"engine": "fake", "port": 0, "max_model_len": 512, **settings}
+    if engine is None:
+        engine = FakeEngine(max_model_len=options["max_model_len"])
+    server = ThreadServer(ServerSettings(**options), engine).start()  # type: ignore[arg-type]
+    try:
+        yield server
+    finally:
+        server.stop()
 
 
 @dataclass

@@ -9,10 +9,9 @@ import pytest
 from google.protobuf import json_format
 
 from tests.rpc import chat_request, error_info
-from tests.servers import ThreadServer
+from tests.servers import fake_serving
 from tests.session_rpc import RawSession, start_chat
 from tokenwire.server.core import validation
-from tokenwire.server.core.settings import ServerSettings
 from tokenwire.server.engine.fake.engine import FakeEngine
 from tokenwire.v1 import generate_pb2, service_pb2_grpc
 
@@ -20,11 +19,8 @@ from tokenwire.v1 import generate_pb2, service_pb2_grpc
 @pytest.fixture(scope="module")
 def small():
     engine = FakeEngine(max_model_len=512)
-    srv = ThreadServer(ServerSettings(engine="fake", port=0, max_model_len=512,
-                                      max_message_bytes=64 * 1024), engine).start()
-    with grpc.insecure_channel(srv.address) as ch:
+    with fake_serving(engine, max_message_bytes=64 * 1024) as srv, grpc.insecure_channel(srv.address) as ch:
         yield service_pb2_grpc.TokenwireServiceStub(ch), engine
-    srv.stop()
 
 
 def test_a_response_that_cannot_fit_is_refused_before_generating(small) -> None:
@@ -66,11 +62,8 @@ def test_an_oversized_session_result_fails_alone(small, monkeypatch) -> None:
 @pytest.fixture(scope="module")
 def tiny():
     engine = FakeEngine(max_model_len=512)
-    srv = ThreadServer(ServerSettings(engine="fake", port=0, max_model_len=512,
-                                      max_message_bytes=16 * 1024), engine).start()
-    with grpc.insecure_channel(srv.address) as ch:
+    with fake_serving(engine, max_message_bytes=16 * 1024) as srv, grpc.insecure_channel(srv.address) as ch:
         yield service_pb2_grpc.TokenwireServiceStub(ch), engine
-    srv.stop()
 
 
 WHOLE = dict(n=16, temperature=1.0, max_tokens=400, ignore_eos=True, logprobs=True, top_logprobs=20)

@@ -10,8 +10,7 @@ import grpc
 import pytest
 
 from tests.rpc import chat_request, error_info
-from tests.servers import ThreadServer
-from tokenwire.server.core.settings import ServerSettings
+from tests.servers import fake_serving
 from tokenwire.server.engine.fake.engine import FakeEngine
 from tokenwire.v1 import common_pb2, generate_pb2, service_pb2_grpc
 
@@ -20,10 +19,8 @@ from tokenwire.v1 import common_pb2, generate_pb2, service_pb2_grpc
 def served() -> collections.abc.Iterator[tuple[service_pb2_grpc.TokenwireServiceStub, FakeEngine]]:
     engine = FakeEngine(max_model_len=512)
     engine.data_parallel_size = 2
-    server = ThreadServer(ServerSettings(engine="fake", port=0, max_model_len=512), engine).start()
-    with grpc.insecure_channel(server.address) as ch:
+    with fake_serving(engine) as server, grpc.insecure_channel(server.address) as ch:
         yield service_pb2_grpc.TokenwireServiceStub(ch), engine
-    server.stop()
 
 
 def _gen(**kw) -> generate_pb2.GenerateRequest:

@@ -11,9 +11,8 @@ import pytest
 from google.protobuf import json_format
 
 from tests.rpc import chat_request
-from tests.servers import ThreadServer
+from tests.servers import fake_serving
 from tokenwire.server.core.domain import LOGPROB_FLOOR, finite_logprob
-from tokenwire.server.core.settings import ServerSettings
 from tokenwire.server.engine.fake.engine import FakeEngine
 from tokenwire.v1 import generate_pb2, service_pb2_grpc
 
@@ -22,11 +21,9 @@ AT = 2  # the output position whose logprob the engine reports as NaN
 
 @pytest.fixture(scope="module")
 def stub():
-    server = ThreadServer(ServerSettings(engine="fake", port=0, max_model_len=512),
-                          FakeEngine(max_model_len=512, nan_logprob_at=AT)).start()
-    with grpc.insecure_channel(server.address) as ch:
+    with fake_serving(FakeEngine(max_model_len=512, nan_logprob_at=AT)) as server, \
+            grpc.insecure_channel(server.address) as ch:
         yield service_pb2_grpc.TokenwireServiceStub(ch)
-    server.stop()
 
 
 @pytest.mark.parametrize(("raw", "clamped", "flag"), [
