@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.servers import ThreadServer
+from tests.servers import ThreadServer, fake_serving
 from tokenwire.cli import main as cli_main
 from tokenwire.client import (
     AsyncClient,
@@ -19,17 +19,12 @@ from tokenwire.client import (
     InvalidArgumentError,
     UnauthenticatedError,
 )
-from tokenwire.server.core.settings import ServerSettings
-from tokenwire.server.engine.fake.engine import FakeEngine
 
 
 @pytest.fixture(scope="module")
 def server() -> collections.abc.Iterator[ThreadServer]:
-    settings = ServerSettings(engine="fake", port=0, max_model_len=512, enable_control=True,
-                              admin_api_key="adm")
-    srv = ThreadServer(settings, FakeEngine(max_model_len=512)).start()
-    yield srv
-    srv.stop()
+    with fake_serving(enable_control=True, admin_api_key="adm") as srv:
+        yield srv
 
 
 def test_paused_always_resumes_and_updates_version(server: ThreadServer, tmp_path: Path) -> None:

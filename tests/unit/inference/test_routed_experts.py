@@ -15,8 +15,7 @@ import pytest
 from google.protobuf import json_format
 
 from tests.rpc import chat_request
-from tests.servers import ThreadServer
-from tokenwire.server.core.settings import ServerSettings
+from tests.servers import fake_serving
 from tokenwire.server.engine.fake.engine import FakeEngine
 from tokenwire.v1 import completion_pb2, generate_pb2, service_pb2_grpc
 
@@ -25,11 +24,9 @@ from tokenwire.v1 import completion_pb2, generate_pb2, service_pb2_grpc
 def moe_stub():
     engine = FakeEngine(max_model_len=512)
     engine.routed_experts = (3, 2)  # 3 MoE layers, top-2 routing
-    server = ThreadServer(ServerSettings(engine="fake", port=0, max_model_len=512,
-                                         served_model_name="fake-moe"), engine).start()
-    with grpc.insecure_channel(server.address) as channel:
+    with fake_serving(engine, served_model_name="fake-moe") as server, \
+            grpc.insecure_channel(server.address) as channel:
         yield service_pb2_grpc.TokenwireServiceStub(channel)
-    server.stop()
 
 
 def array(data: bytes) -> np.ndarray:

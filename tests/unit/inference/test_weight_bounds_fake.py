@@ -12,7 +12,7 @@ import pytest
 from google.protobuf import json_format
 
 from tests.rpc import StreamReader, chat_request, error_info
-from tests.servers import ThreadServer
+from tests.servers import ThreadServer, fake_serving
 from tests.session_rpc import RawSession, start_generate
 from tokenwire.server.core.settings import ServerSettings
 from tokenwire.server.engine.fake.engine import FakeEngine
@@ -29,10 +29,8 @@ from tokenwire.wire import EXACT_VERSION_HEADER, MAX_LAG_HEADER, RETRY_SAFE_TRAI
 @pytest.fixture()
 def served() -> collections.abc.Iterator[tuple[ThreadServer, FakeEngine]]:
     engine = FakeEngine(max_model_len=512, token_delay=0.004)
-    settings = ServerSettings(engine="fake", port=0, max_model_len=512, enable_control=True)
-    server = ThreadServer(settings, engine).start()
-    yield server, engine
-    server.stop()
+    with fake_serving(engine, enable_control=True) as server:
+        yield server, engine
 
 
 @pytest.fixture()

@@ -15,7 +15,7 @@ import pytest
 from google.protobuf import json_format
 
 from tests.rpc import chat_request, error_info
-from tests.servers import ThreadServer
+from tests.servers import fake_serving
 from tokenwire.server.core.settings import ServerSettings
 from tokenwire.server.engine.fake.engine import FakeEngine
 from tokenwire.v1 import generate_pb2, service_pb2_grpc, tokenize_pb2
@@ -52,11 +52,9 @@ class CountingEngine(FakeEngine):
 @pytest.fixture(scope="module")
 def server():
     engine = CountingEngine()
-    srv = ThreadServer(ServerSettings(engine="fake", port=0, max_model_len=512,
-                                      trust_request_chat_template=True,
-                                      request_template_timeout_seconds=0.5), engine).start()
-    yield srv, engine
-    srv.stop()
+    with fake_serving(engine, trust_request_chat_template=True,
+                      request_template_timeout_seconds=0.5) as srv:
+        yield srv, engine
 
 
 @pytest.fixture

@@ -11,7 +11,7 @@ import grpc
 import pytest
 
 from tests.rpc import chat_request
-from tests.servers import ThreadServer
+from tests.servers import ThreadServer, fake_serving
 from tests.session_rpc import RawSession, start_chat
 from tokenwire.server.core.settings import ServerSettings
 from tokenwire.server.engine.fake.engine import FakeEngine
@@ -43,11 +43,9 @@ def tenant_server(tmp_path_factory) -> collections.abc.Iterator[tuple[ThreadServ
     path = tmp_path_factory.mktemp("keys") / "keys.toml"
     path.write_text(KEYS)
     engine = FakeEngine(max_model_len=512)
-    settings = ServerSettings(engine="fake", port=0, max_model_len=512, api_keys_file=str(path),
-                              api_key="sk-plain-key", min_priority=0, max_priority=100)
-    server = ThreadServer(settings, engine).start()
-    yield server, engine
-    server.stop()
+    with fake_serving(engine, api_keys_file=str(path), api_key="sk-plain-key",
+                      min_priority=0, max_priority=100) as server:
+        yield server, engine
 
 
 @pytest.fixture
