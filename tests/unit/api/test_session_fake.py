@@ -11,7 +11,7 @@ import pytest
 from google.rpc import code_pb2
 
 from tests.rpc import error_info
-from tests.servers import ThreadServer
+from tests.servers import ThreadServer, fake_serving
 from tests.session_rpc import (
     RawSession,
     by_request,
@@ -22,7 +22,6 @@ from tests.session_rpc import (
     start_completion,
     start_generate,
 )
-from tokenwire.server.core.settings import ServerSettings
 from tokenwire.server.engine.fake.engine import EOS, FakeEngine
 from tokenwire.v1 import chat_pb2, models_pb2, service_pb2_grpc, session_pb2, tokenize_pb2
 
@@ -36,14 +35,12 @@ def slow_engine() -> FakeEngine:
 
 @pytest.fixture(scope="module")
 def slow_server(slow_engine: FakeEngine) -> collections.abc.Iterator[ThreadServer]:
-    settings = ServerSettings(
-        engine="fake", port=0, max_model_len=512, served_model_name="fake-model",
+    with fake_serving(
+        slow_engine, served_model_name="fake-model",
         continuation_session_max_requests=3, continuation_session_max_tokens=2000,
         continuation_max_tokens=4000, session_max_requests=8,
-    )
-    server = ThreadServer(settings, slow_engine).start()
-    yield server
-    server.stop()
+    ) as server:
+        yield server
 
 
 @pytest.fixture(scope="module")

@@ -12,7 +12,7 @@ import time
 import grpc
 import pytest
 
-from tests.servers import ThreadServer
+from tests.servers import ThreadServer, fake_serving
 from tokenwire.client import (
     AsyncClient,
     AsyncConversation,
@@ -42,10 +42,8 @@ def client(fake_server: ThreadServer) -> collections.abc.Iterator[Client]:
 @pytest.fixture(scope="module")
 def flaky_server() -> collections.abc.Iterator[ThreadServer]:
     """A server whose serving flag tests may flip, on a slow fake engine."""
-    settings = ServerSettings(engine="fake", port=0, max_model_len=512, served_model_name="fake-model")
-    server = ThreadServer(settings, FakeEngine(max_model_len=512, token_delay=0.01)).start()
-    yield server
-    server.stop()
+    with fake_serving(FakeEngine(max_model_len=512, token_delay=0.01), served_model_name="fake-model") as server:
+        yield server
 
 
 def test_every_unary_rpc(client: Client, fake_engine: FakeEngine) -> None:

@@ -14,7 +14,7 @@ import grpc
 import pytest
 
 from tests.rpc import chat_request, error_info
-from tests.servers import ThreadServer, free_port
+from tests.servers import ThreadServer, fake_serving, free_port
 from tokenwire.client import AsyncClient, Client, TokenwireError
 from tokenwire.server.core.settings import ServerSettings
 from tokenwire.server.engine.fake.engine import FakeEngine
@@ -29,13 +29,8 @@ def _auth(key: str) -> tuple[tuple[str, str], ...]:
 @contextlib.contextmanager
 def _server(**kw) -> collections.abc.Iterator[tuple[grpc.Channel, FakeEngine]]:
     engine = FakeEngine(max_model_len=512)
-    settings = ServerSettings(engine="fake", port=0, max_model_len=512, **kw)
-    server = ThreadServer(settings, engine).start()
-    try:
-        with grpc.insecure_channel(server.address) as channel:
-            yield channel, engine
-    finally:
-        server.stop()
+    with fake_serving(engine, **kw) as server, grpc.insecure_channel(server.address) as channel:
+        yield channel, engine
 
 
 @pytest.fixture(scope="module")

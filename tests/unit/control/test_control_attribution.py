@@ -13,10 +13,9 @@ import grpc
 import pytest
 
 from tests.rpc import StreamReader, chat_request, error_info
-from tests.servers import ThreadServer
+from tests.servers import ThreadServer, fake_serving
 from tokenwire.server.control.checks import check_folder
 from tokenwire.server.core.errors import InvalidArgument
-from tokenwire.server.core.settings import ServerSettings
 from tokenwire.server.engine.fake.engine import FakeEngine
 from tokenwire.v1 import common_pb2, control_pb2, control_pb2_grpc, generate_pb2, service_pb2_grpc
 
@@ -25,12 +24,9 @@ from tokenwire.v1 import common_pb2, control_pb2, control_pb2_grpc, generate_pb2
 def served(request) -> collections.abc.Iterator[tuple[ThreadServer, FakeEngine]]:
     """A server of its own; settings from @pytest.mark.parametrize("served", [dict])."""
     engine = FakeEngine(max_model_len=512, token_delay=0.004)
-    settings = ServerSettings(engine="fake", port=0, max_model_len=512, enable_control=True,
-                              **getattr(request, "param", {}))
-    server = ThreadServer(settings, engine).start()
-    yield server, engine
-    engine.hold.clear()
-    server.stop()
+    with fake_serving(engine, enable_control=True, **getattr(request, "param", {})) as server:
+        yield server, engine
+        engine.hold.clear()
 
 
 @pytest.fixture()
@@ -252,11 +248,8 @@ def root(tmp_path: Path) -> Path:
 def rooted(root: Path, request) -> collections.abc.Iterator[tuple[ThreadServer, FakeEngine]]:
     engine = FakeEngine(max_model_len=512)
     engine.weight_files = "*.safetensors"  # as vLLM
-    settings = ServerSettings(engine="fake", port=0, max_model_len=512, enable_control=True,
-                              weights_root=str(root))
-    server = ThreadServer(settings, engine).start()
-    yield server, engine
-    server.stop()
+    with fake_serving(engine, enable_control=True, weights_root=str(root)) as server:
+        yield server, engine
 
 
 def test_loads_outside_the_weights_root_or_without_safetensors_are_refused(rooted, root, tmp_path) -> None:

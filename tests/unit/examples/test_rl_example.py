@@ -17,7 +17,7 @@ import torch
 from examples.rl import grpo, task
 from examples.rl.rollout import Sampling, rollout
 from examples.rl.weights import FleetPush, PathPush, TokenwireWeightSyncClient, WeightPushError
-from tests.servers import ThreadServer
+from tests.servers import ThreadServer, fake_serving
 from tokenwire.client import AsyncClient
 from tokenwire.server.core.settings import ServerSettings
 from tokenwire.server.engine.fake.engine import EOS, FakeEngine
@@ -83,11 +83,8 @@ def test_mismatch_is_mean_and_max_absolute_difference() -> None:
 @pytest.fixture(scope="module")
 def control_server() -> collections.abc.Iterator[tuple[ThreadServer, FakeEngine]]:
     engine = FakeEngine(max_model_len=512)
-    settings = ServerSettings(engine="fake", port=0, max_model_len=512, enable_control=True,
-                              weight_version="s0")
-    server = ThreadServer(settings, engine).start()
-    yield server, engine
-    server.stop()
+    with fake_serving(engine, enable_control=True, weight_version="s0") as server:
+        yield server, engine
 
 
 def test_a_two_turn_rollout_builds_turn_two_from_ids(control_server) -> None:
