@@ -9,16 +9,14 @@ import time
 import grpc
 
 from tests.rpc import chat_request
-from tests.servers import ThreadServer
-from tokenwire.server.core.settings import ServerSettings
+from tests.servers import fake_serving
 from tokenwire.server.engine.fake.engine import FakeEngine
 from tokenwire.v1 import service_pb2_grpc
 
 
 def test_generation_stalls_while_the_client_does_not_read() -> None:
     engine = FakeEngine(max_model_len=400_000)
-    server = ThreadServer(ServerSettings(engine="fake", port=0, max_model_len=400_000), engine).start()
-    try:
+    with fake_serving(engine, max_model_len=400_000) as server:
         with grpc.insecure_channel(server.address) as ch:
             stub = service_pb2_grpc.TokenwireServiceStub(ch)
             req = chat_request(ignore_eos=True, max_tokens=300_000, return_token_ids=True,
@@ -44,5 +42,3 @@ def test_generation_stalls_while_the_client_does_not_read() -> None:
                     break
             assert engine.progress["slow-reader"] > second
             call.cancel()
-    finally:
-        server.stop()

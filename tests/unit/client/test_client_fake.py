@@ -28,7 +28,6 @@ from tokenwire.client import (
     UnavailableError,
 )
 from tokenwire.client.errors import from_session_error
-from tokenwire.server.core.settings import ServerSettings
 from tokenwire.server.engine.fake.engine import EOS, FakeEngine
 from tokenwire.v1 import session_pb2
 
@@ -277,11 +276,9 @@ def test_api_key_tls_and_retry_info(tmp_path, monkeypatch) -> None:
     from tokenwire.client import ResourceExhaustedError, UnauthenticatedError
 
     cert, key, pem = self_signed(tmp_path)
-    settings = ServerSettings(engine="fake", port=0, max_model_len=512, api_key="sekret",
-                              tls_cert=cert, tls_key=key, max_concurrent_requests=1)
-    server = ThreadServer(settings, FakeEngine(max_model_len=512, token_delay=0.01)).start()
     tls = {"root_certificates": pem, "options": [("grpc.ssl_target_name_override", "localhost")]}
-    try:
+    with fake_serving(FakeEngine(max_model_len=512, token_delay=0.01), api_key="sekret",
+                      tls_cert=cert, tls_key=key, max_concurrent_requests=1) as server:
         monkeypatch.delenv("TOKENWIRE_API_KEY", raising=False)
         with Client(server.address, **tls) as c, pytest.raises(UnauthenticatedError) as exc_info:
             c.chat(messages="Hi", max_tokens=2)
@@ -299,8 +296,6 @@ def test_api_key_tls_and_retry_info(tmp_path, monkeypatch) -> None:
                 assert patient.chat(messages="Hi", max_tokens=2).choices
                 assert time.monotonic() - start >= 0.9, "the server's RetryInfo delay was honoured"
             long.close()
-    finally:
-        server.stop()
 
 
 def test_complete_and_stream_complete(client: Client) -> None:

@@ -14,7 +14,7 @@ import grpc
 import pytest
 
 from tests.rpc import chat_request, error_info
-from tests.servers import ThreadServer, fake_serving, free_port
+from tests.servers import fake_serving, free_port
 from tokenwire.client import AsyncClient, Client, TokenwireError
 from tokenwire.server.core.settings import ServerSettings
 from tokenwire.server.engine.fake.engine import FakeEngine
@@ -142,10 +142,7 @@ def test_stats_need_the_admin_key_when_there_is_one() -> None:
 def test_the_client_sends_its_admin_key_for_stats() -> None:
     """Client.stats() / AsyncClient.stats() carry the admin key when the
     client has one (the server asks for it), the inference key otherwise."""
-    settings = ServerSettings(engine="fake", port=0, max_model_len=512, api_key="infer-key-1",
-                              admin_api_key="admin-key-1")
-    server = ThreadServer(settings, FakeEngine(max_model_len=512)).start()
-    try:
+    with fake_serving(api_key="infer-key-1", admin_api_key="admin-key-1") as server:
         with Client(server.address, api_key="infer-key-1", admin_api_key="admin-key-1") as client:
             assert client.stats().serving
             assert client.list_models().data  # inference calls still carry the inference key
@@ -160,8 +157,6 @@ def test_the_client_sends_its_admin_key_for_stats() -> None:
                 return (await aclient.stats()).serving
 
         assert asyncio.run(run())
-    finally:
-        server.stop()
 
 
 def test_stats_are_not_a_tenants(tmp_path) -> None:

@@ -14,7 +14,6 @@ from google.protobuf import json_format
 from tests.rpc import StreamReader, chat_request, error_info
 from tests.servers import ThreadServer, fake_serving
 from tests.session_rpc import RawSession, start_generate
-from tokenwire.server.core.settings import ServerSettings
 from tokenwire.server.engine.fake.engine import FakeEngine
 from tokenwire.v1 import (
     completion_pb2,
@@ -223,10 +222,7 @@ def test_a_session_start_carries_its_bound(stubs, tmp_path) -> None:
 @pytest.mark.parametrize("salted", [False, True])
 def test_salting_by_version_makes_a_cached_prefix_miss_after_an_update(salted, tmp_path) -> None:
     engine = FakeEngine(max_model_len=512)
-    settings = ServerSettings(engine="fake", port=0, max_model_len=512, enable_control=True,
-                              salt_cache_by_version=salted)
-    server = ThreadServer(settings, engine).start()
-    try:
+    with fake_serving(engine, enable_control=True, salt_cache_by_version=salted) as server:
         with grpc.insecure_channel(server.address) as ch:
             service = service_pb2_grpc.TokenwireServiceStub(ch)
             control = control_pb2_grpc.ControlServiceStub(ch)
@@ -246,8 +242,6 @@ def test_salting_by_version_makes_a_cached_prefix_miss_after_an_update(salted, t
                 assert cached() > 0, "the new version's blocks are reused"
             else:
                 assert cached() > 0, "without salting only a reset keeps old KV out"
-    finally:
-        server.stop()
 
 
 # -- AnnounceWeightVersion: a replica that has not committed is fenced ---------
@@ -279,10 +273,7 @@ def test_an_announced_version_fences_lag_0_until_committed(stubs, tmp_path) -> N
 def test_salting_by_version_per_request(server_salts, request_salts, tmp_path) -> None:
     """nvext.salt_cache_by_version overrides --salt-cache-by-version for one request."""
     engine = FakeEngine(max_model_len=512)
-    settings = ServerSettings(engine="fake", port=0, max_model_len=512, enable_control=True,
-                              salt_cache_by_version=server_salts)
-    server = ThreadServer(settings, engine).start()
-    try:
+    with fake_serving(engine, enable_control=True, salt_cache_by_version=server_salts) as server:
         with grpc.insecure_channel(server.address) as ch:
             service = service_pb2_grpc.TokenwireServiceStub(ch)
             control = control_pb2_grpc.ControlServiceStub(ch)
@@ -297,5 +288,3 @@ def test_salting_by_version_per_request(server_salts, request_salts, tmp_path) -
             control.UpdateWeightsFromPath(control_pb2.UpdateWeightsFromPathRequest(
                 path=str(tmp_path), weight_version="v2", clear_cache=False), timeout=30)
             assert (cached() == 0) is request_salts
-    finally:
-        server.stop()

@@ -13,7 +13,6 @@ import pytest
 from tests.rpc import chat_request
 from tests.servers import ThreadServer, fake_serving
 from tests.session_rpc import RawSession, start_chat
-from tokenwire.server.core.settings import ServerSettings
 from tokenwire.server.engine.fake.engine import FakeEngine
 from tokenwire.server.security.tenancy import Tenancy, load_keys
 from tokenwire.v1 import generate_pb2, service_pb2_grpc
@@ -161,9 +160,7 @@ def test_a_tenant_at_its_cap_is_refused_while_another_is_admitted(tmp_path) -> N
     path = tmp_path / "keys.toml"
     path.write_text(CAPPED_KEYS)
     engine = FakeEngine(max_model_len=512, token_delay=0.05)  # a long request runs ~20 s
-    server = ThreadServer(ServerSettings(engine="fake", port=0, max_model_len=512,
-                                         api_keys_file=str(path)), engine).start()
-    try:
+    with fake_serving(engine, api_keys_file=str(path)) as server:
         with grpc.insecure_channel(server.address) as ch:
             stub = service_pb2_grpc.TokenwireServiceStub(ch)
             long = stub.StreamChatCompletion(chat_request(max_tokens=400, ignore_eos=True),
@@ -179,8 +176,6 @@ def test_a_tenant_at_its_cap_is_refused_while_another_is_admitted(tmp_path) -> N
                                            metadata=_auth("sk-beta-0001"), timeout=10)
             assert ok.choices[0].finish_reason == "length"
             long.cancel()
-    finally:
-        server.stop()
 
 
 def test_a_tenant_named_by_a_trusted_hop_gets_its_caps(tmp_path) -> None:
@@ -191,11 +186,8 @@ def test_a_tenant_named_by_a_trusted_hop_gets_its_caps(tmp_path) -> None:
     path = tmp_path / "keys.toml"
     path.write_text(CAPPED_KEYS)
     engine = FakeEngine(max_model_len=512, token_delay=0.05)
-    server = ThreadServer(ServerSettings(engine="fake", port=0, max_model_len=512,
-                                         api_keys_file=str(path), api_key="sk-the-hop-key",
-                                         trust_tenant_header=True),
-                          engine).start()
-    try:
+    with fake_serving(engine, api_keys_file=str(path), api_key="sk-the-hop-key",
+                      trust_tenant_header=True) as server:
         with grpc.insecure_channel(server.address) as ch:
             stub = service_pb2_grpc.TokenwireServiceStub(ch)
             named = (*_auth("sk-the-hop-key"), ("x-tenant-id", "alpha"))
@@ -207,8 +199,6 @@ def test_a_tenant_named_by_a_trusted_hop_gets_its_caps(tmp_path) -> None:
                                           timeout=10)
             assert error_info(info.value).reason == "TENANT_TOO_MANY_REQUESTS"
             long.cancel()
-    finally:
-        server.stop()
 
 
 @pytest.mark.parametrize(("text", "error"), [
