@@ -16,7 +16,7 @@ import grpc
 import pytest
 
 from tests.rpc import error_info
-from tests.servers import ThreadServer
+from tests.servers import ThreadServer, fake_serving
 from tokenwire.client import Client
 from tokenwire.client.fleet import update_fleet
 from tokenwire.server.core.errors import Unavailable
@@ -237,9 +237,7 @@ def test_cli_fleet_update_prints_the_report(fleet, tmp_path, capsys) -> None:
 def test_unhealthy_while_paused_takes_a_replica_out_of_rotation() -> None:
     from grpc_health.v1 import health_pb2, health_pb2_grpc
 
-    server = ThreadServer(ServerSettings(engine="fake", port=0, max_model_len=512, enable_control=True,
-                                         unhealthy_while_paused=True), FakeEngine()).start()
-    try:
+    with fake_serving(FakeEngine(), enable_control=True, unhealthy_while_paused=True) as server:
         def health() -> int:
             with grpc.insecure_channel(server.address) as channel:
                 return health_pb2_grpc.HealthStub(channel).Check(
@@ -251,8 +249,6 @@ def test_unhealthy_while_paused_takes_a_replica_out_of_rotation() -> None:
             assert health() == health_pb2.HealthCheckResponse.NOT_SERVING
             client.control.resume()
         assert health() == health_pb2.HealthCheckResponse.SERVING
-    finally:
-        server.stop()
 
 
 def test_the_target_version_is_announced_before_loading_and_fences_lag_0(fleet, tmp_path) -> None:

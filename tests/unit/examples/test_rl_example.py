@@ -19,7 +19,6 @@ from examples.rl.rollout import Sampling, rollout
 from examples.rl.weights import FleetPush, PathPush, TokenwireWeightSyncClient, WeightPushError
 from tests.servers import ThreadServer, fake_serving
 from tokenwire.client import AsyncClient
-from tokenwire.server.core.settings import ServerSettings
 from tokenwire.server.engine.fake.engine import EOS, FakeEngine
 
 
@@ -136,9 +135,7 @@ def test_a_missing_folder_fails_the_push_and_names_the_version_still_served(
 
 def test_fleet_push_puts_every_replica_on_the_version_or_fails(control_server, tmp_path: Path) -> None:
     server, _ = control_server
-    other = ThreadServer(ServerSettings(engine="fake", port=0, max_model_len=512, enable_control=True,
-                                        weight_version="s0"), FakeEngine(max_model_len=512)).start()
-    try:
+    with fake_serving(enable_control=True, weight_version="s0") as other:
         push = FleetPush([server.address, other.address], tmp_path)
         done = asyncio.run(push.push(_SavedPolicy(), "f1"))  # type: ignore[arg-type]
         assert done["replicas"] == {server.address: "f1", other.address: "f1"}
@@ -146,8 +143,6 @@ def test_fleet_push_puts_every_replica_on_the_version_or_fails(control_server, t
         with pytest.raises(WeightPushError) as exc:
             asyncio.run(push.push(_SavedPolicy(), "f2"))  # type: ignore[arg-type]
         assert "whole fleet" in str(exc.value) and other.address in str(exc.value)
-    finally:
-        other.stop()
 
 
 def test_weight_sync_client_drives_the_transfer_calls_in_vllms_order(control_server) -> None:
