@@ -16,9 +16,8 @@ import pytest
 
 from tests.gateway.envoy_fixture import start_gateway, stop_gateway
 from tests.gateway.flaky_engine import FlakyEngine
-from tests.servers import ProcessServer, ThreadServer
+from tests.servers import ProcessServer, ThreadServer, fake_serving
 from tokenwire.gateway.process import EnvoyProcess
-from tokenwire.server.core.settings import ServerSettings
 from tokenwire.v1 import service_pb2_grpc
 
 MODEL = "fake-model"
@@ -32,11 +31,9 @@ def flaky_engine() -> FlakyEngine:
 
 @pytest.fixture(scope="session")
 def flaky_server(flaky_engine: FlakyEngine) -> collections.abc.Iterator[ThreadServer]:
-    settings = ServerSettings(engine="fake", port=0, max_model_len=512, served_model_name=MODEL,
-                              trust_tenant_header=True)  # the gateway is the trusted hop
-    server = ThreadServer(settings, flaky_engine).start()
-    yield server
-    server.stop()
+    # trust_tenant_header: the gateway is the trusted hop
+    with fake_serving(flaky_engine, served_model_name=MODEL, trust_tenant_header=True) as server:
+        yield server
 
 
 @pytest.fixture(scope="session")

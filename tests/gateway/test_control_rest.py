@@ -10,9 +10,7 @@ import httpx
 import pytest
 
 from tests.gateway.envoy_fixture import start_gateway, stop_gateway
-from tests.servers import ThreadServer
-from tokenwire.server.core.settings import ServerSettings
-from tokenwire.server.engine.fake.engine import FakeEngine
+from tests.servers import fake_serving
 
 ADMIN_KEY = "admin-key-for-rest"
 
@@ -21,15 +19,12 @@ ADMIN_KEY = "admin-key-for-rest"
 def control_gateway() -> collections.abc.Iterator[str]:
     """A gateway with --control in front of a server with an admin key: the
     server refuses control that came through a proxy without one."""
-    settings = ServerSettings(engine="fake", port=0, max_model_len=512, served_model_name="fake-model",
-                              enable_control=True, admin_api_key=ADMIN_KEY)
-    server = ThreadServer(settings, FakeEngine(max_model_len=512)).start()
-    envoy = start_gateway(server.address, control=True)
-    try:
-        yield envoy.url
-    finally:
-        stop_gateway(envoy)
-        server.stop()
+    with fake_serving(served_model_name="fake-model", enable_control=True, admin_api_key=ADMIN_KEY) as server:
+        envoy = start_gateway(server.address, control=True)
+        try:
+            yield envoy.url
+        finally:
+            stop_gateway(envoy)
 
 
 @pytest.fixture(scope="module")

@@ -12,8 +12,7 @@ import pytest
 from tests.cases import self_signed
 from tests.gateway.envoy_fixture import start_gateway, stop_gateway
 from tests.gateway.sse import chat_body
-from tests.servers import ThreadServer
-from tokenwire.server.core.settings import ServerSettings
+from tests.servers import fake_serving
 from tokenwire.server.engine.fake.engine import FakeEngine
 from tokenwire.v1 import models_pb2, service_pb2_grpc
 
@@ -22,13 +21,10 @@ from tokenwire.v1 import models_pb2, service_pb2_grpc
 def secured(tmp_path_factory):
     """A TLS server that wants an API key, and Envoy talking TLS to it."""
     cert, key, _ = self_signed(tmp_path_factory.mktemp("tls"))
-    settings = ServerSettings(engine="fake", port=0, max_model_len=512, served_model_name="fake-model",
-                              api_key="s3cret", tls_cert=cert, tls_key=key)
-    server = ThreadServer(settings, FakeEngine(max_model_len=512)).start()
-    envoy = start_gateway(server.address, upstream_tls_ca=cert, upstream_tls_server_name="localhost")
-    yield envoy
-    stop_gateway(envoy)
-    server.stop()
+    with fake_serving(served_model_name="fake-model", api_key="s3cret", tls_cert=cert, tls_key=key) as server:
+        envoy = start_gateway(server.address, upstream_tls_ca=cert, upstream_tls_server_name="localhost")
+        yield envoy
+        stop_gateway(envoy)
 
 
 def test_openai_sdk_api_key_over_a_tls_upstream(secured) -> None:
@@ -60,13 +56,11 @@ def test_grpc_with_key_through_envoy_to_tls(secured) -> None:
 @pytest.fixture(scope="module")
 def one_slot():
     """A server that admits one request at a time (slow tokens keep it busy)."""
-    settings = ServerSettings(engine="fake", port=0, max_model_len=512, served_model_name="fake-model",
-                              max_concurrent_requests=1)
-    server = ThreadServer(settings, FakeEngine(max_model_len=512, token_delay=0.05)).start()
-    envoy = start_gateway(server.address)
-    yield envoy
-    stop_gateway(envoy)
-    server.stop()
+    with fake_serving(FakeEngine(max_model_len=512, token_delay=0.05), served_model_name="fake-model",
+                      max_concurrent_requests=1) as server:
+        envoy = start_gateway(server.address)
+        yield envoy
+        stop_gateway(envoy)
 
 
 def test_admission_refusal_is_429_with_retry_after(one_slot) -> None:
