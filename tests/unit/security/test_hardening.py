@@ -12,7 +12,7 @@ from grpc_health.v1 import health_pb2, health_pb2_grpc
 
 from tests.cases import self_signed
 from tests.rpc import chat_request, error_info, retry_info
-from tests.servers import ThreadServer, free_port
+from tests.servers import ThreadServer, fake_serving, free_port
 from tokenwire.server.core.settings import ServerSettings
 from tokenwire.server.engine.fake.engine import FakeEngine
 from tokenwire.v1 import models_pb2, service_pb2_grpc
@@ -24,10 +24,8 @@ def _server(**kw) -> ThreadServer:
 
 
 def test_admission_limit_refuses_with_retry_hint() -> None:
-    settings = ServerSettings(engine="fake", port=0, max_model_len=512, max_concurrent_requests=2)
     engine = FakeEngine(max_model_len=512, token_delay=0.02)
-    server = ThreadServer(settings, engine).start()
-    try:
+    with fake_serving(engine, max_concurrent_requests=2) as server:
         with grpc.insecure_channel(server.address) as ch:
             stub = service_pb2_grpc.TokenwireServiceStub(ch)
             calls = [stub.StreamChatCompletion(chat_request(ignore_eos=True, max_tokens=100), timeout=30)
@@ -52,14 +50,10 @@ def test_admission_limit_refuses_with_retry_hint() -> None:
             while engine.num_unfinished_requests() and time.monotonic() < deadline:
                 time.sleep(0.05)
             assert stub.CreateChatCompletion(chat_request(max_tokens=2), timeout=10).choices
-    finally:
-        server.stop()
 
 
 def test_admitted_tokens_limit() -> None:
-    settings = ServerSettings(engine="fake", port=0, max_model_len=512, max_admitted_tokens=300)
-    server = ThreadServer(settings, FakeEngine(max_model_len=512, token_delay=0.02)).start()
-    try:
+    with fake_serving(FakeEngine(max_model_len=512, token_delay=0.02), max_admitted_tokens=300) as server:
         with grpc.insecure_channel(server.address) as ch:
             stub = service_pb2_grpc.TokenwireServiceStub(ch)
             first = stub.StreamChatCompletion(chat_request(ignore_eos=True, max_tokens=200), timeout=30)
@@ -68,8 +62,6 @@ def test_admitted_tokens_limit() -> None:
                 stub.CreateChatCompletion(chat_request(max_tokens=200), timeout=10)
             assert error_info(exc_info.value).reason == "TOO_MANY_TOKENS"
             first.cancel()
-    finally:
-        server.stop()
 
 
 def test_api_key() -> None:
@@ -160,8 +152,7 @@ def test_engine_death_turns_health_not_serving() -> None:
     from tokenwire.server.runtime.app import watch_engine
 
     engine = FakeEngine(max_model_len=512)
-    server = ThreadServer(ServerSettings(engine="fake", port=0, max_model_len=512), engine).start()
-    try:
+    with fake_serving(engine) as server:
         dead = threading.Event()
 
         async def watch() -> None:
@@ -181,5 +172,3 @@ def test_engine_death_turns_health_not_serving() -> None:
                 service_pb2_grpc.TokenwireServiceStub(ch).CreateChatCompletion(
                     chat_request(max_tokens=2), timeout=5)
             assert exc_info.value.code() == grpc.StatusCode.UNAVAILABLE
-    finally:
-        server.stop()
