@@ -134,9 +134,18 @@ def test_metrics_endpoint() -> None:
                                              timeout=10)
             with pytest.raises(grpc.RpcError):
                 stub.CreateChatCompletion(chat_request(n=0), timeout=10)
-        text = urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=5).read().decode()
-        assert 'tokenwire_requests_total{code="OK",method="CreateChatCompletion"} 1.0' in text
-        assert 'tokenwire_requests_total{code="INVALID_ARGUMENT",method="CreateChatCompletion"} 1.0' in text
+        ok = 'tokenwire_requests_total{code="OK",method="CreateChatCompletion"} 1.0'
+        refused = 'tokenwire_requests_total{code="INVALID_ARGUMENT",method="CreateChatCompletion"} 1.0'
+        # The interceptor counts a call when its handler has ended, which for
+        # an aborted call can be just after the client saw the status.
+        deadline = time.monotonic() + 10
+        while True:
+            text = urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=5).read().decode()
+            if (ok in text and refused in text) or time.monotonic() > deadline:
+                break
+            time.sleep(0.05)
+        assert ok in text
+        assert refused in text
         completion = len(resp.choices[0].token_ids)
         assert f"tokenwire_completion_tokens_total {completion}.0" in text  # warm-up not counted
         assert "tokenwire_time_to_first_token_seconds_count 1.0" in text
