@@ -13,17 +13,37 @@ from typing import Any, Protocol
 from tokenwire.server.core.domain import (
     ChoiceOutput,
     Engine,
+    EngineOutput,
     EngineRequest,
     EngineTimes,
     PositionLogprobs,
+    RunOutcome,
     WeightSpan,
 )
+from tokenwire.server.core.errors import Internal
 from tokenwire.server.inference.response_fields import (
     add_weight_spans,
     native_prompt_logprobs,
     stop_reason_value,
 )
 from tokenwire.v1 import chat_pb2, common_pb2
+
+
+async def final_output(
+    engine: Engine, request: EngineRequest, outcome: RunOutcome | None
+) -> EngineOutput:
+    """Run one unary request to its final output (INTERNAL if the engine ends
+    it unfinished) and fill `outcome` with what it consumed and produced."""
+    final: EngineOutput | None = None
+    async for out in engine.generate(request):
+        final = out
+    if final is None or not final.finished:
+        raise Internal("the engine ended the request without a final output",
+                       reason="ENGINE_OUTPUT_INCOMPLETE")
+    if outcome is not None:
+        outcome.fill(final.prompt_token_ids or request.prompt_token_ids,
+                     {c.index: c.token_ids for c in final.choices})
+    return final
 
 
 def timing(received: float, times: EngineTimes | None, first_seen: float | None) -> common_pb2.Timing:

@@ -4,10 +4,11 @@ from __future__ import annotations
 
 from collections.abc import AsyncIterator
 
-from tokenwire.server.core.domain import Engine, EngineOutput, RunOutcome
+from tokenwire.server.core.domain import Engine, RunOutcome
 from tokenwire.server.core.errors import Internal
 from tokenwire.server.inference.chat.request import ChatPlan
 from tokenwire.server.inference.chat.response import ChatStreamBuilder, build_chat_response
+from tokenwire.server.inference.choice_fields import final_output
 from tokenwire.v1 import chat_pb2
 
 
@@ -15,16 +16,7 @@ async def run_chat(
     engine: Engine, plan: ChatPlan, *, worker_id: str, outcome: RunOutcome | None = None
 ) -> chat_pb2.CreateChatCompletionResponse:
     created = int(plan.received)
-    final: EngineOutput | None = None
-    async for out in engine.generate(plan.request):
-        final = out
-    if final is None or not final.finished:
-        raise Internal("the engine ended the request without a final output", reason="ENGINE_OUTPUT_INCOMPLETE")
-    if outcome is not None:
-        outcome.fill(
-            final.prompt_token_ids or plan.request.prompt_token_ids,
-            {c.index: c.token_ids for c in final.choices},
-        )
+    final = await final_output(engine, plan.request, outcome)
     return build_chat_response(
         plan, engine, final, created=created, worker_id=worker_id, first_seen=None
     )

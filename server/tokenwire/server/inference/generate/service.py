@@ -22,7 +22,7 @@ from tokenwire.server.core.domain import (
 from tokenwire.server.core.errors import Internal, InvalidArgument
 from tokenwire.server.core.settings import ServerSettings
 from tokenwire.server.inference import sampling_rules as rules
-from tokenwire.server.inference.choice_fields import finish_choice
+from tokenwire.server.inference.choice_fields import final_output, finish_choice
 from tokenwire.server.inference.request_fields import (
     check_model,
     check_priority,
@@ -190,16 +190,7 @@ def _response(plan: GeneratePlan) -> generate_pb2.GenerateResponse:
 async def run_generate(
     engine: Engine, plan: GeneratePlan, *, outcome: RunOutcome | None = None
 ) -> generate_pb2.GenerateResponse:
-    final = None
-    async for out in engine.generate(plan.request):
-        final = out
-    if final is None or not final.finished:
-        raise Internal("the engine ended the request without a final output", reason="ENGINE_OUTPUT_INCOMPLETE")
-    if outcome is not None:
-        outcome.fill(
-            final.prompt_token_ids or plan.request.prompt_token_ids,
-            {c.index: c.token_ids for c in final.choices},
-        )
+    final = await final_output(engine, plan.request, outcome)
     resp = _response(plan)
     for c in sorted(final.choices, key=lambda c: c.index):
         _add_choice(resp, plan, c, engine)
