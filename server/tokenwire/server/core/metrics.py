@@ -3,11 +3,15 @@
 from __future__ import annotations
 
 import asyncio
+import bisect
+import itertools
 from collections.abc import Awaitable, Callable
 from typing import Any
 
 import grpc
 import prometheus_client as prom
+from prometheus_client.core import HistogramMetricFamily
+from prometheus_client.utils import floatToGoString
 
 
 class Metrics:
@@ -50,7 +54,7 @@ class Metrics:
             "Running requests ended at a weight update their bound excludes, by reason "
             "(WEIGHT_VERSION_CHANGED, WEIGHT_LAG_EXCEEDED).", ["reason"], registry=r,
         )
-        self.served_token_lag = prom.Histogram(
+        self.served_token_lag = CountHistogram(
             "tokenwire_served_token_weight_lag_updates",
             "Served tokens by their lag: weight updates between their request's start and "
             "their sampling.", buckets=(0, 1, 2, 3, 4, 8, 16), registry=r,
@@ -60,6 +64,32 @@ class Metrics:
         """Start the /metrics HTTP endpoint; returns the bound port."""
         server, _thread = prom.start_http_server(port, addr=host, registry=self.registry)
         return int(server.server_address[1])
+
+
+class CountHistogram:
+    """A histogram that takes many equal observations at once (`observe(value,
+    count)`: a request's tokens by lag when it ends, not one call per token),
+    exposed through prometheus_client's own HistogramMetricFamily."""
+
+    def __init__(self, name: str, documentation: str, *, buckets: tuple[float, ...],
+                 registry: prom.CollectorRegistry):
+        self.name, self.documentation = name, documentation
+        self.bounds = (*buckets, float("inf"))
+        self.counts = [0] * len(self.bounds)  # per bucket, not cumulative
+        self.sum = 0.0
+        registry.register(self)  # type: ignore[arg-type]  # (a collector: it has collect())
+
+    def observe(self, value: float, count: int = 1) -> None:
+        i = bisect.bisect_left(self.bounds, value)  # the first bound >= value
+        self.counts[i] += count
+        self.sum += value * count
+
+    def collect(self) -> list[HistogramMetricFamily]:
+        family = HistogramMetricFamily(self.name, self.documentation)
+        family.add_metric([], [(floatToGoString(b), c) for b, c in
+                               zip(self.bounds, itertools.accumulate(self.counts), strict=True)],
+                          self.sum)
+        return [family]
 
 
 def _code(context: grpc.aio.ServicerContext, failed: BaseException | None) -> str:

@@ -73,23 +73,33 @@ class GuardedEngine:
             received = time.time()
             produced = 0  # added to the counter once, when the request ends
             first = True
+            # Tokens by lag, kept as a mark: the ids since `mark` were all
+            # served at generation `at` (one int compare per output).
+            at, mark = start, 0
             try:
                 # Closed explicitly: an abandoned stream aborts its engine
                 # request now, not when the garbage collector runs.
                 async with contextlib.aclosing(self.inner.generate(request)) as outputs:
                     async for out in outputs:
-                        before = produced
+                        n = 0
+                        ended = out.finished
                         for c in out.choices:
-                            produced += len(c.token_ids)
-                        if produced > before:
-                            lags[state.generation - start] += produced - before
-                        if out.finished or any(c.finished for c in out.choices):
+                            n += len(c.token_ids)
+                            if c.finish_reason is not None:
+                                ended = True
+                        if n:
+                            if state.generation != at:  # an update since the last ids
+                                lags[at - start] += produced - mark
+                                at, mark = state.generation, produced
+                            produced += n
+                            if first:
+                                first = False
+                                self._first_token(out, received)
+                        if ended:
                             self._why_ended(request.request_id, out)
-                        if first and produced:
-                            first = False
-                            self._first_token(out, received)
                         yield out
             finally:
+                lags[at - start] += produced - mark
                 m.completion_tokens.inc(produced)
                 m.in_flight.dec()
 
@@ -107,8 +117,8 @@ class GuardedEngine:
         if running is not None and running.ended:
             self.metrics.ended_by_bound.labels(running.ended.split(":", 1)[0]).inc()
         for lag, tokens in lags.items():
-            for _ in range(tokens):
-                self.metrics.served_token_lag.observe(lag)
+            if tokens:
+                self.metrics.served_token_lag.observe(lag, tokens)
 
     def _first_token(self, out: EngineOutput, received: float) -> None:
         self.metrics.ttft_seconds.observe(time.time() - received)

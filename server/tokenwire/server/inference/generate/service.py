@@ -216,15 +216,19 @@ async def stream_generate(
     async with contextlib.aclosing(engine.generate(plan.request)) as outputs:
         async for out in outputs:
             resp = _response(plan)
+            send = False  # tracked here: asking the message (resp.choices) costs more
             if first:
+                first = False
                 if plan.return_token_ids:
                     resp.prompt_token_ids.extend(plan.request.prompt_token_ids)
+                    send = bool(plan.request.prompt_token_ids)
                 _add_prompt_logprobs(resp, plan, out.prompt_logprobs, engine)
-            first = False
+                send = send or bool(out.prompt_logprobs)
             for c in out.choices:
                 if c.token_ids or c.text or c.finish_reason is not None:
                     _add_choice(resp, plan, c, engine)
                     completion += len(c.token_ids)
+                    send = True
             cached = out.num_cached_tokens
             finished = out.finished
             if ids is not None:  # only when asked: a session keeps the ids
@@ -232,7 +236,7 @@ async def stream_generate(
                     prompt_ids = out.prompt_token_ids
                 for c in out.choices:
                     ids.setdefault(c.index, []).extend(c.token_ids)
-            if resp.choices or resp.prompt_token_ids or resp.prompt_logprobs:
+            if send:
                 yield resp
     if not finished:
         raise Internal("the engine ended the stream without finishing the request", reason="ENGINE_OUTPUT_INCOMPLETE")
