@@ -1,10 +1,12 @@
-"""The systems of one bench run, all started up front so that their levels
-can be interleaved: each `Contestant` runs one level on demand and reports
-its records, wall time and the serving processes' CPU seconds."""
+"""The systems of one bench run, all started up front so that their cells
+can be interleaved: each `Contestant` runs one cell (a warm-up and a measured
+window) on demand and reports what arrived in the window and the CPU seconds
+of each group of its processes."""
 
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import json
 import pathlib
 import subprocess
@@ -19,61 +21,78 @@ from bench import clients, systems
 OUT = systems.ROOT / "bench" / "out"
 
 
+@dataclasses.dataclass
+class Cell:
+    """One measured cell: a concurrency, a repetition, the window's timing."""
+
+    concurrency: int
+    rep: int
+    max_tokens: int
+    warmup: float
+    window: float
+
+
 class Contestant:
     name: str
+    groups: systems.ProcGroups  # serving, engine, proxy, driver
+    others: list[str]  # descendants of the server counted in no group
 
-    def run_level(self, prompts: list[clients.Prompt], conc: int, max_tokens: int, rep: int,
-                  progress: Callable[[int], None] | None = None) -> dict[str, Any]:
+    def run_cell(self, cell: Cell) -> dict[str, Any]:
+        """Run one cell, then wait until the engine is idle again."""
+        result = self._window(cell)
+        idle_s, timed_out = systems.wait_idle(self.groups.groups["engine"])
+        return {"system": self.name, "concurrency": cell.concurrency, "rep": cell.rep, **result,
+                "idle_wait_s": idle_s, "idle_timeout": timed_out}
+
+    def _window(self, cell: Cell) -> dict[str, Any]:
         raise NotImplementedError
 
     def sample(self) -> None:
-        """Record the serving processes' RSS (called every 0.1 s while active)."""
+        """Record the serving layer's RSS (called every 0.1 s while active)."""
+        self.groups.sample()
 
     @property
     def peak_rss(self) -> int:
-        return 0
+        return self.groups.peak_rss
 
 
 class ServerContestant(Contestant):
-    """A server driven over the network by one of the load drivers."""
+    """A server driven over the network by one of the load drivers.
 
-    def __init__(self, name: str, make_driver: Callable[[], tuple[clients.Driver, Any]], pids: list[int]):
+    serving: the frontend process (its engine cores are found under it);
+    proxy: Envoy or the smg gateway (with their descendants)."""
+
+    def __init__(self, name: str, make_driver: Callable[[], tuple[clients.Driver, clients.Closer]],
+                 prompts: list[clients.Prompt], serving: int, proxy: list[int] | None = None):
         self.name = name
         self.make_driver = make_driver
-        self.meter = systems.ResourceMeter(pids)
+        self.prompts = prompts
+        engine, self.others = systems.engine_cores(serving)
+        self.groups = systems.ProcGroups({
+            "serving": [psutil.Process(serving)], "engine": engine,
+            "proxy": [psutil.Process(p) for p in proxy or []], "driver": [psutil.Process()],
+        })
 
-    def run_level(self, prompts: list[clients.Prompt], conc: int, max_tokens: int, rep: int,
-                  progress: Callable[[int], None] | None = None) -> dict[str, Any]:
-        async def go() -> tuple[list[clients.Record], float]:
+    def _window(self, cell: Cell) -> dict[str, Any]:
+        async def go() -> dict[str, Any]:
             driver, close = self.make_driver()
             try:
-                return await clients.run_level(driver, prompts, conc, max_tokens, progress)
+                return await clients.run_window(driver, self.prompts, cell.concurrency, cell.max_tokens,
+                                                cell.warmup, cell.window, self.groups.cpu)
             finally:
                 await close()
 
-        self.meter.reset()
-        records, wall = asyncio.run(go())
-        return {
-            "system": self.name, "concurrency": conc, "rep": rep, "wall": wall,
-            "cpu_seconds": self.meter.cpu_seconds(), "records": [r.__dict__ for r in records],
-        }
-
-    def sample(self) -> None:
-        self.meter.sample()
-
-    @property
-    def peak_rss(self) -> int:
-        return self.meter.peak_rss
+        return asyncio.run(go())
 
 
 class InProcessContestant(Contestant):
-    """System A: AsyncLLM inside a bench subprocess (bench.inprocess); its
-    CPU counts the load generator too (it shares the process)."""
+    """System A: AsyncLLM inside a bench subprocess (bench.inprocess), which
+    runs the window itself and measures its own CPU (serving: itself, load
+    generator included; engine: its engine core)."""
 
     name = "A"
 
-    def __init__(self, engine_args: dict[str, Any], prompts: list[clients.Prompt], max_tokens: int,
-                 logs: pathlib.Path):
+    def __init__(self, engine_args: dict[str, Any], prompts: list[clients.Prompt], logs: pathlib.Path):
         self.log = logs / "A.log"
         self.proc = subprocess.Popen(
             [systems.PY, "-m", "bench.inprocess"], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
@@ -81,42 +100,27 @@ class InProcessContestant(Contestant):
             text=True,
         )
         assert self.proc.stdin and self.proc.stdout
-        job = {"engine_args": engine_args, "max_tokens": max_tokens,
-               "prompts": [{"text": p.text, "ids": p.ids} for p in prompts]}
+        job = {"engine_args": engine_args, "prompts": [{"text": p.text, "ids": p.ids} for p in prompts]}
         self.proc.stdin.write(json.dumps(job) + "\n")
         self.proc.stdin.flush()
-        self.ps = psutil.Process(self.proc.pid)
-        self._peak = 0
 
     def wait_ready(self) -> None:
         assert self.proc.stdout
         for line in self.proc.stdout:
             if line.startswith("READY"):
+                engine, self.others = systems.engine_cores(self.proc.pid)
+                self.groups = systems.ProcGroups({"serving": [psutil.Process(self.proc.pid)], "engine": engine})
                 return
         raise RuntimeError(f"A failed to start: see {self.log}")
 
-    def run_level(self, prompts: list[clients.Prompt], conc: int, max_tokens: int, rep: int,
-                  progress: Callable[[int], None] | None = None) -> dict[str, Any]:
+    def _window(self, cell: Cell) -> dict[str, Any]:
         assert self.proc.stdin and self.proc.stdout
-        cpu0 = sum(self.ps.cpu_times()[:2])
-        self.proc.stdin.write(json.dumps({"concurrency": conc, "requests": len(prompts), "rep": rep}) + "\n")
+        self.proc.stdin.write(json.dumps(dataclasses.asdict(cell)) + "\n")
         self.proc.stdin.flush()
         for line in self.proc.stdout:
             if line.startswith("BENCH "):
-                data = json.loads(line[6:])
-                break
-        else:
-            raise RuntimeError(f"A died: see {self.log}")
-        if progress:
-            progress(len(data["records"]))
-        return {"system": "A", **data, "cpu_seconds": sum(self.ps.cpu_times()[:2]) - cpu0}
-
-    def sample(self) -> None:
-        self._peak = max(self._peak, self.ps.memory_info().rss)
-
-    @property
-    def peak_rss(self) -> int:
-        return self._peak
+                return dict(json.loads(line[6:]))
+        raise RuntimeError(f"A died: see {self.log}")
 
     def stop(self) -> None:
         if self.proc.poll() is None:
@@ -195,4 +199,4 @@ def smg_ready(url: str) -> bool:
 
 
 def envoy_pids(proc: systems.Proc) -> list[int]:
-    return [proc.popen.pid] + [c.pid for c in psutil.Process(proc.popen.pid).children(recursive=True)]
+    return systems.with_descendants(proc.popen.pid)

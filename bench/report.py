@@ -1,4 +1,5 @@
-"""Aggregate bench runs: medians over repetitions, ratios, JSON, PNG chart."""
+"""Aggregate bench cells: per-cell figures, medians over repetitions,
+per-rep ratios with their spread, issue #27's targets; JSON, table, chart."""
 
 from __future__ import annotations
 
@@ -18,78 +19,132 @@ NAMES = {
     "F": "smg gateway REST+SSE",
 }
 ORDER = "ABGSCDEF"
-PAIRS = [("B", "A"), ("G", "A"), ("S", "A"), ("C", "A"), ("B", "E"), ("G", "E"), ("C", "F"), ("C", "D")]
+PAIRS = [("B", "E"), ("G", "E"), ("C", "D"), ("C", "F"), ("S", "A"), ("B", "A"), ("G", "A"), ("C", "A")]
+CPU_PAIRS = [("B", "E"), ("G", "E"), ("C", "D"), ("C", "F")]  # A's serving includes its load generator
+GROUPS = ("serving", "proxy", "engine", "driver")
+# Issue #27: (ratio key, comparison, bound), judged on the median of the per-rep ratios.
+TARGETS = [("G/E", ">=", 1.0), ("B/E", ">=", 0.95), ("G/E cpu", "<=", 1.0), ("C/D", ">=", 1.0),
+           ("C/F", ">=", 1.0)]
 
 
-def _pct(values: list[float], q: float) -> float | None:
-    if not values:
-        return None
-    values = sorted(values)
-    k = min(len(values) - 1, max(0, round(q * (len(values) - 1))))
-    return values[k]
-
-
-def _one(run: dict[str, Any]) -> dict[str, Any]:
-    recs = run["records"]
-    tokens = sum(r["tokens"] for r in recs)
-    errors = sum(1 for r in recs if r.get("error"))
-    ttft = [r["first"] - r["start"] for r in recs if r.get("first")]
-    gaps = [g for r in recs for g in r["gaps"]]
-    return {
-        "tok_s": tokens / run["wall"],
-        "req_s": len(recs) / run["wall"],
-        "ttft_p50_ms": (_pct(ttft, 0.5) or 0) * 1000,
-        "ttft_p99_ms": (_pct(ttft, 0.99) or 0) * 1000,
-        "itl_p50_ms": (_pct(gaps, 0.5) or 0) * 1000,
-        "itl_p99_ms": (_pct(gaps, 0.99) or 0) * 1000,
-        "cpu_s_per_1k_tok": run["cpu_seconds"] / max(1, tokens) * 1000,
+def one(run: dict[str, Any]) -> dict[str, Any]:
+    """The figures of one cell (one system, concurrency and rep)."""
+    seconds, tokens = run["seconds"], run["tokens"]
+    per_1k = 1000 / max(1, tokens)
+    cpu = run.get("cpu", {})
+    out: dict[str, Any] = {
+        "tok_s": tokens / seconds,
+        "req_s": run["finished"] / seconds,
+        **{k: run[k] for k in ("ttft_p50_ms", "ttft_p99_ms", "itl_p50_ms", "itl_p99_ms")},
+        # The serving layer: what is compared between systems.
+        "cpu_layer": (cpu.get("serving", 0.0) + cpu.get("proxy", 0.0)) * per_1k,
         "peak_rss_mib": run.get("peak_rss", 0) / 2**20,
         "tokens": tokens,
-        "errors": errors,
+        "errors": run.get("errors", 0),
+        "idle_timeout": int(bool(run.get("idle_timeout"))),
     }
+    for g in GROUPS:
+        if g in cpu:
+            out[f"cpu_{g}"] = cpu[g] * per_1k
+    if "machine" in cpu:  # anything else on the machine, in cores
+        out["other_cores"] = max(0.0, cpu["machine"] - sum(cpu.get(g, 0.0) for g in GROUPS)) / seconds
+    return out
+
+
+def spread(values: list[float]) -> dict[str, Any]:
+    return {"min": min(values), "median": statistics.median(values), "max": max(values),
+            "per_rep": values}
 
 
 def summarize(runs: list[dict[str, Any]], meta: dict[str, Any]) -> dict[str, Any]:
+    figures: dict[tuple[str, int, int], dict[str, Any]] = {
+        (r["system"], r["concurrency"], r["rep"]): one(r) for r in runs
+    }
     groups: dict[tuple[str, int], list[dict[str, Any]]] = {}
-    for run in runs:
-        groups.setdefault((run["system"], run["concurrency"]), []).append(_one(run))
+    for (system, conc, _), f in sorted(figures.items()):
+        groups.setdefault((system, conc), []).append(f)
     cells: dict[str, dict[str, dict[str, Any]]] = {}
-    for (system, conc), reps in sorted(groups.items()):
-        med = {k: statistics.median(r[k] for r in reps) for k in reps[0]}
-        med["reps"] = len(reps)
-        med["tok_s_all"] = [r["tok_s"] for r in reps]
+    for (system, conc), reps in groups.items():
+        med: dict[str, Any] = {k: statistics.median(r[k] for r in reps) for k in reps[0]}
+        med.update(reps=len(reps), tok_s_min=min(r["tok_s"] for r in reps),
+                   tok_s_max=max(r["tok_s"] for r in reps), tok_s_all=[r["tok_s"] for r in reps],
+                   errors=sum(r["errors"] for r in reps), idle_timeout=sum(r["idle_timeout"] for r in reps))
         cells.setdefault(system, {})[str(conc)] = med
-    ratios: dict[str, dict[str, float]] = {}
-    for num, den in PAIRS:
-        if num in cells and den in cells:
-            ratios[f"{num}/{den}"] = {
-                c: cells[num][c]["tok_s"] / cells[den][c]["tok_s"]
-                for c in cells[num] if c in cells[den] and cells[den][c]["tok_s"] > 0
-            }
-    return {"meta": meta, "cells": cells, "ratios": ratios, "names": NAMES}
+    ratios: dict[str, dict[str, dict[str, Any]]] = {}
+    for pairs, metric, suffix in ((PAIRS, "tok_s", ""), (CPU_PAIRS, "cpu_layer", " cpu")):
+        for num, den in pairs:
+            per: dict[str, list[float]] = {}
+            for (system, conc, rep), f in sorted(figures.items()):
+                other = figures.get((den, conc, rep))
+                if system == num and other and other[metric] > 0:
+                    per.setdefault(str(conc), []).append(f[metric] / other[metric])
+            if per:
+                ratios[f"{num}/{den}{suffix}"] = {c: spread(v) for c, v in per.items()}
+    return {"meta": meta, "cells": cells, "ratios": ratios, "targets": targets(ratios), "names": NAMES}
+
+
+def targets(ratios: dict[str, dict[str, dict[str, Any]]]) -> list[dict[str, Any]]:
+    """Each of issue #27's targets per concurrency: the median of the per-rep
+    ratios and whether it meets the bound."""
+    out = []
+    for key, op, bound in TARGETS:
+        per = {}
+        for conc, s in ratios.get(key, {}).items():
+            med = s["median"]
+            per[conc] = {"median": med, "met": med >= bound if op == ">=" else med <= bound}
+        out.append({"ratio": key, "op": op, "bound": bound, "by_concurrency": per})
+    return out
+
+
+def _cpu(m: dict[str, Any], g: str) -> str:
+    return f"{m[f'cpu_{g}']:.3f}" if f"cpu_{g}" in m else "-"
+
+
+def header(meta: dict[str, Any]) -> str:
+    if not meta:
+        return ""
+    return (f"mode **{meta.get('mode', '?')}**: warm-up {meta.get('warmup')} s, window {meta.get('window')} s, "
+            f"{meta.get('reps')} reps, {meta.get('max_tokens')} tokens per request; commit "
+            f"{meta.get('commit', '?')}; load average before {meta.get('loadavg_before', '?')}\n\n")
 
 
 def table(summary: dict[str, Any]) -> str:
     cells = summary["cells"]
-    a = cells.get("A", {})
     lines = [
-        "| system | conc | tok/s | xA | req/s | TTFT p50/p99 ms | ITL p50/p99 ms | CPU s/1k tok | peak RSS MiB | errors |",
-        "|---|---|---|---|---|---|---|---|---|---|",
+        header(summary.get("meta", {})) +
+        "| system | conc | tok/s median (min-max) | req/s | TTFT p50/p99 ms | ITL p50/p99 ms "
+        "| CPU s/1k tok: serving layer | serving | proxy | engine | driver | other load, cores "
+        "| peak RSS MiB | errors | idle timeouts |",
+        "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|",
     ]
     for system in sorted(cells, key=ORDER.index):
         for conc, m in sorted(cells[system].items(), key=lambda kv: int(kv[0])):
-            ratio = m["tok_s"] / a[conc]["tok_s"] if conc in a and a[conc]["tok_s"] else float("nan")
             lines.append(
-                f"| {system} {NAMES[system]} | {conc} | {m['tok_s']:.0f} | {ratio:.2f} | {m['req_s']:.2f} | "
-                f"{m['ttft_p50_ms']:.0f}/{m['ttft_p99_ms']:.0f} | {m['itl_p50_ms']:.1f}/{m['itl_p99_ms']:.1f} | "
-                f"{m['cpu_s_per_1k_tok']:.2f} | {m['peak_rss_mib']:.0f} | {m['errors']:.0f} |"
+                f"| {system} {NAMES[system]} | {conc} | {m['tok_s']:.0f} ({m['tok_s_min']:.0f}-{m['tok_s_max']:.0f}) "
+                f"| {m['req_s']:.2f} | {m['ttft_p50_ms']:.0f}/{m['ttft_p99_ms']:.0f} "
+                f"| {m['itl_p50_ms']:.1f}/{m['itl_p99_ms']:.1f} | {m['cpu_layer']:.3f} | "
+                + " | ".join(_cpu(m, g) for g in GROUPS)
+                + (f" | {m['other_cores']:.2f}" if "other_cores" in m else " | -")
+                + f" | {m['peak_rss_mib']:.0f} | {m['errors']:.0f} | {m['idle_timeout']:.0f} |"
             )
-    lines.append("")
     concs = sorted({c for r in summary["ratios"].values() for c in r}, key=int)
-    lines.append("| ratio (tok/s, medians) | " + " | ".join(f"c={c}" for c in concs) + " |")
-    lines.append("|---|" + "---|" * len(concs))
+    lines += ["", "| ratio, per rep: median (min-max) | " + " | ".join(f"c={c}" for c in concs) + " |",
+              "|---|" + "---|" * len(concs)]
     for name, vals in summary["ratios"].items():
-        lines.append(f"| {name} | " + " | ".join(f"{vals[c]:.2f}" if c in vals else "-" for c in concs) + " |")
+        row = [f"{vals[c]['median']:.2f} ({vals[c]['min']:.2f}-{vals[c]['max']:.2f})" if c in vals else "-"
+               for c in concs]
+        label = name.replace(" cpu", " CPU/token (serving layer)") if name.endswith(" cpu") else f"{name} tok/s"
+        lines.append(f"| {label} | " + " | ".join(row) + " |")
+    lines += ["", "| issue #27 target (median of per-rep ratios) | " + " | ".join(f"c={c}" for c in concs) + " |",
+              "|---|" + "---|" * len(concs)]
+    for t in summary.get("targets", []):
+        what = "CPU/token" if t["ratio"].endswith(" cpu") else "tok/s"
+        name = t["ratio"].removesuffix(" cpu")
+        row = []
+        for c in concs:
+            v = t["by_concurrency"].get(c)
+            row.append("not run" if v is None else f"{'met' if v['met'] else 'NOT met'} ({v['median']:.2f})")
+        lines.append(f"| {name} {what} {'≥' if t['op'] == '>=' else '≤'} {t['bound']:.2f} | " + " | ".join(row) + " |")
     return "\n".join(lines)
 
 
@@ -106,12 +161,16 @@ def chart(summary: dict[str, Any], path: pathlib.Path) -> None:
     width = 0.8 / max(1, len(systems))
     for i, system in enumerate(systems):
         xs = [j + i * width for j in range(len(concs))]
-        ys = [cells[system].get(str(c), {}).get("tok_s", 0) for c in concs]
-        ax.bar(xs, ys, width, label=f"{system}: {NAMES[system]}")
+        ms = [cells[system].get(str(c), {}) for c in concs]
+        ys = [m.get("tok_s", 0) for m in ms]
+        err = [[y - m.get("tok_s_min", y) for y, m in zip(ys, ms, strict=True)],
+               [m.get("tok_s_max", y) - y for y, m in zip(ys, ms, strict=True)]]
+        ax.bar(xs, ys, width, yerr=err, capsize=2, label=f"{system}: {NAMES[system]}")
     ax.set_xticks([j + width * (len(systems) - 1) / 2 for j in range(len(concs))])
     ax.set_xticklabels([f"concurrency {c}" for c in concs])
-    ax.set_ylabel("output tokens/s (received ids, median)")
-    ax.set_title("Serving-layer cost on the tiny random model (higher is better)")
+    ax.set_ylabel("output tokens/s in the window (median, min-max)")
+    mode = summary.get("meta", {}).get("mode")
+    ax.set_title("Serving-layer cost on the tiny random model (higher is better)" + (f", {mode} mode" if mode else ""))
     ax.legend(fontsize=8)
     fig.tight_layout()
     fig.savefig(path, dpi=110)

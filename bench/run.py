@@ -11,15 +11,20 @@ E  vLLM's gRPC mode (smg-grpc-servicer), native gRPC
 F  the smg Rust gateway in front of E, REST + SSE
 
 Same tiny random model, same engine settings, same workload (fixed prompt
-and output lengths, ignore_eos), counting only token ids received.
+and output lengths, ignore_eos). Each cell (system, concurrency, rep) keeps
+`concurrency` requests in flight for a warm-up and then a fixed measured
+window, counting only token ids received inside the window; docs/bench.md
+("Benchmark method") describes it.
 """
 
 from __future__ import annotations
 
 import argparse
 import dataclasses
+import os
 import pathlib
 import random
+import subprocess
 import sys
 import threading
 import time
@@ -29,20 +34,21 @@ from tqdm import tqdm
 
 from bench import clients, systems
 from bench import contestants as cs
-from bench.contestants import OUT, Contestant, InProcessContestant, ServerContestant
+from bench.contestants import OUT, Cell, Contestant, InProcessContestant, ServerContestant
 from bench.report import ORDER, summarize, write_outputs
+
+PROMPTS = 512  # distinct prompts, cycled through by every cell
 
 
 @dataclasses.dataclass
 class Workload:
     prompt_words: int = 48
     max_tokens: int = 128
-    concurrencies: tuple[int, ...] = (1, 16, 64, 256)
+    concurrencies: tuple[int, ...] = (64, 256)
     reps: int = 3
-
-    def requests(self, concurrency: int) -> int:
-        # Two waves up to 64; above, one wave plus 64 (keeps c=256 to ~40 s).
-        return max(8, min(2 * concurrency, concurrency + 64))
+    warmup: float = 5.0
+    window: float = 30.0
+    mode: str = "full"
 
 
 def make_prompts(model: str, count: int, words: int) -> list[clients.Prompt]:
@@ -68,11 +74,12 @@ class Progress:
     """Progress on stderr through tqdm: a live bar on a terminal; when stderr
     is not a terminal (a log file) tqdm is off and each stage is one line."""
 
-    def __init__(self, total: int):
+    def __init__(self, total: int, unit: str = "requests"):
         self.total = total
+        self.unit = unit
         self.done = 0
         self._label = ""
-        self.bar = tqdm(total=total, unit="req", file=sys.stderr, disable=None, dynamic_ncols=True)
+        self.bar = tqdm(total=total, unit=unit, file=sys.stderr, disable=None, dynamic_ncols=True)
 
     @property
     def label(self) -> str:
@@ -82,10 +89,13 @@ class Progress:
     def label(self, value: str) -> None:
         self._label = value
         if self.bar.disable:
-            sys.stderr.write(f"{value} ({self.done}/{self.total} requests)\n")
+            sys.stderr.write(f"{value} ({self.done}/{self.total} {self.unit})\n")
             sys.stderr.flush()
         else:
             self.bar.set_description(value)
+
+    def note(self, text: str) -> None:
+        self.bar.write(text, file=sys.stderr)
 
     def step(self, n: int = 1) -> None:
         self.done += n
@@ -95,14 +105,12 @@ class Progress:
         self.bar.close()
 
 
-def start_all(cfg: systems.EngineConfig, wanted: str, prompts: list[clients.Prompt], work: Workload,
+def start_all(cfg: systems.EngineConfig, wanted: str, prompts: list[clients.Prompt],
               logs: pathlib.Path, procs: list[systems.Proc]) -> dict[str, Contestant]:
     """Start every wanted system (engines load side by side), then wait for
     each; returns them by letter. Started processes are added to `procs`."""
     out: dict[str, Contestant] = {}
-    a = InProcessContestant(cfg.engine_args(), prompts, work.max_tokens, logs) if "A" in wanted else None
-    if a is not None:
-        out["A"] = a
+    a = InProcessContestant(cfg.engine_args(), prompts, logs) if "A" in wanted else None
     tw = D = E = None
     if any(x in wanted for x in "BGSC"):
         tw = cs.start_tokenwire(cfg, logs)
@@ -115,50 +123,50 @@ def start_all(cfg: systems.EngineConfig, wanted: str, prompts: list[clients.Prom
         procs.append(E[0])
     if a is not None:
         a.wait_ready()
+        out["A"] = a
     if tw is not None:
         proc, address = tw
         systems.wait_until(lambda: systems.grpc_serving(address), [proc])
         pid = proc.popen.pid
         if "B" in wanted:
-            out["B"] = ServerContestant("B", lambda: clients.tokenwire_grpc(address), [pid])
+            out["B"] = ServerContestant("B", lambda: clients.tokenwire_grpc(address), prompts, pid)
         if "G" in wanted:
-            out["G"] = ServerContestant("G", lambda: clients.tokenwire_generate(address), [pid])
+            out["G"] = ServerContestant("G", lambda: clients.tokenwire_generate(address), prompts, pid)
         if "S" in wanted:
             out["S"] = ServerContestant(
-                "S", lambda: clients.tokenwire_grpc(address, stream_interval=16), [pid]
+                "S", lambda: clients.tokenwire_grpc(address, stream_interval=16), prompts, pid
             )
         gw = cs.start_gateway(address, logs) if "C" in wanted else None
         if gw is not None:
             procs.append(gw[0])
             url, model = gw[1], pathlib.Path(cfg.model).name
             out["C"] = ServerContestant(
-                "C", lambda: clients.openai_sse(url, model, ids_field="token_ids"),
-                [pid, *cs.envoy_pids(gw[0])],
+                "C", lambda: clients.openai_sse(url, model, ids_field="token_ids"), prompts, pid,
+                cs.envoy_pids(gw[0]),
             )
     if D is not None:
         dproc, durl = D
         systems.wait_until(lambda: systems.http_ok(durl + "/health"), [dproc])
         out["D"] = ServerContestant(
-            "D", lambda: clients.openai_sse(durl, cfg.model, ids_field="token_ids"), [dproc.popen.pid]
+            "D", lambda: clients.openai_sse(durl, cfg.model, ids_field="token_ids"), prompts, dproc.popen.pid
         )
     if E is not None:
         eproc, eaddr = E
         systems.wait_until(lambda: systems.grpc_serving(eaddr), [eproc])
         if "E" in wanted:
-            out["E"] = ServerContestant("E", lambda: clients.vllm_grpc(eaddr), [eproc.popen.pid])
+            out["E"] = ServerContestant("E", lambda: clients.vllm_grpc(eaddr), prompts, eproc.popen.pid)
         if "F" in wanted:
             fproc, furl = cs.start_smg(cfg, eaddr, logs)
             procs.append(fproc)
             systems.wait_until(lambda: cs.smg_ready(furl), [eproc, fproc], timeout=120)
             out["F"] = ServerContestant(
-                "F", lambda: clients.openai_sse(furl, cfg.model, ids_field=None),
-                [eproc.popen.pid, fproc.popen.pid],
+                "F", lambda: clients.openai_sse(furl, cfg.model, ids_field=None), prompts, eproc.popen.pid,
+                systems.with_descendants(fproc.popen.pid),
             )
     return out
 
 
-def interleave(contestants: dict[str, Contestant], prompts: list[clients.Prompt], work: Workload,
-               progress: Progress) -> list[dict[str, Any]]:
+def interleave(contestants: dict[str, Contestant], work: Workload, progress: Progress) -> list[dict[str, Any]]:
     """Every (repetition, concurrency) runs each system once, back to back,
     in an order rotated from one level to the next: drift of the shared
     machine spreads over all systems instead of biasing the ratios."""
@@ -182,7 +190,7 @@ def interleave(contestants: dict[str, Contestant], prompts: list[clients.Prompt]
     try:
         for name in order:  # warm-up, not measured
             progress.label = f"{name} warm-up"
-            contestants[name].run_level(prompts[:4], 4, 8, -1)
+            contestants[name].run_cell(Cell(8, -1, 16, warmup=2.0, window=1.0))
         k = 0
         for rep in range(work.reps):
             for conc in work.concurrencies:
@@ -191,9 +199,15 @@ def interleave(contestants: dict[str, Contestant], prompts: list[clients.Prompt]
                 for name in order[shift:] + order[:shift]:
                     progress.label = f"{name} c={conc} rep {rep + 1}"
                     active[0] = contestants[name]
-                    runs.append(contestants[name].run_level(
-                        prompts[: work.requests(conc)], conc, work.max_tokens, rep, progress.step
-                    ))
+                    r = contestants[name].run_cell(Cell(conc, rep, work.max_tokens, work.warmup, work.window))
+                    runs.append(r)
+                    progress.note(
+                        f"  {name} c={conc} rep {rep + 1}: {r['tokens'] / r['seconds']:.0f} tok/s, "
+                        f"{r['errors']} errors, engine idle after {r['idle_wait_s']:.1f} s"
+                        + (" (timed out)" if r["idle_timeout"] else "")
+                    )
+                    progress.step()
+                    active[0] = None
     finally:
         stop.set()
         thread.join(2)
@@ -205,30 +219,48 @@ def interleave(contestants: dict[str, Contestant], prompts: list[clients.Prompt]
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--model", default=str(systems.ROOT / ".models" / "tiny-random-llama"))
-    parser.add_argument("--concurrency", default="1,16,64,256", help="comma-separated levels")
-    parser.add_argument("--reps", type=int, default=3)
+    parser.add_argument("--concurrency", default="64,256", help="comma-separated levels")
+    parser.add_argument("--reps", type=int, default=None, help="repetitions (default 3; 1 with --quick)")
+    parser.add_argument("--window", type=float, default=None, help="measured seconds per cell (default 30)")
+    parser.add_argument("--warmup", type=float, default=None, help="discarded seconds per cell (default 5)")
+    parser.add_argument("--quick", action="store_true",
+                        help="for development: warm-up 2 s, window 8 s, 1 rep (unless given)")
     parser.add_argument("--max-tokens", type=int, default=128)
-    parser.add_argument("--systems", default="ABGSCDEF")
+    parser.add_argument("--systems", default="ABGCDEF", help="letters; S only when asked")
     parser.add_argument("--out", type=pathlib.Path, default=OUT)
     ns = parser.parse_args(argv)
+    quick = ns.quick
     work = Workload(
-        max_tokens=ns.max_tokens, reps=ns.reps,
-        concurrencies=tuple(int(c) for c in ns.concurrency.split(",")),
+        max_tokens=ns.max_tokens, concurrencies=tuple(int(c) for c in ns.concurrency.split(",")),
+        reps=ns.reps if ns.reps is not None else (1 if quick else 3),
+        warmup=ns.warmup if ns.warmup is not None else (2.0 if quick else 5.0),
+        window=ns.window if ns.window is not None else (8.0 if quick else 30.0),
+        mode="quick" if quick else "full",
     )
+    if (ns.window, ns.warmup) != (None, None) and not quick:
+        work.mode = "custom"
     cfg = systems.EngineConfig(model=ns.model)
     logs = ns.out / "logs"
     logs.mkdir(parents=True, exist_ok=True)
-    prompts = make_prompts(cfg.model, max(work.requests(c) for c in work.concurrencies), work.prompt_words)
-    per_system = sum(work.requests(c) for c in work.concurrencies) * work.reps
-    started = time.time()
+    prompts = make_prompts(cfg.model, PROMPTS, work.prompt_words)
+    meta: dict[str, Any] = {
+        "started": time.time(), "model": cfg.model, "engine": dataclasses.asdict(cfg),
+        "workload": dataclasses.asdict(work), "mode": work.mode, "window": work.window,
+        "warmup": work.warmup, "reps": work.reps, "max_tokens": work.max_tokens,
+        "commit": _commit(), "machine": _machine(), "loadavg_before": [round(x, 2) for x in os.getloadavg()],
+        "method": "fixed windows, interleaved, rotated order per level",
+    }
     procs: list[systems.Proc] = []
     contestants: dict[str, Contestant] = {}
     try:
         sys.stderr.write("starting the systems...\n")
-        contestants = start_all(cfg, ns.systems, prompts, work, logs, procs)
-        progress = Progress(per_system * len(contestants))
+        contestants = start_all(cfg, ns.systems, prompts, logs, procs)
+        meta["processes"] = {n: {**c.groups.describe(), "uncounted": c.others} for n, c in contestants.items()}
+        for n, c in contestants.items():
+            sys.stderr.write(f"{n}: {c.groups.describe()}; uncounted {c.others}\n")
+        progress = Progress(work.reps * len(work.concurrencies) * len(contestants), unit="cells")
         try:
-            runs = interleave(contestants, prompts, work, progress)
+            runs = interleave(contestants, work, progress)
         finally:
             progress.close()
     finally:
@@ -239,19 +271,22 @@ def main(argv: list[str] | None = None) -> int:
             p.stop()
 
     sys.stderr.write("\n")
-    meta = {
-        "started": started, "finished": time.time(), "model": cfg.model,
-        "engine": dataclasses.asdict(cfg), "workload": dataclasses.asdict(work),
-        "machine": _machine(), "method": "interleaved, rotated order per level",
-    }
+    meta["finished"] = time.time()
     summary = summarize(runs, meta)
-    table = write_outputs(summary, ns.out)
-    print(table)
+    print(write_outputs(summary, ns.out))
     return 0
 
 
+def _commit() -> str:
+    try:
+        out = subprocess.run(["git", "describe", "--always", "--dirty"], cwd=systems.ROOT,
+                             capture_output=True, text=True, timeout=10)
+        return out.stdout.strip() or "unknown"
+    except (OSError, subprocess.SubprocessError):
+        return "unknown"
+
+
 def _machine() -> dict[str, Any]:
-    import os
     import platform
 
     import psutil
@@ -264,4 +299,3 @@ def _machine() -> dict[str, Any]:
 
 if __name__ == "__main__":
     sys.exit(main())
-

@@ -1,5 +1,5 @@
-"""The systems under test (B-F are servers started as subprocesses), with
-the processes whose CPU time and memory count as "the serving layer"."""
+"""The systems under test (B-F are servers started as subprocesses), the
+groups of processes whose CPU time is counted, and the idle wait."""
 
 from __future__ import annotations
 
@@ -113,31 +113,104 @@ def grpc_serving(address: str) -> bool:
         return resp.status == health_pb2.HealthCheckResponse.SERVING
 
 
-class ResourceMeter:
-    """CPU seconds and peak RSS of the serving-layer processes (frontends,
-    proxies), not of the vLLM engine-core subprocess."""
+def _alive(pid: int) -> psutil.Process | None:
+    try:
+        return psutil.Process(pid)
+    except psutil.NoSuchProcess:
+        return None
 
-    def __init__(self, pids: list[int]):
-        self.procs = [psutil.Process(p) for p in pids]
-        self.peak_rss = 0
-        self._cpu0 = self._cpu()
 
-    def _cpu(self) -> float:
-        total = 0.0
-        for p in self.procs:
+def engine_cores(pid: int) -> tuple[list[psutil.Process], list[str]]:
+    """The vLLM engine processes under a server: the descendants vLLM titles
+    `VLLM::...` (`VLLM::EngineCore`, the scheduler, and its `VLLM::Worker`,
+    which runs the model on the CPU backend); and a description of the other
+    descendants (multiprocessing's resource tracker), counted nowhere."""
+    cores, others = [], []
+    for child in psutil.Process(pid).children(recursive=True):
+        try:
+            title = " ".join(child.cmdline()).strip() or child.name()
+        except psutil.Error:
+            continue
+        if title.startswith("VLLM::") or child.name().startswith("VLLM::"):
+            cores.append(child)
+        else:
+            others.append(f"{child.pid} {title[:80]}")
+    return cores, others
+
+
+def with_descendants(pid: int) -> list[int]:
+    return [pid] + [c.pid for c in psutil.Process(pid).children(recursive=True)]
+
+
+def cpu_seconds(procs: list[psutil.Process]) -> float:
+    """User + system CPU seconds of the processes (0 for one that is gone)."""
+    total = 0.0
+    for p in procs:
+        try:
             t = p.cpu_times()
-            total += t.user + t.system
-        return total
+        except psutil.Error:
+            continue
+        total += t.user + t.system
+    return total
+
+
+def machine_busy() -> float:
+    """Busy CPU seconds of the whole machine (all cores, since boot)."""
+    t = psutil.cpu_times()
+    return sum(getattr(t, f, 0.0) for f in ("user", "nice", "system", "irq", "softirq", "steal"))
+
+
+class ProcGroups:
+    """Processes by group ("serving", "engine", "proxy", "driver"): CPU
+    seconds per group (and "machine": the whole machine's, so that the rest,
+    anything else running, shows), and the peak RSS of the serving layer
+    (serving + proxy)."""
+
+    def __init__(self, groups: dict[str, list[psutil.Process]]):
+        self.groups = groups
+        self.peak_rss = 0
+
+    @classmethod
+    def of(cls, groups: dict[str, list[int]]) -> ProcGroups:
+        return cls({g: [p for p in map(_alive, pids) if p is not None] for g, pids in groups.items()})
+
+    def cpu(self) -> dict[str, float]:
+        return {**{g: cpu_seconds(ps) for g, ps in self.groups.items()}, "machine": machine_busy()}
 
     def sample(self) -> None:
-        rss = sum(p.memory_info().rss for p in self.procs)
+        rss = 0
+        for p in self.groups.get("serving", []) + self.groups.get("proxy", []):
+            try:
+                rss += p.memory_info().rss
+            except psutil.Error:
+                pass
         self.peak_rss = max(self.peak_rss, rss)
 
-    def reset(self) -> None:
-        self._cpu0 = self._cpu()
+    def describe(self) -> dict[str, list[str]]:
+        out: dict[str, list[str]] = {}
+        for g, ps in self.groups.items():
+            out[g] = []
+            for p in ps:
+                try:
+                    out[g].append(f"{p.pid} {p.name()}")
+                except psutil.Error:
+                    out[g].append(f"{p.pid} (gone)")
+        return out
 
-    def cpu_seconds(self) -> float:
-        return self._cpu() - self._cpu0
+
+def wait_idle(procs: list[psutil.Process], share: float = 0.15, every: float = 0.5,
+              timeout: float = 20.0) -> tuple[float, bool]:
+    """Wait until the processes use less than `share` of a core over `every`
+    seconds (the engine has dropped the cancelled requests); returns the
+    seconds waited and whether it timed out."""
+    t0 = time.monotonic()
+    while True:
+        c0 = cpu_seconds(procs)
+        time.sleep(every)
+        if cpu_seconds(procs) - c0 < share * every:
+            return time.monotonic() - t0, False
+        if time.monotonic() - t0 > timeout:
+            return time.monotonic() - t0, True
 
 
 def bench_env(extra: dict[str, str] | None = None) -> dict[str, str]:
