@@ -150,6 +150,7 @@ class ChatStreamBuilder:
             self.times = out.times
         chunk = self._chunk()
         plan = self.plan
+        send = False  # tracked here: asking the message (chunk.choices) costs more
         for c in out.choices:
             acc = self.accs.get(c.index)
             if acc is None:
@@ -157,6 +158,7 @@ class ChatStreamBuilder:
             acc.add(c)
             if not c.token_ids and not c.text and c.finish_reason is None:
                 continue
+            send = True
             ch = chunk.choices.add(index=c.index)
             self._set_text(ch, c)
             if plan.ids_wanted:
@@ -169,7 +171,7 @@ class ChatStreamBuilder:
                 nv = finish_choice(ch, c, plan, acc, self.prompt_ids)
                 if nv is not None and c.index == 0:
                     self._mirror = nv
-        if plan.continuous_usage and chunk.choices:
+        if plan.continuous_usage and send:
             chunk.usage.CopyFrom(self._usage())
         if out.finished:
             nvr = response_nvext(
@@ -178,9 +180,8 @@ class ChatStreamBuilder:
             )
             if nvr is not None:
                 chunk.nvext.CopyFrom(nvr)
-        if not chunk.choices and not chunk.HasField("nvext"):
-            return None
-        return chunk
+                send = True
+        return chunk if send else None
 
     def _set_text(self, ch: chat_pb2.ChatCompletionChunkChoice, c: ChoiceOutput) -> None:
         text = c.text
