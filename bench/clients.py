@@ -272,12 +272,15 @@ async def run_window(
 ) -> dict[str, Any]:
     """Keep `concurrency` requests in flight (each new request takes the next
     prompt, cycling) for `warmup` seconds, then measure `seconds`; at the end
-    cancel every request still in flight. `snapshot` (CPU seconds by process
-    group) is taken at the window's two edges; its difference is `cpu`."""
+    cancel every request still in flight. The workers start spread over the
+    warm-up (the last one as the window opens), so that equal requests do
+    not finish in lockstep waves. `snapshot` (CPU seconds by process group) is taken at
+    the window's two edges; its difference is `cpu`."""
     win = Window()
     order = itertools.count()
 
-    async def worker() -> None:
+    async def worker(i: int) -> None:
+        await asyncio.sleep(warmup * i / concurrency)
         while True:
             try:
                 rec = await driver(prompts[next(order) % len(prompts)], max_tokens, win)
@@ -286,7 +289,7 @@ async def run_window(
                 await asyncio.sleep(0.05)
             win.done(rec, time.perf_counter())
 
-    tasks = [asyncio.create_task(worker()) for _ in range(concurrency)]
+    tasks = [asyncio.create_task(worker(i)) for i in range(concurrency)]
     try:
         await asyncio.sleep(warmup)
         cpu0 = snapshot() if snapshot else {}

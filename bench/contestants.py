@@ -11,6 +11,7 @@ import json
 import pathlib
 import subprocess
 import sys
+import time
 from collections.abc import Callable
 from typing import Any
 
@@ -39,10 +40,11 @@ class Contestant:
 
     def run_cell(self, cell: Cell) -> dict[str, Any]:
         """Run one cell, then wait until the engine is idle again."""
+        t0 = time.monotonic()
         result = self._window(cell)
         idle_s, timed_out = systems.wait_idle(self.groups.groups["engine"])
         return {"system": self.name, "concurrency": cell.concurrency, "rep": cell.rep, **result,
-                "idle_wait_s": idle_s, "idle_timeout": timed_out}
+                "idle_wait_s": idle_s, "idle_timeout": timed_out, "cell_s": time.monotonic() - t0}
 
     def _window(self, cell: Cell) -> dict[str, Any]:
         raise NotImplementedError

@@ -203,7 +203,7 @@ def interleave(contestants: dict[str, Contestant], work: Workload, progress: Pro
                     runs.append(r)
                     progress.note(
                         f"  {name} c={conc} rep {rep + 1}: {r['tokens'] / r['seconds']:.0f} tok/s, "
-                        f"{r['errors']} errors, engine idle after {r['idle_wait_s']:.1f} s"
+                        f"{r['errors']} errors, engine idle after {r['idle_wait_s']:.1f} s, cell {r['cell_s']:.1f} s"
                         + (" (timed out)" if r["idle_timeout"] else "")
                     )
                     progress.step()
