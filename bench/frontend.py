@@ -57,7 +57,7 @@ async def _drive(driver: clients.Driver, prompts: list[clients.Prompt], conc: in
 
 def measure(name: str, make: Any, groups: dict[str, list[int]], prompts: list[clients.Prompt],
             conc: int, seconds: float, max_tokens: int,
-            profile_dir: pathlib.Path | None = None) -> dict[str, Any]:
+            profile_dir: pathlib.Path | None = None, native: bool = False) -> dict[str, Any]:
     """Drive one path; CPU per token for each group of processes. With
     `profile_dir`, py-spy samples the server's process while it is measured
     (collapsed stacks in a file named for the path)."""
@@ -73,7 +73,7 @@ def measure(name: str, make: Any, groups: dict[str, list[int]], prompts: list[cl
         driver, close = make()
         await _drive(driver, prompts, conc, 2.0, max_tokens)  # warm-up
         c0 = cpu()
-        spy = pyspy.record(groups["server"][0], seconds, profile) if profile else None
+        spy = pyspy.record(groups["server"][0], seconds, profile, native=native) if profile else None
         tokens, wall = await _drive(driver, prompts, conc, seconds, max_tokens)
         c1 = cpu()
         if spy is not None:

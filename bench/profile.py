@@ -32,6 +32,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--max-tokens", type=int, default=128)
     parser.add_argument("--model", default=str(systems.ROOT / ".models" / "tiny-random-llama"))
     parser.add_argument("--out", type=pathlib.Path, default=OUT / "profile" / "engine")
+    parser.add_argument("--native", action="store_true",
+                        help="also sample C/Cython frames (grpc core, upb): py-spy pauses the process")
     ns = parser.parse_args(argv)
     cfg = systems.EngineConfig(model=ns.model)
     logs = ns.out / "logs"
@@ -45,9 +47,11 @@ def main(argv: list[str] | None = None) -> int:
             time.sleep(2)
             groups = {"server": [proc.popen.pid]}
             if "B" in ns.systems:
-                measure("B tokenwire chat", lambda: clients.tokenwire_grpc(address), groups, *args)
+                measure("B tokenwire chat", lambda: clients.tokenwire_grpc(address), groups, *args,
+                        native=ns.native)
             if "G" in ns.systems:
-                measure("G tokenwire Generate", lambda: clients.tokenwire_generate(address), groups, *args)
+                measure("G tokenwire Generate", lambda: clients.tokenwire_generate(address), groups, *args,
+                        native=ns.native)
         finally:
             proc.stop()
     if "E" in ns.systems:
@@ -55,7 +59,8 @@ def main(argv: list[str] | None = None) -> int:
         try:
             systems.wait_until(lambda: systems.grpc_serving(address), [proc], timeout=600)
             time.sleep(2)
-            measure("E vLLM gRPC", lambda: clients.vllm_grpc(address), {"server": [proc.popen.pid]}, *args)
+            measure("E vLLM gRPC", lambda: clients.vllm_grpc(address), {"server": [proc.popen.pid]}, *args,
+                    native=ns.native)
         finally:
             proc.stop()
     return 0

@@ -25,16 +25,21 @@ def available() -> str | None:
     return str(here) if here.exists() else shutil.which("py-spy")
 
 
-def record(pid: int, seconds: float, out: pathlib.Path, rate: int = 250) -> subprocess.Popen[bytes]:
+def record(pid: int, seconds: float, out: pathlib.Path, rate: int = 250,
+           native: bool = False) -> subprocess.Popen[bytes]:
     """Start sampling `pid` for `seconds` (all threads, idle samples left
-    out) into `out` as collapsed stacks; the caller waits on the result."""
+    out) into `out` as collapsed stacks; the caller waits on the result.
+    `native`: also the C/C++/Cython frames (grpc's core, upb, uvloop); py-spy
+    then pauses the process for each sample, so the shares are right but
+    the process runs slower while sampled."""
     exe = available()
     if exe is None:
         raise RuntimeError("py-spy is not installed: pip install -e '.[bench]'")
     out.parent.mkdir(parents=True, exist_ok=True)
     return subprocess.Popen(
         [exe, "record", "--pid", str(pid), "--duration", str(max(1, round(seconds))),
-         "--rate", str(rate), "--format", "raw", "--nonblocking", "--threads", "-o", str(out)],
+         "--rate", str(rate), "--format", "raw", "--threads", "-o", str(out),
+         *(["--native"] if native else ["--nonblocking"])],
         stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
     )
 
