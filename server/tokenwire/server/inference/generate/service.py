@@ -211,11 +211,18 @@ async def stream_generate(
     finished = False
     prompt_ids = plan.request.prompt_token_ids
     ids: dict[int, list[int]] | None = {} if outcome is not None else None
+    # Every chunk's header fields, serialized once: parsing them back is
+    # half the cost of setting them (0.36 against 0.66 us here).
+    header = _response(plan).SerializeToString()
+    new_chunk = generate_pb2.GenerateResponse.FromString
+    # A choice that only adds ids (no logprobs, text or finish: most
+    # outputs) goes in with one call; the others through _add_choice.
+    ids_only = plan.output_mode != "text"
     # Nothing is sent before the first output: errors at start (admission,
     # engine validation) fail the call before its first message.
     async with contextlib.aclosing(engine.generate(plan.request)) as outputs:
         async for out in outputs:
-            resp = _response(plan)
+            resp = new_chunk(header)
             send = False  # tracked here: asking the message (resp.choices) costs more
             if first:
                 first = False
@@ -225,7 +232,12 @@ async def stream_generate(
                 _add_prompt_logprobs(resp, plan, out.prompt_logprobs, engine)
                 send = send or bool(out.prompt_logprobs)
             for c in out.choices:
-                if c.token_ids or c.text or c.finish_reason is not None:
+                if c.finish_reason is None and c.logprobs is None and ids_only:
+                    if c.token_ids or c.text:  # (text is not sent in tokens mode)
+                        resp.choices.add(index=c.index, token_ids=c.token_ids)
+                        completion += len(c.token_ids)
+                        send = True
+                elif c.token_ids or c.text or c.finish_reason is not None:
                     _add_choice(resp, plan, c, engine)
                     completion += len(c.token_ids)
                     send = True
