@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 import time
 from typing import Any
 
@@ -116,14 +117,20 @@ class ChatStreamBuilder:
             {i: ReasoningStream(markers) for i in range(plan.request.params.n)} if markers else {}
         )
 
-    def _chunk(self) -> chat_pb2.StreamChatCompletionResponse:
+    @functools.cached_property
+    def _header(self) -> bytes:
+        """Every chunk's header fields, serialized once: parsing them back
+        costs half of setting them."""
         return chat_pb2.StreamChatCompletionResponse(
             id=self._id,
             object="chat.completion.chunk",
             created=self.created,
             model=self._model,
             system_fingerprint=self._fingerprint,
-        )
+        ).SerializeToString()
+
+    def _chunk(self) -> chat_pb2.StreamChatCompletionResponse:
+        return chat_pb2.StreamChatCompletionResponse.FromString(self._header)
 
     def first_chunk(self, first: EngineOutput | None = None) -> chat_pb2.StreamChatCompletionResponse:
         """The role chunk; with the engine's first output, also the prompt
