@@ -138,10 +138,7 @@ class InProcessContestant(Contestant):
 def start_tokenwire(cfg: systems.EngineConfig, logs: pathlib.Path) -> tuple[systems.Proc, str]:
     port = systems.free_port()
     proc = systems.spawn("B-tokenwire", [
-        systems.PY, "-m", "tokenwire.cli", "serve", "--model", cfg.model, "--port", str(port),
-        "--dtype", cfg.dtype, "--max-model-len", str(cfg.max_model_len),
-        "--kv-cache-bytes", str(cfg.kv_cache_bytes), "--block-size", str(cfg.block_size),
-        "--max-num-seqs", str(cfg.max_num_seqs), "--scheduling-policy", "fcfs",
+        systems.PY, "-m", "tokenwire.cli", "serve", "--port", str(port), *cfg.vllm_flags(),
         "--log-level", "WARNING",
     ], logs, systems.bench_env())
     return proc, f"127.0.0.1:{port}"

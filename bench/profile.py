@@ -32,10 +32,12 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--max-tokens", type=int, default=128)
     parser.add_argument("--model", default=str(systems.ROOT / ".models" / "tiny-random-llama"))
     parser.add_argument("--out", type=pathlib.Path, default=OUT / "profile" / "engine")
+    parser.add_argument("--logprobs-mode", default="raw_logprobs",
+                        help="vLLM's --logprobs-mode for every system (as bench.run)")
     parser.add_argument("--native", action="store_true",
                         help="also sample C/Cython frames (grpc core, upb): py-spy pauses the process")
     ns = parser.parse_args(argv)
-    cfg = systems.EngineConfig(model=ns.model)
+    cfg = systems.EngineConfig(model=ns.model, logprobs_mode=ns.logprobs_mode)
     logs = ns.out / "logs"
     logs.mkdir(parents=True, exist_ok=True)
     prompts = make_prompts(cfg.model, 256, 48)

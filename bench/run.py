@@ -228,6 +228,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--max-tokens", type=int, default=128)
     parser.add_argument("--systems", default="ABGCDEF", help="letters; S only when asked")
     parser.add_argument("--out", type=pathlib.Path, default=OUT)
+    parser.add_argument("--logprobs-mode", default="raw_logprobs",
+                        help="vLLM's --logprobs-mode for every system (tokenwire's own default, "
+                             "processed_logprobs, costs the engine a log-softmax per step)")
     ns = parser.parse_args(argv)
     quick = ns.quick
     work = Workload(
@@ -239,7 +242,7 @@ def main(argv: list[str] | None = None) -> int:
     )
     if (ns.window, ns.warmup) != (None, None) and not quick:
         work.mode = "custom"
-    cfg = systems.EngineConfig(model=ns.model)
+    cfg = systems.EngineConfig(model=ns.model, logprobs_mode=ns.logprobs_mode)
     logs = ns.out / "logs"
     logs.mkdir(parents=True, exist_ok=True)
     prompts = make_prompts(cfg.model, PROMPTS, work.prompt_words)

