@@ -26,7 +26,10 @@ def test_engine_cores_are_the_titled_children_only() -> None:
             assert time.monotonic() < deadline
             time.sleep(0.05)
         cores, others = systems.engine_cores(os.getpid())
-        assert [p.pid for p in cores] == [core.pid]
+        # Only this test's two children: in the whole suite the session's
+        # real engine (its own VLLM:: processes) is a child of pytest too.
+        mine = {core.pid, helper.pid}
+        assert [p.pid for p in cores if p.pid in mine] == [core.pid]
         assert any(o.startswith(f"{helper.pid} ") for o in others)
         groups = systems.ProcGroups.of({"serving": [os.getpid()], "engine": [core.pid], "proxy": []})
         cpu = groups.cpu()
