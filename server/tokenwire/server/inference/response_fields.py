@@ -5,12 +5,24 @@ inference/chat/response.py; generate's in inference/generate/service.py."""
 
 from __future__ import annotations
 
-from typing import Any
+from collections.abc import Callable
+from typing import Any, TypeVar
 
 from google.protobuf import struct_pb2
+from google.protobuf.message import Message
 
 from tokenwire.server.core.domain import Candidate, Engine, PositionLogprobs, WeightSpan
 from tokenwire.v1 import common_pb2
+
+M = TypeVar("M", bound=Message)
+
+
+def chunk_maker(header: M) -> Callable[[], M]:
+    """A stream's chunk maker: each chunk starts as `header` (the fields
+    every chunk of the stream repeats), serialized once and parsed back per
+    chunk, which costs half of setting the fields each time (issue #27)."""
+    data, parse = header.SerializeToString(), type(header).FromString
+    return lambda: parse(data)
 
 
 def stop_reason_value(reason: int | str | None) -> struct_pb2.Value | None:

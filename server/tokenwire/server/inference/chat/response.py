@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import functools
 import time
+from collections.abc import Callable
 from typing import Any
 
 from tokenwire.server.core.domain import ChoiceOutput, Engine, EngineOutput, EngineTimes
@@ -16,7 +17,12 @@ from tokenwire.server.inference.choice_fields import (
     timing,
 )
 from tokenwire.server.inference.reasoning import ReasoningStream, split_text
-from tokenwire.server.inference.response_fields import add_prompt_logprobs, choice_logprobs, usage
+from tokenwire.server.inference.response_fields import (
+    add_prompt_logprobs,
+    choice_logprobs,
+    chunk_maker,
+    usage,
+)
 from tokenwire.server.inference.tool_calls import ParsedCall, StreamParser, parse_text
 from tokenwire.v1 import chat_pb2, common_pb2
 
@@ -118,19 +124,15 @@ class ChatStreamBuilder:
         )
 
     @functools.cached_property
-    def _header(self) -> bytes:
-        """Every chunk's header fields, serialized once: parsing them back
-        costs half of setting them."""
-        return chat_pb2.StreamChatCompletionResponse(
+    def _chunk(self) -> Callable[[], chat_pb2.StreamChatCompletionResponse]:
+        """A new chunk with the fields every chunk repeats."""
+        return chunk_maker(chat_pb2.StreamChatCompletionResponse(
             id=self._id,
             object="chat.completion.chunk",
             created=self.created,
             model=self._model,
             system_fingerprint=self._fingerprint,
-        ).SerializeToString()
-
-    def _chunk(self) -> chat_pb2.StreamChatCompletionResponse:
-        return chat_pb2.StreamChatCompletionResponse.FromString(self._header)
+        ))
 
     def first_chunk(self, first: EngineOutput | None = None) -> chat_pb2.StreamChatCompletionResponse:
         """The role chunk; with the engine's first output, also the prompt

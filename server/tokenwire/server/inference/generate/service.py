@@ -31,7 +31,7 @@ from tokenwire.server.inference.request_fields import (
     pick_cache_salt,
     stop_strings,
 )
-from tokenwire.server.inference.response_fields import native_prompt_logprobs, usage
+from tokenwire.server.inference.response_fields import chunk_maker, native_prompt_logprobs, usage
 from tokenwire.v1 import common_pb2, generate_pb2
 
 OUTPUT_MODES = frozenset({"tokens", "text"})
@@ -211,18 +211,12 @@ async def stream_generate(
     finished = False
     prompt_ids = plan.request.prompt_token_ids
     ids: dict[int, list[int]] | None = {} if outcome is not None else None
-    # Every chunk's header fields, serialized once: parsing them back is
-    # half the cost of setting them (0.36 against 0.66 us here).
-    header = _response(plan).SerializeToString()
-    new_chunk = generate_pb2.GenerateResponse.FromString
-    # A choice that only adds ids (no logprobs, text or finish: most
-    # outputs) goes in with one call; the others through _add_choice.
-    ids_only = plan.output_mode != "text"
+    new_chunk = chunk_maker(_response(plan))
     # Nothing is sent before the first output: errors at start (admission,
     # engine validation) fail the call before its first message.
     async with contextlib.aclosing(engine.generate(plan.request)) as outputs:
         async for out in outputs:
-            resp = new_chunk(header)
+            resp = new_chunk()
             send = False  # tracked here: asking the message (resp.choices) costs more
             if first:
                 first = False
@@ -232,12 +226,7 @@ async def stream_generate(
                 _add_prompt_logprobs(resp, plan, out.prompt_logprobs, engine)
                 send = send or bool(out.prompt_logprobs)
             for c in out.choices:
-                if c.finish_reason is None and c.logprobs is None and ids_only:
-                    if c.token_ids or c.text:  # (text is not sent in tokens mode)
-                        resp.choices.add(index=c.index, token_ids=c.token_ids)
-                        completion += len(c.token_ids)
-                        send = True
-                elif c.token_ids or c.text or c.finish_reason is not None:
+                if c.token_ids or c.text or c.finish_reason is not None:
                     _add_choice(resp, plan, c, engine)
                     completion += len(c.token_ids)
                     send = True
