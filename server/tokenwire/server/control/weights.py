@@ -1,0 +1,206 @@
+"""Weight loads, the control plane's operations that change the weights:
+a reload from a checkpoint folder and a weight transfer (Start .. Update ..
+Finish), with the bookkeeping every weight change keeps (generation,
+failed-load label, the folder served). ControlPlane (plane.py) is built on
+this; docs/control.md says why each rule is kept."""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import time
+from collections.abc import Awaitable, Callable
+from typing import Any
+
+from tokenwire.server.control.checks import check_folder, check_mode, check_version, failed_label
+from tokenwire.server.control.records import Transfer, UpdateResult
+from tokenwire.server.control.runner import OperationRunner
+from tokenwire.server.core.domain import EngineControl
+from tokenwire.server.core.errors import FailedPrecondition, TokenwireError
+from tokenwire.server.core.serving_state import ServingState
+
+log = logging.getLogger("tokenwire.control")
+
+
+class WeightLoads(OperationRunner):
+    """The weight-changing operations and the state they record."""
+
+    def __init__(
+        self, engine: EngineControl, state: ServingState, *, timeout: float,
+        on_paused: Callable[[bool], Awaitable[None]] | None = None, weights_root: str = "",
+    ):
+        super().__init__(engine, state, timeout=timeout, on_paused=on_paused)
+        self._weights_root = weights_root  # "": any folder (docs/control.md)
+        self.updates = 0
+        self.last_error = ""
+        # The checkpoint folder the weights served now came from ("" when
+        # unknown: after a transfer or a failed load).
+        self.weight_path = ""
+        self._model_path = ""  # the start-up model's folder: always loadable (rollback)
+        # The last load failed (its description while so): the weights may be mixed.
+        self.failed_load = ""
+        self._failed_load_error = False  # last_error is the failed load's (kept until cleared)
+        self._transfer: Transfer | None = None
+
+    @property
+    def load_failed(self) -> bool:
+        return bool(self.failed_load)
+
+    def _error(self, message: str) -> None:
+        """Remember the last error, unless a failed load's is kept."""
+        if not self._failed_load_error:
+            self.last_error = message
+
+    def _weights_changed(self, path: str) -> None:
+        """The engine now holds other weights, loaded whole from `path` ("":
+        not from a folder)."""
+        self.updates += 1
+        self._state.generation += 1
+        self.weight_path = path
+        self.failed_load = ""
+        self._failed_load_error = False
+        self.last_error = ""
+
+    async def _load_failed(self, what: str) -> None:
+        """A load failed part-way (or its caller did not see it end): the
+        weights may be mixed. Label them so that every token says so."""
+        self._state.generation += 1
+        self.weight_path = ""
+        self.failed_load = what
+        self.last_error = what
+        self._failed_load_error = True
+        label = failed_label(self._state.weight_version)
+        self._state.weight_version = label
+        try:
+            await self._call("set weight version", self._engine.set_weight_version(label))
+        except asyncio.CancelledError:
+            raise
+        except Exception as exc:  # a dead engine samples nothing more
+            log.error("control: could not label the weights %r: %s", label, exc)
+        log.error("control: %s; the weights may be mixed: version %r, paused until a load "
+                  "succeeds or a forced Resume", what, label)
+
+    def _no_transfer_running(self) -> None:
+        if self._transfer is not None:
+            raise FailedPrecondition(
+                "a weight transfer is in progress (StartWeightUpdate was called): "
+                "FinishWeightUpdate ends it; Resume with force abandons it",
+                reason="WEIGHT_TRANSFER_IN_PROGRESS",
+            )
+
+    async def update_from_path(
+        self, path: str, version: str, *, pause_mode: str, clear_cache: bool, deadline: float | None,
+        path_param: str = "path",
+    ) -> UpdateResult:
+        # Before pausing: bad input harms nothing.
+        real = check_folder(path, path_param, root=self._weights_root, also=self._model_path,
+                            files=self._engine.weight_files)
+        check_version(version, "weight_version")
+        mode = check_mode(pause_mode, "pause_mode", "keep")
+
+        async def op() -> UpdateResult:
+            self._no_transfer_running()
+            paused_by_us = not self._state.paused
+            t0 = time.monotonic()
+            if paused_by_us:
+                await self._pause(mode, clear_cache=False)
+            # Speculative prefills would warm the cache with old weights.
+            await self._state.cancel_background()
+            t1 = time.monotonic()
+            what = f"loading weights from {real!r}"
+
+            async def late(error: BaseException | None) -> None:
+                outcome = "it ended" if error is None else f"it failed: {error}"
+                await self._load_failed(f"{what}: its caller stopped waiting; {outcome} later")
+
+            try:
+                await self._call(what, self._engine.reload_weights(real), late)
+            except asyncio.CancelledError:
+                raise
+            except Exception as exc:  # stay paused, labelled as mixed
+                message = exc.message if isinstance(exc, TokenwireError) else f"{type(exc).__name__}: {exc}"
+                await self._load_failed(message)
+                raise
+            t2 = time.monotonic()
+            if version:
+                await self._set_version(version)
+            if clear_cache:
+                await self._call("reset prefix cache", self._engine.reset_prefix_cache(True))
+            self._weights_changed(real)
+            if paused_by_us:
+                await self._resume()
+            log.info("weights reloaded from %s (version %s) in %.0f ms", real,
+                     self._state.weight_version, (t2 - t1) * 1000)
+            return UpdateResult(load_ms=(t2 - t1) * 1000, paused_ms=(time.monotonic() - t0) * 1000)
+
+        return await self._run("update weights from path", op, deadline)
+
+    async def start_update(self, deadline: float | None) -> None:
+        """Pause ("keep") unless paused already, so no token is sampled from
+        half-transferred weights; Finish resumes if this paused."""
+        async def op() -> None:
+            self._no_transfer_running()
+            paused_by_us = not self._state.paused
+            if paused_by_us:
+                await self._pause("keep", clear_cache=False)
+            await self._state.cancel_background()
+
+            async def late(error: BaseException | None) -> None:
+                if error is None:
+                    self._transfer = Transfer(paused_by_us)
+
+            try:
+                await self._call("start weight update", self._engine.start_weight_update(), late)
+            except asyncio.CancelledError:
+                raise
+            except Exception:
+                if paused_by_us:  # nothing changed: back as it was
+                    await self._resume()
+                raise
+            self._transfer = Transfer(paused_by_us)
+
+        await self._run("start weight update", op, deadline)
+
+    async def update_weights(self, info: dict[str, Any], deadline: float | None) -> None:
+        async def op() -> None:
+            self._transfer_started("UpdateWeights")
+            await self._transfer_step("update weights", self._engine.update_weights(info))
+
+        await self._run("update weights", op, deadline)
+
+    async def finish_update(self, version: str, deadline: float | None) -> None:
+        check_version(version, "weight_version")
+
+        async def op() -> None:
+            transfer = self._transfer_started("FinishWeightUpdate")
+            self._transfer = None
+            await self._transfer_step("finish weight update", self._engine.finish_weight_update())
+            if version:
+                await self._set_version(version)
+            # Cached blocks hold KV of the old weights; kept requests recompute theirs.
+            await self._call("reset prefix cache", self._engine.reset_prefix_cache(True))
+            self._weights_changed("")
+            if transfer.paused_by_us:
+                await self._resume()
+
+        await self._run("finish weight update", op, deadline)
+
+    def _transfer_started(self, call: str) -> Transfer:
+        if self._transfer is None:
+            raise FailedPrecondition(f"{call} needs StartWeightUpdate first",
+                                     reason="WEIGHT_TRANSFER_NOT_STARTED")
+        return self._transfer
+
+    async def _transfer_step(self, what: str, work: Awaitable[None]) -> None:
+        """A transfer step that fails leaves weights part-transferred."""
+        async def late(error: BaseException | None) -> None:
+            await self._load_failed(f"{what}: its caller stopped waiting")
+
+        try:
+            await self._call(what, work, late)
+        except asyncio.CancelledError:
+            raise
+        except Exception as exc:
+            message = exc.message if isinstance(exc, TokenwireError) else f"{type(exc).__name__}: {exc}"
+            await self._load_failed(f"{what}: {message}")
+            raise
