@@ -9,7 +9,7 @@ from typing import ClassVar as _ClassVar, Optional as _Optional, Union as _Union
 DESCRIPTOR: _descriptor.FileDescriptor
 
 class ControlState(_message.Message):
-    __slots__ = ("paused", "pause_mode", "sleeping", "weight_version", "lora_adapters", "engine_requests", "updates", "last_error", "weight_path", "generation", "load_failed", "requests_ended_by_bound", "bounded_requests", "announced_version")
+    __slots__ = ("paused", "pause_mode", "sleeping", "weight_version", "lora_adapters", "engine_requests", "updates", "last_error", "weight_path", "generation", "load_failed", "requests_ended_by_bound", "bounded_requests", "announced_version", "weight_fingerprint")
     class RequestsEndedByBoundEntry(_message.Message):
         __slots__ = ("key", "value")
         KEY_FIELD_NUMBER: _ClassVar[int]
@@ -31,6 +31,7 @@ class ControlState(_message.Message):
     REQUESTS_ENDED_BY_BOUND_FIELD_NUMBER: _ClassVar[int]
     BOUNDED_REQUESTS_FIELD_NUMBER: _ClassVar[int]
     ANNOUNCED_VERSION_FIELD_NUMBER: _ClassVar[int]
+    WEIGHT_FINGERPRINT_FIELD_NUMBER: _ClassVar[int]
     paused: bool
     pause_mode: str
     sleeping: bool
@@ -45,7 +46,8 @@ class ControlState(_message.Message):
     requests_ended_by_bound: _containers.ScalarMap[str, int]
     bounded_requests: int
     announced_version: str
-    def __init__(self, paused: _Optional[bool] = ..., pause_mode: _Optional[str] = ..., sleeping: _Optional[bool] = ..., weight_version: _Optional[str] = ..., lora_adapters: _Optional[_Iterable[str]] = ..., engine_requests: _Optional[int] = ..., updates: _Optional[int] = ..., last_error: _Optional[str] = ..., weight_path: _Optional[str] = ..., generation: _Optional[int] = ..., load_failed: _Optional[bool] = ..., requests_ended_by_bound: _Optional[_Mapping[str, int]] = ..., bounded_requests: _Optional[int] = ..., announced_version: _Optional[str] = ...) -> None: ...
+    weight_fingerprint: str
+    def __init__(self, paused: _Optional[bool] = ..., pause_mode: _Optional[str] = ..., sleeping: _Optional[bool] = ..., weight_version: _Optional[str] = ..., lora_adapters: _Optional[_Iterable[str]] = ..., engine_requests: _Optional[int] = ..., updates: _Optional[int] = ..., last_error: _Optional[str] = ..., weight_path: _Optional[str] = ..., generation: _Optional[int] = ..., load_failed: _Optional[bool] = ..., requests_ended_by_bound: _Optional[_Mapping[str, int]] = ..., bounded_requests: _Optional[int] = ..., announced_version: _Optional[str] = ..., weight_fingerprint: _Optional[str] = ...) -> None: ...
 
 class PauseRequest(_message.Message):
     __slots__ = ("mode", "clear_cache")
@@ -98,16 +100,18 @@ class GetControlStateResponse(_message.Message):
     def __init__(self, state: _Optional[_Union[ControlState, _Mapping]] = ...) -> None: ...
 
 class UpdateWeightsFromPathRequest(_message.Message):
-    __slots__ = ("path", "weight_version", "pause_mode", "clear_cache")
+    __slots__ = ("path", "weight_version", "pause_mode", "clear_cache", "expected_fingerprint")
     PATH_FIELD_NUMBER: _ClassVar[int]
     WEIGHT_VERSION_FIELD_NUMBER: _ClassVar[int]
     PAUSE_MODE_FIELD_NUMBER: _ClassVar[int]
     CLEAR_CACHE_FIELD_NUMBER: _ClassVar[int]
+    EXPECTED_FINGERPRINT_FIELD_NUMBER: _ClassVar[int]
     path: str
     weight_version: str
     pause_mode: str
     clear_cache: bool
-    def __init__(self, path: _Optional[str] = ..., weight_version: _Optional[str] = ..., pause_mode: _Optional[str] = ..., clear_cache: _Optional[bool] = ...) -> None: ...
+    expected_fingerprint: str
+    def __init__(self, path: _Optional[str] = ..., weight_version: _Optional[str] = ..., pause_mode: _Optional[str] = ..., clear_cache: _Optional[bool] = ..., expected_fingerprint: _Optional[str] = ...) -> None: ...
 
 class UpdateWeightsFromPathResponse(_message.Message):
     __slots__ = ("state", "load_ms", "paused_ms")
