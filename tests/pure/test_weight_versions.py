@@ -4,7 +4,14 @@ from __future__ import annotations
 
 import pytest
 
+from tokenwire.server.core.errors import InvalidArgument
 from tokenwire.server.core.serving_state import ServingState
+from tokenwire.server.core.weight_versions import (
+    check_header_version,
+    lag_from_text,
+    number_at_least,
+    split_number,
+)
 
 
 def state(*history: str) -> ServingState:
@@ -44,3 +51,57 @@ def test_names_are_remembered_in_the_order_first_served() -> None:
     assert s.serves_at_least("b") and s.serves_at_least("a") and s.weight_version == "c"
     s.weight_version = "a"
     assert not s.serves_at_least("b") and not s.serves_at_least("c")
+
+
+# -- long names (issue #32 item 11): linear, never int()'s 4,300-digit limit ----
+
+def test_numbers_longer_than_int_allows_compare_as_numbers() -> None:
+    big = "1" + "0" * 5000  # 10**5000
+    assert state(big).serves_at_least("9" * 5000)
+    assert not state(big).serves_at_least("9" * 5001)
+    assert state("step-" + big).serves_at_least("step-" + "0" * 9000 + "7")  # leading zeros
+    assert not state("7").serves_at_least("8" + "0" * 5000)
+
+
+def test_a_long_digit_run_without_a_number_at_its_end_is_only_unknown() -> None:
+    # The old regex ^(.*?)(\d+)$ tried every split of this name: quadratic.
+    assert not state("step-1").serves_at_least("1" * 100_000 + "x")
+    assert split_number("1" * 100_000 + "x") is None
+
+
+@pytest.mark.parametrize(("name", "split"), [
+    ("step-12", ("step-", "12")), ("12", ("", "12")), ("v", None), ("", None),
+    ("a1b", None), ("x٣", None),  # ASCII digits only
+])
+def test_split_number(name, split) -> None:
+    assert split_number(name) == split
+
+
+@pytest.mark.parametrize(("a", "b", "at_least"), [
+    ("10", "9", True), ("9", "10", False), ("007", "7", True), ("0", "000", True),
+    ("123", "124", False),
+])
+def test_number_at_least(a, b, at_least) -> None:
+    assert number_at_least(a, b) is at_least
+
+
+def test_a_header_version_longer_than_a_name_is_refused_naming_it() -> None:
+    assert check_header_version("v" * 256, "x-min-weight-version") == "v" * 256
+    with pytest.raises(InvalidArgument) as exc:
+        check_header_version("9" * 100_000, "x-min-weight-version")
+    assert (exc.value.param, exc.value.reason) == ("x-min-weight-version", "VALUE_TOO_LONG")
+
+
+@pytest.mark.parametrize(("text", "value", "reason"), [
+    ("3", 3, None), (" 12 ", 12, None), ("-1", -1, None), ("+2", 2, None),
+    ("9" * 5000, None, "VALUE_TOO_LONG"), ("one", None, "INVALID_FORMAT"),
+    ("1_000", None, "INVALID_FORMAT"), ("٣", None, "INVALID_FORMAT"), ("-", None, "INVALID_FORMAT"),
+    ("", None, "INVALID_FORMAT"),
+])
+def test_lag_from_text(text, value, reason) -> None:
+    if reason is None:
+        assert lag_from_text(text, "x-max-weight-lag") == value
+        return
+    with pytest.raises(InvalidArgument) as exc:
+        lag_from_text(text, "x-max-weight-lag")
+    assert (exc.value.param, exc.value.reason) == ("x-max-weight-lag", reason)

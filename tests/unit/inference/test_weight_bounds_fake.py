@@ -22,7 +22,12 @@ from tokenwire.v1 import (
     generate_pb2,
     service_pb2_grpc,
 )
-from tokenwire.wire import EXACT_VERSION_HEADER, MAX_LAG_HEADER, RETRY_SAFE_TRAILER
+from tokenwire.wire import (
+    EXACT_VERSION_HEADER,
+    MAX_LAG_HEADER,
+    MIN_VERSION_HEADER,
+    RETRY_SAFE_TRAILER,
+)
 
 
 @pytest.fixture()
@@ -137,6 +142,30 @@ def test_bad_bounds_in_metadata_name_the_header(stubs, metadata, param, reason) 
                                                         metadata=metadata, timeout=10),
                    grpc.StatusCode.INVALID_ARGUMENT, reason)
     assert error_info(err).metadata["param"] == param
+
+
+@pytest.mark.parametrize("header", [MIN_VERSION_HEADER, EXACT_VERSION_HEADER, MAX_LAG_HEADER])
+def test_long_version_headers_are_refused_naming_the_header(stubs, header) -> None:
+    """6,000 digits (gRPC's own 8 KiB metadata limit refuses 100,000 before
+    any handler): more than int() converts, so x-min-weight-version was
+    INTERNAL; every version header now refuses it as too long."""
+    service, control, _ = stubs
+    control.SetWeightVersion(control_pb2.SetWeightVersionRequest(new_version="7"), timeout=5)
+    err = _refused(lambda: service.CreateChatCompletion(
+        chat_request(max_tokens=2), metadata=((header, "9" * 6000),), timeout=10),
+        grpc.StatusCode.INVALID_ARGUMENT, "VALUE_TOO_LONG")
+    assert error_info(err).metadata["param"] == header
+
+
+def test_a_min_version_of_256_characters_compares_by_its_number(stubs) -> None:
+    service, control, _ = stubs
+    control.SetWeightVersion(control_pb2.SetWeightVersionRequest(new_version="7"), timeout=5)
+    ok = service.CreateChatCompletion(chat_request(max_tokens=2), timeout=10,
+                                      metadata=((MIN_VERSION_HEADER, "0" * 255 + "6"),))
+    assert ok.choices[0].finish_reason == "length"
+    _refused(lambda: service.CreateChatCompletion(
+        chat_request(max_tokens=2), metadata=((MIN_VERSION_HEADER, "0" * 255 + "8"),), timeout=10),
+        grpc.StatusCode.UNAVAILABLE, "WEIGHT_VERSION_BEHIND")
 
 
 def test_a_set_weight_version_ends_a_pinned_request_before_relabelling(stubs) -> None:

@@ -12,6 +12,7 @@ import grpc
 from tokenwire.server.core.domain import Caller
 from tokenwire.server.core.errors import Unavailable
 from tokenwire.server.core.weight_bounds import WeightBound, bound_from_text
+from tokenwire.server.core.weight_versions import check_header_version
 from tokenwire.server.inference.data_plane import DataPlane
 from tokenwire.server.security.auth import proxies_of
 from tokenwire.wire import (
@@ -41,8 +42,10 @@ def dp_rank_of(context: grpc.aio.ServicerContext) -> str | None:
 
 
 def min_version_of(context: grpc.aio.ServicerContext) -> str | None:
-    """The x-min-weight-version metadata (X-Min-Weight-Version header), if any."""
-    return _first(context, (MIN_VERSION_HEADER,))
+    """The x-min-weight-version metadata (X-Min-Weight-Version header), if
+    any; one longer than a version name can be is refused naming it."""
+    value = _first(context, (MIN_VERSION_HEADER,))
+    return None if value is None else check_header_version(value, MIN_VERSION_HEADER)
 
 
 def bound_of(context: grpc.aio.ServicerContext) -> WeightBound | None:

@@ -5,14 +5,13 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import re
 import time
 from collections.abc import Awaitable, Callable, Iterator
 
 from tokenwire.server.core.errors import Unavailable
 from tokenwire.server.core.weight_bounds import WeightBounds
+from tokenwire.server.core.weight_versions import number_at_least, split_number
 
-_VERSION = re.compile(r"^(.*?)(\d+)$")
 MAX_VERSIONS_KEPT = 4096  # version names remembered for x-min-weight-version
 
 
@@ -67,10 +66,10 @@ class ServingState:
         current = self._weight_version
         if required == current:
             return True
-        a, b = _VERSION.match(required), _VERSION.match(current)
+        a, b = split_number(required), split_number(current)
         by_number = None  # the number rule, where both names have one with one prefix
-        if a and b and a.group(1) == b.group(1):
-            by_number = int(b.group(2)) >= int(a.group(2))
+        if a and b and a[0] == b[0]:  # (linear in the names' length: core/weight_versions.py)
+            by_number = number_at_least(b[1], a[1])
         was, now = self._first_served.get(required), self._first_served.get(current)
         if was is None or now is None:
             return bool(by_number)

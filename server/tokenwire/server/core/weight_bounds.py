@@ -28,6 +28,7 @@ import collections
 import dataclasses
 
 from tokenwire.server.core.errors import InvalidArgument, Unavailable
+from tokenwire.server.core.weight_versions import MAX_VERSION_CHARS, lag_from_text
 
 EXACT = "exact_weight_version"
 LAG = "max_weight_lag"
@@ -36,7 +37,6 @@ LAG = "max_weight_lag"
 ENDED_VERSION_CHANGED = "WEIGHT_VERSION_CHANGED"
 ENDED_LAG_EXCEEDED = "WEIGHT_LAG_EXCEEDED"
 ENDED_REASONS = (ENDED_VERSION_CHANGED, ENDED_LAG_EXCEEDED)
-MAX_VERSION_CHARS = 256
 
 
 @dataclasses.dataclass(frozen=True)
@@ -76,14 +76,8 @@ def bound_from(
 def bound_from_text(exact: str | None, lag: str | None, *, exact_param: str,
                     lag_param: str) -> WeightBound | None:
     """bound_from for metadata values (text): a lag that is not an integer
-    is refused naming the header."""
-    number = None
-    if lag is not None:
-        try:
-            number = int(lag.strip())
-        except ValueError:
-            raise InvalidArgument(f"{lag_param} must be an integer number of updates; got {lag!r}",
-                                  param=lag_param, reason="INVALID_FORMAT") from None
+    (ASCII digits, at most MAX_LAG_CHARS) is refused naming the header."""
+    number = None if lag is None else lag_from_text(lag, lag_param)
     return bound_from(exact, number, exact_param=exact_param, lag_param=lag_param)
 
 
