@@ -119,9 +119,9 @@ SERVICES = (
             Method("UpdateWeightsFromPath", "update_weights_from_path",
                    "Reload weights in place from a checkpoint folder on the server.",
                    params='path: str, version: str = "", *, pause_mode: str = "keep", '
-                          "clear_cache: bool = True",
+                          'clear_cache: bool = True, expected_fingerprint: str = ""',
                    request="{In}(path=path, weight_version=version, pause_mode=pause_mode, "
-                           "clear_cache=clear_cache)"),
+                           "clear_cache=clear_cache, expected_fingerprint=expected_fingerprint)"),
             Method("SetWeightVersion", "set_weight_version", "Name the weights in use.",
                    params="version: str", request="{In}(new_version=version)", returns="None"),
             Method("ResetPrefixCache", "reset_prefix_cache", "Reset the prefix cache.",

@@ -49,11 +49,11 @@ class ControlMethods:
 
     def update_weights_from_path(
         self, path: str, version: str = "", *, pause_mode: str = "keep", clear_cache: bool = True,
-        timeout: float | None = None,
+        expected_fingerprint: str = "", timeout: float | None = None,
     ) -> control_pb2.UpdateWeightsFromPathResponse:
         """Reload weights in place from a checkpoint folder on the server."""
         req = control_pb2.UpdateWeightsFromPathRequest(
-            path=path, weight_version=version, pause_mode=pause_mode, clear_cache=clear_cache)
+            path=path, weight_version=version, pause_mode=pause_mode, clear_cache=clear_cache, expected_fingerprint=expected_fingerprint)
         return self._call(self.stub.UpdateWeightsFromPath, req, timeout)
 
     def set_weight_version(self, version: str, *, timeout: float | None = None) -> None:
@@ -164,11 +164,11 @@ class AsyncControlMethods:
 
     async def update_weights_from_path(
         self, path: str, version: str = "", *, pause_mode: str = "keep", clear_cache: bool = True,
-        timeout: float | None = None,
+        expected_fingerprint: str = "", timeout: float | None = None,
     ) -> control_pb2.UpdateWeightsFromPathResponse:
         """Reload weights in place from a checkpoint folder on the server."""
         req = control_pb2.UpdateWeightsFromPathRequest(
-            path=path, weight_version=version, pause_mode=pause_mode, clear_cache=clear_cache)
+            path=path, weight_version=version, pause_mode=pause_mode, clear_cache=clear_cache, expected_fingerprint=expected_fingerprint)
         return await self._call(self.stub.UpdateWeightsFromPath, req, timeout)
 
     async def set_weight_version(self, version: str, *, timeout: float | None = None) -> None:

@@ -5,8 +5,9 @@ as one operation, with rollback.
                           version="step-42")
     report.ok, [(r.version, r.paused) for r in report.replicas]
 
-1. Every replica's state is read first: its weight version and the folder
-   its weights came from (`GetControlState.weight_path`).
+1. Every replica's state is read first: its weight version, the folder
+   its weights came from (`GetControlState.weight_path`) and what that
+   folder's files were when the server loaded it (`weight_fingerprint`).
 2. The target version is announced to every replica
    (AnnounceWeightVersion): until a replica commits it, it counts as one
    update behind, so requests bounded by max_weight_lag 0 are refused there
@@ -17,7 +18,15 @@ as one operation, with rollback.
    updated, or its load failed half-way) reloads its old weights under its
    old version: from `rollback_path` when given, else from the folder it
    reported in step 1. With neither, it is not rolled back
-   (ROLLBACK_PATH_UNKNOWN). A replica whose update was refused by the
+   (ROLLBACK_PATH_UNKNOWN). A rollback to the folder reported in step 1
+   sends that folder's fingerprint, so its server reloads it only if its
+   files are still the ones it loaded (else FAILED_PRECONDITION
+   WEIGHTS_CHANGED: the folder was overwritten in place, and reloading it
+   would label new weights with the old version); without a fingerprint it
+   is not rolled back (ROLLBACK_FINGERPRINT_UNKNOWN). A rollback to the
+   folder just loaded (`path`, or the folder the replica reported after
+   its update) is refused (ROLLBACK_TO_NEW_PATH): it holds the new weights.
+   A replica whose update was refused by the
    server's request checks (INVALID_ARGUMENT: the server checks the path
    before pausing, so it never began loading) or its access check is not
    touched.
@@ -39,6 +48,7 @@ from __future__ import annotations
 
 import concurrent.futures
 import dataclasses
+import posixpath
 import time
 from collections.abc import Callable, Sequence
 from typing import Any
@@ -62,11 +72,14 @@ class ReplicaReport:
     target: str
     old_version: str = ""  # before the update (GetControlState)
     old_path: str = ""  # the folder its weights came from before the update ("" unknown)
+    # What old_path's files were when the server loaded it ("" unknown).
+    old_fingerprint: str = ""
     announced: bool = False  # it was told the target version before loading
     paused_for_update: bool = False  # this operation paused it
     update_started: bool = False  # it began loading the new weights
     updated: bool = False
     committed_at: float | None = None  # when its update to the new version returned (Unix time)
+    new_path: str = ""  # the folder it reported right after its update (its real path)
     rolled_back: bool = False
     resumed: bool = False
     left_paused: bool = False  # its rollback failed or could not run: not resumed
@@ -128,6 +141,7 @@ def update_fleet(
         def read_old(client: Client, report: ReplicaReport) -> None:
             state = client.control.state()
             report.old_version, report.old_path = state.weight_version, state.weight_path
+            report.old_fingerprint = state.weight_fingerprint
 
         def announce(client: Client, report: ReplicaReport) -> None:
             client.control.announce_weight_version(version)
@@ -139,11 +153,12 @@ def update_fleet(
 
         def update(client: Client, report: ReplicaReport) -> None:
             try:
-                client.control.update_weights_from_path(path, version, pause_mode=pause_mode,
-                                                        clear_cache=clear_cache)
+                done = client.control.update_weights_from_path(
+                    path, version, pause_mode=pause_mode, clear_cache=clear_cache)
             except TokenwireError as exc:
                 report.update_started = exc.code not in NEVER_STARTED
                 raise
+            report.new_path = done.state.weight_path
             report.update_started = report.updated = True
             report.committed_at = time.time()
 
@@ -152,7 +167,7 @@ def update_fleet(
                        and _each(clients, reports, "pause", pause)
                        and _each(clients, reports, "update", update))
         if not all_updated:
-            _rollback(clients, reports, rollback_path, clear_cache)
+            _rollback(clients, reports, path, rollback_path, clear_cache)
     finally:
         if not all_updated:
             _withdraw(clients, reports)
@@ -170,10 +185,11 @@ def update_fleet(
     return FleetReport(ok=ok, version=common, replicas=reports)
 
 
-def _rollback(clients: Sequence[Client], reports: Sequence[ReplicaReport], rollback_path: str,
-              clear_cache: bool) -> None:
+def _rollback(clients: Sequence[Client], reports: Sequence[ReplicaReport], path: str,
+              rollback_path: str, clear_cache: bool) -> None:
     """Every replica that began loading reloads its old weights under its old
-    version (a failed load may have left anything)."""
+    version (a failed load may have left anything), from a folder that still
+    holds them: not the new one, and not one rewritten since it was loaded."""
     def back(client: Client, report: ReplicaReport) -> None:
         if not report.update_started:  # never began loading: still on its old weights
             return
@@ -183,11 +199,31 @@ def _rollback(clients: Sequence[Client], reports: Sequence[ReplicaReport], rollb
                 "no rollback path: the server did not know the folder of its weights before "
                 "the update (after a weight transfer or a failed load) and none was given "
                 "(--rollback-path)", reason="ROLLBACK_PATH_UNKNOWN")
+        if _same_folder(old, path) or _same_folder(old, report.new_path):
+            raise FailedPreconditionError(
+                f"not rolled back: the rollback folder {old!r} is the folder of the new weights "
+                f"({path!r}): reloading it would label them with the old version "
+                f"{report.old_version!r}", param="rollback_path", reason="ROLLBACK_TO_NEW_PATH")
+        expected = report.old_fingerprint if old == report.old_path else ""
+        if old == report.old_path and not expected and not rollback_path:
+            raise FailedPreconditionError(
+                f"not rolled back: the server did not record what the files of {old!r} were "
+                "when it loaded them, so it cannot tell whether the folder still holds the old "
+                "weights (give --rollback-path to vouch for a folder)",
+                reason="ROLLBACK_FINGERPRINT_UNKNOWN")
         client.control.update_weights_from_path(old, report.old_version, pause_mode="keep",
-                                                clear_cache=clear_cache)
+                                                clear_cache=clear_cache,
+                                                expected_fingerprint=expected)
         report.rolled_back = True
 
     _each(clients, reports, "rollback", back)
+
+
+def _same_folder(a: str, b: str) -> bool:
+    """The same folder as far as this client can tell: the server's real
+    paths, or names that differ only in slashes and dots (the server's
+    fingerprint check catches what a link hides)."""
+    return bool(a and b) and posixpath.normpath(a) == posixpath.normpath(b)
 
 
 def _withdraw(clients: Sequence[Client], reports: Sequence[ReplicaReport]) -> None:
@@ -209,8 +245,9 @@ def _resume(clients: Sequence[Client], reports: Sequence[ReplicaReport],
         if report.update_started and not all_updated and not report.rolled_back:
             report.left_paused = True
             report.errors.append(
-                "left paused: its rollback failed, so it may serve the new or mixed weights; "
-                "load known weights (update-weights), then resume it")
+                "left paused: its rollback failed or was refused (see the rollback error), so "
+                "it may serve the new or mixed weights; load known weights (update-weights), "
+                "then resume it")
             return
         client.control.resume()
         report.resumed = True

@@ -114,6 +114,77 @@ def test_rollback_reloads_the_folder_each_replica_served(fleet, tmp_path) -> Non
     assert [serves(s.address) for s in servers] == ["step-2"] * 3
 
 
+def test_an_unchanged_folder_rolls_back_with_its_fingerprint(fleet, tmp_path) -> None:
+    """Issue #32 item 3: each replica reports what the files of its folder
+    were when it loaded them; the rollback sends that fingerprint, and a
+    folder still holding those files is reloaded."""
+    engines, servers = fleet
+    a, new = folders(tmp_path, "a", "step-3")
+    (tmp_path / "a" / "model.safetensors").write_bytes(b"weights of step-2")
+    assert update_fleet([s.address for s in servers], a, version="step-2").ok
+    engines[1].fail_reloads = 1
+    report = update_fleet([s.address for s in servers], new, version="step-3")
+    assert not report.ok and report.version == "step-2"
+    for r in report.replicas:
+        assert r.old_path == a and r.old_fingerprint.startswith("files-v1:1:")
+        assert r.rolled_back and r.resumed and reported(r) == ("step-2", False, False, a)
+    assert [e.loaded_paths[-1] for e in engines] == [a, a, a]
+    assert [serves(s.address) for s in servers] == ["step-2"] * 3
+
+
+def test_a_folder_rewritten_in_place_is_not_rolled_back(fleet, tmp_path) -> None:
+    """Issue #32 item 3: the folder a replica served was overwritten in place
+    (same name, other weights) after it was loaded: reloading it would label
+    the new files with the old version. Its server refuses the rollback
+    (WEIGHTS_CHANGED) before loading anything, and the replica stays paused
+    with the reason in its report."""
+    engines, servers = fleet
+    a, new = folders(tmp_path, "a", "step-3")
+    weights = tmp_path / "a" / "model.safetensors"
+    weights.write_bytes(b"weights of step-2")
+    assert update_fleet([s.address for s in servers], a, version="step-2").ok
+    stat = weights.stat()
+    weights.write_bytes(b"weights of step-9")  # same size, and the old mtime put back
+    os.utime(weights, ns=(stat.st_atime_ns, stat.st_mtime_ns))
+    engines[1].fail_reloads = 1
+    report = update_fleet([s.address for s in servers], new, version="step-3")
+    assert not report.ok
+    for r, s in zip(report.replicas, servers, strict=True):
+        assert r.update_started and not r.rolled_back and r.left_paused and not r.resumed
+        assert any(e.startswith("rollback: FAILED_PRECONDITION [WEIGHTS_CHANGED]")
+                   for e in r.errors), r.errors
+        assert any(e.startswith("left paused") for e in r.errors)
+        assert r.paused is True and reported(r) == said(s.address)
+    assert [e.loaded_paths for e in engines] == [[a, new], [a], [a, new]]  # a not reloaded
+    assert [r.version for r in report.replicas] == ["step-3", "step-2+failed-load", "step-3"]
+
+
+def test_a_rollback_to_the_new_folder_is_refused(fleet, tmp_path) -> None:
+    """Issue #32 item 3: the new weights were written over the folder the
+    replicas served (or --rollback-path names the new folder): a rollback
+    to it would reload the new weights under the old version, so it is
+    refused and the replicas that began loading stay paused."""
+    engines, servers = fleet
+    a, new = folders(tmp_path, "a", "step-3")
+    assert update_fleet([s.address for s in servers], a, version="step-2").ok
+    engines[1].fail_reloads = 1
+    report = update_fleet([s.address for s in servers], a + "/.", version="step-3")
+    assert not report.ok
+    for r in report.replicas:
+        assert r.old_path == a and not r.rolled_back and r.left_paused and r.paused is True
+        assert any(e.startswith("rollback: FAILED_PRECONDITION [ROLLBACK_TO_NEW_PATH]")
+                   for e in r.errors), r.errors
+    assert [e.loaded_paths for e in engines] == [[a, a], [a], [a, a]]
+    for s in servers:  # explicit --rollback-path to the new folder: refused the same way
+        with Client(s.address, timeout=10) as client:
+            client.control.update_weights_from_path(a, "step-2")
+    engines[0].fail_reloads = 1
+    report = update_fleet([s.address for s in servers], new, version="step-3", rollback_path=new)
+    assert not report.ok
+    assert all(r.left_paused and not r.rolled_back for r in report.replicas)
+    assert all(any("ROLLBACK_TO_NEW_PATH" in e for e in r.errors) for r in report.replicas)
+
+
 def test_a_replica_whose_update_was_refused_is_not_rolled_back(fleet, tmp_path) -> None:
     """The server checks the path before pausing: INVALID_ARGUMENT means it
     never began loading, so it keeps its weights untouched."""

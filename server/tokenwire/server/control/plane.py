@@ -48,6 +48,7 @@ from tokenwire.server.control.checks import (
     check_version,
     real_path,
 )
+from tokenwire.server.control.fingerprint import fingerprint
 from tokenwire.server.control.records import ControlSnapshot
 from tokenwire.server.control.weights import WeightLoads
 from tokenwire.server.core.domain import EngineControl
@@ -76,6 +77,7 @@ class ControlPlane(WeightLoads):
             await self._engine.set_weight_version(check_version(initial_version, "weight_version"))
         self._state.weight_version = await self._engine.weight_version()
         self.weight_path = self._model_path = real_path(self._engine.model_path)
+        self.weight_fingerprint = fingerprint(self._model_path, self._engine.weight_files)
         if not self._weights_root:
             log.warning("control: no --weights-root: weight and LoRA loads may read any folder "
                         "this process can read")
@@ -216,6 +218,7 @@ class ControlPlane(WeightLoads):
             weight_path=self.weight_path,
             generation=self._state.generation,
             load_failed=self.load_failed,
+            weight_fingerprint=self.weight_fingerprint,
         )
 
 

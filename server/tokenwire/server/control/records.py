@@ -19,6 +19,7 @@ class ControlSnapshot:
     weight_path: str
     generation: int
     load_failed: bool
+    weight_fingerprint: str = ""  # weight_path's files when loaded (control/fingerprint.py)
 
 
 @dataclasses.dataclass

@@ -57,6 +57,7 @@ class ControlServicer(control_pb2_grpc.ControlServiceServicer):
             weight_version=s.weight_version, lora_adapters=s.lora_adapters,
             engine_requests=s.engine_requests, updates=s.updates, last_error=s.last_error,
             weight_path=s.weight_path, generation=s.generation, load_failed=s.load_failed,
+            weight_fingerprint=s.weight_fingerprint,
             requests_ended_by_bound=dict(self.plane.bounds.ended),
             bounded_requests=len(self.plane.bounds),
             announced_version=self.plane.bounds.announced,
@@ -96,6 +97,7 @@ class ControlServicer(control_pb2_grpc.ControlServiceServicer):
         result = await self.plane.update_from_path(
             request.path, request.weight_version, pause_mode=request.pause_mode,
             clear_cache=_opt(request, "clear_cache", True), deadline=_deadline(context),
+            expected_fingerprint=request.expected_fingerprint,
         )
         return control_pb2.UpdateWeightsFromPathResponse(
             state=self._state(), load_ms=round(result.load_ms), paused_ms=round(result.paused_ms)

@@ -13,6 +13,7 @@ from collections.abc import Awaitable, Callable
 from typing import Any
 
 from tokenwire.server.control.checks import check_folder, check_mode, check_version, failed_label
+from tokenwire.server.control.fingerprint import fingerprint
 from tokenwire.server.control.records import Transfer, UpdateResult
 from tokenwire.server.control.runner import OperationRunner
 from tokenwire.server.core.domain import EngineControl
@@ -36,6 +37,9 @@ class WeightLoads(OperationRunner):
         # The checkpoint folder the weights served now came from ("" when
         # unknown: after a transfer or a failed load).
         self.weight_path = ""
+        # What weight_path's files were when it was loaded ("" unknown):
+        # a rollback's expected_fingerprint is checked against the folder.
+        self.weight_fingerprint = ""
         self._model_path = ""  # the start-up model's folder: always loadable (rollback)
         # The last load failed (its description while so): the weights may be mixed.
         self.failed_load = ""
@@ -51,12 +55,13 @@ class WeightLoads(OperationRunner):
         if not self._failed_load_error:
             self.last_error = message
 
-    def _weights_changed(self, path: str) -> None:
+    def _weights_changed(self, path: str, files: str = "") -> None:
         """The engine now holds other weights, loaded whole from `path` ("":
-        not from a folder)."""
+        not from a folder) whose files had the fingerprint `files`."""
         self.updates += 1
         self._state.generation += 1
         self.weight_path = path
+        self.weight_fingerprint = files
         self.failed_load = ""
         self._failed_load_error = False
         self.last_error = ""
@@ -65,7 +70,7 @@ class WeightLoads(OperationRunner):
         """A load failed part-way (or its caller did not see it end): the
         weights may be mixed. Label them so that every token says so."""
         self._state.generation += 1
-        self.weight_path = ""
+        self.weight_path = self.weight_fingerprint = ""
         self.failed_load = what
         self.last_error = what
         self._failed_load_error = True
@@ -90,8 +95,10 @@ class WeightLoads(OperationRunner):
 
     async def update_from_path(
         self, path: str, version: str, *, pause_mode: str, clear_cache: bool, deadline: float | None,
-        path_param: str = "path",
+        path_param: str = "path", expected_fingerprint: str = "",
     ) -> UpdateResult:
+        """With `expected_fingerprint`, only a folder whose files still have it
+        (control/fingerprint.py): checked before anything pauses."""
         # Before pausing: bad input harms nothing.
         real = check_folder(path, path_param, root=self._weights_root, also=self._model_path,
                             files=self._engine.weight_files)
@@ -100,6 +107,13 @@ class WeightLoads(OperationRunner):
 
         async def op() -> UpdateResult:
             self._no_transfer_running()
+            files = fingerprint(real, self._engine.weight_files)
+            if expected_fingerprint and files != expected_fingerprint:
+                raise FailedPrecondition(
+                    f"expected_fingerprint: the files of {real!r} changed since the server "
+                    f"loaded them ({expected_fingerprint} -> {files}): the folder was written "
+                    "over and no longer holds those weights; nothing was loaded",
+                    param="expected_fingerprint", reason="WEIGHTS_CHANGED")
             paused_by_us = not self._state.paused
             t0 = time.monotonic()
             if paused_by_us:
@@ -126,7 +140,9 @@ class WeightLoads(OperationRunner):
                 await self._set_version(version)
             if clear_cache:
                 await self._call("reset prefix cache", self._engine.reset_prefix_cache(True))
-            self._weights_changed(real)
+            # Files that changed while loading: what was loaded is unknown.
+            now = fingerprint(real, self._engine.weight_files)
+            self._weights_changed(real, files if now == files else "")
             if paused_by_us:
                 await self._resume()
             log.info("weights reloaded from %s (version %s) in %.0f ms", real,
