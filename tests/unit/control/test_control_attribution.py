@@ -177,7 +177,7 @@ def test_a_transfer_the_caller_paused_for_stays_paused(stubs) -> None:
     assert state.paused and state.pause_mode == "abort" and state.weight_version == "t1"
 
 
-def test_a_failed_transfer_step_poisons_the_version_until_a_transfer_finishes(stubs) -> None:
+def test_a_failed_transfer_step_poisons_the_version_until_a_clean_transfer_finishes(stubs) -> None:
     _, control, engine = stubs
     engine.transfer_backend = True
     control.SetWeightVersion(control_pb2.SetWeightVersionRequest(new_version="t0"), timeout=5)
@@ -190,12 +190,25 @@ def test_a_failed_transfer_step_poisons_the_version_until_a_transfer_finishes(st
     assert state.load_failed and state.paused and state.weight_version == "t0+failed-load"
     _refused(lambda: control.Resume(control_pb2.ResumeRequest(), timeout=5),
              grpc.StatusCode.FAILED_PRECONDITION, "WEIGHTS_FAILED_LOAD")
-    # The trainer sends the tensors again and finishes: clean.
+    # The trainer sends the batch again and finishes: the failed batch may have left
+    # tensors the resent one does not cover, so the label stays and generation stays paused.
     request.update_info.update({"fail": False})
     control.UpdateWeights(request, timeout=10)
-    state = control.FinishWeightUpdate(
-        control_pb2.FinishWeightUpdateRequest(weight_version="t1"), timeout=10).state
-    assert not state.load_failed and not state.paused and state.weight_version == "t1"
+    generation = _state(control).generation
+    err = _refused(lambda: control.FinishWeightUpdate(
+        control_pb2.FinishWeightUpdateRequest(weight_version="t1"), timeout=10),
+        grpc.StatusCode.FAILED_PRECONDITION, "WEIGHT_TRANSFER_INCOMPLETE")
+    assert "'t1' is not applied" in err.details()
+    state = _state(control)
+    assert state.load_failed and state.paused and state.weight_version == "t0+failed-load"
+    assert state.generation == generation + 1 and "update weights" in state.last_error
+    assert engine.transfers[-1] == "finish"  # the engine's transfer is ended: a new one may start
+    _refused(lambda: control.Resume(control_pb2.ResumeRequest(), timeout=5),
+             grpc.StatusCode.FAILED_PRECONDITION, "WEIGHTS_FAILED_LOAD")
+    # A whole transfer with no failed step clears it (the failed one had paused: the caller resumes).
+    state = _transfer(control, "t1")
+    assert not state.load_failed and state.paused and state.weight_version == "t1"
+    assert not control.Resume(control_pb2.ResumeRequest(), timeout=5).state.paused
 
 
 def test_a_forced_resume_abandons_a_transfer_with_a_poisoned_label(stubs) -> None:

@@ -42,22 +42,28 @@ def check_rpc_allowed(method: str, allowed: frozenset[str]) -> str:
 
 def check_folder(path: str, param: str, *, root: str, also: str = "", files: str = "") -> str:
     """The real path of a folder to load from, checked before anything
-    pauses: it is given, exists, lies under `root` (when set; `also` is
-    allowed too: the start-up model) and holds a file matching `files`
-    (when set). Real paths: ".." and symlinks cannot lead out of the root,
-    and a link changed after the check does not change what is loaded."""
+    pauses: it is given, lies under `root` (when set; `also` is allowed too:
+    the start-up model), exists, holds no link to a file outside `root`, and
+    holds a file matching `files` (when set). Real paths: ".." and symlinks
+    cannot lead out of the root, and a link changed after the check does not
+    change what is loaded. The root is checked first, on the resolved path,
+    so a folder outside it is answered the same whether it exists or not."""
     if not path:
         raise InvalidArgument(f"{param} is required: a folder on the server", param=param,
                               reason="FIELD_REQUIRED")
-    if not is_folder(path):
-        raise InvalidArgument(f"{param}: {path!r} is not a folder on the server", param=param,
-                              reason="PATH_NOT_FOUND")
     real = os.path.realpath(path)
-    if root and real != also and not _inside(real, os.path.realpath(root)):
+    real_root = os.path.realpath(root) if root else ""
+    confined = bool(root) and real != also
+    if confined and not _inside(real, real_root):
         raise InvalidArgument(
             f"{param}: {path!r} is not under the server's --weights-root (symlinks and '..' "
             "resolved)", param=param, reason="PATH_OUTSIDE_WEIGHTS_ROOT",
         )
+    if not is_folder(real):
+        raise InvalidArgument(f"{param}: {path!r} is not a folder on the server", param=param,
+                              reason="PATH_NOT_FOUND")
+    if confined:
+        _no_link_out(real, real_root, path, param)
     if files and not glob.glob(os.path.join(glob.escape(real), files)):
         raise InvalidArgument(
             f"{param}: {path!r} holds no {files} file (weights are loaded from safetensors "
@@ -65,6 +71,19 @@ def check_folder(path: str, param: str, *, root: str, also: str = "", files: str
             reason="WEIGHTS_NOT_SAFETENSORS",
         )
     return real
+
+
+def _no_link_out(real: str, root: str, path: str, param: str) -> None:
+    """No file of the folder (what the engine reads: weights, index,
+    config) is a link that leads out of the root."""
+    with os.scandir(real) as entries:
+        for entry in entries:
+            if (entry.is_symlink() and not entry.is_dir()
+                    and not _inside(os.path.realpath(entry.path), root)):
+                raise InvalidArgument(
+                    f"{param}: {path!r} holds {entry.name!r}, a link to a file outside the "
+                    "server's --weights-root", param=param, reason="PATH_OUTSIDE_WEIGHTS_ROOT",
+                )
 
 
 def _inside(path: str, root: str) -> bool:

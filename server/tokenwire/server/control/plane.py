@@ -199,8 +199,11 @@ class ControlPlane(WeightLoads):
         """A worker method the operator allowed (--collective-rpc-allow), on every worker."""
         what = f"collective_rpc {check_rpc_allowed(method, self._rpc_allow)}"
         return await self._run(
-            what, lambda: self._call(what, self._engine.collective_rpc(method, args, kwargs, rpc_timeout)),
+            what, lambda: self._call(what, self._worker_call(method, args, kwargs, rpc_timeout)),
             deadline)
+
+    def rpc_allowed(self, method: str) -> bool:
+        return method in self._rpc_allow
 
     async def is_sleeping(self) -> bool:
         return await self._engine.is_sleeping()

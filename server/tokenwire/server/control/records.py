@@ -33,3 +33,4 @@ class Transfer:
     """A weight transfer between StartWeightUpdate and FinishWeightUpdate."""
 
     paused_by_us: bool  # Start paused generation: Finish resumes it
+    failed: bool = False  # a step failed since Start: Finish keeps the failed-load label

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import math
+import re
 from typing import Any, TypeAlias
 
 import grpc
@@ -32,6 +33,24 @@ def _opt(msg: object, name: str, default: bool) -> bool:
 # prime-rl's worker method behind its /update_weights {"weight_dir"} (its
 # vLLM server calls it through collective_rpc).
 PRIME_RL_UPDATE = "update_weights_from_path"
+
+
+# Keys whose values are secrets (vLLM's model_config.hf_token; a connector's
+# extra config may hold keys, passwords): GetServerInfo answers them redacted.
+_SECRET_KEY = re.compile(
+    r"(token|secret|password|passwd|credentials?|api_?key|access_?key(_id)?|private_?key"
+    r"|authorization)$", re.IGNORECASE)
+REDACTED = "<redacted>"
+
+
+def redact_secrets(value: Any) -> Any:
+    """`value` with every secret-like key's value (one that is set) as REDACTED."""
+    if isinstance(value, dict):
+        return {k: REDACTED if _SECRET_KEY.search(str(k)) and v not in (None, False, "")
+                else redact_secrets(v) for k, v in value.items()}
+    if isinstance(value, list | tuple):
+        return [redact_secrets(v) for v in value]
+    return value
 
 
 def _json_safe(value: Any) -> Any:
@@ -147,17 +166,16 @@ class ControlServicer(control_pb2_grpc.ControlServiceServicer):
                 raise InvalidArgument("update_weights takes update_info (vLLM) or weight_dir "
                                       "(prime-rl), not both", param="weight_dir",
                                       reason="FIELDS_CONFLICT")
-            try:  # prime-rl's worker extension, when the operator allowed it (NCCL/NIXL modes)
-                await self.plane.collective_rpc(PRIME_RL_UPDATE, [request.weight_dir], {}, None,
-                                                _deadline(context))
-                return control_pb2.UpdateWeightsResponse(
-                    message=f"Weights updated by the workers' {PRIME_RL_UPDATE}",
-                    applied=f"weight_dir:{PRIME_RL_UPDATE}", state=self._state())
-            except PermissionDenied:
-                pass  # not allowed: tokenwire loads the folder itself
+            # prime-rl's worker extension loads when the operator allowed it (NCCL/NIXL
+            # modes), else tokenwire: either way one weight load (control/weights.py).
+            worker = PRIME_RL_UPDATE if self.plane.rpc_allowed(PRIME_RL_UPDATE) else ""
             await self.plane.update_from_path(
                 request.weight_dir, "", pause_mode="keep", clear_cache=True,
-                deadline=_deadline(context), path_param="weight_dir")
+                deadline=_deadline(context), path_param="weight_dir", worker_method=worker)
+            if worker:
+                return control_pb2.UpdateWeightsResponse(
+                    message=f"Weights updated by the workers' {worker}",
+                    applied=f"weight_dir:{worker}", state=self._state())
             return control_pb2.UpdateWeightsResponse(
                 message=f"Weights loaded from {request.weight_dir}", applied="weight_dir",
                 state=self._state())
@@ -278,7 +296,8 @@ class ControlServicer(control_pb2_grpc.ControlServiceServicer):
             raise InvalidArgument(f"config_format must be 'text' or 'json'; got {fmt!r}",
                                   param="config_format", reason="VALUE_NOT_ALLOWED")
         resp = control_pb2.GetServerInfoResponse()
-        json_format.ParseDict(_json_safe(self.plane.engine.engine_config(fmt == "json")), resp.vllm_config)
+        config = redact_secrets(self.plane.engine.engine_config(fmt == "json"))
+        json_format.ParseDict(_json_safe(config), resp.vllm_config)
         return resp
 
     @unary_errors

@@ -12,12 +12,18 @@ import time
 from collections.abc import Awaitable, Callable
 from typing import Any
 
-from tokenwire.server.control.checks import check_folder, check_mode, check_version, failed_label
+from tokenwire.server.control.checks import (
+    check_folder,
+    check_mode,
+    check_rpc_allowed,
+    check_version,
+    failed_label,
+)
 from tokenwire.server.control.fingerprint import fingerprint
 from tokenwire.server.control.records import Transfer, UpdateResult
 from tokenwire.server.control.runner import OperationRunner
 from tokenwire.server.core.domain import EngineControl
-from tokenwire.server.core.errors import FailedPrecondition, TokenwireError
+from tokenwire.server.core.errors import DeadlineExceeded, FailedPrecondition, TokenwireError
 from tokenwire.server.core.serving_state import ServingState
 
 log = logging.getLogger("tokenwire.control")
@@ -45,6 +51,8 @@ class WeightLoads(OperationRunner):
         self.failed_load = ""
         self._failed_load_error = False  # last_error is the failed load's (kept until cleared)
         self._transfer: Transfer | None = None
+
+    _rpc_allow: frozenset[str] = frozenset()  # --collective-rpc-allow (set by ControlPlane)
 
     @property
     def load_failed(self) -> bool:
@@ -93,21 +101,50 @@ class WeightLoads(OperationRunner):
                 reason="WEIGHT_TRANSFER_IN_PROGRESS",
             )
 
+    def _worker_call(self, method: str, args: list[Any], kwargs: dict[str, Any],
+                     rpc_timeout: float | None) -> Awaitable[list[Any]]:
+        """A worker method the operator allowed (--collective-rpc-allow),
+        bounded by the control timeout (or the caller's shorter rpc timeout):
+        a method that hangs ends DEADLINE_EXCEEDED and releases the control
+        lock instead of holding it for good (the worker may still run it)."""
+        check_rpc_allowed(method, self._rpc_allow)
+        limit = self._timeout if rpc_timeout is None else min(rpc_timeout, self._timeout)
+
+        async def bounded() -> list[Any]:
+            try:
+                return await asyncio.wait_for(
+                    self._engine.collective_rpc(method, args, kwargs, limit), limit)
+            except TimeoutError:
+                raise DeadlineExceeded(
+                    f"collective_rpc {method}: no result within {limit:.1f} s (the control "
+                    "timeout); the control lock is released, the workers may still run it",
+                    param="method", reason="COLLECTIVE_RPC_TIMEOUT") from None
+
+        return bounded()
+
     async def update_from_path(
         self, path: str, version: str, *, pause_mode: str, clear_cache: bool, deadline: float | None,
-        path_param: str = "path", expected_fingerprint: str = "",
+        path_param: str = "path", worker_method: str = "", expected_fingerprint: str = "",
     ) -> UpdateResult:
-        """With `expected_fingerprint`, only a folder whose files still have it
+        """Load the checkpoint folder `path`: with vLLM's reload_weights, or
+        with `worker_method` (a worker extension's loader the operator allowed,
+        prime-rl's update_weights_from_path), called with the folder's real
+        path. Either way the same weight change: folder check, pause, load,
+        failed-load label on failure, version, cache reset, generation, resume.
+        With `expected_fingerprint`, only a folder whose files still have it
         (control/fingerprint.py): checked before anything pauses."""
-        # Before pausing: bad input harms nothing.
+        # Before pausing: bad input harms nothing. A worker method reads what
+        # it reads (a broadcast marker, safetensors): the folder is checked, not its files.
+        if worker_method:
+            check_rpc_allowed(worker_method, self._rpc_allow)
         real = check_folder(path, path_param, root=self._weights_root, also=self._model_path,
-                            files=self._engine.weight_files)
+                            files="" if worker_method else self._engine.weight_files)
         check_version(version, "weight_version")
         mode = check_mode(pause_mode, "pause_mode", "keep")
 
         async def op() -> UpdateResult:
             self._no_transfer_running()
-            files = fingerprint(real, self._engine.weight_files)
+            files = fingerprint(real, "" if worker_method else self._engine.weight_files)
             if expected_fingerprint and files != expected_fingerprint:
                 raise FailedPrecondition(
                     f"expected_fingerprint: the files of {real!r} changed since the server "
@@ -121,14 +158,17 @@ class WeightLoads(OperationRunner):
             # Speculative prefills would warm the cache with old weights.
             await self._state.cancel_background()
             t1 = time.monotonic()
-            what = f"loading weights from {real!r}"
+            what = f"loading weights from {real!r}" + (
+                f" with the workers' {worker_method}" if worker_method else "")
 
             async def late(error: BaseException | None) -> None:
                 outcome = "it ended" if error is None else f"it failed: {error}"
                 await self._load_failed(f"{what}: its caller stopped waiting; {outcome} later")
 
+            load: Awaitable[Any] = (self._worker_call(worker_method, [real], {}, None)
+                                    if worker_method else self._engine.reload_weights(real))
             try:
-                await self._call(what, self._engine.reload_weights(real), late)
+                await self._call(what, load, late)
             except asyncio.CancelledError:
                 raise
             except Exception as exc:  # stay paused, labelled as mixed
@@ -141,7 +181,7 @@ class WeightLoads(OperationRunner):
             if clear_cache:
                 await self._call("reset prefix cache", self._engine.reset_prefix_cache(True))
             # Files that changed while loading: what was loaded is unknown.
-            now = fingerprint(real, self._engine.weight_files)
+            now = fingerprint(real, "" if worker_method else self._engine.weight_files)
             self._weights_changed(real, files if now == files else "")
             if paused_by_us:
                 await self._resume()
@@ -191,6 +231,8 @@ class WeightLoads(OperationRunner):
             transfer = self._transfer_started("FinishWeightUpdate")
             self._transfer = None
             await self._transfer_step("finish weight update", self._engine.finish_weight_update())
+            if transfer.failed:
+                await self._transfer_incomplete(version)
             if version:
                 await self._set_version(version)
             # Cached blocks hold KV of the old weights; kept requests recompute theirs.
@@ -201,6 +243,22 @@ class WeightLoads(OperationRunner):
 
         await self._run("finish weight update", op, deadline)
 
+    async def _transfer_incomplete(self, version: str) -> None:
+        """Finish after a failed step: the engine's transfer is ended, but
+        the weights are what the failed step left (a batch resent later may
+        not cover it), so they keep the failed-load label and generation
+        stays paused; only a transfer with no failed step since Start, or
+        a checkpoint load, clears it."""
+        self._state.generation += 1  # the engine's finish may have changed them again
+        await self._call("reset prefix cache", self._engine.reset_prefix_cache(True))
+        given = f" (weight_version {version!r} is not applied)" if version else ""
+        raise FailedPrecondition(
+            f"a step of this weight transfer failed ({self.failed_load}): the weights may be "
+            f"mixed, so they keep the version {self._state.weight_version!r}{given} and "
+            "generation stays paused; send the whole transfer again (StartWeightUpdate .. "
+            "FinishWeightUpdate) or load a checkpoint (Resume with force serves them as they are)",
+            reason="WEIGHT_TRANSFER_INCOMPLETE")
+
     def _transfer_started(self, call: str) -> Transfer:
         if self._transfer is None:
             raise FailedPrecondition(f"{call} needs StartWeightUpdate first",
@@ -208,8 +266,13 @@ class WeightLoads(OperationRunner):
         return self._transfer
 
     async def _transfer_step(self, what: str, work: Awaitable[None]) -> None:
-        """A transfer step that fails leaves weights part-transferred."""
+        """A transfer step that fails leaves weights part-transferred (and
+        marks the transfer: its Finish keeps the failed-load label)."""
+        transfer = self._transfer
+
         async def late(error: BaseException | None) -> None:
+            if transfer is not None:
+                transfer.failed = True
             await self._load_failed(f"{what}: its caller stopped waiting")
 
         try:
@@ -217,6 +280,8 @@ class WeightLoads(OperationRunner):
         except asyncio.CancelledError:
             raise
         except Exception as exc:
+            if transfer is not None:
+                transfer.failed = True
             message = exc.message if isinstance(exc, TokenwireError) else f"{type(exc).__name__}: {exc}"
             await self._load_failed(f"{what}: {message}")
             raise

@@ -31,7 +31,7 @@ class FakeControl:
         self.resets = 0
         # Tests: "" checks no weight files (the fake reads none); "*.safetensors" as vLLM.
         self.weight_files = ""
-        # Tests: control calls ("pause", "reload", "transfer") that wait, once
+        # Tests: control calls ("pause", "reload", "transfer", "rpc") that wait, once
         # their effect has begun, while named here (a slow engine).
         self.hold: set[str] = set()
         # Tests: a transfer backend that works (vLLM's needs GPUs); its calls so far.
@@ -43,6 +43,8 @@ class FakeControl:
         self._abort: set[str] = set()  # running ids to end with "abort"
         self._started: set[str] = set()  # ids past the admission gate
         self.rpcs: list[tuple[str, list[Any], dict[str, Any]]] = []  # collective_rpc calls
+        self.hf_token: str | None = None  # tests: as vLLM's model_config.hf_token (a secret)
+        self.fail_rpcs: set[str] = set()  # tests: worker methods that fail (a broken extension)
 
     # -- hooks for generate() ---------------------------------------------
     async def _admit_gate(self, request_id: str) -> None:
@@ -196,14 +198,25 @@ class FakeControl:
         return 1
 
     def engine_config(self, as_json: bool) -> Any:
-        tree = {"parallel_config": {"tensor_parallel_size": 1, "data_parallel_size": 1},
+        tree = {"model_config": {"model": self.model_path, "hf_token": self.hf_token,
+                                 "max_num_batched_tokens": 8192},
+                "parallel_config": {"tensor_parallel_size": 1, "data_parallel_size": 1},
                 "weight_transfer_config": {"backend": "fake"} if self.transfer_backend else None}
-        return tree if as_json else f"FakeEngine({tree})"
+        # The text form, as vLLM's str(VllmConfig), names no secret.
+        return tree if as_json else f"FakeEngine(model={self.model_path!r}, {tree['parallel_config']})"
 
     async def collective_rpc(self, method: str, args: list[Any], kwargs: dict[str, Any],
                              rpc_timeout: float | None) -> list[Any]:
         self.rpcs.append((method, list(args), dict(kwargs)))
-        return [{"method": method, "args": list(args), "kwargs": dict(kwargs)}]  # one worker
+
+        async def call() -> list[Any]:  # waits while "rpc" is held (a worker method that hangs)
+            if method in self.fail_rpcs:
+                raise errors.FailedPrecondition(
+                    f"collective_rpc {method!r} failed: RuntimeError: the worker failed",
+                    param="method", reason="COLLECTIVE_RPC_FAILED")
+            return [{"method": method, "args": list(args), "kwargs": dict(kwargs)}]  # one worker
+
+        return await self._engine_side("rpc", call())
 
 
 def _broken(path: str) -> bool:
