@@ -165,9 +165,14 @@ class ControlPlane(WeightLoads):
 
     async def abort(self, request_ids: list[str], deadline: float | None) -> int:
         # Not under the lock: aborting must work while an update waits.
+        # Callers' ids are labels: each aborts every request in flight that
+        # carries it, by its engine id (core/request_ids.py).
         budget = self._timeout if deadline is None else min(deadline, self._timeout)
         async with asyncio.timeout(budget):
-            return await self._engine.abort_requests(request_ids or None)
+            if not request_ids:
+                return await self._engine.abort_requests(None)
+            await self._engine.abort_requests(self._state.engine_ids.resolve(request_ids))
+            return len(request_ids)  # as vLLM answers: the ids asked
 
     async def load_lora(self, name: str, path: str, inplace: bool, deadline: float | None) -> None:
         if not name:

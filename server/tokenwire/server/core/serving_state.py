@@ -9,6 +9,7 @@ import time
 from collections.abc import Awaitable, Callable, Iterator
 
 from tokenwire.server.core.errors import Unavailable
+from tokenwire.server.core.request_ids import EngineRequestIds
 from tokenwire.server.core.weight_bounds import WeightBounds
 from tokenwire.server.core.weight_versions import number_at_least, split_number
 
@@ -30,8 +31,10 @@ class ServingState:
         self.paused = False
         # The update generation: +1 on every weight change (control plane).
         self.generation = 0
-        # The running requests bounded in weight version or lag (issue #26).
+        # The running requests bounded in weight version or lag (issue #26),
+        # by the id the engine sees (unique in flight; the caller's is a label).
         self.bounds = WeightBounds()
+        self.engine_ids = EngineRequestIds()
         # Each version name served here, in the order first served (a rank:
         # the order of the generations at which each was first served).
         self._first_served: dict[str, int] = {}

@@ -54,16 +54,26 @@ class GuardedEngine:
         state = self.state
         if request.weight_bound is not None and state.refresh is not None:
             await state.refresh()  # another process runs control: its version and generation now
-        state.bounds.admit(request.request_id, request.weight_bound,
-                           version=state.weight_version, generation=state.generation)
+        # The id the engine sees: unique in flight (two callers may choose
+        # the same request_id); the caller's stays the label responses
+        # report (they read it from the plan): core/request_ids.py.
+        engine_id = state.engine_ids.claim(request.request_id)
+        try:
+            state.bounds.admit(engine_id, request.weight_bound,
+                               version=state.weight_version, generation=state.generation)
+        except BaseException:
+            state.engine_ids.release(engine_id)
+            raise
         start = state.generation
         salted = self.salt_by_version if request.salt_by_version is None else request.salt_by_version
         if salted:
-            request = dataclasses.replace(request, cache_salt=version_salt(
+            request = dataclasses.replace(request, request_id=engine_id, cache_salt=version_salt(
                 request.cache_salt, state.weight_version, start))
+        elif engine_id != request.request_id:
+            request = dataclasses.replace(request, request_id=engine_id)
         lags: Counter[int] = Counter()  # tokens served, by updates since the request started
         with contextlib.ExitStack() as stack:
-            stack.callback(self._released, request.request_id, lags)
+            stack.callback(self._released, engine_id, lags)
             stack.enter_context(self.admission.hold(need, request.tenant))
             m.in_flight.inc()
             m.prompt_tokens.inc(len(request.prompt_token_ids))
@@ -112,8 +122,9 @@ class GuardedEngine:
                 if c.finish_reason == "abort":
                     c.stop_reason = running.ended
 
-    def _released(self, request_id: str, lags: Counter[int]) -> None:
-        running = self.state.bounds.release(request_id)
+    def _released(self, engine_id: str, lags: Counter[int]) -> None:
+        self.state.engine_ids.release(engine_id)
+        running = self.state.bounds.release(engine_id)
         if running is not None and running.ended:
             self.metrics.ended_by_bound.labels(running.ended.split(":", 1)[0]).inc()
         for lag, tokens in lags.items():
