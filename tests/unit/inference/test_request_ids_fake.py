@@ -12,7 +12,7 @@ import grpc
 import pytest
 
 from tests.rpc import StreamReader, chat_request
-from tests.servers import ThreadServer, fake_serving
+from tests.servers import fake_serving
 from tokenwire.server.core.request_ids import EngineRequestIds
 from tokenwire.server.engine.fake.engine import FakeEngine
 from tokenwire.v1 import control_pb2, control_pb2_grpc, service_pb2_grpc
@@ -69,7 +69,7 @@ def test_an_update_ends_only_the_request_whose_bound_it_breaks(stubs, tmp_path) 
 
 
 def test_abort_by_a_caller_id_ends_every_request_carrying_it(stubs) -> None:
-    service, control, engine = stubs
+    service, control, _ = stubs
     first, second = _stream(service, 400), _stream(service, 400)
     first.wait_ids(2)
     second.wait_ids(2)
