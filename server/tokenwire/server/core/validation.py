@@ -115,26 +115,31 @@ BYTES_PER_WHOLE_TOKEN = 12
 
 def stream_fits(
     param: str, *, n: int, max_tokens: int, prompt_len: int, prompt_logprobs: int | None,
-    whole: bool, limit: int,
+    whole: bool, limit: int, logprobs: int | None = None,
 ) -> None:
     """Refuse, before generating, a stream whose largest message would exceed
-    the gRPC message limit. Chunks carry deltas, but the first carries the
+    the gRPC message limit. Chunks carry deltas (an output of many tokens is
+    cut into several: inference/chunk_bounds.py), but the first carries the
     prompt (its ids, its logprobs) and the last, when `whole`
     (completion_token_ids / engine_data asked), every finishing choice's
     whole completion (n = 1: mirrored in the response's nvext); the two can
-    be one message."""
+    be one message, with each choice's token and its `logprobs`
+    alternatives (the smallest delta a chunk can carry)."""
     estimate = 5 * prompt_len
     if prompt_logprobs is not None:
         estimate += prompt_len * BYTES_PER_LOGPROB * (1 + prompt_logprobs)
+    if logprobs is not None:  # the sampled token and up to logprobs + 1 alternatives
+        estimate += n * (BYTES_PER_TOKEN + BYTES_PER_LOGPROB * (2 + logprobs))
     if whole:
         estimate += max(n, 2) * (max_tokens * BYTES_PER_WHOLE_TOKEN + 5 * prompt_len)
     if estimate > limit:
         raise InvalidArgument(
             f"{param}: a streamed message could reach about {estimate} bytes (the first carries "
-            f"the prompt of {prompt_len} tokens with its logprobs, the last every choice's whole "
-            f"completion for nvext completion_token_ids / engine_data: n={n} x max_tokens="
-            f"{max_tokens}), more than the {limit}-byte message limit; ask for fewer prompt "
-            "logprobs, lower n or max_tokens, or leave those extra fields out",
+            f"the prompt of {prompt_len} tokens with its logprobs, each a token with its "
+            "logprobs, the last every choice's whole completion for nvext "
+            f"completion_token_ids / engine_data: n={n} x max_tokens={max_tokens}), more than "
+            f"the {limit}-byte message limit; ask for fewer (prompt) logprobs, lower n or "
+            "max_tokens, or leave those extra fields out",
             param=param, reason="RESPONSE_TOO_LARGE",
         )
 

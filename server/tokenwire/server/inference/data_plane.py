@@ -162,7 +162,7 @@ class DataPlane:
         for r in requests:
             v.stream_fits(param, n=r.params.n, max_tokens=r.params.max_tokens,
                           prompt_len=len(r.prompt_token_ids), prompt_logprobs=p.prompt_logprobs,
-                          whole=whole, limit=limit)
+                          whole=whole, limit=limit, logprobs=p.logprobs)
 
     def _dp_rank(self, body: int | None, param: str, header: str | None) -> int | None:
         if body is None and header is None:

@@ -107,7 +107,8 @@ class ChatKind(RequestKind[chat_pb2.CreateChatCompletionRequest, ChatPlan,
 
     def stream(self, plane: DataPlane, plan: ChatPlan, outcome: RunOutcome | None = None
                ) -> AsyncIterator[chat_pb2.StreamChatCompletionResponse]:
-        return stream_chat(plane.engine, plan, worker_id=plane.worker_id, outcome=outcome)
+        return stream_chat(plane.engine, plan, worker_id=plane.worker_id, outcome=outcome,
+                           message_limit=plane.settings.max_message_bytes)
 
     def call_outcome(self) -> RunOutcome | None:
         return RunOutcome()  # the speculative prefill of the next turn reads it
@@ -150,7 +151,8 @@ class CompletionKind(RequestKind[completion_pb2.CreateCompletionRequest, Complet
 
     def stream(self, plane: DataPlane, plan: CompletionPlan, outcome: RunOutcome | None = None
                ) -> AsyncIterator[completion_pb2.StreamCompletionResponse]:
-        return stream_completion(plane.engine, plan, worker_id=plane.worker_id, outcome=outcome)
+        return stream_completion(plane.engine, plan, worker_id=plane.worker_id, outcome=outcome,
+                                 message_limit=plane.settings.max_message_bytes)
 
     def continuation_options(self, req: completion_pb2.CreateCompletionRequest, *,
                              trust_template: bool) -> RenderOptions:
@@ -179,7 +181,8 @@ class GenerateKind(RequestKind[generate_pb2.GenerateRequest, GeneratePlan,
 
     def stream(self, plane: DataPlane, plan: GeneratePlan, outcome: RunOutcome | None = None
                ) -> AsyncIterator[generate_pb2.GenerateResponse]:
-        return stream_generate(plane.engine, plan, outcome=outcome)
+        return stream_generate(plane.engine, plan, outcome=outcome,
+                               message_limit=plane.settings.max_message_bytes)
 
     def with_prompt(self, req: generate_pb2.GenerateRequest, prompt: list[int]
                     ) -> generate_pb2.GenerateRequest:

@@ -42,12 +42,29 @@ def default_params(defaults: Mapping[str, Any]) -> GenerationParams:
     return p
 
 
+# The most logprob alternatives a request may ask per position, whatever the
+# server's cap: vLLM's --max-logprobs -1 (TRL's recipe) lifts it to the
+# vocabulary, whose table per token no stream chunk should carry. Ample for
+# sequence scoring (TRL asks 100); OpenAI's own cap is 20.
+MAX_TOP_LOGPROBS = 1024
+
+
+def logprobs_cap(settings: ServerSettings) -> int:
+    """The largest top_logprobs / logprobs / prompt_logprobs a request may ask."""
+    return min(settings.max_top_logprobs, MAX_TOP_LOGPROBS)
+
+
+def logprobs_count(param: str, value: int, settings: ServerSettings) -> int:
+    """A request's logprob alternatives per position: 0..logprobs_cap."""
+    return v.int_range(param, value, 0, logprobs_cap(settings))
+
+
 def _int_bounds(field: str, settings: ServerSettings, vocab: int) -> tuple[int, int | None]:
     return {
         "n": (1, settings.max_n),
         "top_k": (-1, vocab),
         "min_tokens": (0, None),
-        "prompt_logprobs": (0, settings.max_top_logprobs),
+        "prompt_logprobs": (0, logprobs_cap(settings)),
         "thinking_token_budget": (0, None),
     }[field]
 

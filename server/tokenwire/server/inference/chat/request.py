@@ -25,6 +25,7 @@ from tokenwire.server.core.domain import (
 )
 from tokenwire.server.core.errors import InvalidArgument
 from tokenwire.server.core.settings import ServerSettings
+from tokenwire.server.inference import sampling_rules as rules
 from tokenwire.server.inference.body_fields import (
     body_priority,
     check_extra_fields,
@@ -137,7 +138,7 @@ def sampling_from_chat(
     want_lp = bool(req.logprobs) if req.HasField("logprobs") else False
     top = 0
     if req.HasField("top_logprobs"):
-        top = v.int_range("top_logprobs", req.top_logprobs, 0, settings.max_top_logprobs)
+        top = rules.logprobs_count("top_logprobs", req.top_logprobs, settings)
         if top > 0 and not want_lp:
             raise InvalidArgument("top_logprobs needs logprobs: true", param="top_logprobs", reason="MISSING_DEPENDENCY")
     if want_lp:

@@ -9,6 +9,7 @@ from tokenwire.server.core.errors import Internal
 from tokenwire.server.inference.chat.request import ChatPlan
 from tokenwire.server.inference.chat.response import ChatStreamBuilder, build_chat_response
 from tokenwire.server.inference.choice_fields import final_output
+from tokenwire.server.inference.chunk_bounds import DEFAULT_MESSAGE_LIMIT, ChunkBounds
 from tokenwire.v1 import chat_pb2
 
 
@@ -23,9 +24,11 @@ async def run_chat(
 
 
 async def stream_chat(
-    engine: Engine, plan: ChatPlan, *, worker_id: str, outcome: RunOutcome | None = None
+    engine: Engine, plan: ChatPlan, *, worker_id: str, outcome: RunOutcome | None = None,
+    message_limit: int = DEFAULT_MESSAGE_LIMIT,
 ) -> AsyncIterator[chat_pb2.StreamChatCompletionResponse]:
     builder = ChatStreamBuilder(plan, engine, created=int(plan.received), worker_id=worker_id)
+    pieces = ChunkBounds(engine, plan.request.params.logprobs, message_limit).pieces
     outputs = engine.generate(plan.request)
     try:
         # Wait for the first output before the role chunk, so that errors
@@ -37,9 +40,10 @@ async def stream_chat(
         yield builder.first_chunk(out)
         finished = False
         while out is not None:
-            chunk = builder.on_output(out)
-            if chunk is not None:
-                yield chunk
+            for piece in pieces(out):  # (one, unless its chunk could pass the limit)
+                chunk = builder.on_output(piece)
+                if chunk is not None:
+                    yield chunk
             finished = out.finished
             out = await anext(outputs, None)
     finally:

@@ -17,6 +17,7 @@ from tokenwire.server.core import validation as v
 from tokenwire.server.core.domain import Caller, Engine, EngineRequest, GenerationParams
 from tokenwire.server.core.errors import InvalidArgument
 from tokenwire.server.core.settings import ServerSettings
+from tokenwire.server.inference import sampling_rules as rules
 from tokenwire.server.inference.body_fields import (
     body_priority,
     check_extra_fields,
@@ -190,7 +191,7 @@ def completion_params(
 ) -> GenerationParams:
     p = sampling_from_body(req, settings, engine.vocab_size, engine.sampling_defaults())
     if req.HasField("logprobs"):
-        p.logprobs = v.int_range("logprobs", req.logprobs, 0, settings.max_top_logprobs)
+        p.logprobs = rules.logprobs_count("logprobs", req.logprobs, settings)
     if "engine_data" in extra_fields and p.logprobs is None:
         p.logprobs = 0  # engine_data carries the sampled tokens' logprobs
     if req.echo and req.HasField("logprobs") and p.prompt_logprobs is None:

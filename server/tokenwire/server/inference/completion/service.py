@@ -19,6 +19,7 @@ from collections.abc import AsyncGenerator, AsyncIterator
 
 from tokenwire.server.core.domain import Engine, EngineOutput, RunOutcome
 from tokenwire.server.core.errors import Internal
+from tokenwire.server.inference.chunk_bounds import DEFAULT_MESSAGE_LIMIT, ChunkBounds
 from tokenwire.server.inference.completion.request import CompletionPlan
 from tokenwire.server.inference.completion.response import (
     CompletionStreamBuilder,
@@ -90,18 +91,21 @@ async def run_completion(
 
 async def stream_completion(
     engine: Engine, plan: CompletionPlan, *, worker_id: str, outcome: RunOutcome | None = None,
+    message_limit: int = DEFAULT_MESSAGE_LIMIT,
 ) -> AsyncIterator[completion_pb2.StreamCompletionResponse]:
     builder = CompletionStreamBuilder(plan, engine, worker_id=worker_id)
+    pieces = ChunkBounds(engine, plan.request.params.logprobs, message_limit).pieces
     finished = 0
     # Nothing is sent before the first output: errors at start (admission,
     # engine validation) fail the call before its first message.
     async with contextlib.aclosing(_outputs(engine, plan)) as outputs:
         async for index, out in outputs:
-            chunk = builder.on_output(index, out)
             if out.finished:
                 finished += 1
-            if chunk is not None:
-                yield chunk
+            for piece in pieces(out):  # (one, unless its chunk could pass the limit)
+                chunk = builder.on_output(index, piece)
+                if chunk is not None:
+                    yield chunk
     if finished != len(plan.requests):
         raise Internal("the engine ended the stream without finishing the request", reason="ENGINE_OUTPUT_INCOMPLETE")
     if outcome is not None and len(plan.requests) == 1:  # a batch is not one turn

@@ -23,6 +23,7 @@ from tokenwire.server.core.errors import Internal, InvalidArgument
 from tokenwire.server.core.settings import ServerSettings
 from tokenwire.server.inference import sampling_rules as rules
 from tokenwire.server.inference.choice_fields import final_output, finish_choice
+from tokenwire.server.inference.chunk_bounds import DEFAULT_MESSAGE_LIMIT, ChunkBounds
 from tokenwire.server.inference.request_fields import (
     check_model,
     check_priority,
@@ -71,7 +72,7 @@ def _sampling(
                                             settings, vocab)
     p.ignore_eos = bool(sp.ignore_eos)
     if sp.HasField("logprobs"):
-        p.logprobs = v.int_range(pre + "logprobs", sp.logprobs, 0, settings.max_top_logprobs)
+        p.logprobs = rules.logprobs_count(pre + "logprobs", sp.logprobs, settings)
     rules.copy_text_flags(p, sp)
     p.logit_bias = rules.logit_bias(pre + "logit_bias", sp.logit_bias.items(), vocab)
     return p
@@ -203,7 +204,8 @@ async def run_generate(
 
 
 async def stream_generate(
-    engine: Engine, plan: GeneratePlan, *, outcome: RunOutcome | None = None
+    engine: Engine, plan: GeneratePlan, *, outcome: RunOutcome | None = None,
+    message_limit: int = DEFAULT_MESSAGE_LIMIT,
 ) -> AsyncIterator[generate_pb2.GenerateResponse]:
     first = True
     completion = 0
@@ -212,24 +214,11 @@ async def stream_generate(
     prompt_ids = plan.request.prompt_token_ids
     ids: dict[int, list[int]] | None = {} if outcome is not None else None
     new_chunk = chunk_maker(_response(plan))
+    pieces = ChunkBounds(engine, plan.request.params.logprobs, message_limit).pieces
     # Nothing is sent before the first output: errors at start (admission,
     # engine validation) fail the call before its first message.
     async with contextlib.aclosing(engine.generate(plan.request)) as outputs:
         async for out in outputs:
-            resp = new_chunk()
-            send = False  # tracked here: asking the message (resp.choices) costs more
-            if first:
-                first = False
-                if plan.return_token_ids:
-                    resp.prompt_token_ids.extend(plan.request.prompt_token_ids)
-                    send = bool(plan.request.prompt_token_ids)
-                _add_prompt_logprobs(resp, plan, out.prompt_logprobs, engine)
-                send = send or bool(out.prompt_logprobs)
-            for c in out.choices:
-                if c.token_ids or c.text or c.finish_reason is not None:
-                    _add_choice(resp, plan, c, engine)
-                    completion += len(c.token_ids)
-                    send = True
             cached = out.num_cached_tokens
             finished = out.finished
             if ids is not None:  # only when asked: a session keeps the ids
@@ -237,8 +226,23 @@ async def stream_generate(
                     prompt_ids = out.prompt_token_ids
                 for c in out.choices:
                     ids.setdefault(c.index, []).extend(c.token_ids)
-            if send:
-                yield resp
+            for piece in pieces(out):  # (one, unless its chunk could pass the limit)
+                resp = new_chunk()
+                send = False  # tracked here: asking the message (resp.choices) costs more
+                if first:
+                    first = False
+                    if plan.return_token_ids:
+                        resp.prompt_token_ids.extend(plan.request.prompt_token_ids)
+                        send = bool(plan.request.prompt_token_ids)
+                    _add_prompt_logprobs(resp, plan, piece.prompt_logprobs, engine)
+                    send = send or bool(piece.prompt_logprobs)
+                for c in piece.choices:
+                    if c.token_ids or c.text or c.finish_reason is not None:
+                        _add_choice(resp, plan, c, engine)
+                        completion += len(c.token_ids)
+                        send = True
+                if send:
+                    yield resp
     if not finished:
         raise Internal("the engine ended the stream without finishing the request", reason="ENGINE_OUTPUT_INCOMPLETE")
     if outcome is not None and ids is not None:
