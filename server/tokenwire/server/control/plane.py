@@ -64,12 +64,15 @@ class ControlPlane(WeightLoads):
         engine_requests: Callable[[], int],
         on_paused: Callable[[bool], Awaitable[None]] | None = None,
         weights_root: str = "", collective_rpc_allow: tuple[str, ...] = (),
+        served_names: tuple[str, ...] = (),
     ):
         super().__init__(engine, state, timeout=timeout, on_paused=on_paused,
                          weights_root=weights_root)
         self._rpc_allow = frozenset(collective_rpc_allow)  # --collective-rpc-allow
         self._engine_requests = engine_requests
         self.sleeping = False
+        self._served_names = frozenset(served_names)  # a LoRA adapter may not take one
+        self._loras_loaded: set[str] = set()  # names loaded since start (once is enough)
 
     async def start(self, initial_version: str) -> None:
         """At start-up: set the initial version (or read the engine's)."""
@@ -177,12 +180,19 @@ class ControlPlane(WeightLoads):
     async def load_lora(self, name: str, path: str, inplace: bool, deadline: float | None) -> None:
         if not name:
             raise InvalidArgument("lora_name is required", param="lora_name", reason="FIELD_REQUIRED")
+        if name in self._served_names:
+            raise InvalidArgument(
+                f"lora_name: {name!r} is the served model's name: a request naming it gets the "
+                "base model, never the adapter", param="lora_name", reason="LORA_NAME_IS_MODEL")
         real = check_folder(path, "lora_path", root=self._weights_root,
                             files=LORA_WEIGHTS if self._engine.weight_files else "")
 
         async def op() -> None:  # checked under the lock: the loaded set cannot change meanwhile
             check_lora_name(name, inplace, self._engine.lora_names())
             await self._call("load LoRA adapter", self._engine.add_lora(name, real, inplace))
+            if name in self._loras_loaded:  # vLLM's cache keys name + folder, not the load
+                await self._call("reset prefix cache", self._engine.reset_prefix_cache(True))
+            self._loras_loaded.add(name)
 
         await self._run("load LoRA adapter", op, deadline)
 

@@ -128,6 +128,15 @@ class WeightSpan:
     end: int
 
 
+LORA_MARK = "+lora:"  # "<version>+lora:<adapter>@<load>": tokens a LoRA adapter sampled
+
+
+def adapter_spans(spans: list[WeightSpan], adapter: str) -> list[WeightSpan]:
+    """The spans of a request served with a LoRA adapter: each version names
+    the adapter and its load too (`adapter` as Engine.lora_label gives it)."""
+    return [WeightSpan(f"{s.version}{LORA_MARK}{adapter}", s.start, s.end) for s in spans]
+
+
 @dataclasses.dataclass
 class ChoiceOutput:
     """New (stream) or complete (final) output of one choice."""
@@ -251,6 +260,12 @@ class Engine(Protocol):
 
     def lora_names(self) -> list[str]:
         """The LoRA adapters loaded now (requests select one by `model`)."""
+        ...
+
+    def lora_label(self, name: str) -> str:
+        """The adapter `name` as loaded now: "<name>@<n>", n numbering the
+        adapter loads of this engine (a reload of the same name gets a new
+        n), so token spans tell the loads apart (adapter_spans)."""
         ...
 
     def config_report(self) -> dict[str, Any]:

@@ -17,7 +17,13 @@ from collections.abc import AsyncIterator
 from typing import Any
 
 from tokenwire.server.core.admission import Admission
-from tokenwire.server.core.domain import Engine, EngineOutput, EngineRequest, RenderOptions
+from tokenwire.server.core.domain import (
+    Engine,
+    EngineOutput,
+    EngineRequest,
+    RenderOptions,
+    adapter_spans,
+)
 from tokenwire.server.core.metrics import Metrics
 from tokenwire.server.core.serving_state import ServingState
 from tokenwire.server.core.weight_bounds import version_salt
@@ -88,7 +94,10 @@ class GuardedEngine:
             at, mark = start, 0
             try:
                 # Closed explicitly: an abandoned stream aborts its engine
-                # request now, not when the garbage collector runs.
+                # request now, not when the garbage collector runs. The
+                # adapter's load is read with no await before the engine
+                # picks the adapter up: its spans name that load.
+                adapter = self.inner.lora_label(request.lora) if request.lora else ""
                 async with contextlib.aclosing(self.inner.generate(request)) as outputs:
                     async for out in outputs:
                         n = 0
@@ -97,6 +106,8 @@ class GuardedEngine:
                             n += len(c.token_ids)
                             if c.finish_reason is not None:
                                 ended = True
+                            if adapter and c.weight_versions:
+                                c.weight_versions = adapter_spans(c.weight_versions, adapter)
                         if n:
                             if state.generation != at:  # an update since the last ids
                                 lags[at - start] += produced - mark

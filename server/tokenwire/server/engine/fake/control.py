@@ -28,6 +28,8 @@ class FakeControl:
         self.loaded_paths: list[str] = []
         self.fail_reloads = 0  # tests: the next N reloads fail (a replica with a bad disk)
         self.loras: dict[str, str] = {}
+        self.lora_loads: dict[str, int] = {}  # name -> its load's number (lora_label)
+        self._lora_count = 0
         self.resets = 0
         # Tests: "" checks no weight files (the fake reads none); "*.safetensors" as vLLM.
         self.weight_files = ""
@@ -187,12 +189,17 @@ class FakeControl:
 
     async def add_lora(self, name: str, path: str, load_inplace: bool) -> None:
         self.loras[name] = path  # (request checks: control.checks.check_lora_name)
+        self._lora_count += 1  # as vLLM's lora_int_id: every load a new number
+        self.lora_loads[name] = self._lora_count
 
     async def remove_lora(self, name: str) -> None:
         del self.loras[name]  # known: checked by the control plane
 
     def lora_names(self) -> list[str]:
         return sorted(self.loras)
+
+    def lora_label(self, name: str) -> str:
+        return f"{name}@{self.lora_loads.get(name, 0)}"
 
     def world_size(self, include_dp: bool) -> int:
         return 1

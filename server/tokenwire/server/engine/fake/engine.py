@@ -162,9 +162,11 @@ class FakeEngine(FakeControl):
         return self.encode(text, add_special_tokens=False)
 
     # -- generation -------------------------------------------------------
-    def _cached_tokens(self, prompt: list[int], salt: str | None) -> int:
+    def _cached_tokens(self, prompt: list[int], salt: str | None, lora: str | None = None) -> int:
         cached = 0
         key = salt or ""
+        if lora:  # as vLLM's block hashes: the adapter's name and folder, not its load
+            key += f"\0lora:{lora}:{self.loras.get(lora, '')}"
         for end in range(self.block_size, len(prompt) + 1, self.block_size):
             if (key, tuple(prompt[:end])) in self._cache:
                 cached = end
@@ -209,7 +211,7 @@ class FakeEngine(FakeControl):
         self.running.add(request.request_id)
         p = request.params
         arrival = time.time()
-        cached = self._cached_tokens(request.prompt_token_ids, request.cache_salt)
+        cached = self._cached_tokens(request.prompt_token_ids, request.cache_salt, request.lora)
         plans = [self._plan_choice(request, i) for i in range(p.n)]
         emitted = [0] * p.n
         texts = [""] * p.n  # text sent so far

@@ -156,6 +156,10 @@ class VllmControl:
     def lora_names(self) -> list[str]:
         return sorted(self._loras)
 
+    def lora_label(self, name: str) -> str:
+        request = self._loras.get(name)  # lora_int_id: a new number at every load
+        return f"{name}@{request.lora_int_id if request is not None else 0}"
+
     def lora_request(self, name: str | None) -> Any:
         return self._loras.get(name) if name else None
 
