@@ -15,7 +15,13 @@ from tests.rpc import StreamReader, chat_request, error_info
 from tests.servers import ThreadServer, fake_serving
 from tokenwire.server.control.servicer import REDACTED, redact_secrets
 from tokenwire.server.engine.fake.engine import FakeEngine
-from tokenwire.v1 import control_pb2, control_pb2_grpc, service_pb2_grpc
+from tokenwire.v1 import (
+    common_pb2,
+    control_pb2,
+    control_pb2_grpc,
+    generate_pb2,
+    service_pb2_grpc,
+)
 from tokenwire.wire import EXACT_VERSION_HEADER
 
 PRIME_RL_UPDATE = "update_weights_from_path"  # prime-rl's worker method
@@ -228,3 +234,45 @@ def test_secret_like_keys_are_redacted_at_any_depth() -> None:
         "kv_transfer_config": {"kv_connector_extra_config": [
             {"api_key": REDACTED, "aws_secret_access_key": REDACTED, "password": REDACTED,
              "token": None}]}}
+
+
+# -- LOW: Sleep(level=2) discards the weights ------------------------------------
+
+def _generate_spans(infer) -> list[tuple[str, int, int]]:
+    out = infer.Generate(generate_pb2.GenerateRequest(
+        token_ids=[5, 6], sampling_params=common_pb2.SamplingParams(max_tokens=2)), timeout=10)
+    return [(s.version, s.start, s.end) for s in out.choices[0].weight_versions]
+
+
+def test_weights_discarded_by_sleep_level_2_are_not_served_until_a_load(stubs, root: Path) -> None:
+    infer, control, engine = stubs
+    engine.sleep_mode = True
+    control.SetWeightVersion(control_pb2.SetWeightVersionRequest(new_version="v1"), timeout=5)
+    control.Sleep(control_pb2.SleepRequest(level=1), timeout=5)  # level 1 keeps the weights
+    control.WakeUp(control_pb2.WakeUpRequest(), timeout=5)
+    state = _state(control)
+    assert not state.load_failed and not state.paused and state.weight_version == "v1"
+    assert _generate_spans(infer) == [("v1", 0, 2)]
+    control.Sleep(control_pb2.SleepRequest(level=2), timeout=5)
+    state = _state(control)
+    assert state.load_failed and state.weight_version == engine.version == "v1+failed-load"
+    assert "level=2" in state.last_error
+    # Awake, the engine holds garbage weights: generation stays paused, Resume is refused.
+    control.WakeUp(control_pb2.WakeUpRequest(), timeout=5)
+    state = _state(control)
+    assert state.paused and engine._hold_new and not state.sleeping
+    _refused(lambda: control.Resume(control_pb2.ResumeRequest(), timeout=5),
+             grpc.StatusCode.FAILED_PRECONDITION, "WEIGHTS_FAILED_LOAD")
+    control.UpdateWeightsFromPath(control_pb2.UpdateWeightsFromPathRequest(
+        path=str(root), weight_version="v2"), timeout=10)
+    assert not control.Resume(control_pb2.ResumeRequest(), timeout=5).state.paused
+    assert _generate_spans(infer) == [("v2", 0, 2)]
+
+
+def test_a_wake_up_keeps_the_pause_it_found(stubs) -> None:
+    _, control, engine = stubs
+    engine.sleep_mode = True
+    control.Pause(control_pb2.PauseRequest(mode="keep"), timeout=5)
+    control.Sleep(control_pb2.SleepRequest(level=1, mode="keep"), timeout=5)
+    control.WakeUp(control_pb2.WakeUpRequest(), timeout=5)
+    assert _state(control).paused and engine._hold_new  # the record and the engine agree

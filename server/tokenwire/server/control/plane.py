@@ -155,6 +155,9 @@ class ControlPlane(WeightLoads):
         async def op() -> None:
             await self._call("sleep", self._engine.sleep(level, mode))
             self.sleeping = True
+            if level == 2:  # the weights are discarded: after WakeUp, garbage until a load
+                await self._load_failed("Sleep(level=2) discarded the weights: load weights "
+                                        "(after WakeUp) before serving")
 
         await self._run("sleep", op, deadline)
 
@@ -162,6 +165,10 @@ class ControlPlane(WeightLoads):
         async def op() -> bool:
             awake = await self._call("wake up", self._engine.wake_up(tags or None))
             self.sleeping = not awake
+            if awake and (self.load_failed or self._state.paused):
+                # vLLM resumes scheduling once fully awake: keep the recorded pause,
+                # and sample nothing from weights Sleep(level=2) or a failed load left.
+                await self._pause("keep", clear_cache=False)
             return awake
 
         return await self._run("wake up", op, deadline)

@@ -46,6 +46,8 @@ class FakeControl:
         self._started: set[str] = set()  # ids past the admission gate
         self.rpcs: list[tuple[str, list[Any], dict[str, Any]]] = []  # collective_rpc calls
         self.hf_token: str | None = None  # tests: as vLLM's model_config.hf_token (a secret)
+        self.sleep_mode = False  # tests: sleep/wake_up work (vLLM's need GPUs)
+        self._asleep = False
         self.fail_rpcs: set[str] = set()  # tests: worker methods that fail (a broken extension)
 
     # -- hooks for generate() ---------------------------------------------
@@ -170,17 +172,29 @@ class FakeControl:
         self._transfer_call("finish", self._updating, "no weight update was started")
         self._updating = False
 
+    def _sleep_check(self) -> None:
+        if not self.sleep_mode:
+            raise errors.FailedPrecondition(
+                "sleep mode is not available on the fake platform", reason="SLEEP_UNSUPPORTED"
+            )
+
     async def sleep(self, level: int, mode: str) -> None:
-        raise errors.FailedPrecondition(
-            "sleep mode is not available on the fake platform", reason="SLEEP_UNSUPPORTED"
-        )
+        """As vLLM's: pause (in `mode`), then level 1 offloads the weights,
+        level 2 discards them (garbage after wake-up until a load)."""
+        self._sleep_check()
+        await self.pause(mode, clear_cache=level >= 1)
+        self._asleep = True
+        if level >= 2:
+            self.weights_generation += 1  # other (garbage) weights
 
     async def wake_up(self, tags: list[str] | None) -> bool:
-        await self.sleep(0, "abort")
-        return False
+        self._sleep_check()  # as vLLM's: fully awake resumes scheduling
+        self._asleep = False
+        await self.resume()
+        return True
 
     async def is_sleeping(self) -> bool:
-        return False
+        return self._asleep
 
     async def abort_requests(self, request_ids: list[str] | None) -> int:
         ids = set(request_ids) if request_ids else set(self.running)
