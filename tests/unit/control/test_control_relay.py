@@ -7,10 +7,13 @@ share one engine core: tests/engine/test_frontends_engine.py)."""
 
 from __future__ import annotations
 
+import asyncio
 import collections.abc
+import contextlib
 import os
 import time
 from pathlib import Path
+from types import SimpleNamespace
 
 import grpc
 import pytest
@@ -18,7 +21,9 @@ from grpc_health.v1 import health_pb2, health_pb2_grpc
 
 from tests.rpc import StreamReader, chat_request, error_info
 from tests.servers import ThreadServer
-from tokenwire.server.control.relay import LOCAL_HEADER, TOKEN_ENV, TOKEN_HEADER
+from tokenwire.server.control import relay as relay_module
+from tokenwire.server.control.relay import LOCAL_HEADER, TOKEN_ENV, TOKEN_HEADER, ControlRelay
+from tokenwire.server.core.serving_state import ServingState
 from tokenwire.server.core.settings import ServerSettings
 from tokenwire.server.engine.fake.engine import FakeEngine
 from tokenwire.v1 import (
@@ -270,3 +275,93 @@ def test_a_resume_mirrored_while_draining_leaves_health_not_serving(tmp_path) ->
             stopping.cancel()  # the rest of the drain is not needed
         for server in (follower, leader):
             server.stop()
+
+
+# -- the serving path's reads of process 0's state (issue #32 item 10) ---------
+
+class _Reads:
+    """A counting stand-in for the relay's GetControlState call to process 0."""
+
+    def __init__(self) -> None:
+        self.count = 0
+        self.state = control_pb2.ControlState(weight_version="v1")
+        self.gate = asyncio.Event()
+
+    async def __call__(self) -> control_pb2.ControlState:
+        self.count += 1
+        await self.gate.wait()
+        return control_pb2.ControlState(weight_version=self.state.weight_version)
+
+
+def test_concurrent_bounded_requests_share_one_read_and_skip_it_while_fresh() -> None:
+    async def run() -> None:
+        state = ServingState()
+        local = SimpleNamespace(plane=SimpleNamespace(follow_bounds=None))
+        relay = ControlRelay(1, ("p0", "p1"), local, state, token=TOKEN)  # type: ignore[arg-type]
+        reads, now = _Reads(), [1000.0]
+        relay._read_state = reads  # type: ignore[method-assign]
+        relay._clock = lambda: now[0]  # type: ignore[method-assign]
+        # What app.py gives the serving path (engine/guarded.py, api/call_metadata.py).
+        refresh = relay.refresh_quietly
+        waiting = [asyncio.create_task(refresh()) for _ in range(50)]
+        await asyncio.sleep(0)
+        reads.gate.set()
+        await asyncio.gather(*waiting)
+        assert reads.count == 1, "50 concurrent requests, one read"
+        assert state.weight_version == "v1"
+        await refresh()
+        assert reads.count == 1, "fresh: not read again"
+        now[0] += relay_module.FRESH_S
+        await refresh()
+        assert reads.count == 2, "stale: read again"
+        # Process 0's push (x-tokenwire-relay-refresh) reads now, fresh or not,
+        # and the next request sees the new state without another read.
+        reads.state.weight_version = "v2"
+        await relay.refresh()
+        assert reads.count == 3 and state.weight_version == "v2"
+        await refresh()
+        assert reads.count == 3 and state.weight_version == "v2"
+
+    asyncio.run(run())
+
+
+def test_every_change_on_process_0_is_pushed_before_its_call_answers(tmp_path, monkeypatch) -> None:
+    """With reads counted fresh for ever and process 1's mirror stopped, only
+    process 0's pushes can tell process 1: a new version label (set after
+    the weight-change push) and an announce are seen at once."""
+    monkeypatch.setattr(relay_module, "FRESH_S", 1e9)
+    leader, follower = _start_pair(tmp_path)
+    try:
+        running = follower._running  # type: ignore[attr-defined]
+        follower.submit(_cancel(running.mirror)).result(5)
+        ch0, control0 = _control(leader)
+        with ch0, grpc.insecure_channel(follower.address) as infer_ch:
+            infer = service_pb2_grpc.TokenwireServiceStub(infer_ch)
+            control0.SetWeightVersion(control_pb2.SetWeightVersionRequest(new_version="step-3"),
+                                      timeout=10)
+            resp = infer.Generate(generate_pb2.GenerateRequest(
+                token_ids=[10, 11], sampling_params=common_pb2.SamplingParams(max_tokens=2)),
+                metadata=(("x-min-weight-version", "step-3"),), timeout=10)
+            assert resp.choices[0].token_ids
+            ok = infer.CreateChatCompletion(chat_request(
+                max_tokens=2, nvext={"exact_weight_version": "step-3"}), timeout=10)
+            assert ok.choices[0].finish_reason == "length"
+            control0.AnnounceWeightVersion(
+                control_pb2.AnnounceWeightVersionRequest(weight_version="step-4"), timeout=10)
+            with pytest.raises(grpc.RpcError) as exc:
+                infer.CreateChatCompletion(chat_request(max_tokens=2, nvext={"max_weight_lag": 0}),
+                                           timeout=10)
+            assert error_info(exc.value).reason == "WEIGHT_LAG_BEHIND"
+            control0.Pause(control_pb2.PauseRequest(mode="keep"), timeout=10)
+            assert _stats(follower).paused
+            control0.Resume(control_pb2.ResumeRequest(), timeout=10)
+            assert not _stats(follower).paused
+    finally:
+        for server in (follower, leader):
+            server.stop()
+
+
+async def _cancel(task: asyncio.Task) -> None:
+    task.cancel()
+    with contextlib.suppress(asyncio.CancelledError):
+        await task

@@ -8,10 +8,16 @@ mode, update count and last error. Every other process relays ControlService
 calls to process 0 over a private Unix socket, byte for byte with the
 caller's metadata and deadline (access is checked where the call arrived,
 and again by process 0), and mirrors process 0's paused flag and weight
-version: it polls them, and reads them again before refusing a call's
-x-min-weight-version, so a call sent right after an update is not refused by
-a process that has not looked yet. Tokens carry the engine core's own
-version spans, exact in every process.
+version: it polls them, and process 0 tells every other process to read
+them again after each control call that changed them (and after a weight
+change, before generation resumes), so a call sent right after an update is
+not refused by a process that has not looked yet. A bounded request, or a
+call whose x-min-weight-version this process would refuse, reads them again
+only when the last read is older than a mirror period (FRESH_S), and then
+shares one read with every other call waiting for it (issue #32 item 10:
+one control-state call per request to process 0 capped throughput under RL
+load, where every request carries a bound). Tokens carry the engine core's
+own version spans, exact in every process.
 
 AbortRequests is the exception: each process holds its own requests, so the
 process the call reaches aborts its own and asks every other process to
@@ -32,6 +38,7 @@ import hmac
 import logging
 import os
 import secrets
+import time
 from collections.abc import Awaitable, Callable
 from typing import Any
 
@@ -52,6 +59,10 @@ log = logging.getLogger("tokenwire.control")
 SERVICE = control_pb2.DESCRIPTOR.services_by_name["ControlService"]
 TOKEN_ENV = "TOKENWIRE_CONTROL_RELAY_TOKEN"
 MIRROR_PERIOD_S = 0.2
+# A read of process 0's state this recent is current (every change is
+# pushed to the other processes before the control call that made it
+# answers; a push that failed is caught up by the mirror within a period).
+FRESH_S = MIRROR_PERIOD_S
 LORA_METHODS = ("LoadLoraAdapter", "UnloadLoraAdapter")
 _SKIP_METADATA = ("user-agent", LOCAL_HEADER, TOKEN_HEADER)
 _NO_TOKEN = Unauthenticated(
@@ -96,6 +107,10 @@ class ControlRelay:
         self._on_paused = on_paused
         self._channels: dict[int, grpc.aio.Channel] = {}
         self._refreshing = asyncio.Lock()  # one read of process 0's state at a time
+        self._clock = time.monotonic
+        self._read_at = -float("inf")  # when the last successful read started
+        self._shared: asyncio.Future[None] | None = None  # the serving path's read in flight
+        self._told: tuple[object, ...] | None = None  # (process 0) the state last pushed
 
     @property
     def leader(self) -> bool:
@@ -127,11 +142,16 @@ class ControlRelay:
             if not self.leader and name == "GetControlState" and on_socket(context) and any(
                     k == REFRESH_HEADER for k, _ in context.invocation_metadata() or ()):
                 await self.refresh()  # process 0 changed the weights: end what they break here
+                return await self._relay(0, name, raw, context)  # (read already)
             if self.leader:
-                response = await run_here(request_type.FromString(raw), context)
+                try:
+                    response = await run_here(request_type.FromString(raw), context)
+                finally:  # a change (or a failed one's label) is read everywhere first
+                    if self._snapshot() != self._told:
+                        await self.tell_followers()
                 return bytes(response.SerializeToString())
             answer = await self._relay(0, name, raw, context)
-            await self.refresh_quietly()  # the caller's next call here sees what it did
+            await self._refresh_now_quietly()  # the caller's next call here sees what it did
             return answer
 
         return call
@@ -182,7 +202,11 @@ class ControlRelay:
         """(Process 0, after a weight change, before generation resumes) have
         every other process read the new version and generation now, so each
         ends its own bounded requests the change breaks before any token of
-        the new weights is sampled (core/weight_bounds.py)."""
+        the new weights is sampled (core/weight_bounds.py). Also after every
+        control call that changed the state they mirror (version, generation,
+        announced version, paused flag), so none serves a stale one while
+        its reads count as fresh."""
+        self._told = self._snapshot()
         request = control_pb2.GetControlStateRequest().SerializeToString()
 
         async def tell(index: int) -> None:
@@ -196,18 +220,26 @@ class ControlRelay:
 
         await asyncio.gather(*(tell(i) for i in range(len(self.sockets)) if i != self.index))
 
+    def _snapshot(self) -> tuple[object, ...]:
+        s = self.state
+        return (s.weight_version, s.generation, s.bounds.announced, s.paused)
+
     # -- mirroring process 0's state (the other processes) -------------------
+    async def _read_state(self) -> control_pb2.ControlState:
+        call = self._channel(0).unary_unary(
+            f"/{SERVICE.full_name}/GetControlState",
+            request_serializer=control_pb2.GetControlStateRequest.SerializeToString,
+            response_deserializer=control_pb2.GetControlStateResponse.FromString,
+        )
+        return (await call(control_pb2.GetControlStateRequest(),
+                           metadata=[*self._admin, *self._relay_md], timeout=2.0)).state
+
     async def refresh(self) -> None:
         """Read process 0's paused flag and weight version now."""
         async with self._refreshing:
-            call = self._channel(0).unary_unary(
-                f"/{SERVICE.full_name}/GetControlState",
-                request_serializer=control_pb2.GetControlStateRequest.SerializeToString,
-                response_deserializer=control_pb2.GetControlStateResponse.FromString,
-            )
-            state = (await call(control_pb2.GetControlStateRequest(),
-                                metadata=[*self._admin, *self._relay_md],
-                                timeout=2.0)).state
+            started = self._clock()
+            state = await self._read_state()
+            self._read_at = started
             if state.weight_version != self.state.weight_version:
                 self.state.weight_version = state.weight_version
             # Weight bounds (core/weight_bounds.py): this process's bounded
@@ -223,6 +255,24 @@ class ControlRelay:
                     await self._on_paused(state.paused)
 
     async def refresh_quietly(self) -> None:
+        """The serving path's read (ServingState.refresh: a bounded request,
+        a call whose x-min-weight-version would be refused): none while the
+        last read is fresh (FRESH_S), else one read shared by every caller
+        that waits meanwhile. Keeps the last state if process 0 does not
+        answer."""
+        if self._shared is None:
+            if self._clock() - self._read_at < FRESH_S:
+                return
+            self._shared = asyncio.ensure_future(self._shared_read())
+        await asyncio.shield(self._shared)  # one caller's cancellation ends only its wait
+
+    async def _shared_read(self) -> None:
+        try:
+            await self._refresh_now_quietly()
+        finally:
+            self._shared = None
+
+    async def _refresh_now_quietly(self) -> None:
         """refresh(), keeping the last state if process 0 does not answer."""
         try:
             await self.refresh()
