@@ -38,6 +38,7 @@ import logging
 from collections.abc import Awaitable, Callable
 from typing import Any
 
+from tokenwire.server.control.checkpoint import tensor_names
 from tokenwire.server.control.checks import (
     LORA_WEIGHTS,
     check_folder,
@@ -81,6 +82,7 @@ class ControlPlane(WeightLoads):
         self._state.weight_version = await self._engine.weight_version()
         self.weight_path = self._model_path = real_path(self._engine.model_path)
         self.weight_fingerprint = fingerprint(self._model_path, self._engine.weight_files)
+        self._served_tensors = tensor_names(self._model_path, self._engine.weight_files)
         if not self._weights_root:
             log.warning("control: no --weights-root: weight and LoRA loads may read any folder "
                         "this process can read")

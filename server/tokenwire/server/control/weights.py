@@ -12,6 +12,7 @@ import time
 from collections.abc import Awaitable, Callable
 from typing import Any
 
+from tokenwire.server.control.checkpoint import check_complete
 from tokenwire.server.control.checks import (
     check_folder,
     check_mode,
@@ -47,6 +48,8 @@ class WeightLoads(OperationRunner):
         # a rollback's expected_fingerprint is checked against the folder.
         self.weight_fingerprint = ""
         self._model_path = ""  # the start-up model's folder: always loadable (rollback)
+        # The served model's tensor names (control/checkpoint.py; None: unknown).
+        self._served_tensors: frozenset[str] | None = None
         # The last load failed (its description while so): the weights may be mixed.
         self.failed_load = ""
         self._failed_load_error = False  # last_error is the failed load's (kept until cleared)
@@ -151,6 +154,9 @@ class WeightLoads(OperationRunner):
                     f"loaded them ({expected_fingerprint} -> {files}): the folder was written "
                     "over and no longer holds those weights; nothing was loaded",
                     param="expected_fingerprint", reason="WEIGHTS_CHANGED")
+            # A partial checkpoint: vLLM would keep the old values of what it lacks.
+            tensors = None if worker_method else check_complete(
+                real, path, path_param, self._engine.weight_files, self._served_tensors)
             paused_by_us = not self._state.paused
             t0 = time.monotonic()
             if paused_by_us:
@@ -183,6 +189,8 @@ class WeightLoads(OperationRunner):
             # Files that changed while loading: what was loaded is unknown.
             now = fingerprint(real, "" if worker_method else self._engine.weight_files)
             self._weights_changed(real, files if now == files else "")
+            if tensors:
+                self._served_tensors = tensors
             if paused_by_us:
                 await self._resume()
             log.info("weights reloaded from %s (version %s) in %.0f ms", real,
