@@ -67,6 +67,7 @@ def test_slime_rollout_generate(client: httpx.Client) -> None:
     assert all(lp <= 0 for lp in new_logprobs) and isinstance(output["text"], str)
     assert meta["finish_reason"]["type"] == "length" and meta["finish_reason"]["length"] == 6
     assert meta["weight_version"] == "default"
+    assert meta["weight_versions"] == [{"version": "default", "start": 0, "end": 6}]  # every span
     assert (meta.get("prompt_tokens", 0), meta.get("completion_tokens", 0)) == (5, 6)
     assert meta.get("cached_tokens", 0) >= 0 and meta["id"]
 

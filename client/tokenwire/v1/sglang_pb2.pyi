@@ -1,4 +1,5 @@
 from google.protobuf import struct_pb2 as _struct_pb2
+from tokenwire.v1 import common_pb2 as _common_pb2
 from google.protobuf.internal import containers as _containers
 from google.protobuf import descriptor as _descriptor
 from google.protobuf import message as _message
@@ -98,7 +99,7 @@ class SglangFinishReason(_message.Message):
     def __init__(self, type: _Optional[str] = ..., matched: _Optional[_Union[_struct_pb2.Value, _Mapping]] = ..., length: _Optional[int] = ..., message: _Optional[str] = ...) -> None: ...
 
 class SglangMetaInfo(_message.Message):
-    __slots__ = ("id", "finish_reason", "prompt_tokens", "completion_tokens", "cached_tokens", "output_token_logprobs", "input_token_logprobs", "output_top_logprobs", "weight_version", "e2e_latency", "routed_experts")
+    __slots__ = ("id", "finish_reason", "prompt_tokens", "completion_tokens", "cached_tokens", "output_token_logprobs", "input_token_logprobs", "output_top_logprobs", "weight_version", "e2e_latency", "routed_experts", "weight_versions")
     ID_FIELD_NUMBER: _ClassVar[int]
     FINISH_REASON_FIELD_NUMBER: _ClassVar[int]
     PROMPT_TOKENS_FIELD_NUMBER: _ClassVar[int]
@@ -110,6 +111,7 @@ class SglangMetaInfo(_message.Message):
     WEIGHT_VERSION_FIELD_NUMBER: _ClassVar[int]
     E2E_LATENCY_FIELD_NUMBER: _ClassVar[int]
     ROUTED_EXPERTS_FIELD_NUMBER: _ClassVar[int]
+    WEIGHT_VERSIONS_FIELD_NUMBER: _ClassVar[int]
     id: str
     finish_reason: SglangFinishReason
     prompt_tokens: int
@@ -121,7 +123,8 @@ class SglangMetaInfo(_message.Message):
     weight_version: str
     e2e_latency: float
     routed_experts: str
-    def __init__(self, id: _Optional[str] = ..., finish_reason: _Optional[_Union[SglangFinishReason, _Mapping]] = ..., prompt_tokens: _Optional[int] = ..., completion_tokens: _Optional[int] = ..., cached_tokens: _Optional[int] = ..., output_token_logprobs: _Optional[_Iterable[_Union[_struct_pb2.ListValue, _Mapping]]] = ..., input_token_logprobs: _Optional[_Iterable[_Union[_struct_pb2.ListValue, _Mapping]]] = ..., output_top_logprobs: _Optional[_Iterable[_Union[_struct_pb2.ListValue, _Mapping]]] = ..., weight_version: _Optional[str] = ..., e2e_latency: _Optional[float] = ..., routed_experts: _Optional[str] = ...) -> None: ...
+    weight_versions: _containers.RepeatedCompositeFieldContainer[_common_pb2.WeightVersionSpan]
+    def __init__(self, id: _Optional[str] = ..., finish_reason: _Optional[_Union[SglangFinishReason, _Mapping]] = ..., prompt_tokens: _Optional[int] = ..., completion_tokens: _Optional[int] = ..., cached_tokens: _Optional[int] = ..., output_token_logprobs: _Optional[_Iterable[_Union[_struct_pb2.ListValue, _Mapping]]] = ..., input_token_logprobs: _Optional[_Iterable[_Union[_struct_pb2.ListValue, _Mapping]]] = ..., output_top_logprobs: _Optional[_Iterable[_Union[_struct_pb2.ListValue, _Mapping]]] = ..., weight_version: _Optional[str] = ..., e2e_latency: _Optional[float] = ..., routed_experts: _Optional[str] = ..., weight_versions: _Optional[_Iterable[_Union[_common_pb2.WeightVersionSpan, _Mapping]]] = ...) -> None: ...
 
 class SglangGenerateResponse(_message.Message):
     __slots__ = ("text", "output_ids", "meta_info")

@@ -2,8 +2,10 @@
 the SGLang body becomes a GenerateRequest (same validation, admission and
 engine request), and the GenerateResponse becomes SGLang's answer
 ({text, output_ids, meta_info{finish_reason, prompt_tokens, ...,
-output_token_logprobs}}), the fields slime and AReaL read. Errors name
-SGLang's fields."""
+output_token_logprobs}}), the fields slime and AReaL read. meta_info's
+weight_version is SGLang's (the version that sampled the last token);
+weight_versions adds every span, so a request that straddled an update
+shows it. Errors name SGLang's fields."""
 
 from __future__ import annotations
 
@@ -132,8 +134,10 @@ def from_generate(req: sglang_pb2.SglangGenerateRequest, resp: generate_pb2.Gene
                 entry = native.struct_value.fields.get(str(token_id))
                 logprob = entry.struct_value.fields["logprob"].number_value if entry else None
             meta.input_token_logprobs.append(_triple(logprob, token_id))
-    if choice.weight_versions:
+    if choice.weight_versions:  # SGLang's field: the last token's; every span beside it
         meta.weight_version = choice.weight_versions[-1].version
+        if not scored:  # (a scored prompt's one hidden token has no ids to span)
+            meta.weight_versions.extend(choice.weight_versions)
     if req.return_routed_experts and choice.routed_experts:
         meta.routed_experts = base64.b64encode(choice.routed_experts).decode("ascii")
     return out
