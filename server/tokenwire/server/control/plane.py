@@ -9,21 +9,34 @@ Rules it keeps (docs/control.md says why):
   the engine: engine calls are shielded, the lock stays taken until the
   engine work ends, and then the recorded state is read back from the
   engine (paused flag, version).
-- Folders to load are checked before anything pauses: they exist, lie under
-  --weights-root (real paths: no way out through ".." or a symlink) and hold
-  safetensors files (the engine never unpickles .bin/.pt).
+- Folders to load are checked before anything pauses: they lie under
+  --weights-root (real paths: no way out through ".." or a symlink; checked
+  first, so a folder outside answers the same whether it exists or not),
+  exist, hold no file linked out of the root, hold safetensors files (the
+  engine never unpickles .bin/.pt) naming every tensor of the served model
+  (checkpoint.py: vLLM keeps the old values of what a checkpoint lacks).
 - A weight update pauses first (default mode "keep": in-flight requests
   continue on the new weights, their tokens split into version spans),
   drops speculative prefills, loads, sets the version, resets the prefix
   cache (running requests recompute their KV), and resumes unless the
-  caller had paused.
+  caller had paused. prime-rl's /update_weights {weight_dir} through its
+  worker method (--collective-rpc-allow update_weights_from_path) is the
+  same operation with that method as the loader.
 - A load that fails (or whose end the caller did not see) may have left
   mixed weights: the version becomes "<old>+failed-load" in the engine, so
   every token sampled from them says so; generation stays paused, Resume is
   refused until a load succeeds or the caller forces it, and the error stays.
 - A weight transfer (StartWeightUpdate .. FinishWeightUpdate) pauses in
   "keep" mode at Start unless already paused; Finish sets the version,
-  resets the prefix cache and resumes if Start paused.
+  resets the prefix cache and resumes if Start paused. A step that failed
+  since Start leaves the failed-load label: Finish ends the engine's
+  transfer but keeps it and the pause (FAILED_PRECONDITION
+  WEIGHT_TRANSFER_INCOMPLETE).
+- Sleep(level=2) discards the weights: labelled as a failed load; WakeUp
+  pauses again (vLLM resumes on a full wake) while the label or a recorded
+  pause stands.
+- An allowed collective_rpc runs under the control timeout, so a worker
+  method that hangs releases the lock (COLLECTIVE_RPC_TIMEOUT).
 - Every weight change adds one to the update generation (ServingState).
 - The operations that change the weights (reloads, transfers) and their
   bookkeeping are in weights.py; this module adds the rest.
