@@ -65,3 +65,18 @@ def test_a_template_that_is_not_incremental_is_refused_with_the_field() -> None:
         TurnTemplates(Rewriting(max_model_len=512)).get(RenderOptions())
     assert exc.value.param == "continuation.messages"
     assert "continuation.suffix_token_ids" in exc.value.message
+
+
+def test_cache_keys_are_digests_of_bounded_size() -> None:
+    """The cache keeps 64 configurations: keyed by a digest, not the text of
+    their tools (which may be megabytes) (issue #32 item 9)."""
+    def tools(description: str) -> RenderOptions:
+        return RenderOptions(tools=[{"type": "function", "function": {
+            "name": "f", "description": description}}])
+
+    big = TurnTemplates.key(tools("d" * 1_000_000))
+    assert len(big) == len(TurnTemplates.key(RenderOptions())) == 64
+    assert big == TurnTemplates.key(tools("d" * 1_000_000))  # the same configuration
+    assert big != TurnTemplates.key(tools("d" * 999_999 + "e"))
+    assert TurnTemplates.key(RenderOptions(chat_template="T" * 100_000)) != TurnTemplates.key(
+        RenderOptions(chat_template="T" * 100_001))

@@ -29,11 +29,20 @@ from tokenwire.server.core.errors import (
     TokenwireError,
     classify,
 )
-from tokenwire.server.inference.continuation import ResolvedContinuation, resolve_continuation
+from tokenwire.server.inference.continuation import (
+    ResolvedContinuation,
+    chosen_turn,
+    continue_turn,
+)
 from tokenwire.server.inference.continuation_store import StoredTurn
 from tokenwire.server.inference.data_plane import DataPlane
 from tokenwire.server.inference.kinds import KINDS, AnyKind
-from tokenwire.server.inference.request_fields import MAX_REQUEST_ID, rendered_chars
+from tokenwire.server.inference.offload import OFFLOAD_CHARS
+from tokenwire.server.inference.request_fields import (
+    MAX_REQUEST_ID,
+    has_request_template,
+    rendered_chars,
+)
 from tokenwire.v1 import session_pb2
 
 log = logging.getLogger("tokenwire.session")
@@ -209,7 +218,7 @@ class Session:
         req = getattr(start, kind.name)
         cont = None
         if start.HasField("continuation"):
-            cont = self._continuation(rid, start.continuation, kind, req)
+            cont = await self._continuation(rid, start.continuation, kind, req)
             req = kind.with_prompt(req, cont.prompt)
         plane = self.plane
         plan = await kind.plan(plane, req, caller=self.caller, stream=req.stream,
@@ -249,18 +258,29 @@ class Session:
         done.speculative_prefill = kind.after(plane, plan, outcome)
         return done
 
-    def _continuation(
+    async def _continuation(
         self, rid: str, c: session_pb2.Continuation, kind: AnyKind, req: Any,
     ) -> ResolvedContinuation:
-        options = kind.continuation_options(
-            req, trust_template=self.plane.settings.trust_request_chat_template)
-        if c.messages:  # rendered here: the cheap length limit first, as for a chat request
-            chars = rendered_chars(c)[1] + kind.continuation_chars(req)
-            engine = self.plane.engine
+        """The continuation's prompt: the stored turn looked up here; the
+        next messages rendered where the request's own rendering would run
+        (inference/offload.py: the template thread, within its time bound,
+        for a request's own template; the prompt thread when large; both
+        with their queue limits; inline when small)."""
+        plane = self.plane
+        engine = plane.engine
+        chars = rendered_chars(c)[1] + kind.continuation_chars(req)  # counted, not converted
+        if c.messages:  # rendered: the cheap length limit first, as for a chat request
             v.text_fits("continuation.messages", chars, engine.max_model_len,
                         engine.max_token_chars)
-        return resolve_continuation(
-            c, session_id=self.id, request_id=rid, running=self.tasks, options=options,
-            store=self.plane.store, turns=self.plane.turns, engine=self.plane.engine,
-        )
+        completion, turn = chosen_turn(c, session_id=self.id, request_id=rid, running=self.tasks,
+                                       store=plane.store)
+        trust = plane.settings.trust_request_chat_template
 
+        def resolve() -> ResolvedContinuation:
+            options = kind.continuation_options(req, trust_template=trust)
+            return continue_turn(c, turn, completion, options=options, turns=plane.turns,
+                                 engine=engine)
+
+        return await plane.offload.run(
+            resolve, own_template=bool(c.messages) and has_request_template(req),
+            heavy=chars > OFFLOAD_CHARS)

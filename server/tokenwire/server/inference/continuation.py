@@ -10,7 +10,7 @@ from collections.abc import Container, Sequence
 from tokenwire.server.core import validation as v
 from tokenwire.server.core.domain import Engine, RenderOptions
 from tokenwire.server.core.errors import FailedPrecondition, InvalidArgument
-from tokenwire.server.inference.continuation_store import ContinuationStore
+from tokenwire.server.inference.continuation_store import ContinuationStore, StoredTurn
 from tokenwire.server.inference.request_fields import messages_to_dicts
 from tokenwire.server.inference.turns import TurnTemplates
 from tokenwire.v1 import chat_pb2, session_pb2
@@ -36,6 +36,17 @@ def resolve_continuation(
 ) -> ResolvedContinuation:
     """The prompt of request `request_id` continuing `c.previous_request_id`
     of session `session_id`; `running` holds the session's running ids."""
+    completion, turn = chosen_turn(c, session_id=session_id, request_id=request_id,
+                                   running=running, store=store)
+    return continue_turn(c, turn, completion, options=options, turns=turns, engine=engine)
+
+
+def chosen_turn(
+    c: session_pb2.Continuation, *, session_id: str, request_id: str, running: Container[str],
+    store: ContinuationStore,
+) -> tuple[list[int], StoredTurn]:
+    """The completion `c` continues and its stored turn (checks and the
+    store's lookup: on the event loop, where the store lives)."""
     prev = c.previous_request_id
     if not prev:
         raise InvalidArgument(
@@ -60,7 +71,16 @@ def resolve_continuation(
             f"{len(turn.completions)} choice(s)",
             param="continuation.choice_index", reason="VALUE_OUT_OF_RANGE",
         )
-    completion = turn.completions[index]
+    return turn.completions[index], turn
+
+
+def continue_turn(
+    c: session_pb2.Continuation, turn: StoredTurn, completion: list[int], *,
+    options: RenderOptions, turns: TurnTemplates, engine: Engine,
+) -> ResolvedContinuation:
+    """The next prompt: `turn`'s prompt, `completion`, and the suffix (given
+    ids, or `c.messages` rendered: the chat template runs, so the Session
+    runs this where the request's rendering runs, inference/offload.py)."""
     suffix: list[int]
     if c.suffix_token_ids:
         suffix = v.token_ids("continuation.suffix_token_ids", c.suffix_token_ids, engine.vocab_size)

@@ -117,7 +117,8 @@ class ChatKind(RequestKind[chat_pb2.CreateChatCompletionRequest, ChatPlan,
         if outcome is None:
             return False
         first = outcome.completions[0] if outcome.completions else []
-        return plane.prefiller.start(plan, outcome.prompt_ids, first)  # the next turn's prefill
+        # The next turn's prefill (its template probe where the request's rendering ran).
+        return plane.prefiller.start(plan, outcome.prompt_ids, first, plane.offload)
 
     def continuation_options(self, req: chat_pb2.CreateChatCompletionRequest, *,
                              trust_template: bool) -> RenderOptions:

@@ -15,6 +15,11 @@ keeps serving every stream and health check meanwhile:
 * large prompts (over OFFLOAD_CHARS characters): one thread, no time bound
   (their size is bounded by the cheap length check before).
 
+The same rule serves every rendering a request causes, not only its own
+prompt's (`Offload.run`): a Session continuation's next messages and the
+turn template a speculative prefill probes (inference/turns.py) render with
+the request's template and tools.
+
 Each thread's queue is bounded too (--max-offload-queue requests waiting
 for it or on it): beyond, the caller gets RESOURCE_EXHAUSTED
 OFFLOAD_QUEUE_FULL with a retry hint, as admission refuses a full server,
@@ -78,6 +83,17 @@ class Offload:
     async def prompt(self, fn: Callable[[], T]) -> T:
         """Run `fn` (a large prompt's preparation) on the prompt thread."""
         return await self.prompts.submit(fn)
+
+    async def run(self, fn: Callable[[], T], *, own_template: bool, heavy: bool) -> T:
+        """Run `fn` (rendering, tokenizing) where its weight says: with a
+        request's own template on the template thread, within the time
+        bound; when `heavy` (over OFFLOAD_CHARS) on the prompt thread; else
+        inline. Both threads' queue limits apply."""
+        if own_template:
+            return await self.template(fn)
+        if heavy:
+            return await self.prompt(fn)
+        return fn()
 
     async def template(self, fn: Callable[[], T]) -> T:
         """Run `fn` (a request template's rendering) on the template thread,

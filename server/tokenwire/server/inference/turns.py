@@ -14,6 +14,7 @@ end-of-turn id (it sampled EOS), that id is not repeated.
 from __future__ import annotations
 
 import dataclasses
+import hashlib
 import json
 from collections.abc import Sequence
 from typing import Any
@@ -45,21 +46,28 @@ class TurnTemplate:
 
 
 class TurnTemplates:
-    """Probed turn templates of one engine, cached per configuration."""
+    """Probed turn templates of one engine, cached per configuration.
+    Probing renders the template: callers run it where a request's
+    rendering runs (inference/offload.py: off the event loop when the
+    request brings its own template or large tools)."""
 
     def __init__(self, engine: Engine):
         self._engine = engine
         self._cache: dict[str, TurnTemplate] = {}
 
     @staticmethod
-    def _key(options: RenderOptions) -> str:
-        return json.dumps(
+    def key(options: RenderOptions) -> str:
+        """The cache key of a rendering configuration: a digest of its
+        template, template kwargs and tools (a fixed 64 characters, not
+        their text: tools may be megabytes)."""
+        text = json.dumps(
             [options.chat_template, options.template_kwargs, options.tools],
             sort_keys=True, default=str,
         )
+        return hashlib.sha256(text.encode()).hexdigest()
 
     def get(self, options: RenderOptions, param: str = "continuation.messages") -> TurnTemplate:
-        key = self._key(options)
+        key = self.key(options)
         found = self._cache.get(key)
         if found is not None:
             return found
