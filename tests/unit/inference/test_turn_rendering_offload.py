@@ -148,3 +148,20 @@ def test_a_prefill_meets_the_offload_queue_limit(server, busy_worker) -> None:
     assert resp.choices
     _idle(stub)
     assert _prefills(engine, requests) == []
+
+
+def test_a_continuation_with_its_own_template_renders_on_the_template_thread() -> None:
+    engine = ThreadEngine()
+    with fake_serving(engine, max_model_len=WINDOW, trust_request_chat_template=True) as srv, \
+            grpc.insecure_channel(srv.address) as ch:
+        s = RawSession(service_pb2_grpc.TokenwireServiceStub(ch))
+        s.send(start_chat("first", max_tokens=2))
+        assert s.until_terminal("first")[-1].WhichOneof("event") == "done"
+        since = len(engine.renders)
+        s.send(start_chat("next", max_tokens=2, chat_template="{{ messages }}", continuation={
+            "previous_request_id": "first", "messages": [{"role": "user", "content": "more"}]}))
+        last = s.until_terminal("next")[-1]
+        s.close()
+    assert last.WhichOneof("event") == "done", last
+    probes = engine.probes_since(since)
+    assert probes and all(t.startswith("tokenwire-templates") for t in probes), probes
