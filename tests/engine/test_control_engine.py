@@ -316,10 +316,13 @@ def test_i_generation_config_override_and_dp_rank_reach_requests(stubs) -> None:
     assert exc.value.code() == grpc.StatusCode.INVALID_ARGUMENT and "data_parallel_rank" in exc.value.details()
 
 
-def broken_copy(src: Path, dst: Path) -> Path:
-    """A checkpoint that fails to load half-way, like one still being
-    written: two shards, the first (layer 0, perturbed) whole, the second
-    (layer 1 and the final norm) cut short."""
+def broken_copy(src: Path, dst: Path, *, cut: bool = False) -> Path:
+    """A checkpoint that fails to load half-way: two shards, the first
+    (layer 0, perturbed) whole, the second (layer 1 and the final norm)
+    with bytes after its tensors (every tensor there, so tokenwire's header
+    check passes, but safetensors refuses to open it after layer 0 is in:
+    "incomplete metadata"), or, with `cut`, cut short like one still being
+    written (refused before loading: control/checkpoint.py)."""
     from safetensors.torch import load_file, save_file
 
     perturbed_copy(src, dst, seed=1)
@@ -331,7 +334,11 @@ def broken_copy(src: Path, dst: Path) -> Path:
     shard = dst / "model-00002-of-00002.safetensors"
     save_file(second, str(shard), metadata={"format": "pt"})
     with open(shard, "r+b") as f:
-        f.truncate(shard.stat().st_size // 2)
+        if cut:
+            f.truncate(shard.stat().st_size // 2)
+        else:
+            f.seek(0, 2)
+            f.write(b"\0" * 64)
     return dst
 
 
@@ -430,6 +437,21 @@ def test_j_a_load_failing_half_way_is_labelled_and_only_a_good_load_brings_it_ba
                 assert exc.value.code() == grpc.StatusCode.FAILED_PRECONDITION
                 assert error_info(exc.value).reason == "WEIGHT_LOAD_FAILED"
 
+            # A partial checkpoint (a shard cut short, a tensor missing) is refused before
+            # anything pauses: vLLM would only warn about the weights it lacks.
+            partial = broken_copy(TINY, tmp_path / "cut", cut=True)
+            missing = tmp_path / "missing"
+            missing.mkdir()
+            (partial / "model-00001-of-00002.safetensors").rename(
+                missing / "model-00001-of-00002.safetensors")
+            for folder in (partial, missing):
+                with pytest.raises(grpc.RpcError) as exc:
+                    control.UpdateWeightsFromPath(control_pb2.UpdateWeightsFromPathRequest(
+                        path=str(folder), weight_version="v2"), timeout=30)
+                assert exc.value.code() == grpc.StatusCode.INVALID_ARGUMENT
+                assert error_info(exc.value).reason == "CHECKPOINT_INCOMPLETE"
+            state = control.GetControlState(control_pb2.GetControlStateRequest(), timeout=10).state
+            assert not state.load_failed and not state.paused and state.weight_version == "v1"
             fail_to_load()
             state = control.GetControlState(control_pb2.GetControlStateRequest(), timeout=10).state
             assert state.load_failed and state.paused and state.weight_version == "v1+failed-load"
