@@ -84,7 +84,7 @@ def test_the_tiny_models_checkpoint_with_a_tensor_dropped_is_refused(tmp_path: P
     served = tensor_names(str(TINY), "*.safetensors")
     assert served and "model.embed_tokens.weight" in served
     with safe_open(str(TINY / "model.safetensors"), "pt") as f:
-        tensors = {name: f.get_tensor(name) for name in f.keys()}  # noqa: SIM118
+        tensors = {name: f.get_tensor(name) for name in f.keys()}
     dropped = sorted(served)[-1]
     del tensors[dropped]
     folder = tmp_path / "step-1"

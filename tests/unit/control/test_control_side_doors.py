@@ -49,7 +49,8 @@ def served(request, root: Path) -> collections.abc.Iterator[tuple[ThreadServer, 
 def stubs(served):
     server, engine = served
     with grpc.insecure_channel(server.address) as ch:
-        yield service_pb2_grpc.TokenwireServiceStub(ch), control_pb2_grpc.ControlServiceStub(ch), engine
+        yield (service_pb2_grpc.TokenwireServiceStub(ch), control_pb2_grpc.ControlServiceStub(ch),
+               engine)
 
 
 def _state(control) -> control_pb2.ControlState:
@@ -205,7 +206,8 @@ def test_a_weight_file_linked_out_of_the_root_is_refused(stubs, root: Path, tmp_
     (step / "model.safetensors").unlink()
     (root / "shared.safetensors").write_bytes(b"")
     (step / "model.safetensors").symlink_to(root / "shared.safetensors")
-    control.UpdateWeightsFromPath(control_pb2.UpdateWeightsFromPathRequest(path=str(step)), timeout=5)
+    control.UpdateWeightsFromPath(control_pb2.UpdateWeightsFromPathRequest(path=str(step)),
+                                  timeout=5)
     assert engine.loaded_paths == [str(step.resolve())]
 
 

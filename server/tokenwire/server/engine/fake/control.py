@@ -224,7 +224,8 @@ class FakeControl:
                 "parallel_config": {"tensor_parallel_size": 1, "data_parallel_size": 1},
                 "weight_transfer_config": {"backend": "fake"} if self.transfer_backend else None}
         # The text form, as vLLM's str(VllmConfig), names no secret.
-        return tree if as_json else f"FakeEngine(model={self.model_path!r}, {tree['parallel_config']})"
+        return tree if as_json else (
+            f"FakeEngine(model={self.model_path!r}, {tree['parallel_config']})")
 
     async def collective_rpc(self, method: str, args: list[Any], kwargs: dict[str, Any],
                              rpc_timeout: float | None) -> list[Any]:
