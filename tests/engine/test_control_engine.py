@@ -290,6 +290,19 @@ def test_g_runtime_lora_load_use_unload(stubs, tmp_path: Path) -> None:
     assert second_resp.usage.prompt_tokens_details.cached_tokens == BLOCK  # its own cache
     second_run = list(second_resp.choices[0].token_ids)
     assert first != base and first == second_run
+    # Issue #32 item 6: the spans name the adapter's load; loading the
+    # name again (in place) gets a new load and resets the prefix cache
+    # (vLLM keys LoRA blocks by name and folder, not by load).
+    (label,) = {w.version for w in second_resp.choices[0].weight_versions}
+    version, _, load = label.rpartition("+lora:tiny-sql@")
+    assert version and int(load) >= 1, label
+    control.LoadLoraAdapter(control_pb2.LoadLoraAdapterRequest(
+        lora_name="tiny-sql", lora_path=str(adapter), load_inplace=True), timeout=120)
+    reloaded = infer.Generate(with_lora, timeout=120)
+    assert reloaded.usage.prompt_tokens_details.cached_tokens == 0
+    assert list(reloaded.choices[0].token_ids) == first
+    assert {w.version for w in reloaded.choices[0].weight_versions} == {
+        f"{version}+lora:tiny-sql@{int(load) + 1}"}
     control.UnloadLoraAdapter(control_pb2.UnloadLoraAdapterRequest(lora_name="tiny-sql"), timeout=60)
     with pytest.raises(grpc.RpcError) as exc:
         infer.Generate(with_lora, timeout=30)
