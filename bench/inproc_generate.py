@@ -70,6 +70,7 @@ def _engine(streams: dict[str, list[Any]]) -> VllmEngine:
     engine._llm = _Replay(streams)
     engine._max_model_len = 4096
     engine._vocab_size = 50000
+    engine._max_token_chars = 16  # (stream chunks are bounded by it: inference/chunk_bounds.py)
     engine._loras = {}
     engine._sampling_defaults = {}
     engine.lora_request = lambda name: None  # type: ignore[method-assign]

@@ -124,7 +124,7 @@ def busy_worker(server):
 
 
 def test_a_continuation_meets_the_offload_queue_limit(server, busy_worker) -> None:
-    stub, engine = server
+    stub, _ = server
     s = RawSession(stub)
     s.send(start_chat("first", max_tokens=2))
     assert s.until_terminal("first")[-1].WhichOneof("event") == "done"
