@@ -116,9 +116,7 @@ class ControlPlane(WeightLoads):
                         reason="WEIGHTS_FAILED_LOAD",
                     )
                 self._no_transfer_running()
-            if self._transfer is not None:  # forced: the transfer is abandoned part-way
-                self._transfer = None
-                await self._load_failed("weight transfer abandoned by a forced Resume")
+            await self._abandon_transfer()  # forced during a transfer: abandoned part-way
             await self._resume()
             if force:  # the failed load's error is cleared; the label stays until a load succeeds
                 self._failed_load_error = False

@@ -53,9 +53,10 @@ class WeightLoads(OperationRunner):
         # The last load failed (its description while so): the weights may be mixed.
         self.failed_load = ""
         self._failed_load_error = False  # last_error is the failed load's (kept until cleared)
-        self._transfer: Transfer | None = None
+        self._transfer = None
 
     _rpc_allow: frozenset[str] = frozenset()  # --collective-rpc-allow (set by ControlPlane)
+    _transfer: Transfer | None  # the open weight transfer (Start .. Finish)
 
     @property
     def load_failed(self) -> bool:
@@ -266,6 +267,12 @@ class WeightLoads(OperationRunner):
             "generation stays paused; send the whole transfer again (StartWeightUpdate .. "
             "FinishWeightUpdate) or load a checkpoint (Resume with force serves them as they are)",
             reason="WEIGHT_TRANSFER_INCOMPLETE")
+
+    async def _abandon_transfer(self) -> None:
+        """A forced Resume during a transfer: the weights are part-transferred."""
+        if self._transfer is not None:
+            self._transfer = None
+            await self._load_failed("weight transfer abandoned by a forced Resume")
 
     def _transfer_started(self, call: str) -> Transfer:
         if self._transfer is None:

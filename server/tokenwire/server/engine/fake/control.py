@@ -219,13 +219,11 @@ class FakeControl:
         return 1
 
     def engine_config(self, as_json: bool) -> Any:
-        tree = {"model_config": {"model": self.model_path, "hf_token": self.hf_token,
-                                 "max_num_batched_tokens": 8192},
+        tree = {"model_config": {"hf_token": self.hf_token, "max_num_batched_tokens": 8192},
                 "parallel_config": {"tensor_parallel_size": 1, "data_parallel_size": 1},
                 "weight_transfer_config": {"backend": "fake"} if self.transfer_backend else None}
         # The text form, as vLLM's str(VllmConfig), names no secret.
-        return tree if as_json else (
-            f"FakeEngine(model={self.model_path!r}, {tree['parallel_config']})")
+        return tree if as_json else f"FakeEngine({tree['parallel_config']})"
 
     async def collective_rpc(self, method: str, args: list[Any], kwargs: dict[str, Any],
                              rpc_timeout: float | None) -> list[Any]:
