@@ -159,12 +159,19 @@ def test_areal_vllm_path(admin: httpx.Client, client: httpx.Client, tmp_path: Pa
 
 def test_collective_rpc_admin_and_allowed_only(admin: httpx.Client, client: httpx.Client,
                                                served: tuple[str, FakeEngine]) -> None:
-    r = admin.post("/collective_rpc", json={"method": "update_weights_from_path", "args": ["/w"],
+    r = admin.post("/collective_rpc", json={"method": "liveness_probe", "args": ["/w"],
                                             "kwargs": {"k": "v"}, "timeout": 30})
     assert r.status_code == 200, r.text
-    assert r.json() == {"results": [{"method": "update_weights_from_path", "args": ["/w"],
+    assert r.json() == {"results": [{"method": "liveness_probe", "args": ["/w"],
                                      "kwargs": {"k": "v"}}]}
-    assert served[1].rpcs[-1] == ("update_weights_from_path", ["/w"], {"k": "v"})
+    assert served[1].rpcs[-1] == ("liveness_probe", ["/w"], {"k": "v"})
+    # A weight-changing worker method, even allowed, is not a raw collective_rpc:
+    # it would skip the pause, label, generation and cache reset of a weight load.
+    r = admin.post("/collective_rpc", json={"method": "update_weights_from_path", "args": ["/w"]})
+    assert r.status_code == 400, r.text
+    assert r.json()["error"]["code"] == "weight_change_route_required"
+    assert "/update_weights {weight_dir}" in r.json()["error"]["message"]
+    assert served[1].rpcs[-1] == ("liveness_probe", ["/w"], {"k": "v"})
     r = admin.post("/collective_rpc", json={"method": "execute_model"})
     assert r.status_code == 403 and r.json()["error"]["code"] == "collective_rpc_not_allowed"
     r = admin.post("/collective_rpc", json={"method": "liveness_probe", "timeout": -1})

@@ -114,6 +114,28 @@ def test_a_worker_weight_dir_outside_the_root_is_refused_before_anything(stubs, 
     assert engine.rpcs == [] and not _state(control).paused
 
 
+def test_a_raw_collective_rpc_of_a_weight_changing_method_is_refused(stubs, root: Path) -> None:
+    """The worker's loader, allowed for /update_weights {weight_dir}, is not
+    callable through /collective_rpc, where it would change the weights with
+    no pause, label, generation or cache reset."""
+    _, control, engine = stubs
+    before = _state(control)
+    details = {}
+    for method in (PRIME_RL_UPDATE, "reload_weights", "add_lora"):
+        request = control_pb2.CollectiveRpcRequest(method=method)
+        request.args.append(str(root))
+        err = _refused(lambda r=request: control.CollectiveRpc(r, timeout=5),
+                       grpc.StatusCode.FAILED_PRECONDITION, "WEIGHT_CHANGE_ROUTE_REQUIRED")
+        assert error_info(err).metadata["param"] == "method"
+        details[method] = err.details()
+    assert "/update_weights {weight_dir}" in details[PRIME_RL_UPDATE]
+    after = _state(control)
+    assert engine.rpcs == [] and after.generation == before.generation and not after.paused
+    # An allowed method that changes nothing still runs.
+    assert len(control.CollectiveRpc(control_pb2.CollectiveRpcRequest(method="probe"),
+                                     timeout=5).results) == 1
+
+
 def test_a_failed_worker_load_is_labelled_and_stays_paused(stubs, root: Path) -> None:
     _, control, engine = stubs
     control.SetWeightVersion(control_pb2.SetWeightVersionRequest(new_version="v1"), timeout=5)
