@@ -48,13 +48,15 @@ def run_gateway(ns: argparse.Namespace) -> int:
     from tokenwire.gateway.process import EnvoyProcess, port_open
 
     settings = gw_settings.from_namespace(ns)
+    try:
+        gw_settings.check_control(settings)
+        if not ns.print_config:
+            gw_settings.injected_admin_key(settings)
+    except ValueError as err:
+        raise SystemExit(f"tokenwire gateway: {err}") from None
     if ns.print_config:  # the admin key, if injected, stays out of the printout
         sys.stdout.write(render(settings, admin_key=f"${gw_settings.ADMIN_KEY_ENV}"))
         return 0
-    try:
-        gw_settings.injected_admin_key(settings)
-    except ValueError as err:
-        raise SystemExit(f"tokenwire gateway: {err}") from None
     if not settings.upstreams and not port_open(settings.upstream_host, settings.upstream_port):
         print(
             f"tokenwire gateway: warning: no server on {settings.upstream_host}:"
@@ -115,13 +117,23 @@ def run_up(ns: argparse.Namespace) -> int:
     ns.gateway_upstream_host = ns.host
     ns.gateway_upstream_port = ns.port
     # The server refuses control that came through a proxy unless it carries
-    # the admin key, so the gateway exposes control only when there is one.
-    ns.gateway_control = ns.enable_control and bool(server.admin_api_key)
-    if ns.enable_control and not server.admin_api_key:
+    # the admin key, so the gateway exposes control only when there is one,
+    # and only in front of one replica (each call would reach one of several).
+    fleet = ns.replicas > 1
+    ns.gateway_control = ns.enable_control and bool(server.admin_api_key) and not fleet
+    if ns.enable_control and fleet:
+        print(f"tokenwire up: with --replicas {ns.replicas} the gateway does not pass control "
+              "(each call would reach one replica): control the replicas with `tokenwire control "
+              "--fleet HOST:PORT,HOST:PORT ...` (their own addresses)", file=sys.stderr, flush=True)
+    elif ns.enable_control and not server.admin_api_key:
         print(f"tokenwire up: control without --admin-api-key is for this host only: call the "
               f"server at {ns.host}:{ns.port} (`tokenwire control --server {ns.host}:{ns.port}"
               " ...`); the gateway does not expose it", file=sys.stderr, flush=True)
     if ns.gateway_inject_admin_key:
+        if fleet:
+            raise SystemExit("tokenwire up: --gateway-inject-admin-key needs one replica (a "
+                             "fleet's control goes replica by replica: `tokenwire control "
+                             "--fleet`)")
         if not ns.gateway_control:
             raise SystemExit("tokenwire up: --gateway-inject-admin-key needs --enable-control and "
                              "--admin-api-key (or $TOKENWIRE_ADMIN_API_KEY)")
@@ -142,6 +154,10 @@ def run_up(ns: argparse.Namespace) -> int:
     replicas = plan_replicas(ns)
     if len(replicas) > 1:
         gateway = dataclasses.replace(gateway, upstreams=tuple(r.address for r in replicas))
+    try:
+        gw_settings.check_control(gateway)  # e.g. --gateway-inject-admin-key on 0.0.0.0
+    except ValueError as err:
+        raise SystemExit(f"tokenwire up: {err}") from None
     return supervisor.run(replicas, gateway, probe=probe, server_env=env)
 
 

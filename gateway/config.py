@@ -19,14 +19,21 @@ import pathlib
 from typing import Any
 
 from tokenwire import wire
-from tokenwire.gateway import lua_bundle
+from tokenwire.gateway import control_routes, lua_bundle
+from tokenwire.gateway.control_routes import CONTROL_PREFIX  # noqa: F401 (config.CONTROL_PREFIX)
 from tokenwire.gateway.local_replies import local_reply_mappers
-from tokenwire.gateway.settings import GatewaySettings, endpoints, injected_admin_key, services
+from tokenwire.gateway.settings import (
+    GatewaySettings,
+    check_control,
+    endpoints,
+    injected_admin_key,
+    is_ip,
+    services,
+)
 from tokenwire.wire import AFFINITY_HEADER, SESSION_HEADER
 
 CLUSTER = "tokenwire_grpc"  # the replicas, least-loaded first (calls without an affinity key)
 AFFINITY_CLUSTER = "tokenwire_affinity"  # the same replicas, by consistent hash of the key
-CONTROL_PREFIX = "/tokenwire.v1.ControlService/"
 # What an outside caller may not send: the gateway's own routing key, the
 # tenant (the server takes it from the credential, or from a trusted hop),
 # and Envoy's internal headers (prefix), which the server reads as "came
@@ -100,7 +107,11 @@ def _http_filters(settings: GatewaySettings, lua_dir: pathlib.PurePath | None) -
         # REST directly prints as one JSON array.
         "print_options": {"preserve_proto_field_names": True, "always_print_enums_as_ints": False},
     }
+    # --inject-admin-key: the caller's content type, recorded before the
+    # transcoder replaces it (control_routes.py reads it).
+    facts = [control_routes.request_facts_filter()] if settings.inject_admin_key else []
     return [
+        *facts,
         _lua_filter("tokenwire.openai_rest", "openai_rest", settings, lua_dir),
         {"name": "envoy.filters.http.grpc_json_transcoder", "typed_config": transcoder},
         _lua_filter("tokenwire.grpc_status", "grpc_status", settings, lua_dir),
@@ -127,7 +138,7 @@ def _connection_manager(settings: GatewaySettings, lua_dir: pathlib.PurePath | N
     # gRPC: native calls and transcoded REST calls (the transcoder has
     # rewritten those to POST /tokenwire.v1.<Service>/<Method>). Anything
     # else is an unknown REST path: no route, 404.
-    grpc = {"name": "content-type", "string_match": {"prefix": "application/grpc"}}
+    grpc = control_routes.GRPC
 
     def route(cluster: str, *present: str, prefix: str = "/") -> dict[str, Any]:
         headers = [grpc, *({"name": h, "present_match": True} for h in present)]
@@ -151,27 +162,10 @@ def _connection_manager(settings: GatewaySettings, lua_dir: pathlib.PurePath | N
                 else [route(CLUSTER, prefix=prefix)])
 
     routes = routes_for("/")
-    if admin_key:
-        # --inject-admin-key: ControlService calls (native, and REST ones,
-        # which the transcoder rewrites to /tokenwire.v1.ControlService/<Method>
-        # and then clears the route cache, so they select these routes) carry
-        # the admin key, over whatever the caller sent; no other route does.
-        credential = {"header": {"key": wire.AUTHORIZATION_HEADER, "value": f"Bearer {admin_key}"},
-                      "append_action": "OVERWRITE_IF_EXISTS_OR_ADD"}
-        control_routes = routes_for(CONTROL_PREFIX)
-        for item in control_routes:
-            item["request_headers_to_add"] = [credential]
-        routes = control_routes + routes
+    if admin_key:  # --inject-admin-key: the key only where a browser cannot have sent the call
+        routes = control_routes.injecting_routes(settings, admin_key, lambda: route(CLUSTER)) + routes
     if not settings.control:
-        # Without --control the ControlService is not the gateway's to pass:
-        # native gRPC gets PERMISSION_DENIED (Envoy's local reply to a gRPC
-        # call maps 403 so); its REST routes are not transcoded (404).
-        routes.insert(0, {
-            "match": {"prefix": CONTROL_PREFIX, "case_sensitive": False, "headers": [grpc]},
-            "direct_response": {"status": 403, "body": {"inline_string": (
-                "this gateway does not pass the ControlService (start it with --control; the "
-                "server then needs its admin key)")}},
-        })
+        routes = control_routes.refused_routes() + routes
     return {
         _TYPE: "type.googleapis.com/envoy.extensions.filters.network.http_connection_manager.v3"
                ".HttpConnectionManager",
@@ -235,16 +229,6 @@ def _retry_policy(settings: GatewaySettings) -> dict[str, Any]:
     }
 
 
-def _is_ip(host: str) -> bool:
-    import ipaddress
-
-    try:
-        ipaddress.ip_address(host)
-    except ValueError:
-        return False
-    return True
-
-
 def _cluster(settings: GatewaySettings, name: str = CLUSTER) -> dict[str, Any]:
     limit = settings.max_requests
     hosts = endpoints(settings)
@@ -253,7 +237,7 @@ def _cluster(settings: GatewaySettings, name: str = CLUSTER) -> dict[str, Any]:
         "name": name,
         # IP addresses as given; a DNS name stands for every address it
         # resolves to (a Kubernetes headless Service), re-resolved.
-        "type": "STATIC" if all(_is_ip(h) for h, _ in hosts) else "STRICT_DNS",
+        "type": "STATIC" if all(is_ip(h) for h, _ in hosts) else "STRICT_DNS",
         "lb_policy": ("MAGLEV" if name == AFFINITY_CLUSTER
                       else "LEAST_REQUEST" if settings.affinity else "ROUND_ROBIN"),
         "connect_timeout": "5s",
@@ -334,7 +318,9 @@ def build(settings: GatewaySettings, lua_dir: pathlib.PurePath | None = None,
     Lua filters name their bundles there (``lua_dir/<entry>.lua``, written by
     lua_bundle.write); without it they carry them inline. With
     --inject-admin-key the key is ``admin_key``, by default the environment's
-    (settings.injected_admin_key; ValueError when missing)."""
+    (settings.injected_admin_key; ValueError when missing, and when
+    --control or --inject-admin-key cannot be honoured: check_control)."""
+    check_control(settings)
     if admin_key is None:
         admin_key = injected_admin_key(settings)
     elif not settings.inject_admin_key:

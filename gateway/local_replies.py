@@ -19,6 +19,8 @@ from tokenwire.gateway.settings import GatewaySettings
 LOCAL_REPLIES: dict[int, tuple[str, str]] = {
     400: (INVALID_BODY_CODE, "%LOCAL_REPLY_BODY%"),
     404: ("unknown_url", "Invalid URL (%REQ(:METHOD)% %REQ(:PATH)%)"),
+    # Only the ControlService's refusals (control_routes.py) are Envoy's own 403.
+    403: ("control_refused", "%LOCAL_REPLY_BODY%"),
     413: ("request_too_large", "the request body is larger than {limit} bytes"),
     429: ("rate_limited", "%LOCAL_REPLY_BODY%"),
     502: ("bad_gateway", "%LOCAL_REPLY_BODY%"),

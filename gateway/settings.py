@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 import collections.abc
 import dataclasses
+import ipaddress
 import os
 import pathlib
 
@@ -49,10 +50,13 @@ class GatewaySettings:
     concurrency: int = 1  # Envoy worker threads
     log_level: str = "warning"
     config_dir: str = ""  # where the rendered config goes; "" : a temporary folder
-    control: bool = False  # also transcode the ControlService (vLLM/SGLang RL route names)
-    # With control: the gateway itself sends the admin key ($TOKENWIRE_ADMIN_API_KEY
-    # at start) on every ControlService call, over whatever the caller sent:
-    # whoever reaches this gateway has control (trainers that send no key).
+    # Also transcode the ControlService (vLLM/SGLang RL route names); one
+    # upstream only, by IP address (check_control).
+    control: bool = False
+    # With control, on a loopback listener: the gateway itself sends the admin
+    # key ($TOKENWIRE_ADMIN_API_KEY at start) on ControlService calls a browser
+    # cannot have sent (control_routes.py), over whatever the caller sent:
+    # every program on this host has control (trainers that send no key).
     inject_admin_key: bool = False
 
 
@@ -91,14 +95,18 @@ HELPS = {
     "log_level": "Envoy log level (trace, debug, info, warning, error, critical, off)",
     "config_dir": "write the rendered Envoy config here (default: a temporary folder)",
     "control": "pass the ControlService (native gRPC, and its REST routes /pause, /resume, "
-               "/update_weights, ...); without it the gateway refuses control calls. The server "
-               "must run with --enable-control, and refuses control through a proxy without its "
-               "admin key",
-    "inject_admin_key": "with --control: the gateway adds 'authorization: Bearer <admin key>' "
-                        f"(${ADMIN_KEY_ENV}, read at start) to every ControlService call, over "
-                        "what the caller sent, so trainers that send no key (TRL, SkyRL, slime, "
-                        "AReaL) have control through it. Anyone who can reach this gateway then "
-                        "has control: only on a loopback or private listener",
+               "/update_weights, ...) to the one upstream (an IP address; a fleet is controlled "
+               "with `tokenwire control --fleet`); without it the gateway refuses control calls. "
+               "The server must run with --enable-control, and refuses control through a proxy "
+               "without its admin key",
+    "inject_admin_key": "with --control, on a loopback listener: the gateway adds "
+                        f"'authorization: Bearer <admin key>' (${ADMIN_KEY_ENV}, read at start) "
+                        "to ControlService calls a browser cannot have sent (native gRPC, or JSON "
+                        "or no body, with no Origin, Sec-Fetch-* or browser User-Agent, Host "
+                        "localhost/127.0.0.1/[::1] with the listen port), over what the caller "
+                        "sent, so trainers that send no key (TRL, SkyRL, slime, AReaL) have "
+                        "control through it; other control calls get 403. Any program on this "
+                        "host then has control",
 }
 
 
@@ -135,15 +143,52 @@ def from_namespace(ns: argparse.Namespace) -> GatewaySettings:
     return GatewaySettings(**values)
 
 
-def injected_admin_key(settings: GatewaySettings,
-                       environ: collections.abc.Mapping[str, str] = os.environ) -> str:
-    """The admin key the gateway adds to control calls ("" without
-    --inject-admin-key); ValueError when the flag cannot be honoured."""
+def is_ip(host: str) -> bool:
+    try:
+        ipaddress.ip_address(host)
+    except ValueError:
+        return False
+    return True
+
+
+def check_control(settings: GatewaySettings) -> None:
+    """ValueError when --control or --inject-admin-key cannot be honoured.
+
+    --control needs exactly one upstream given as an IP address: with
+    several replicas each control call would reach one of them (the
+    cluster's load balancer picks), so ``/pause`` then ``/is_paused`` could
+    ask different replicas; a DNS name may stand for many (STRICT_DNS: a
+    headless Service), so it is refused too. --inject-admin-key gives control
+    to whoever reaches the listener, so it runs only on a loopback one."""
+    hosts = endpoints(settings)
+    if settings.control and (len(hosts) > 1 or not is_ip(hosts[0][0])):
+        given = " ".join(settings.upstreams) or f"{settings.upstream_host}:{settings.upstream_port}"
+        raise ValueError(
+            f"--control passes each control call to one replica, so it needs exactly one upstream "
+            f"given by IP address (got {given}; a DNS name may stand for many: give one replica's "
+            f"IP address). Control a fleet replica by replica with `tokenwire control --fleet "
+            f"HOST:PORT,HOST:PORT ...` (the replicas' own addresses, with the admin key) and run "
+            f"the gateway without --control")
     if not settings.inject_admin_key:
-        return ""
+        return
     if not settings.control:
         raise ValueError("--inject-admin-key needs --control (it adds the admin key to the "
                          "control calls the gateway passes)")
+    if not (is_ip(settings.listen_host) and ipaddress.ip_address(settings.listen_host).is_loopback):
+        raise ValueError(
+            f"--inject-admin-key gives control to whoever reaches the gateway, so it listens only "
+            f"on a loopback address (127.0.0.1 or ::1), not {settings.listen_host}; "
+            f"elsewhere callers send the admin key themselves")
+
+
+def injected_admin_key(settings: GatewaySettings,
+                       environ: collections.abc.Mapping[str, str] = os.environ) -> str:
+    """The admin key the gateway adds to control calls ("" without
+    --inject-admin-key); ValueError when --control or the flag cannot be
+    honoured (check_control)."""
+    check_control(settings)
+    if not settings.inject_admin_key:
+        return ""
     key = environ.get(ADMIN_KEY_ENV, "")
     if not key:
         raise ValueError(f"--inject-admin-key needs the server's admin key in ${ADMIN_KEY_ENV}")
