@@ -285,12 +285,19 @@ def _cluster(settings: GatewaySettings, name: str = CLUSTER) -> dict[str, Any]:
 
 def _overload_manager(settings: GatewaySettings) -> dict[str, Any]:
     """Envoy's own overload manager: a connection cap, and a heap budget
-    under which it first shrinks its heap, then refuses new requests (503)
-    instead of growing until the kernel kills it."""
+    under which it resets the streams holding the most buffered memory (a
+    client that stops reading a long stream, a large body), shrinks its
+    heap, then refuses new requests (503) instead of growing until the
+    kernel kills it. Resetting needs Envoy's buffer accounting: streams
+    holding 2^20 bytes (1 MiB) or more are tracked, in buckets by size; from
+    90 % of the heap budget the largest are reset first, and by 98 % every
+    tracked one is eligible."""
     heap = "envoy.resource_monitors.fixed_heap"
 
     def at(threshold: float) -> dict[str, Any]:
         return {"name": heap, "threshold": {"value": threshold}}
+
+    scaled = {"name": heap, "scaled": {"scaling_threshold": 0.90, "saturation_threshold": 0.98}}
 
     return {
         "refresh_interval": "0.25s",
@@ -306,9 +313,11 @@ def _overload_manager(settings: GatewaySettings) -> dict[str, Any]:
                 "max_heap_size_bytes": settings.max_heap_bytes}},
         ],
         "actions": [
+            {"name": "envoy.overload_actions.reset_high_memory_stream", "triggers": [scaled]},
             {"name": "envoy.overload_actions.shrink_heap", "triggers": [at(0.95)]},
             {"name": "envoy.overload_actions.stop_accepting_requests", "triggers": [at(0.98)]},
         ],
+        "buffer_factory_config": {"minimum_account_to_track_power_of_two": 20},
     }
 
 

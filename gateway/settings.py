@@ -89,8 +89,9 @@ HELPS = {
     "request_headers_timeout_s": "seconds a client has to send its request headers (slow clients are cut off)",
     "request_timeout_s": "seconds a client has to send its whole request body (disarmed once the "
                          "response starts, so long generations are not cut)",
-    "max_heap_bytes": "Envoy's heap budget: its overload manager shrinks the heap at 95 %% and "
-                      "refuses new requests (503) at 98 %%",
+    "max_heap_bytes": "Envoy's heap budget: its overload manager resets the streams buffering the "
+                      "most memory from 90 %%, shrinks the heap at 95 %% and refuses new requests "
+                      "(503) at 98 %%",
     "concurrency": "Envoy worker threads",
     "log_level": "Envoy log level (trace, debug, info, warning, error, critical, off)",
     "config_dir": "write the rendered Envoy config here (default: a temporary folder)",

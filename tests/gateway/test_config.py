@@ -90,3 +90,38 @@ def test_golden_config_is_a_valid_envoy_config(tmp_path) -> None:
     text = text.replace(golden.CONFIG_DIR, str(tmp_path)).replace(golden.PACKAGE, str(golden.PACKAGE_DIR))
     (tmp_path / "envoy.yaml").write_text(text)
     _validate(tmp_path / "envoy.yaml")
+
+
+@pytest.mark.parametrize("heap_bytes,scale", [(1 << 30, 0), (1 << 20, 100)])
+def test_overload_resets_high_memory_streams(heap_bytes: int, scale: int) -> None:
+    """Envoy 1.40 takes reset_high_memory_stream with its buffer accounting
+    (buffer_factory_config) and runs it on the heap monitor: scale 0 under
+    a 1 GiB budget, 100 (every tracked stream eligible) over a 1 MiB one."""
+    import time
+
+    import httpx
+
+    from tests.gateway.envoy_fixture import start_gateway, stop_gateway
+    from tests.servers import free_port
+
+    admin_port = free_port()
+    envoy = start_gateway(f"127.0.0.1:{free_port()}", admin_port=admin_port,
+                          max_heap_bytes=heap_bytes)
+    name = "overload.envoy.overload_actions.reset_high_memory_stream.scale_percent"
+    try:
+        admin = f"http://127.0.0.1:{admin_port}"
+        configs = httpx.get(f"{admin}/config_dump", timeout=10).json()["configs"]
+        overload = next(c["bootstrap"]["overload_manager"] for c in configs if "bootstrap" in c)
+        assert overload["actions"][0]["name"] == "envoy.overload_actions.reset_high_memory_stream"
+        assert overload["buffer_factory_config"] == {"minimum_account_to_track_power_of_two": 20}
+        deadline, value = time.monotonic() + 20, None
+        while time.monotonic() < deadline:  # the monitor's first readings
+            stats = httpx.get(f"{admin}/stats", params={"filter": name}, timeout=10).text
+            value = next((int(line.split(": ")[1]) for line in stats.splitlines()
+                          if line.startswith(name + ":")), None)
+            if value == scale:
+                break
+            time.sleep(0.25)
+        assert value == scale
+    finally:
+        stop_gateway(envoy)
