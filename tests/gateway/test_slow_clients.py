@@ -80,7 +80,8 @@ def test_overload_manager_and_stream_caps_are_configured() -> None:
     monitors = {m["name"]: m for m in doc["overload_manager"]["resource_monitors"]}
     assert monitors["envoy.resource_monitors.fixed_heap"]["typed_config"]["max_heap_size_bytes"] == 123456789
     actions = {a["name"] for a in doc["overload_manager"]["actions"]}
-    assert actions == {"envoy.overload_actions.shrink_heap", "envoy.overload_actions.stop_accepting_requests"}
+    assert actions == {"envoy.overload_actions.reset_high_memory_stream",
+                       "envoy.overload_actions.shrink_heap", "envoy.overload_actions.stop_accepting_requests"}
     hcm = doc["static_resources"]["listeners"][0]["filter_chains"][0]["filters"][0]["typed_config"]
     assert hcm["http2_protocol_options"]["max_concurrent_streams"] == 64
     assert hcm["request_headers_timeout"] == "10s" and hcm["request_timeout"] == "60s"
