@@ -163,7 +163,8 @@ def _connection_manager(settings: GatewaySettings, lua_dir: pathlib.PurePath | N
 
     routes = routes_for("/")
     if admin_key:  # --inject-admin-key: the key only where a browser cannot have sent the call
-        routes = control_routes.injecting_routes(settings, admin_key, lambda: route(CLUSTER)) + routes
+        routes = [*control_routes.injecting_routes(settings, admin_key, lambda: route(CLUSTER)),
+                  *routes]
     if not settings.control:
         routes = control_routes.refused_routes() + routes
     return {

@@ -22,7 +22,7 @@ FLEET = ("127.0.0.1:50051", "127.0.0.1:50052")
 
 @pytest.mark.parametrize("settings", [
     GatewaySettings(control=True, upstreams=FLEET),
-    GatewaySettings(control=True, upstreams=("tokenwire-replicas.default.svc.cluster.local:50051",)),
+    GatewaySettings(control=True, upstreams=("tokenwire-replicas.default.svc.cluster.local:5",)),
     GatewaySettings(control=True, upstream_host="localhost"),
 ], ids=["two-replicas", "dns-name", "localhost"])
 def test_control_needs_one_upstream_by_ip(settings: GatewaySettings) -> None:
