@@ -114,7 +114,9 @@ def run_up(ns: argparse.Namespace) -> int:
         check_exposure(server)
     except ValueError as err:
         raise SystemExit(f"tokenwire up: {err}") from None
-    ns.gateway_upstream_host = ns.host
+    # The gateway's upstream by address: a name (even localhost, which may
+    # resolve to two) would stand for several replicas to --control.
+    ns.gateway_upstream_host = "127.0.0.1" if ns.host == "localhost" else ns.host
     ns.gateway_upstream_port = ns.port
     # The server refuses control that came through a proxy unless it carries
     # the admin key, so the gateway exposes control only when there is one,

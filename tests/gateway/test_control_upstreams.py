@@ -76,3 +76,5 @@ def test_up_with_replicas_keeps_control_off_the_gateway(
     with pytest.raises(SystemExit, match="--gateway-inject-admin-key needs one replica"):
         main([*base, "--replicas", "2", "--gateway-inject-admin-key"])
     assert len(started) == 2
+    main([*base, "--host", "localhost"])  # the gateway reaches it by address: control stays on
+    assert started[2].control is True and started[2].upstream_host == "127.0.0.1"
