@@ -123,8 +123,9 @@ class Prompt:
 
 
 class Driver(Protocol):
-    def __call__(self, prompt: Prompt, max_tokens: int, window: Window | None = None) -> Awaitable[Record]:
-        ...
+    def __call__(
+        self, prompt: Prompt, max_tokens: int, window: Window | None = None
+    ) -> Awaitable[Record]: ...
 
 
 Closer = Callable[[], Awaitable[None]]
@@ -153,14 +154,18 @@ def _grpc_stream(call_for: Callable[[Any], Any], build: Callable[[Prompt, int], 
     return run
 
 
-def _tokenwire_stream(address: str, method: str, build: Callable[[Prompt, int], Any]) -> tuple[Driver, Closer]:
+def _tokenwire_stream(
+    address: str, method: str, build: Callable[[Prompt, int], Any]
+) -> tuple[Driver, Closer]:
     import grpc
 
     from tokenwire.v1 import service_pb2_grpc
 
     channel = grpc.aio.insecure_channel(address)
     call = getattr(service_pb2_grpc.TokenwireServiceStub(channel), method)
-    return _grpc_stream(call, build, lambda chunk: sum(len(ch.token_ids) for ch in chunk.choices)), channel.close
+    return _grpc_stream(
+        call, build, lambda chunk: sum(len(ch.token_ids) for ch in chunk.choices)
+    ), channel.close
 
 
 def tokenwire_grpc(address: str, stream_interval: int | None = None) -> tuple[Driver, Closer]:

@@ -79,7 +79,8 @@ class ServerContestant(Contestant):
         async def go() -> dict[str, Any]:
             driver, close = self.make_driver()
             try:
-                return await clients.run_window(driver, self.prompts, cell.concurrency, cell.max_tokens,
+                return await clients.run_window(driver, self.prompts, cell.concurrency,
+                                                cell.max_tokens,
                                                 cell.warmup, cell.window, self.groups.cpu)
             finally:
                 await close()
@@ -94,7 +95,9 @@ class InProcessContestant(Contestant):
 
     name = "A"
 
-    def __init__(self, engine_args: dict[str, Any], prompts: list[clients.Prompt], logs: pathlib.Path):
+    def __init__(
+        self, engine_args: dict[str, Any], prompts: list[clients.Prompt], logs: pathlib.Path
+    ):
         self.log = logs / "A.log"
         self.proc = subprocess.Popen(
             [systems.PY, "-m", "bench.inprocess"], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
@@ -102,7 +105,10 @@ class InProcessContestant(Contestant):
             text=True,
         )
         assert self.proc.stdin and self.proc.stdout
-        job = {"engine_args": engine_args, "prompts": [{"text": p.text, "ids": p.ids} for p in prompts]}
+        job = {
+            "engine_args": engine_args,
+            "prompts": [{"text": p.text, "ids": p.ids} for p in prompts],
+        }
         self.proc.stdin.write(json.dumps(job) + "\n")
         self.proc.stdin.flush()
 
@@ -111,7 +117,9 @@ class InProcessContestant(Contestant):
         for line in self.proc.stdout:
             if line.startswith("READY"):
                 engine, self.others = systems.engine_cores(self.proc.pid)
-                self.groups = systems.ProcGroups({"serving": [psutil.Process(self.proc.pid)], "engine": engine})
+                self.groups = systems.ProcGroups(
+                    {"serving": [psutil.Process(self.proc.pid)], "engine": engine}
+                )
                 return
         raise RuntimeError(f"A failed to start: see {self.log}")
 
@@ -180,7 +188,9 @@ def start_vllm_grpc(cfg: systems.EngineConfig, logs: pathlib.Path) -> tuple[syst
     return proc, f"127.0.0.1:{port}"
 
 
-def start_smg(cfg: systems.EngineConfig, backend: str, logs: pathlib.Path) -> tuple[systems.Proc, str]:
+def start_smg(
+    cfg: systems.EngineConfig, backend: str, logs: pathlib.Path
+) -> tuple[systems.Proc, str]:
     port = systems.free_port()
     proc = systems.spawn("F-smg", [
         str(systems.BIN / "smg"), "launch", "--host", "127.0.0.1", "--port", str(port),

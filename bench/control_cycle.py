@@ -89,7 +89,9 @@ def max_gap(arrivals: list[float], start: float, end: float) -> float:
 
 
 def main() -> None:
-    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
     ap.add_argument("--model", default=str(DEMO))
     ap.add_argument("--streams", type=int, default=8)
     ap.add_argument("--cycles", type=int, default=5)
@@ -104,8 +106,8 @@ def main() -> None:
     port = free_port()
     address = f"127.0.0.1:{port}"
     server = spawn("tokenwire", [
-        str(ROOT / ".venv" / "bin" / "tokenwire"), "serve", "--model", str(model), "--port", str(port),
-        "--enable-control", "--weight-version", "c0", "--max-model-len", "4096",
+        str(ROOT / ".venv" / "bin" / "tokenwire"), "serve", "--model", str(model), "--port",
+        str(port), "--enable-control", "--weight-version", "c0", "--max-model-len", "4096",
     ], out, bench_env())
     try:
         wait_until(lambda: grpc_serving(address), [server], timeout=600)
@@ -151,11 +153,16 @@ def main() -> None:
         server.stop()
         shutil.rmtree(tmp, ignore_errors=True)
     (out / "control_cycle.json").write_text(json.dumps(report, indent=2))
-    print("| cycle | pause ms | update ms (server load) | resume ms | total ms | longest stream stall ms |")
+    print(
+        "| cycle | pause ms | update ms (server load) | resume ms | total ms | longest stream "
+        "stall ms |"
+    )
     print("|---|---|---|---|---|---|")
     for c in report["cycles"]:
-        print(f"| {c['cycle']} | {c['pause_ms']:.0f} | {c['update_ms']:.0f} ({c['server_load_ms']}) | "
-              f"{c['resume_ms']:.0f} | {c['total_ms']:.0f} | {c['stall_ms']:.0f} |")
+        print(
+            f"| {c['cycle']} | {c['pause_ms']:.0f} | {c['update_ms']:.0f} ({c['server_load_ms']}) "
+            f"| {c['resume_ms']:.0f} | {c['total_ms']:.0f} | {c['stall_ms']:.0f} |"
+        )
     print(f"median chunk gap outside cycles: {report['median_chunk_gap_ms']:.1f} ms; "
           f"streams ok: {report['streams_ok']}; spans contiguous: {report['spans_contiguous']}; "
           f"spans per stream: {report['versions_per_stream']}")

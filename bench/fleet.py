@@ -6,8 +6,9 @@ model) behind one `tokenwire gateway`, multi-turn token-in conversations.
 
 1. Affinity vs round robin: the share of cacheable turn-2+ prompt tokens
    (the whole KV blocks the previous turn computed: its prompt and all but
-   the last of its completion ids) served from the prefix cache, each conversation keyed by X-Session-ID; the same
-   workload through a gateway with --no-affinity.
+   the last of its completion ids) served from the prefix cache, each
+   conversation keyed by X-Session-ID; the same workload through a gateway
+   with --no-affinity.
 2. A fleet update with one replica made to fail (its checkpoint folder is
    missing): every replica ends resumed on the old version.
 3. Kill one replica (SIGKILL, engine included) mid-run: which calls fail and
@@ -132,8 +133,8 @@ async def run_conversations(address: str, n: int, turns: int, seed: int, *,
                 async with limit:
                     try:
                         resp = await client.generate(
-                            token_ids=ids, sampling_params={"max_tokens": max_tokens, "ignore_eos": True,
-                                                            "temperature": 1.0},
+                            token_ids=ids, sampling_params={"max_tokens": max_tokens,
+                                                            "ignore_eos": True, "temperature": 1.0},
                             metadata=(("x-session-id", f"conv-{seed}-{c}"),), timeout=120)
                         break
                     except TokenwireError as exc:
@@ -261,7 +262,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--model", default=str(systems.ROOT / ".models" / "tiny-random-llama"))
     parser.add_argument("--conversations", type=int, default=64)
     parser.add_argument("--turns", type=int, default=4)
-    parser.add_argument("--out", type=pathlib.Path, default=systems.ROOT / "bench" / "out" / "fleet.json")
+    parser.add_argument(
+        "--out", type=pathlib.Path, default=systems.ROOT / "bench" / "out" / "fleet.json"
+    )
     ns = parser.parse_args(argv)
     logs = ns.out.parent / "fleet-logs"
     logs.mkdir(parents=True, exist_ok=True)

@@ -73,7 +73,9 @@ def measure(name: str, make: Any, groups: dict[str, list[int]], prompts: list[cl
         driver, close = make()
         await _drive(driver, prompts, conc, 2.0, max_tokens)  # warm-up
         c0 = cpu()
-        spy = pyspy.record(groups["server"][0], seconds, profile, native=native) if profile else None
+        spy = (
+            pyspy.record(groups["server"][0], seconds, profile, native=native) if profile else None
+        )
         tokens, wall = await _drive(driver, prompts, conc, seconds, max_tokens)
         c1 = cpu()
         if spy is not None:
@@ -87,7 +89,8 @@ def measure(name: str, make: Any, groups: dict[str, list[int]], prompts: list[cl
     for g, seconds_used in used.items():
         row[f"{g}_cpu_us_per_token"] = 1e6 * seconds_used / max(1, tokens)
         row[f"{g}_cpu_share"] = seconds_used / wall
-        text += f"  {g}: {row[f'{g}_cpu_us_per_token']:5.1f} CPU us/token ({100 * seconds_used / wall:.0f}% of a core)"
+        text += (f"  {g}: {row[f'{g}_cpu_us_per_token']:5.1f} CPU us/token "
+                 f"({100 * seconds_used / wall:.0f}% of a core)")
     print(text, flush=True)
     if profile is not None and profile.exists():
         print(pyspy.summarize(profile), flush=True)
@@ -97,14 +100,15 @@ def measure(name: str, make: Any, groups: dict[str, list[int]], prompts: list[cl
 def _floor(logs: Any, prompts: list[clients.Prompt], ns: argparse.Namespace) -> dict[str, Any]:
     """The same load on a bare grpc.aio server that only streams chunks."""
     port = systems.free_port()
-    floor = systems.spawn("frontend-floor", [systems.PY, "-m", "bench.floor_server", "--port", str(port)],
+    floor = systems.spawn("frontend-floor",
+                          [systems.PY, "-m", "bench.floor_server", "--port", str(port)],
                           logs, systems.bench_env())
     address = f"127.0.0.1:{port}"
     try:
         systems.wait_until(lambda: _reachable(address), [floor], timeout=60)
         return measure("floor: bare grpc.aio stream", lambda: clients.tokenwire_grpc(address),
-                       {"server": [floor.popen.pid]}, prompts, ns.concurrency, ns.seconds, ns.max_tokens,
-                       ns.profile)
+                       {"server": [floor.popen.pid]}, prompts, ns.concurrency, ns.seconds,
+                       ns.max_tokens, ns.profile)
     finally:
         floor.stop()
 
@@ -118,7 +122,9 @@ def _reachable(address: str) -> bool:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
     parser.add_argument("--concurrency", type=int, default=64)
     parser.add_argument("--seconds", type=float, default=15.0)
     parser.add_argument("--max-tokens", type=int, default=128)
@@ -146,11 +152,12 @@ def main(argv: list[str] | None = None) -> int:
         paths = ns.paths.split(",")
         args = (prompts, ns.concurrency, ns.seconds, ns.max_tokens, ns.profile)
         if "chat" in paths:
-            rows.append(measure("gRPC StreamChatCompletion", lambda: clients.tokenwire_grpc(address),
-                                {"server": [pid]}, *args))
+            rows.append(measure("gRPC StreamChatCompletion",
+                                lambda: clients.tokenwire_grpc(address), {"server": [pid]}, *args))
         if "chat16" in paths:
             rows.append(measure(
-                "gRPC chat, 16 tokens/chunk", lambda: clients.tokenwire_grpc(address, stream_interval=16),
+                "gRPC chat, 16 tokens/chunk",
+                lambda: clients.tokenwire_grpc(address, stream_interval=16),
                 {"server": [pid]}, *args,
             ))
         if "generate" in paths:
@@ -163,7 +170,8 @@ def main(argv: list[str] | None = None) -> int:
             gproc, url = gw
             try:
                 rows.append(measure(
-                    "REST SSE via Envoy", lambda: clients.openai_sse(url, "fake", ids_field="token_ids"),
+                    "REST SSE via Envoy",
+                    lambda: clients.openai_sse(url, "fake", ids_field="token_ids"),
                     {"server": [pid], "envoy": envoy_pids(gproc)}, *args,
                 ))
             finally:

@@ -35,8 +35,10 @@ def _drive(address: str, concurrency: int, seconds: float, max_tokens: int, chan
     from tokenwire.v1 import chat_pb2, service_pb2_grpc
 
     async def main() -> tuple[int, float]:
-        opened = [grpc.aio.insecure_channel(address, options=[("grpc.use_local_subchannel_pool", 1)])
-                  for _ in range(channels)]
+        opened = [
+            grpc.aio.insecure_channel(address, options=[("grpc.use_local_subchannel_pool", 1)])
+            for _ in range(channels)
+        ]
         stubs = [service_pb2_grpc.TokenwireServiceStub(ch) for ch in opened]
         tokens = 0
 
@@ -73,12 +75,15 @@ def measure(count: int, ns: argparse.Namespace, logs: pathlib.Path) -> dict[str,
     try:
         systems.wait_until(lambda: systems.grpc_serving(address), [server], timeout=60)
         time.sleep(1.0)  # every serving process is up
-        family = [psutil.Process(server.popen.pid), *psutil.Process(server.popen.pid).children(True)]
+        family = [
+            psutil.Process(server.popen.pid),
+            *psutil.Process(server.popen.pid).children(True),
+        ]
         cpu0 = sum(sum(p.cpu_times()[:2]) for p in family)
         ctx = multiprocessing.get_context("spawn")
         queue = ctx.Queue()
-        drivers = [ctx.Process(target=_drive, args=(address, ns.concurrency // ns.drivers, ns.seconds,
-                                                    ns.max_tokens, 4, queue))
+        drivers = [ctx.Process(target=_drive, args=(address, ns.concurrency // ns.drivers,
+                                                    ns.seconds, ns.max_tokens, 4, queue))
                    for _ in range(ns.drivers)]
         for d in drivers:
             d.start()
@@ -92,14 +97,18 @@ def measure(count: int, ns: argparse.Namespace, logs: pathlib.Path) -> dict[str,
     wall = max(w for _, w in results)
     row = {"api_server_count": count, "tok_s": tokens / wall,
            "server_cpu_us_per_token": 1e6 * cpu / max(1, tokens), "server_cores_busy": cpu / wall}
-    print(f"api-server-count {count}: {row['tok_s']:8.0f} tok/s, server "
-          f"{row['server_cpu_us_per_token']:.1f} CPU us/token, {row['server_cores_busy']:.2f} cores",
-          flush=True)
+    print(
+        f"api-server-count {count}: {row['tok_s']:8.0f} tok/s, server "
+        f"{row['server_cpu_us_per_token']:.1f} CPU us/token, {row['server_cores_busy']:.2f} cores",
+        flush=True,
+    )
     return row
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
     parser.add_argument("--seconds", type=float, default=15.0)
     parser.add_argument("--concurrency", type=int, default=64)
     parser.add_argument("--max-tokens", type=int, default=128)

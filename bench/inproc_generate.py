@@ -84,8 +84,8 @@ def _request(i: int, tokens: int) -> generate_pb2.GenerateRequest:
     return req
 
 
-async def _tokenwire(stage: str, engine: VllmEngine, guarded: GuardedEngine, settings: ServerSettings,
-                     requests: int, tokens: int) -> int:
+async def _tokenwire(stage: str, engine: VllmEngine, guarded: GuardedEngine,
+                     settings: ServerSettings, requests: int, tokens: int) -> int:
     n = 0
     for i in range(requests):
         plan = build_generate_plan(_request(i, tokens), guarded, settings, served_model="bench",
@@ -132,8 +132,9 @@ async def _smg(streams: dict[str, list[Any]]) -> int:
                                                    num_prompt_logprobs=None,
                                                    is_first_chunk=first).SerializeToString()
                 if completion.finish_reason:
-                    VllmEngineServicer._complete_response(output, completion=completion, num_logprobs=None,
-                                                          num_prompt_logprobs=None).SerializeToString()
+                    VllmEngineServicer._complete_response(
+                        output, completion=completion, num_logprobs=None, num_prompt_logprobs=None
+                    ).SerializeToString()
                 n += 1
     return n
 
@@ -158,7 +159,9 @@ def chunk_bytes(guarded: GuardedEngine, settings: ServerSettings, tokens: int) -
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
     parser.add_argument("--requests", type=int, default=64)
     parser.add_argument("--tokens", type=int, default=128)
     parser.add_argument("--reps", type=int, default=7)

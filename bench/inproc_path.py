@@ -57,12 +57,16 @@ async def measure(requests: int) -> tuple[float, float]:
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
     parser.add_argument("--requests", type=int, default=200)
     ns = parser.parse_args()
     engine_us, path_us = asyncio.run(measure(ns.requests))
-    print(f"fake engine alone: {engine_us:.1f} us/token; "
-          f"tokenwire's chat path on top (plan, admission, chunks, serialization): {path_us:.1f} us/token")
+    print(
+        f"fake engine alone: {engine_us:.1f} us/token; tokenwire's chat path on top (plan, "
+        f"admission, chunks, serialization): {path_us:.1f} us/token"
+    )
 
 
 if __name__ == "__main__":

@@ -46,7 +46,9 @@ def main() -> None:
     async def run() -> None:
         prompts = [Prompt(p["text"], p["ids"]) for p in job["prompts"]]
         engine, _ = systems.engine_cores(os.getpid())
-        groups = systems.ProcGroups.of({"serving": [os.getpid()], "engine": [p.pid for p in engine]})
+        groups = systems.ProcGroups.of(
+            {"serving": [os.getpid()], "engine": [p.pid for p in engine]}
+        )
         print("READY", flush=True)
         loop = asyncio.get_running_loop()
         while True:

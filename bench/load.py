@@ -89,7 +89,9 @@ async def grpc_one(stub: Any, i: int, kind: str, tally: collections.Counter) -> 
     _check(tally, "grpc", kind, ids, final)
 
 
-async def rest_one(client: httpx.AsyncClient, i: int, kind: str, tally: collections.Counter) -> None:
+async def rest_one(
+    client: httpx.AsyncClient, i: int, kind: str, tally: collections.Counter
+) -> None:
     b = body(i, kind)
     b["stream"] = True
     ids: list[int] = []
@@ -98,7 +100,9 @@ async def rest_one(client: httpx.AsyncClient, i: int, kind: str, tally: collecti
         if resp.status_code != 200:
             await resp.aread()
             ok = kind == "bad" and resp.status_code == 400 and "error" in resp.json()
-            tally[f"rest {kind}: " + ("HTTP 400" if ok else f"UNEXPECTED HTTP {resp.status_code}")] += 1
+            tally[
+                f"rest {kind}: " + ("HTTP 400" if ok else f"UNEXPECTED HTTP {resp.status_code}")
+            ] += 1
             return
         async for line in resp.aiter_lines():
             if not line.startswith("data: ") or line == "data: [DONE]":
@@ -118,7 +122,9 @@ async def rest_one(client: httpx.AsyncClient, i: int, kind: str, tally: collecti
     _check(tally, "rest", kind, ids, final)
 
 
-def _check(tally: collections.Counter, via: str, kind: str, ids: list[int], final: list[int] | None) -> None:
+def _check(
+    tally: collections.Counter, via: str, kind: str, ids: list[int], final: list[int] | None
+) -> None:
     if kind == "bad":
         tally[f"{via} bad: UNEXPECTED success"] += 1
     elif final == ids and len(ids) == MAX_TOKENS:
@@ -127,11 +133,15 @@ def _check(tally: collections.Counter, via: str, kind: str, ids: list[int], fina
         tally[f"{via} {kind}: UNEXPECTED ids mismatch"] += 1
 
 
-async def run_mix(grpc_addr: str, rest_url: str, count: int, concurrency: int, offset: int = 0) -> collections.Counter:
+async def run_mix(
+    grpc_addr: str, rest_url: str, count: int, concurrency: int, offset: int = 0
+) -> collections.Counter:
     tally: collections.Counter = collections.Counter()
     channel = grpc.aio.insecure_channel(grpc_addr)
     stub = service_pb2_grpc.TokenwireServiceStub(channel)
-    client = httpx.AsyncClient(base_url=rest_url, timeout=300, limits=httpx.Limits(max_connections=1024))
+    client = httpx.AsyncClient(
+        base_url=rest_url, timeout=300, limits=httpx.Limits(max_connections=1024)
+    )
     sem = asyncio.Semaphore(concurrency)
 
     async def one(i: int) -> None:
@@ -174,7 +184,9 @@ def metrics(port: int) -> dict[str, float]:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
     parser.add_argument("--model", default=str(systems.ROOT / ".models" / "tiny-random-llama"))
     parser.add_argument("--requests", type=int, default=512)
     parser.add_argument("--concurrency", type=int, default=256)
@@ -222,12 +234,16 @@ def main(argv: list[str] | None = None) -> int:
         m = metrics(mport)
         unexpected = sum(v for k, v in tally.items() if "UNEXPECTED" in k)
         report = {
-            "requests": done, "seconds": round(time.monotonic() - started, 1),
-            "by_kind": dict(sorted(tally.items())), "unexpected": unexpected,
+            "requests": done,
+            "seconds": round(time.monotonic() - started, 1),
+            "by_kind": dict(sorted(tally.items())),
+            "unexpected": unexpected,
             "engine_requests_left": left,
             "rss_mib_after_warmup": round((rss_after_warmup or 0) / 2**20, 1),
             "rss_mib_end": round(rss_end / 2**20, 1),
-            "rss_growth_pct": round(100 * (rss_end - (rss_after_warmup or rss_end)) / (rss_after_warmup or rss_end), 2),
+            "rss_growth_pct": round(
+                100 * (rss_end - (rss_after_warmup or rss_end)) / (rss_after_warmup or rss_end), 2
+            ),
             "metrics_in_flight": m.get("tokenwire_requests_in_flight"),
             "metrics_completion_tokens": m.get("tokenwire_completion_tokens_total"),
         }

@@ -70,7 +70,9 @@ def run(model: pathlib.Path, routed: bool) -> dict[str, Any]:
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--dir", type=pathlib.Path, default=pathlib.Path(".models/tiny-random-mixtral"))
+    parser.add_argument(
+        "--dir", type=pathlib.Path, default=pathlib.Path(".models/tiny-random-mixtral")
+    )
     args = parser.parse_args()
     build(args.dir)
     for routed in (False, True):

@@ -25,7 +25,9 @@ from bench.run import make_prompts
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
     parser.add_argument("--systems", default="BGE")
     parser.add_argument("--concurrency", type=int, default=64)
     parser.add_argument("--seconds", type=float, default=20.0)
@@ -34,8 +36,11 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--out", type=pathlib.Path, default=OUT / "profile" / "engine")
     parser.add_argument("--logprobs-mode", default="raw_logprobs",
                         help="vLLM's --logprobs-mode for every system (as bench.run)")
-    parser.add_argument("--native", action="store_true",
-                        help="also sample C/Cython frames (grpc core, upb): py-spy pauses the process")
+    parser.add_argument(
+        "--native",
+        action="store_true",
+        help="also sample C/Cython frames (grpc core, upb): py-spy pauses the process",
+    )
     ns = parser.parse_args(argv)
     cfg = systems.EngineConfig(model=ns.model, logprobs_mode=ns.logprobs_mode)
     logs = ns.out / "logs"
@@ -52,8 +57,8 @@ def main(argv: list[str] | None = None) -> int:
                 measure("B tokenwire chat", lambda: clients.tokenwire_grpc(address), groups, *args,
                         native=ns.native)
             if "G" in ns.systems:
-                measure("G tokenwire Generate", lambda: clients.tokenwire_generate(address), groups, *args,
-                        native=ns.native)
+                measure("G tokenwire Generate", lambda: clients.tokenwire_generate(address), groups,
+                        *args, native=ns.native)
         finally:
             proc.stop()
     if "E" in ns.systems:
@@ -61,8 +66,8 @@ def main(argv: list[str] | None = None) -> int:
         try:
             systems.wait_until(lambda: systems.grpc_serving(address), [proc], timeout=600)
             time.sleep(2)
-            measure("E vLLM gRPC", lambda: clients.vllm_grpc(address), {"server": [proc.popen.pid]}, *args,
-                    native=ns.native)
+            measure("E vLLM gRPC", lambda: clients.vllm_grpc(address), {"server": [proc.popen.pid]},
+                    *args, native=ns.native)
         finally:
             proc.stop()
     return 0

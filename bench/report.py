@@ -19,8 +19,10 @@ NAMES = {
     "F": "smg gateway REST+SSE",
 }
 ORDER = "ABGSCDEF"
-PAIRS = [("B", "E"), ("G", "E"), ("C", "D"), ("C", "F"), ("S", "A"), ("B", "A"), ("G", "A"), ("C", "A")]
-CPU_PAIRS = [("B", "E"), ("G", "E"), ("C", "D"), ("C", "F")]  # A's serving includes its load generator
+PAIRS = [("B", "E"), ("G", "E"), ("C", "D"), ("C", "F"),
+         ("S", "A"), ("B", "A"), ("G", "A"), ("C", "A")]
+# A's serving includes its load generator
+CPU_PAIRS = [("B", "E"), ("G", "E"), ("C", "D"), ("C", "F")]
 GROUPS = ("serving", "proxy", "engine", "driver")
 # Issue #27: (ratio key, comparison, bound), judged on the median of the per-rep ratios.
 TARGETS = [("G/E", ">=", 1.0), ("B/E", ">=", 0.95), ("G/E cpu", "<=", 1.0), ("C/D", ">=", 1.0),
@@ -47,7 +49,9 @@ def one(run: dict[str, Any]) -> dict[str, Any]:
         if g in cpu:
             out[f"cpu_{g}"] = cpu[g] * per_1k
     if "machine" in cpu:  # anything else on the machine, in cores
-        out["other_cores"] = max(0.0, cpu["machine"] - sum(cpu.get(g, 0.0) for g in GROUPS)) / seconds
+        out["other_cores"] = (
+            max(0.0, cpu["machine"] - sum(cpu.get(g, 0.0) for g in GROUPS)) / seconds
+        )
     return out
 
 
@@ -68,7 +72,8 @@ def summarize(runs: list[dict[str, Any]], meta: dict[str, Any]) -> dict[str, Any
         med: dict[str, Any] = {k: statistics.median(r[k] for r in reps) for k in reps[0]}
         med.update(reps=len(reps), tok_s_min=min(r["tok_s"] for r in reps),
                    tok_s_max=max(r["tok_s"] for r in reps), tok_s_all=[r["tok_s"] for r in reps],
-                   errors=sum(r["errors"] for r in reps), idle_timeout=sum(r["idle_timeout"] for r in reps))
+                   errors=sum(r["errors"] for r in reps),
+                   idle_timeout=sum(r["idle_timeout"] for r in reps))
         cells.setdefault(system, {})[str(conc)] = med
     ratios: dict[str, dict[str, dict[str, Any]]] = {}
     for pairs, metric, suffix in ((PAIRS, "tok_s", ""), (CPU_PAIRS, "cpu_layer", " cpu")):
@@ -80,7 +85,13 @@ def summarize(runs: list[dict[str, Any]], meta: dict[str, Any]) -> dict[str, Any
                     per.setdefault(str(conc), []).append(f[metric] / other[metric])
             if per:
                 ratios[f"{num}/{den}{suffix}"] = {c: spread(v) for c, v in per.items()}
-    return {"meta": meta, "cells": cells, "ratios": ratios, "targets": targets(ratios), "names": NAMES}
+    return {
+        "meta": meta,
+        "cells": cells,
+        "ratios": ratios,
+        "targets": targets(ratios),
+        "names": NAMES,
+    }
 
 
 def targets(ratios: dict[str, dict[str, dict[str, Any]]]) -> list[dict[str, Any]]:
@@ -103,9 +114,12 @@ def _cpu(m: dict[str, Any], g: str) -> str:
 def header(meta: dict[str, Any]) -> str:
     if not meta:
         return ""
-    return (f"mode **{meta.get('mode', '?')}**: warm-up {meta.get('warmup')} s, window {meta.get('window')} s, "
-            f"{meta.get('reps')} reps, {meta.get('max_tokens')} tokens per request; commit "
-            f"{meta.get('commit', '?')}; load average before {meta.get('loadavg_before', '?')}\n\n")
+    return (
+        f"mode **{meta.get('mode', '?')}**: warm-up {meta.get('warmup')} s, window "
+        f"{meta.get('window')} s, {meta.get('reps')} reps, {meta.get('max_tokens')} tokens per "
+        f"request; commit {meta.get('commit', '?')}; load average before "
+        f"{meta.get('loadavg_before', '?')}\n\n"
+    )
 
 
 def table(summary: dict[str, Any]) -> str:
@@ -120,7 +134,8 @@ def table(summary: dict[str, Any]) -> str:
     for system in sorted(cells, key=ORDER.index):
         for conc, m in sorted(cells[system].items(), key=lambda kv: int(kv[0])):
             lines.append(
-                f"| {system} {NAMES[system]} | {conc} | {m['tok_s']:.0f} ({m['tok_s_min']:.0f}-{m['tok_s_max']:.0f}) "
+                f"| {system} {NAMES[system]} | {conc} | {m['tok_s']:.0f} "
+                f"({m['tok_s_min']:.0f}-{m['tok_s_max']:.0f}) "
                 f"| {m['req_s']:.2f} | {m['ttft_p50_ms']:.0f}/{m['ttft_p99_ms']:.0f} "
                 f"| {m['itl_p50_ms']:.1f}/{m['itl_p99_ms']:.1f} | {m['cpu_layer']:.3f} | "
                 + " | ".join(_cpu(m, g) for g in GROUPS)
@@ -128,23 +143,45 @@ def table(summary: dict[str, Any]) -> str:
                 + f" | {m['peak_rss_mib']:.0f} | {m['errors']:.0f} | {m['idle_timeout']:.0f} |"
             )
     concs = sorted({c for r in summary["ratios"].values() for c in r}, key=int)
-    lines += ["", "| ratio, per rep: median (min-max) | " + " | ".join(f"c={c}" for c in concs) + " |",
+    lines += ["",
+              "| ratio, per rep: median (min-max) | " + " | ".join(f"c={c}" for c in concs) + " |",
               "|---|" + "---|" * len(concs)]
     for name, vals in summary["ratios"].items():
-        row = [f"{vals[c]['median']:.2f} ({vals[c]['min']:.2f}-{vals[c]['max']:.2f})" if c in vals else "-"
-               for c in concs]
-        label = name.replace(" cpu", " CPU/token (serving layer)") if name.endswith(" cpu") else f"{name} tok/s"
+        row = [
+            f"{vals[c]['median']:.2f} ({vals[c]['min']:.2f}-{vals[c]['max']:.2f})"
+            if c in vals
+            else "-"
+            for c in concs
+        ]
+        label = (
+            name.replace(" cpu", " CPU/token (serving layer)")
+            if name.endswith(" cpu")
+            else f"{name} tok/s"
+        )
         lines.append(f"| {label} | " + " | ".join(row) + " |")
-    lines += ["", "| issue #27 target (median of per-rep ratios) | " + " | ".join(f"c={c}" for c in concs) + " |",
-              "|---|" + "---|" * len(concs)]
+    lines += [
+        "",
+        "| issue #27 target (median of per-rep ratios) | "
+        + " | ".join(f"c={c}" for c in concs)
+        + " |",
+        "|---|" + "---|" * len(concs),
+    ]
     for t in summary.get("targets", []):
         what = "CPU/token" if t["ratio"].endswith(" cpu") else "tok/s"
         name = t["ratio"].removesuffix(" cpu")
         row = []
         for c in concs:
             v = t["by_concurrency"].get(c)
-            row.append("not run" if v is None else f"{'met' if v['met'] else 'NOT met'} ({v['median']:.2f})")
-        lines.append(f"| {name} {what} {'≥' if t['op'] == '>=' else '≤'} {t['bound']:.2f} | " + " | ".join(row) + " |")
+            row.append(
+                "not run"
+                if v is None
+                else f"{'met' if v['met'] else 'NOT met'} ({v['median']:.2f})"
+            )
+        lines.append(
+            f"| {name} {what} {'≥' if t['op'] == '>=' else '≤'} {t['bound']:.2f} | "
+            + " | ".join(row)
+            + " |"
+        )
     return "\n".join(lines)
 
 
@@ -170,7 +207,10 @@ def chart(summary: dict[str, Any], path: pathlib.Path) -> None:
     ax.set_xticklabels([f"concurrency {c}" for c in concs])
     ax.set_ylabel("output tokens/s in the window (median, min-max)")
     mode = summary.get("meta", {}).get("mode")
-    ax.set_title("Serving-layer cost on the tiny random model (higher is better)" + (f", {mode} mode" if mode else ""))
+    ax.set_title(
+        "Serving-layer cost on the tiny random model (higher is better)"
+        + (f", {mode} mode" if mode else "")
+    )
     ax.legend(fontsize=8)
     fig.tight_layout()
     fig.savefig(path, dpi=110)

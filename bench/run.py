@@ -131,7 +131,9 @@ def start_all(cfg: systems.EngineConfig, wanted: str, prompts: list[clients.Prom
         if "B" in wanted:
             out["B"] = ServerContestant("B", lambda: clients.tokenwire_grpc(address), prompts, pid)
         if "G" in wanted:
-            out["G"] = ServerContestant("G", lambda: clients.tokenwire_generate(address), prompts, pid)
+            out["G"] = ServerContestant(
+                "G", lambda: clients.tokenwire_generate(address), prompts, pid
+            )
         if "S" in wanted:
             out["S"] = ServerContestant(
                 "S", lambda: clients.tokenwire_grpc(address, stream_interval=16), prompts, pid
@@ -148,25 +150,30 @@ def start_all(cfg: systems.EngineConfig, wanted: str, prompts: list[clients.Prom
         dproc, durl = D
         systems.wait_until(lambda: systems.http_ok(durl + "/health"), [dproc])
         out["D"] = ServerContestant(
-            "D", lambda: clients.openai_sse(durl, cfg.model, ids_field="token_ids"), prompts, dproc.popen.pid
+            "D", lambda: clients.openai_sse(durl, cfg.model, ids_field="token_ids"), prompts,
+            dproc.popen.pid
         )
     if E is not None:
         eproc, eaddr = E
         systems.wait_until(lambda: systems.grpc_serving(eaddr), [eproc])
         if "E" in wanted:
-            out["E"] = ServerContestant("E", lambda: clients.vllm_grpc(eaddr), prompts, eproc.popen.pid)
+            out["E"] = ServerContestant(
+                "E", lambda: clients.vllm_grpc(eaddr), prompts, eproc.popen.pid
+            )
         if "F" in wanted:
             fproc, furl = cs.start_smg(cfg, eaddr, logs)
             procs.append(fproc)
             systems.wait_until(lambda: cs.smg_ready(furl), [eproc, fproc], timeout=120)
             out["F"] = ServerContestant(
-                "F", lambda: clients.openai_sse(furl, cfg.model, ids_field=None), prompts, eproc.popen.pid,
-                systems.with_descendants(fproc.popen.pid),
+                "F", lambda: clients.openai_sse(furl, cfg.model, ids_field=None), prompts,
+                eproc.popen.pid, systems.with_descendants(fproc.popen.pid),
             )
     return out
 
 
-def interleave(contestants: dict[str, Contestant], work: Workload, progress: Progress) -> list[dict[str, Any]]:
+def interleave(
+    contestants: dict[str, Contestant], work: Workload, progress: Progress
+) -> list[dict[str, Any]]:
     """Every (repetition, concurrency) runs each system once, back to back,
     in an order rotated from one level to the next: drift of the shared
     machine spreads over all systems instead of biasing the ratios."""
@@ -199,11 +206,14 @@ def interleave(contestants: dict[str, Contestant], work: Workload, progress: Pro
                 for name in order[shift:] + order[:shift]:
                     progress.label = f"{name} c={conc} rep {rep + 1}"
                     active[0] = contestants[name]
-                    r = contestants[name].run_cell(Cell(conc, rep, work.max_tokens, work.warmup, work.window))
+                    r = contestants[name].run_cell(
+                        Cell(conc, rep, work.max_tokens, work.warmup, work.window)
+                    )
                     runs.append(r)
                     progress.note(
                         f"  {name} c={conc} rep {rep + 1}: {r['tokens'] / r['seconds']:.0f} tok/s, "
-                        f"{r['errors']} errors, engine idle after {r['idle_wait_s']:.1f} s, cell {r['cell_s']:.1f} s"
+                        f"{r['errors']} errors, engine idle after {r['idle_wait_s']:.1f} s, cell "
+                        f"{r['cell_s']:.1f} s"
                         + (" (timed out)" if r["idle_timeout"] else "")
                     )
                     progress.step()
@@ -217,12 +227,20 @@ def interleave(contestants: dict[str, Contestant], work: Workload, progress: Pro
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
     parser.add_argument("--model", default=str(systems.ROOT / ".models" / "tiny-random-llama"))
     parser.add_argument("--concurrency", default="64,256", help="comma-separated levels")
-    parser.add_argument("--reps", type=int, default=None, help="repetitions (default 3; 1 with --quick)")
-    parser.add_argument("--window", type=float, default=None, help="measured seconds per cell (default 30)")
-    parser.add_argument("--warmup", type=float, default=None, help="discarded seconds per cell (default 5)")
+    parser.add_argument(
+        "--reps", type=int, default=None, help="repetitions (default 3; 1 with --quick)"
+    )
+    parser.add_argument(
+        "--window", type=float, default=None, help="measured seconds per cell (default 30)"
+    )
+    parser.add_argument(
+        "--warmup", type=float, default=None, help="discarded seconds per cell (default 5)"
+    )
     parser.add_argument("--quick", action="store_true",
                         help="for development: warm-up 2 s, window 8 s, 1 rep (unless given)")
     parser.add_argument("--max-tokens", type=int, default=128)
@@ -250,7 +268,8 @@ def main(argv: list[str] | None = None) -> int:
         "started": time.time(), "model": cfg.model, "engine": dataclasses.asdict(cfg),
         "workload": dataclasses.asdict(work), "mode": work.mode, "window": work.window,
         "warmup": work.warmup, "reps": work.reps, "max_tokens": work.max_tokens,
-        "commit": _commit(), "machine": _machine(), "loadavg_before": [round(x, 2) for x in os.getloadavg()],
+        "commit": _commit(), "machine": _machine(),
+        "loadavg_before": [round(x, 2) for x in os.getloadavg()],
         "method": "fixed windows, interleaved, rotated order per level",
     }
     procs: list[systems.Proc] = []
@@ -258,7 +277,9 @@ def main(argv: list[str] | None = None) -> int:
     try:
         sys.stderr.write("starting the systems...\n")
         contestants = start_all(cfg, ns.systems, prompts, logs, procs)
-        meta["processes"] = {n: {**c.groups.describe(), "uncounted": c.others} for n, c in contestants.items()}
+        meta["processes"] = {
+            n: {**c.groups.describe(), "uncounted": c.others} for n, c in contestants.items()
+        }
         for n, c in contestants.items():
             sys.stderr.write(f"{n}: {c.groups.describe()}; uncounted {c.others}\n")
         progress = Progress(work.reps * len(work.concurrencies) * len(contestants), unit="cells")
@@ -296,7 +317,8 @@ def _machine() -> dict[str, Any]:
 
     return {
         "cpus": os.cpu_count(), "memory_gib": round(psutil.virtual_memory().total / 2**30, 1),
-        "processor": platform.processor() or platform.machine(), "python": platform.python_version(),
+        "processor": platform.processor() or platform.machine(),
+        "python": platform.python_version(),
     }
 
 

@@ -58,8 +58,8 @@ def _mode(name: str, model: pathlib.Path, second: pathlib.Path, ns: argparse.Nam
     address = f"127.0.0.1:{port}"
     flags = ["--salt-cache-by-version"] if name == "salt" else []
     server = spawn(f"tokenwire-{name}", [
-        str(ROOT / ".venv" / "bin" / "tokenwire"), "serve", "--model", str(model), "--port", str(port),
-        "--enable-control", "--weight-version", "c0", "--max-model-len", "2048", *flags,
+        str(ROOT / ".venv" / "bin" / "tokenwire"), "serve", "--model", str(model), "--port",
+        str(port), "--enable-control", "--weight-version", "c0", "--max-model-len", "2048", *flags,
     ], out, bench_env())
     prompts = _prompts(ns.requests, ns.prefix)
     cycles = []
@@ -95,7 +95,9 @@ def _mode(name: str, model: pathlib.Path, second: pathlib.Path, ns: argparse.Nam
 
 
 def main() -> None:
-    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
     ap.add_argument("--model", default=str(DEMO))
     ap.add_argument("--cycles", type=int, default=3)
     ap.add_argument("--requests", type=int, default=64)
@@ -116,12 +118,18 @@ def main() -> None:
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
     (out / "salt_vs_reset.json").write_text(json.dumps(report, indent=2))
-    print("| mode | cycle | server paused ms | update call ms | next-64 TTFT median ms | p90 ms | cached median |")
+    print(
+        "| mode | cycle | server paused ms | update call ms | next-64 TTFT median ms | p90 ms | "
+        "cached median |"
+    )
     print("|---|---|---|---|---|---|---|")
     for m in report["modes"]:
         for c in m["cycles"]:
-            print(f"| {m['mode']} | {c['cycle']} | {c['server_paused_ms']} | {c['update_call_ms']:.0f} | "
-                  f"{c['ttft_median_ms']:.0f} | {c['ttft_p90_ms']:.0f} | {c['cached_tokens_median']:.0f} |")
+            print(
+                f"| {m['mode']} | {c['cycle']} | {c['server_paused_ms']} | "
+                f"{c['update_call_ms']:.0f} | {c['ttft_median_ms']:.0f} | {c['ttft_p90_ms']:.0f} | "
+                f"{c['cached_tokens_median']:.0f} |"
+            )
 
 
 if __name__ == "__main__":

@@ -182,7 +182,9 @@ class ProcGroups:
 
     @classmethod
     def of(cls, groups: dict[str, list[int]]) -> ProcGroups:
-        return cls({g: [p for p in map(_alive, pids) if p is not None] for g, pids in groups.items()})
+        return cls(
+            {g: [p for p in map(_alive, pids) if p is not None] for g, pids in groups.items()}
+        )
 
     def cpu(self) -> dict[str, float]:
         return {**{g: cpu_seconds(ps) for g, ps in self.groups.items()}, "machine": machine_busy()}
