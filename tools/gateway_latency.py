@@ -57,7 +57,9 @@ def report(name: str, times: list[list[float]]) -> None:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
     parser.add_argument("--grpc", default="127.0.0.1:50051")
     parser.add_argument("--rest", default="http://127.0.0.1:8080")
     parser.add_argument("-n", type=int, default=20)

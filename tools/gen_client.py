@@ -94,7 +94,8 @@ SERVICES = (
             "Session": "a bidirectional stream: Client.session() (session.py)",
             "RenderCompletion": "not in the client's surface",
             "RenderChatCompletion": "not in the client's surface",
-            "SglangGenerate": "SGLang's /generate shape for trainers (docs/trainers.md); generate() is the client's",
+            "SglangGenerate": "SGLang's /generate shape for trainers (docs/trainers.md); "
+                              "generate() is the client's",
             "FinishSession": "SkyRL's /finish_session, an acknowledgement (docs/trainers.md)",
         },
     ),
@@ -103,7 +104,8 @@ SERVICES = (
         "ControlService's RPCs (the admin key, no retries), for the control clients.",
         call="_call", metadata=False,
         methods=(
-            Method("Pause", "pause", 'Pause generation: "abort", "wait" or "keep" in-flight requests.',
+            Method("Pause", "pause",
+                   'Pause generation: "abort", "wait" or "keep" in-flight requests.',
                    params='mode: str = "abort", *, clear_cache: bool = True',
                    request="{In}(mode=mode, clear_cache=clear_cache)",
                    result="{}.state", returns=STATE),
@@ -112,9 +114,11 @@ SERVICES = (
                    "(FAILED_PRECONDITION, WEIGHTS_FAILED_LOAD) unless `force`: the weights may be "
                    'mixed (their tokens carry the "+failed-load" version).',
                    params="*, force: bool = False",
-                   request="{In}(force=True) if force else {In}()",  # force is optional: unset unless asked
+                   # force is optional: unset unless asked
+                   request="{In}(force=True) if force else {In}()",
                    result="{}.state", returns=STATE),
-            Method("GetControlState", "state", "The control state: paused, weight version and folder, a failed load.",
+            Method("GetControlState", "state",
+                   "The control state: paused, weight version and folder, a failed load.",
                    params="", result="{}.state", returns=STATE),
             Method("UpdateWeightsFromPath", "update_weights_from_path",
                    "Reload weights in place from a checkpoint folder on the server.",
@@ -173,7 +177,8 @@ SERVICES = (
             "GetWorldSize": "vLLM's route for trainers (docs/trainers.md)",
             "GetServerInfo": "vLLM's route for trainers (docs/trainers.md)",
             "CollectiveRpc": "vLLM's route for trainers' worker extensions (docs/trainers.md)",
-            "InitBroadcaster": "prime-rl's route, passed to its worker extension (docs/trainers.md)",
+            "InitBroadcaster":
+                "prime-rl's route, passed to its worker extension (docs/trainers.md)",
             "UnsupportedWeightSync": "routes that answer FAILED_PRECONDITION (docs/trainers.md)",
         },
     ),
@@ -201,6 +206,27 @@ def _wrap(head: str, parts: list[str], tail: str, indent: str = "    ") -> list[
         line += (" " if line.strip() else "") + piece
     lines.append(line)
     lines.append(f"{indent}){tail}")
+    return lines
+
+
+def _pack(args: str, indent: str) -> list[str]:
+    """A call's arguments (`args`: up to its closing parenthesis) packed on
+    continuation lines of at most WIDTH characters."""
+    parts, depth, start = [], 0, 0
+    for i, c in enumerate(args):
+        depth += c in "([{"
+        depth -= c in ")]}"
+        if c == "," and depth == 0:
+            parts.append(args[start : i + 1].strip())
+            start = i + 1
+    parts.append(args[start:].strip())
+    lines, line = [], indent
+    for part in parts:
+        if line.strip() and len(line) + 1 + len(part) > WIDTH:
+            lines.append(line)
+            line = indent
+        line += (" " if line.strip() else "") + part
+    lines.append(line)
     return lines
 
 
@@ -242,7 +268,7 @@ def _method(service: Service, m: Method, rpc: Any, aio: bool, modules: set[str])
     req = f"        req = {request.format(In=in_type)}"
     if len(req) > WIDTH and "(" in req:
         head, rest = req.split("(", 1)
-        req = f"{head}(\n            {rest}"
+        req = f"{head}(\n" + "\n".join(_pack(rest, "            "))
     lines.append(req)
     args = f"self.stub.{m.rpc}, req, timeout"
     if service.metadata:
@@ -268,16 +294,21 @@ def _declarations(service: Service, aio: bool) -> list[str]:
         it = "AsyncIterator" if aio else "Iterator"
         lines += [
             f"        {a}def _unary(",
-            "            self, method: Any, request: Any, timeout: float | None, metadata: Metadata,",
+            "            self, method: Any, request: Any, "
+            "timeout: float | None, metadata: Metadata,",
             "            *, operator: bool = False,",
             "        ) -> Any: ...",
             "",
             "        def _stream(",
-            "            self, method: Any, request: Any, timeout: float | None, metadata: Metadata",
+            "            self, method: Any, request: Any, "
+            "timeout: float | None, metadata: Metadata",
             f"        ) -> {it}[Any]: ...",
         ]
     else:
-        lines.append(f"        {a}def _call(self, method: Any, request: Any, timeout: float | None) -> Any: ...")
+        lines.append(
+            f"        {a}def _call("
+            "self, method: Any, request: Any, timeout: float | None) -> Any: ..."
+        )
     return lines
 
 

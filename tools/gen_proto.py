@@ -54,7 +54,9 @@ def generate(out_root: pathlib.Path) -> None:
     # googleapis-common-protos package provides those at run time.
     _remove_tree(py_out / "google")
     pkg = py_out / "tokenwire" / "v1"
-    (pkg / "__init__.py").write_text('"""Generated tokenwire.v1 protobuf and gRPC code (make proto)."""\n')
+    (pkg / "__init__.py").write_text(
+        '"""Generated tokenwire.v1 protobuf and gRPC code (make proto)."""\n'
+    )
 
 
 def _remove_tree(path: pathlib.Path) -> None:

@@ -27,7 +27,8 @@ ROOT = pathlib.Path(__file__).resolve().parents[1]
 def build_view(dest: pathlib.Path) -> pathlib.Path:
     """The installed layout of every mapped package under `dest` (symlinks
     to the source folders); returns `dest`."""
-    mapping = tomllib.loads((ROOT / "pyproject.toml").read_text())["tool"]["setuptools"]["package-dir"]
+    pyproject = tomllib.loads((ROOT / "pyproject.toml").read_text())
+    mapping = pyproject["tool"]["setuptools"]["package-dir"]
     for name, folder in sorted(mapping.items(), key=lambda item: item[0].count(".")):
         source = ROOT / folder
         target = dest.joinpath(*name.split("."))
@@ -46,11 +47,14 @@ def build_view(dest: pathlib.Path) -> pathlib.Path:
 
 
 def lint_imports(view: pathlib.Path) -> subprocess.CompletedProcess[str]:
-    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(view), os.environ.get("PYTHONPATH", "")])}
+    env = {
+        **os.environ,
+        "PYTHONPATH": os.pathsep.join([str(view), os.environ.get("PYTHONPATH", "")]),
+    }
     return subprocess.run(
-        [sys.executable, "-c", "import sys; from importlinter.cli import lint_imports_command as m; "
-                               "sys.exit(m())", "--no-cache", "--no-logo",
-         "--config", str(ROOT / "pyproject.toml")],
+        [sys.executable, "-c",
+         "import sys; from importlinter.cli import lint_imports_command as m; sys.exit(m())",
+         "--no-cache", "--no-logo", "--config", str(ROOT / "pyproject.toml")],
         cwd=ROOT, env=env, capture_output=True, text=True, check=False,
     )
 

@@ -53,7 +53,8 @@ class ControlMethods:
     ) -> control_pb2.UpdateWeightsFromPathResponse:
         """Reload weights in place from a checkpoint folder on the server."""
         req = control_pb2.UpdateWeightsFromPathRequest(
-            path=path, weight_version=version, pause_mode=pause_mode, clear_cache=clear_cache, expected_fingerprint=expected_fingerprint)
+            path=path, weight_version=version, pause_mode=pause_mode, clear_cache=clear_cache,
+            expected_fingerprint=expected_fingerprint)
         return self._call(self.stub.UpdateWeightsFromPath, req, timeout)
 
     def set_weight_version(self, version: str, *, timeout: float | None = None) -> None:
@@ -168,7 +169,8 @@ class AsyncControlMethods:
     ) -> control_pb2.UpdateWeightsFromPathResponse:
         """Reload weights in place from a checkpoint folder on the server."""
         req = control_pb2.UpdateWeightsFromPathRequest(
-            path=path, weight_version=version, pause_mode=pause_mode, clear_cache=clear_cache, expected_fingerprint=expected_fingerprint)
+            path=path, weight_version=version, pause_mode=pause_mode, clear_cache=clear_cache,
+            expected_fingerprint=expected_fingerprint)
         return await self._call(self.stub.UpdateWeightsFromPath, req, timeout)
 
     async def set_weight_version(self, version: str, *, timeout: float | None = None) -> None:
