@@ -43,7 +43,11 @@ def build(cls: type[M], request: M | Mapping[str, Any] | None, fields: Mapping[s
     go into `nvext` where the message has no root field of that name."""
     fields = dict(fields)
     names = cls.DESCRIPTOR.fields_by_name
-    moved = {k: fields.pop(k) for k in NVEXT_KEYWORDS if k in fields and k not in names and "nvext" in names}
+    moved = {
+        k: fields.pop(k)
+        for k in NVEXT_KEYWORDS
+        if k in fields and k not in names and "nvext" in names
+    }
     if moved:
         fields["nvext"] = {**dict(fields.get("nvext") or {}), **moved}
     if isinstance(fields.get("messages"), str):
@@ -72,7 +76,9 @@ def user(content: str) -> dict[str, str]:
     return {"role": "user", "content": content}
 
 
-def as_messages(message: str | Mapping[str, Any] | Sequence[Mapping[str, Any]] | None) -> list[dict[str, Any]]:
+def as_messages(
+    message: str | Mapping[str, Any] | Sequence[Mapping[str, Any]] | None,
+) -> list[dict[str, Any]]:
     """A str (one user message), a message dict, or a list of them."""
     if message is None:
         return []
@@ -139,7 +145,9 @@ class Attempts:
     seconds to wait before the next attempt, or the typed error raised, as
     retry_wait decides. The sync and async loops only call and sleep."""
 
-    def __init__(self, policy: RetryPolicy, deadline: Deadline, metadata: tuple[tuple[str, str], ...]):
+    def __init__(
+        self, policy: RetryPolicy, deadline: Deadline, metadata: tuple[tuple[str, str], ...]
+    ):
         self.policy = policy
         self.deadline = deadline
         self.metadata = metadata
@@ -200,7 +208,9 @@ def call_metadata(
     return tuple(md)
 
 
-def admin_metadata(base: Sequence[tuple[str, str]], admin_api_key: str | None) -> tuple[tuple[str, str], ...]:
+def admin_metadata(
+    base: Sequence[tuple[str, str]], admin_api_key: str | None
+) -> tuple[tuple[str, str], ...]:
     """`base` without its authorization, plus the admin key's (if any; default
     $TOKENWIRE_ADMIN_API_KEY): what ControlService calls carry."""
     key = admin_api_key if admin_api_key is not None else os.environ.get(ADMIN_KEY_ENV, "")
@@ -273,7 +283,9 @@ class RequestResult:
     done: session_pb2.SessionRequestDone
     chat: chat_pb2.CreateChatCompletionResponse | None = None
     generate: generate_pb2.GenerateResponse | None = None
-    chat_chunks: list[chat_pb2.StreamChatCompletionResponse] = dataclasses.field(default_factory=list)
+    chat_chunks: list[chat_pb2.StreamChatCompletionResponse] = dataclasses.field(
+        default_factory=list
+    )
     generate_chunks: list[generate_pb2.GenerateResponse] = dataclasses.field(default_factory=list)
     completion: completion_pb2.CreateCompletionResponse | None = None
     completion_chunks: list[completion_pb2.StreamCompletionResponse] = dataclasses.field(
@@ -336,7 +348,9 @@ class TurnTokens:
         return t
 
     @classmethod
-    def from_chat_chunks(cls, chunks: Iterable[chat_pb2.StreamChatCompletionResponse]) -> TurnTokens:
+    def from_chat_chunks(
+        cls, chunks: Iterable[chat_pb2.StreamChatCompletionResponse]
+    ) -> TurnTokens:
         t = cls()
         for chunk in chunks:
             t.add_chat_chunk(chunk)

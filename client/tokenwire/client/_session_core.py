@@ -84,7 +84,9 @@ class HandleState:
         self.ended = False
         self.error: TokenwireError | None = None
 
-    def take(self, item: session_pb2.SessionResponse | TokenwireError) -> session_pb2.SessionResponse | None:
+    def take(
+        self, item: session_pb2.SessionResponse | TokenwireError
+    ) -> session_pb2.SessionResponse | None:
         """A data event to hand out, or None when the request ended (raises on error)."""
         if isinstance(item, TokenwireError):
             self.ended, self.error = True, item

@@ -87,7 +87,9 @@ class Printer:
     def begin(self) -> None:
         self.position = 0
         if self.show_tokens:
-            self.out.write(self.paint(f"{'#':>4} {'id':>6} {'logprob':>9} {'prob':>7}  token\n", DIM))
+            self.out.write(
+                self.paint(f"{'#':>4} {'id':>6} {'logprob':>9} {'prob':>7}  token\n", DIM)
+            )
 
     def chunk(self, chunk: chat_pb2.StreamChatCompletionResponse) -> None:
         for choice in chunk.choices:
@@ -109,7 +111,8 @@ class Printer:
             p = math.exp(lp)
             shade = GREEN if p >= 0.5 else YELLOW if p >= 0.1 else RED
             text = self.paint(repr(entry.token), BOLD, shade)
-            line = f"{self.position:>4} {self.paint(f'{tid:>6}', CYAN)} {lp:>9.4f} {self.paint(f'{p:>6.1%}', shade)}  {text}"
+            line = (f"{self.position:>4} {self.paint(f'{tid:>6}', CYAN)} {lp:>9.4f} "
+                    f"{self.paint(f'{p:>6.1%}', shade)}  {text}")
             alts = [a for a in entry.top_logprobs if a.token_id != tid]
             if alts:
                 shown = ", ".join(f"{a.token!r} {math.exp(a.logprob):.1%}" for a in alts)
@@ -194,7 +197,9 @@ def run_chat(ns: argparse.Namespace, stdin: TextIO | None = None, out: TextIO | 
     stdin = stdin or sys.stdin
     out = out or sys.stdout
     interactive = stdin.isatty() and not ns.json
-    printer = None if ns.json else Printer(out, show_tokens=ns.show_tokens, color=_use_color(ns, out))
+    printer = (
+        None if ns.json else Printer(out, show_tokens=ns.show_tokens, color=_use_color(ns, out))
+    )
     paint: Callable[[str, str], str] = (
         printer.paint if printer is not None else (lambda text, *codes: text)
     )
@@ -227,13 +232,17 @@ def run_chat(ns: argparse.Namespace, stdin: TextIO | None = None, out: TextIO | 
     return 0
 
 
-def run_complete(ns: argparse.Namespace, stdin: TextIO | None = None, out: TextIO | None = None) -> int:
+def run_complete(
+    ns: argparse.Namespace, stdin: TextIO | None = None, out: TextIO | None = None
+) -> int:
     out = out or sys.stdout
     message = " ".join(ns.prompt) if ns.prompt else (stdin or sys.stdin).read().strip()
     if not message:
         print("error: give a prompt as arguments or on stdin", file=sys.stderr)
         return 2
-    printer = None if ns.json else Printer(out, show_tokens=ns.show_tokens, color=_use_color(ns, out))
+    printer = (
+        None if ns.json else Printer(out, show_tokens=ns.show_tokens, color=_use_color(ns, out))
+    )
     try:
         with _client(ns) as client, _conversation(ns, client) as conv:
             _one_turn(conv, message, printer, 1)

@@ -36,8 +36,10 @@ from tokenwire.client.sync_client import Client
 
 
 def add_control_parser(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
-    control = sub.add_parser("control", help="pause/resume generation, update weights (RL training)",
-                             description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    control = sub.add_parser("control",
+                             help="pause/resume generation, update weights (RL training)",
+                             description=__doc__,
+                             formatter_class=argparse.RawDescriptionHelpFormatter)
     control.add_argument("--server", default=os.environ.get("TOKENWIRE_SERVER", DEFAULT_TARGET),
                          help=f"server address (default $TOKENWIRE_SERVER or {DEFAULT_TARGET})")
     control.add_argument("--admin-api-key", default=None,
@@ -50,8 +52,12 @@ def add_control_parser(sub: argparse._SubParsersAction) -> None:  # type: ignore
     ops = control.add_subparsers(dest="op", required=True)
     ops.add_parser("status", help="paused, version, adapters, requests in flight")
     pause = ops.add_parser("pause", help="pause generation")
-    pause.add_argument("--mode", choices=("abort", "wait", "keep"), default="abort",
-                       help="abort in-flight requests (default), wait for them, or keep them frozen")
+    pause.add_argument(
+        "--mode",
+        choices=("abort", "wait", "keep"),
+        default="abort",
+        help="abort in-flight requests (default), wait for them, or keep them frozen",
+    )
     pause.add_argument("--keep-cache", action="store_true", help="do not clear the KV/prefix cache")
     resume = ops.add_parser("resume", help="resume generation")
     resume.add_argument("--force", action="store_true",

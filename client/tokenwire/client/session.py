@@ -192,7 +192,9 @@ class AsyncRequestHandle:
         self._state = HandleState(request_id)
         self._events: asyncio.Queue[Any] = asyncio.Queue()
 
-    async def events(self, timeout: float | None = None) -> AsyncIterator[session_pb2.SessionResponse]:
+    async def events(
+        self, timeout: float | None = None
+    ) -> AsyncIterator[session_pb2.SessionResponse]:
         """Data events (chunks or the result) until the request ends; raises
         the typed error when it fails. `timeout` bounds each wait."""
         while not self._state.ended:
