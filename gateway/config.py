@@ -94,7 +94,9 @@ def _listen_tls(settings: GatewaySettings) -> dict[str, Any] | None:
     return {"name": "envoy.transport_sockets.tls", "typed_config": tls}
 
 
-def _http_filters(settings: GatewaySettings, lua_dir: pathlib.PurePath | None) -> list[dict[str, Any]]:
+def _http_filters(
+    settings: GatewaySettings, lua_dir: pathlib.PurePath | None
+) -> list[dict[str, Any]]:
     transcoder = {
         _TYPE: "type.googleapis.com/envoy.extensions.filters.http.grpc_json_transcoder.v3"
                ".GrpcJsonTranscoder",

@@ -69,10 +69,14 @@ def _strict_type_mapper() -> dict:
         "filter": REST_METADATA, "path": [{"key": STRICT_PARAM}],
         "value": {"present_match": True}}, "match_if_key_not_found": False}}
     error = {"message": "%LOCAL_REPLY_BODY%", "type": wire.error_type(400),
-             "param": f"%DYNAMIC_METADATA({REST_METADATA}:{STRICT_PARAM})%", "code": INVALID_TYPE_CODE}
+             "param": f"%DYNAMIC_METADATA({REST_METADATA}:{STRICT_PARAM})%",
+             "code": INVALID_TYPE_CODE}
     return {
         "filter": {"and_filter": {"filters": [_status_filter("EQ", 400), recorded]}},
-        "body_format_override": {"json_format": {"error": error}, "content_type": "application/json"},
+        "body_format_override": {
+            "json_format": {"error": error},
+            "content_type": "application/json",
+        },
     }
 
 

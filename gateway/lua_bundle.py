@@ -60,7 +60,8 @@ def strict_type_rules(service_names: list[str]) -> dict[str, dict[str, str]]:
 
     from tokenwire.v1 import control_pb2, events_pb2, service_pb2
 
-    files = {"tokenwire.v1.TokenwireService": service_pb2, "tokenwire.v1.ControlService": control_pb2,
+    files = {"tokenwire.v1.TokenwireService": service_pb2,
+             "tokenwire.v1.ControlService": control_pb2,
              "tokenwire.v1.EventStreamService": events_pb2}
     rules: dict[str, dict[str, str]] = {}
     for full_name in service_names:
@@ -75,7 +76,9 @@ def strict_type_rules(service_names: list[str]) -> dict[str, dict[str, str]]:
             kinds: dict[str, str] = {}
             for field in method.input_type.fields:
                 if field.is_repeated:
-                    entry = field.message_type is not None and field.message_type.GetOptions().map_entry
+                    entry = (
+                        field.message_type is not None and field.message_type.GetOptions().map_entry
+                    )
                     kind = "object" if entry else "array"
                 elif field.type == descriptor.FieldDescriptor.TYPE_BOOL:
                     kind = "bool"
@@ -121,7 +124,8 @@ def generated_modules(settings: GatewaySettings) -> dict[str, str]:
     """The Lua modules built from data at config time (name -> source)."""
     rules = strict_type_rules(services(settings))
     return {
-        "wire": lua_module(wire_names(), "tokenwire.wire: names shared with the client and the server"),
+        "wire": lua_module(wire_names(), "tokenwire.wire: names shared with the client and "
+                                         "the server"),
         "gateway_names": lua_module(GATEWAY_NAMES, "tokenwire.gateway.lua_bundle: names shared "
                                                    "with the config builder"),
         "strict_rules": lua_module({p: dict(sorted(k.items())) for p, k in sorted(rules.items())},

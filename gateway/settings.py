@@ -43,7 +43,8 @@ class GatewaySettings:
     stream_idle_timeout_s: int = 3600  # a unary completion is silent until done
     max_requests: int = 4096  # concurrent upstream requests before 503
     max_connections: int = 10000  # open client connections
-    max_streams_per_connection: int = 128  # concurrent HTTP/2 streams one client connection may open
+    # concurrent HTTP/2 streams one client connection may open
+    max_streams_per_connection: int = 128
     request_headers_timeout_s: int = 10  # a client must send its headers within this
     request_timeout_s: int = 60  # ... and its whole body within this (a response disarms it)
     max_heap_bytes: int = 1024 * 1024 * 1024  # Envoy's heap: shed load near it
@@ -66,12 +67,13 @@ HELPS = {
     "upstreams": "a fleet: HOST:PORT of each replica, or a DNS name that resolves to all of them "
                  "(e.g. a Kubernetes headless Service); replaces --upstream-host/--upstream-port",
     "health_check_interval_s": "seconds between active gRPC health checks of each replica",
-    "upstream_streams_per_connection": "concurrent calls per upstream connection before Envoy opens "
-                                       "another (0: no limit below --max-requests); set it (e.g. 8) "
-                                       "for a server with --api-server-count > 1, whose processes "
-                                       "share connections, not calls",
-    "affinity": "route calls with an affinity key (X-Session-ID, or the body's session_id / "
-                "cache_salt / user) by consistent hash; --no-affinity: round robin (for comparison)",
+    "upstream_streams_per_connection":
+        "concurrent calls per upstream connection before Envoy opens another (0: no limit below "
+        "--max-requests); set it (e.g. 8) for a server with --api-server-count > 1, whose "
+        "processes share connections, not calls",
+    "affinity":
+        "route calls with an affinity key (X-Session-ID, or the body's session_id / "
+        "cache_salt / user) by consistent hash; --no-affinity: round robin (for comparison)",
     "retries": "times a call that never reached an engine (connect failure, refused, or the "
                "server's retry-safe refusal) is retried on another replica",
     "tls_cert": "serve the listener over TLS with this PEM certificate chain",
@@ -80,13 +82,16 @@ HELPS = {
     "upstream_tls_server_name": "SNI to send to a TLS server",
     "descriptor": "descriptor set for the transcoder (make proto writes it)",
     "admin_port": "Envoy admin port on --admin-host (-1: no admin, 0: any free port)",
-    "admin_host": "Envoy admin address (loopback by default: /config_dump and /quitquitquit need no key)",
+    "admin_host":
+        "Envoy admin address (loopback by default: /config_dump and /quitquitquit need no key)",
     "max_request_bytes": "largest request body; larger ones get 413",
     "stream_idle_timeout_s": "seconds a call may stay silent before Envoy ends it",
     "max_requests": "concurrent upstream requests before Envoy answers 503",
     "max_connections": "open client connections Envoy accepts",
-    "max_streams_per_connection": "concurrent HTTP/2 streams (calls) one client connection may open",
-    "request_headers_timeout_s": "seconds a client has to send its request headers (slow clients are cut off)",
+    "max_streams_per_connection":
+        "concurrent HTTP/2 streams (calls) one client connection may open",
+    "request_headers_timeout_s":
+        "seconds a client has to send its request headers (slow clients are cut off)",
     "request_timeout_s": "seconds a client has to send its whole request body (disarmed once the "
                          "response starts, so long generations are not cut)",
     "max_heap_bytes": "Envoy's heap budget: its overload manager resets the streams buffering the "
@@ -126,7 +131,8 @@ def add_arguments(
         default = getattr(defaults, field.name)
         if isinstance(default, bool):
             parser.add_argument(flag, dest="gateway_" + field.name, default=default,
-                                action=argparse.BooleanOptionalAction, help=HELPS.get(field.name, ""))
+                                action=argparse.BooleanOptionalAction,
+                                help=HELPS.get(field.name, ""))
             continue
         if isinstance(default, tuple):
             parser.add_argument(flag, dest="gateway_" + field.name, nargs="+", default=default,

@@ -48,8 +48,8 @@ def server_command(args: argparse.Namespace, port: int, ckpt: Path, gateway_port
     ckpt.mkdir(parents=True, exist_ok=True)
     cmd = ["up", "--replicas", str(args.replicas), "--gateway-listen-port", str(gateway_port)] \
         if args.replicas > 1 else ["serve"]
-    return [sys.executable, "-m", "tokenwire.cli", *cmd, "--model", str(args.model), "--port", str(port),
-            "--enable-control", "--weight-version", "s0", "--weights-root", str(ckpt),
+    return [sys.executable, "-m", "tokenwire.cli", *cmd, "--model", str(args.model), "--port",
+            str(port), "--enable-control", "--weight-version", "s0", "--weights-root", str(ckpt),
             "--max-model-len", "1024", "--kv-cache-bytes", str(256 << 20), *args.server_arg]
 
 
@@ -59,7 +59,9 @@ class Served:
     replicas: list[str]  # each server's own address (control is per replica)
 
 
-def start_server(args: argparse.Namespace, ckpt: Path) -> tuple[subprocess.Popen, Served, IO[bytes]]:
+def start_server(
+    args: argparse.Namespace, ckpt: Path
+) -> tuple[subprocess.Popen, Served, IO[bytes]]:
     port = free_ports(args.replicas)
     gateway = free_ports(1) if args.replicas > 1 else port
     args.out.mkdir(parents=True, exist_ok=True)
@@ -89,13 +91,14 @@ async def server(args: argparse.Namespace, ckpt: Path) -> AsyncIterator[Served]:
 
 
 async def main(args: argparse.Namespace) -> dict:
-    cfg = Config(model=args.model, steps=args.steps, prompts=args.prompts, group_size=args.group_size,
+    cfg = Config(model=args.model, steps=args.steps, prompts=args.prompts,
+                 group_size=args.group_size,
                  max_tokens=args.max_tokens, temperature=args.temperature, lr=args.lr,
                  train_layers=args.train_layers, turns=args.turns, mode=args.mode,
                  max_lag=args.max_lag, seed=args.seed)
     ckpt = (args.ckpt or ROOT / ".cache" / "rl" / args.name).resolve()
-    policy = Policy(args.model, lr=cfg.lr, temperature=cfg.temperature, train_layers=cfg.train_layers,
-                    seed=cfg.seed)
+    policy = Policy(args.model, lr=cfg.lr, temperature=cfg.temperature,
+                    train_layers=cfg.train_layers, seed=cfg.seed)
     async with server(args, ckpt) as served, AsyncClient(served.target) as client:
         replicas = [AsyncClient(r) for r in served.replicas] if args.replicas > 1 else []
         if args.weights == "transfer":
@@ -134,7 +137,9 @@ async def main(args: argparse.Namespace) -> dict:
 def parse(argv: list[str] | None = None) -> argparse.Namespace:
     p = argparse.ArgumentParser(prog="python -m examples.rl", description=__doc__)
     p.add_argument("--model", type=Path, default=ROOT / ".models" / "SmolLM2-135M-Instruct")
-    p.add_argument("--target", default="", help="a running server with --enable-control (default: start one)")
+    p.add_argument(
+        "--target", default="", help="a running server with --enable-control (default: start one)"
+    )
     p.add_argument("--mode", choices=["sync", "async"], default="async")
     p.add_argument("--steps", type=int, default=15)
     p.add_argument("--prompts", type=int, default=4, help="problems per step")
@@ -154,7 +159,9 @@ def parse(argv: list[str] | None = None) -> argparse.Namespace:
     p.add_argument("--transfer-world-size", type=int, default=2)
     p.add_argument("--out", type=Path, default=ROOT / "bench" / "out" / "rl")
     p.add_argument("--name", default="")
-    p.add_argument("--ckpt", type=Path, default=None, help="checkpoint folder (default .cache/rl/NAME)")
+    p.add_argument(
+        "--ckpt", type=Path, default=None, help="checkpoint folder (default .cache/rl/NAME)"
+    )
     p.add_argument("--replicas", type=int, default=1,
                    help="N > 1: the fleet variant (`tokenwire up --replicas N`, update_fleet)")
     p.add_argument("--server-arg", action="append", default=[], help="extra `tokenwire serve` flag")

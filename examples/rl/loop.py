@@ -35,7 +35,8 @@ class Config:
     train_layers: int = 0  # 0: every transformer layer
     turns: int = 1  # 2: the multi-turn variant
     mode: str = "sync"  # or "async"
-    max_lag: int | None = None  # tokens further behind the trainer are dropped (default 0 sync, 1 async)
+    # tokens further behind the trainer are dropped (default 0 sync, 1 async)
+    max_lag: int | None = None
     probe_tokens: int = 8
     seed: int = 0
 
@@ -88,7 +89,9 @@ def _train(policy: Policy, samples: list[grpo.Sample], trainer_version: int,
     # of the version that sampled it, against tokenwire's logprob of that id.
     ours, theirs = [], []
     for i, s in enumerate(samples):
-        engine = [(lp, v) for lp, v, on in zip(s.logprobs, s.versions, s.sampled, strict=True) if on]
+        engine = [
+            (lp, v) for lp, v, on in zip(s.logprobs, s.versions, s.sampled, strict=True) if on
+        ]
         for j, (their, v) in enumerate(engine):
             lag = trainer_version - grpo.version_number(v)
             mine = current[i] if lag == 0 else previous[i] if lag == 1 and previous else None
@@ -100,9 +103,12 @@ def _train(policy: Policy, samples: list[grpo.Sample], trainer_version: int,
 
 
 def _summary(cfg: Config, t: int, samples: list[grpo.Sample], trained: dict[str, Any],
-             pushed: dict[str, float], probed: dict[str, Any], times: dict[str, float]) -> dict[str, Any]:
+             pushed: dict[str, float], probed: dict[str, Any],
+             times: dict[str, float]) -> dict[str, Any]:
     rewards = [s.reward for s in samples]
-    versions = collections.Counter(v for s in samples for v, on in zip(s.versions, s.sampled, strict=True) if on)
+    versions = collections.Counter(
+        v for s in samples for v, on in zip(s.versions, s.sampled, strict=True) if on
+    )
     return {
         "step": t, "trained_on": version(t), "pushed": version(t + 1),
         "reward": {"mean": statistics.fmean(rewards), "std": statistics.pstdev(rewards),
@@ -132,8 +138,10 @@ async def run(client: AsyncClient, cfg: Config, policy: Policy, pusher: Pusher, 
         {"role": "user", "content": problems(cfg, 10**6)[0].questions[0]}])).tokens)
     log: dict[str, Any] = {"config": {k: str(v) if isinstance(v, Path) else v
                                       for k, v in dataclasses.asdict(cfg).items()},
-                           "lag_bound": cfg.lag_bound, "probe_prompt": probe_prompt, "trainable_parameters": policy.trainable, "tied_embeddings": policy.tied,
-                           "initial_probe": await probe(probed_clients, policy, probe_prompt, cfg.probe_tokens),
+                           "lag_bound": cfg.lag_bound, "probe_prompt": probe_prompt,
+                           "trainable_parameters": policy.trainable, "tied_embeddings": policy.tied,
+                           "initial_probe": await probe(probed_clients, policy, probe_prompt,
+                                                        cfg.probe_tokens),
                            "steps": []}
 
     async def collect(step: int) -> tuple[list[grpo.Sample], float]:
@@ -180,10 +188,13 @@ class Progress:
             self.bar = tqdm(total=total, file=stream, unit="step", desc="GRPO")
 
     def __call__(self, r: dict[str, Any]) -> None:
-        fields = {"reward": f"{r['reward']['mean']:.2f}±{r['reward']['std']:.2f}",
-                  "|Δlp|max": "n/a" if r["mismatch"]["max"] is None else f"{r['mismatch']['max']:.1e}", "lags": r["lags"],
-                  "probe": "ok" if r["probe"]["match"] else "DIFFERS",
-                  "update_ms": round(r["update"].get("update_ms", 0))}
+        fields = {
+            "reward": f"{r['reward']['mean']:.2f}±{r['reward']['std']:.2f}",
+            "|Δlp|max": "n/a" if r["mismatch"]["max"] is None else f"{r['mismatch']['max']:.1e}",
+            "lags": r["lags"],
+            "probe": "ok" if r["probe"]["match"] else "DIFFERS",
+            "update_ms": round(r["update"].get("update_ms", 0)),
+        }
         if self.bar is not None:
             self.bar.set_postfix(fields, refresh=False)
             self.bar.update(1)

@@ -32,7 +32,9 @@ class Policy:
         self.folder = Path(folder)
         self.model = AutoModelForCausalLM.from_pretrained(str(folder), dtype=torch.float32)
         self.model.eval()  # no dropout: the trainer's logprobs must be the sampler's
-        self.tied = self.model.get_output_embeddings().weight is self.model.get_input_embeddings().weight
+        self.tied = (
+            self.model.get_output_embeddings().weight is self.model.get_input_embeddings().weight
+        )
         self.temperature, self.clip = temperature, clip
         self.eos = self.model.generation_config.eos_token_id
         for p in self.model.parameters():
@@ -100,7 +102,9 @@ class Policy:
         for s, lp, keep in zip(samples, per_sample, selection.keep, strict=True):
             kept = [k for k, sampled in zip(keep, s.sampled, strict=True) if sampled]
             mask = torch.tensor(kept, dtype=torch.bool)
-            engine = torch.tensor([x for x, sampled in zip(s.logprobs, s.sampled, strict=True) if sampled])
+            engine = torch.tensor(
+                [x for x, sampled in zip(s.logprobs, s.sampled, strict=True) if sampled]
+            )
             new.append(lp[mask])
             old.append(engine[mask])
             adv.append(torch.full((int(mask.sum()),), s.advantage))
@@ -110,7 +114,10 @@ class Policy:
             torch.nn.utils.clip_grad_norm_(
                 [p for g in self.optimizer.param_groups for p in g["params"]], 1.0)
             self.optimizer.step()
-        return {"loss": float(loss.detach()), "trainer_logprobs": [lp.detach().tolist() for lp in per_sample]}
+        return {
+            "loss": float(loss.detach()),
+            "trainer_logprobs": [lp.detach().tolist() for lp in per_sample],
+        }
 
     @torch.no_grad()
     def greedy(self, prompt: list[int], n: int) -> list[int]:

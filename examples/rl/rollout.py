@@ -24,8 +24,8 @@ class Sampling:
     def params(self, n: int, seed: int | None) -> dict[str, object]:
         # top_p 1 and no top_k: the engine's processed logprobs are then
         # exactly log_softmax(logits / temperature), what the trainer computes.
-        params: dict[str, object] = {"n": n, "temperature": self.temperature, "top_p": 1.0, "top_k": 0,
-                                     "max_tokens": self.max_tokens, "logprobs": 0}
+        params: dict[str, object] = {"n": n, "temperature": self.temperature, "top_p": 1.0,
+                                     "top_k": 0, "max_tokens": self.max_tokens, "logprobs": 0}
         if seed is not None:
             params["seed"] = seed
         return params
@@ -73,7 +73,8 @@ async def rollout_group(client: AsyncClient, problem: Problem, group: int, sampl
     async def next_turns(i: int, s: Sample) -> None:
         for t, question in enumerate(problem.questions[1:], start=1):
             suffix = await client.tokenize(messages=[{"role": "user", "content": question}],
-                                           next_turn=True, previous_completion_ids=_completions(s)[-1])
+                                           next_turn=True,
+                                           previous_completion_ids=_completions(s)[-1])
             s.extend(list(suffix.tokens), sampled=False)
             turn_seed = None if seed is None else seed + 100 * t + i
             (choice,) = await _generate(client, list(s.ids), sampling.params(1, turn_seed))
@@ -103,6 +104,7 @@ def _completions(s: Sample) -> list[list[int]]:
 
 async def rollout(client: AsyncClient, problems: list[Problem], sampling: Sampling,
                   eos: int, reward_fn: RewardFn | None = None) -> list[Sample]:
-    groups = await asyncio.gather(*(rollout_group(client, p, g, sampling, eos, reward_fn or task_reward)
-                                    for g, p in enumerate(problems)))
+    groups = await asyncio.gather(*(
+        rollout_group(client, p, g, sampling, eos, reward_fn or task_reward)
+        for g, p in enumerate(problems)))
     return [s for g in groups for s in g]

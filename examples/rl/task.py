@@ -54,5 +54,7 @@ def turn_reward(text: str, answer: int, finished: bool) -> float:
 
 def reward(texts: list[str], finished: list[bool], problem: Problem) -> float:
     """The mean of the turns' rewards."""
-    scores = [turn_reward(t, a, f) for t, a, f in zip(texts, problem.answers, finished, strict=True)]
+    scores = [
+        turn_reward(t, a, f) for t, a, f in zip(texts, problem.answers, finished, strict=True)
+    ]
     return sum(scores) / len(scores)
