@@ -10,7 +10,7 @@ import pytest
 from tokenwire.server.core.domain import GenerationParams
 from tokenwire.server.core.errors import InvalidArgument
 from tokenwire.server.core.settings import ServerSettings
-from tokenwire.server.inference import sampling_rules as rules
+from tokenwire.server.inference.shared import sampling as rules
 
 SETTINGS = ServerSettings(engine="fake")
 VOCAB = 300

@@ -10,8 +10,8 @@ import grpc
 from google.protobuf import json_format
 
 from tests.servers import fake_serving
-from tokenwire.server.api.sglang import from_generate
 from tokenwire.server.engine.fake.engine import FakeEngine
+from tokenwire.server.inference.generate.sglang import from_generate
 from tokenwire.v1 import control_pb2, control_pb2_grpc, generate_pb2, service_pb2_grpc, sglang_pb2
 
 

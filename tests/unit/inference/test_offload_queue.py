@@ -18,6 +18,7 @@ from tokenwire.server.core.errors import ResourceExhausted
 from tokenwire.server.core.serving_state import ServingState
 from tokenwire.server.core.settings import ServerSettings
 from tokenwire.server.engine.fake.engine import FakeEngine
+from tokenwire.server.inference.kinds import CHAT
 from tokenwire.server.inference.offload import OFFLOAD_CHARS
 from tokenwire.server.runtime.app import build_data_plane
 from tokenwire.server.security.tenancy import Tenancy
@@ -44,21 +45,22 @@ async def test_a_full_offload_queue_refuses_with_a_retry_hint() -> None:
     plane = build_data_plane(engine, settings, ServingState(), Tenancy())
     large = chat_request(messages=[{"role": "user", "content": LARGE}], max_tokens=2)
     try:
-        waiting = [asyncio.create_task(plane.chat_plan(large, caller=Caller(), stream=False))
+        waiting = [asyncio.create_task(CHAT.plan(plane, large, caller=Caller(), stream=False))
                    for _ in range(2)]  # one on the thread, one queued behind it
         await asyncio.sleep(0)
         assert plane.offload.prompts.pending == 2
         with pytest.raises(ResourceExhausted) as info:
-            await plane.chat_plan(large, caller=Caller(), stream=False)
+            await CHAT.plan(plane, large, caller=Caller(), stream=False)
         assert info.value.reason == "OFFLOAD_QUEUE_FULL" and info.value.retry_after
         # Small requests do not queue: they are prepared inline meanwhile.
-        small = await plane.chat_plan(chat_request(max_tokens=2), caller=Caller(), stream=False)
+        small = await CHAT.plan(plane, chat_request(max_tokens=2), caller=Caller(),
+                                stream=False)
         assert small.request.prompt_token_ids
         engine.go.set()
         for plan in await asyncio.gather(*waiting):
             assert len(plan.request.prompt_token_ids) > OFFLOAD_CHARS
         assert plane.offload.prompts.pending == 0
-        plan = await plane.chat_plan(large, caller=Caller(), stream=False)  # room again
+        plan = await CHAT.plan(plane, large, caller=Caller(), stream=False)  # room again
         assert len(plan.request.prompt_token_ids) > OFFLOAD_CHARS
     finally:
         engine.go.set()

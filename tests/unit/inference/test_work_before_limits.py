@@ -155,6 +155,7 @@ def test_a_rendered_text_beyond_the_window_is_never_tokenized(server, stub) -> N
 async def test_large_legal_tools_are_prepared_off_the_event_loop() -> None:
     from tokenwire.server.core.domain import Caller
     from tokenwire.server.core.serving_state import ServingState
+    from tokenwire.server.inference.kinds import CHAT
     from tokenwire.server.inference.offload import OFFLOAD_CHARS
     from tokenwire.server.runtime.app import build_data_plane
     from tokenwire.server.security.tenancy import Tenancy
@@ -166,10 +167,11 @@ async def test_large_legal_tools_are_prepared_off_the_event_loop() -> None:
     tools = [{"type": "function", "function": {"name": f"tool{i}", "description": "d" * 1000}}
              for i in range(OFFLOAD_CHARS // 1000 + 1)]
     try:
-        plan = await plane.chat_plan(chat_request(tools=tools), caller=Caller(), stream=False)
+        plan = await CHAT.plan(plane, chat_request(tools=tools), caller=Caller(), stream=False)
         assert plan.parse_tool_calls
         assert engine.threads[-1] != threading.current_thread().name
-        small = await plane.chat_plan(chat_request(tools=[TOOL]), caller=Caller(), stream=False)
+        small = await CHAT.plan(plane, chat_request(tools=[TOOL]), caller=Caller(),
+                                stream=False)
         assert small.parse_tool_calls and engine.threads[-1] == threading.current_thread().name
     finally:
         plane.offload.shutdown()

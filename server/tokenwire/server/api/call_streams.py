@@ -2,20 +2,23 @@
 unary response and one chunk generator: admitted on the serving state,
 planned by the kind on the data plane, run and built (response, chunks) by
 the kind's own modules, with no per-kind branch here. TokenwireService returns the
-response or sends the chunks as typed messages; EventStreamService renders
-the same chunks as SSE events (and prints the unary chat as JSON). Errors
-are raised here; each servicer maps them."""
+response or sends the chunks as typed messages (every streaming RPC's
+handler is `stream_rpc(KIND)`); EventStreamService renders the same chunks
+as SSE events (and prints the unary chat as JSON). Errors are raised here;
+each servicer maps them."""
 
 from __future__ import annotations
 
-from collections.abc import AsyncGenerator
+from collections.abc import AsyncGenerator, AsyncIterator, Callable
+from contextlib import aclosing
 from typing import Any, TypeVar
 
 import grpc
 
 from tokenwire.server.api.call_metadata import caller_of, dp_rank_of, session_of
+from tokenwire.server.core.errors import stream_errors
 from tokenwire.server.inference.data_plane import DataPlane
-from tokenwire.server.inference.kinds import RequestKind
+from tokenwire.server.inference.kind_base import RequestKind
 
 R = TypeVar("R")
 C = TypeVar("C")
@@ -47,3 +50,20 @@ async def chunks(
         async for chunk in kind.stream(plane, plan, outcome):
             yield chunk
         kind.after(plane, plan, outcome)
+
+
+def stream_rpc(kind: RequestKind[Any, Any, Any, C]
+               ) -> Callable[[Any, Any, grpc.aio.ServicerContext], AsyncIterator[C]]:
+    """The TokenwireService handler of a streamed call of `kind` (the
+    servicer holds its data plane as `plane`): the chunks as typed
+    messages, errors mapped to the call's status (stream_errors)."""
+
+    @stream_errors
+    async def handler(self: Any, request: Any, context: grpc.aio.ServicerContext
+                      ) -> AsyncIterator[C]:
+        source: AsyncGenerator[C] = chunks(kind, self.plane, request, context)
+        async with aclosing(source) as stream:
+            async for chunk in stream:
+                yield chunk
+
+    return handler

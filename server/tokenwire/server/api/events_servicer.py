@@ -25,7 +25,8 @@ from tokenwire.server.api import call_streams, sse
 from tokenwire.server.api.proto_json import encode_json, to_object
 from tokenwire.server.core.errors import abort_with, classify, unary_errors
 from tokenwire.server.inference.data_plane import DataPlane
-from tokenwire.server.inference.kinds import CHAT, COMPLETION, GENERATE, RequestKind
+from tokenwire.server.inference.kind_base import RequestKind
+from tokenwire.server.inference.kinds import CHAT, COMPLETION, GENERATE
 from tokenwire.v1 import chat_pb2, events_pb2_grpc
 
 
@@ -35,7 +36,8 @@ def _body(data: bytes, first: bool) -> HttpBody:
 
 
 def _events(kind: RequestKind[Any, Any, Any, Any],
-            render: Callable[[Message], bytes] = sse.chunk_event) -> Callable[..., AsyncGenerator[HttpBody]]:
+            render: Callable[[Message], bytes] = sse.chunk_event
+            ) -> Callable[..., AsyncGenerator[HttpBody]]:
     """The handler streaming the chunks of a `kind` call as SSE HttpBody
     messages, ending with ``[DONE]``."""
 

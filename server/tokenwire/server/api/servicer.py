@@ -9,20 +9,15 @@ data plane built. Nothing here knows about the engine's internals.
 from __future__ import annotations
 
 from collections.abc import AsyncIterator
-from contextlib import aclosing
 
 import grpc
 
-from tokenwire.server.api import call_streams, sglang
+from tokenwire.server.api import call_streams
 from tokenwire.server.api.call_metadata import caller_of, dp_rank_of, session_of
 from tokenwire.server.api.session import Session
-from tokenwire.server.core.errors import (
-    InvalidArgument,
-    TokenwireError,
-    stream_errors,
-    unary_errors,
-)
+from tokenwire.server.core.errors import InvalidArgument, stream_errors, unary_errors
 from tokenwire.server.inference.data_plane import DataPlane
+from tokenwire.server.inference.generate.sglang import SGLANG
 from tokenwire.server.inference.kinds import CHAT, COMPLETION, GENERATE
 from tokenwire.v1 import (
     chat_pb2,
@@ -48,13 +43,7 @@ class TokenwireServicer(service_pb2_grpc.TokenwireServiceServicer):
     ) -> chat_pb2.CreateChatCompletionResponse:
         return await call_streams.response(CHAT, self.plane, request, context)
 
-    @stream_errors
-    async def StreamChatCompletion(
-        self, request: chat_pb2.CreateChatCompletionRequest, context: grpc.aio.ServicerContext
-    ) -> AsyncIterator[chat_pb2.StreamChatCompletionResponse]:
-        async with aclosing(call_streams.chunks(CHAT, self.plane, request, context)) as chunks:
-            async for chunk in chunks:
-                yield chunk
+    StreamChatCompletion = call_streams.stream_rpc(CHAT)
 
     @unary_errors
     async def CreateCompletion(
@@ -62,20 +51,15 @@ class TokenwireServicer(service_pb2_grpc.TokenwireServiceServicer):
     ) -> completion_pb2.CreateCompletionResponse:
         return await call_streams.response(COMPLETION, self.plane, request, context)
 
-    @stream_errors
-    async def StreamCompletion(
-        self, request: completion_pb2.CreateCompletionRequest, context: grpc.aio.ServicerContext
-    ) -> AsyncIterator[completion_pb2.StreamCompletionResponse]:
-        async with aclosing(call_streams.chunks(COMPLETION, self.plane, request, context)) as chunks:
-            async for chunk in chunks:
-                yield chunk
+    StreamCompletion = call_streams.stream_rpc(COMPLETION)
 
     @unary_errors
     async def RenderCompletion(
         self, request: completion_pb2.CreateCompletionRequest, context: grpc.aio.ServicerContext
     ) -> completion_pb2.RenderCompletionResponse:
         with self.state.call():
-            return await self.plane.render_completion(request, caller=await caller_of(self.plane, context))
+            return await COMPLETION.render(self.plane, request,
+                                           caller=await caller_of(self.plane, context))
 
     @unary_errors
     async def Generate(
@@ -90,30 +74,18 @@ class TokenwireServicer(service_pb2_grpc.TokenwireServiceServicer):
         """SkyRL's /finish_session: an acknowledgement (the fleet's affinity
         hashes the session id; nothing is held per session)."""
         if not request.session_id:
-            raise InvalidArgument("session_id is required", param="session_id", reason="FIELD_REQUIRED")
+            raise InvalidArgument("session_id is required", param="session_id",
+                                  reason="FIELD_REQUIRED")
         return sglang_pb2.FinishSessionResponse(status="ok")
 
     @unary_errors
     async def SglangGenerate(
         self, request: sglang_pb2.SglangGenerateRequest, context: grpc.aio.ServicerContext
     ) -> sglang_pb2.SglangGenerateResponse:
-        """SGLang's /generate, run as Generate (api/sglang.py)."""
-        with self.state.call():
-            try:
-                plan = await GENERATE.plan(
-                    self.plane, sglang.to_generate(request), caller=await caller_of(self.plane, context),
-                    stream=False, dp_rank=dp_rank_of(context), session_id=session_of(context))
-            except TokenwireError as err:
-                raise sglang.rename_param(err) from None
-            return sglang.from_generate(request, await GENERATE.run(self.plane, plan))
+        """SGLang's /generate, run as Generate (inference/generate/sglang.py)."""
+        return await call_streams.response(SGLANG, self.plane, request, context)
 
-    @stream_errors
-    async def StreamGenerate(
-        self, request: generate_pb2.GenerateRequest, context: grpc.aio.ServicerContext
-    ) -> AsyncIterator[generate_pb2.GenerateResponse]:
-        async with aclosing(call_streams.chunks(GENERATE, self.plane, request, context)) as chunks:
-            async for chunk in chunks:
-                yield chunk
+    StreamGenerate = call_streams.stream_rpc(GENERATE)
 
     @stream_errors
     async def Session(
@@ -121,8 +93,8 @@ class TokenwireServicer(service_pb2_grpc.TokenwireServiceServicer):
         context: grpc.aio.ServicerContext,
     ) -> AsyncIterator[session_pb2.SessionResponse]:
         with self.state.call():
-            session = Session(self.plane, caller=await caller_of(self.plane, context), dp_rank=dp_rank_of(context),
-                              session_id=session_of(context))
+            session = Session(self.plane, caller=await caller_of(self.plane, context),
+                              dp_rank=dp_rank_of(context), session_id=session_of(context))
             # The response starts at once (a proxy's request timer, e.g. the
             # gateway's request_timeout, stops when the response starts; a
             # session may wait long between requests).
@@ -135,7 +107,8 @@ class TokenwireServicer(service_pb2_grpc.TokenwireServiceServicer):
         self, request: chat_pb2.CreateChatCompletionRequest, context: grpc.aio.ServicerContext
     ) -> generate_pb2.GenerateRequest:
         with self.state.call():
-            return await self.plane.render_chat(request, caller=await caller_of(self.plane, context))
+            return await CHAT.render(self.plane, request,
+                                     caller=await caller_of(self.plane, context))
 
     @unary_errors
     async def Tokenize(
@@ -165,8 +138,9 @@ class TokenwireServicer(service_pb2_grpc.TokenwireServiceServicer):
             max_model_len=self.engine.max_model_len,
         )
         for name in self.engine.lora_names():
-            resp.data.add(id=name, object="model", created=self.state.started, owned_by="tokenwire",
-                          parent=self.plane.served_model, max_model_len=self.engine.max_model_len)
+            resp.data.add(id=name, object="model", created=self.state.started,
+                          owned_by="tokenwire", parent=self.plane.served_model,
+                          max_model_len=self.engine.max_model_len)
         return resp
 
     @unary_errors

@@ -36,13 +36,12 @@ from tokenwire.server.inference.continuation import (
 )
 from tokenwire.server.inference.continuation_store import StoredTurn
 from tokenwire.server.inference.data_plane import DataPlane
-from tokenwire.server.inference.kinds import KINDS, AnyKind
+from tokenwire.server.inference.kind_base import AnyKind
+from tokenwire.server.inference.kinds import KINDS
 from tokenwire.server.inference.offload import OFFLOAD_CHARS
-from tokenwire.server.inference.request_fields import (
-    MAX_REQUEST_ID,
-    has_request_template,
-    rendered_chars,
-)
+from tokenwire.server.inference.shared.identity import MAX_REQUEST_ID
+from tokenwire.server.inference.shared.messages import has_request_template
+from tokenwire.server.inference.shared.prompt_chars import rendered_chars
 from tokenwire.v1 import session_pb2
 
 log = logging.getLogger("tokenwire.session")
@@ -69,7 +68,8 @@ class Outbox:
         size = event.ByteSize()
         if self.bytes and self.bytes + size > self.max_bytes:
             async with self._room:  # one event always fits into an empty outbox
-                await self._room.wait_for(lambda: not self.bytes or self.bytes + size <= self.max_bytes)
+                await self._room.wait_for(
+                    lambda: not self.bytes or self.bytes + size <= self.max_bytes)
         self.bytes += size
         self._queue.put_nowait((size, event))
 
@@ -153,7 +153,8 @@ class Session:
                     break
                 else:
                     raise InvalidArgument(
-                        "a SessionRequest must set one of start, cancel, close", param="kind", reason="FIELD_REQUIRED"
+                        "a SessionRequest must set one of start, cancel, close", param="kind",
+                        reason="FIELD_REQUIRED",
                     )
         except Exception as exc:  # a session-level failure
             self._cancel_all("the session failed")
@@ -185,7 +186,8 @@ class Session:
         if len(self.tasks) >= self.plane.settings.session_max_requests:
             self.outbox.put_final(error_event(rid, ResourceExhausted(
                 f"this session already runs {len(self.tasks)} requests "
-                f"(--session-max-requests {self.plane.settings.session_max_requests})", reason="SESSION_FULL",
+                f"(--session-max-requests {self.plane.settings.session_max_requests})",
+                reason="SESSION_FULL",
             )))
             return
         task = asyncio.create_task(self._execute(rid, start))
@@ -197,7 +199,8 @@ class Session:
             del self.tasks[rid]
         if task.cancelled():
             why = "the session was closed" if self._closing else "cancelled by the client"
-            self.outbox.put_final(error_event(rid, Cancelled(f"request '{rid}': {why}", reason="REQUEST_CANCELLED")))
+            self.outbox.put_final(error_event(rid, Cancelled(f"request '{rid}': {why}",
+                                                             reason="REQUEST_CANCELLED")))
             return
         exc = task.exception()
         if exc is not None:

@@ -11,7 +11,7 @@ from tokenwire.server.core import validation as v
 from tokenwire.server.core.domain import Engine, RenderOptions
 from tokenwire.server.core.errors import FailedPrecondition, InvalidArgument
 from tokenwire.server.inference.continuation_store import ContinuationStore, StoredTurn
-from tokenwire.server.inference.request_fields import messages_to_dicts
+from tokenwire.server.inference.shared.messages import messages_to_dicts
 from tokenwire.server.inference.turns import TurnTemplates
 from tokenwire.v1 import chat_pb2, session_pb2
 

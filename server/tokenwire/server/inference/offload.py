@@ -38,6 +38,8 @@ from typing import Any, TypeVar
 
 from tokenwire.server.core.admission import RETRY_AFTER_SECONDS
 from tokenwire.server.core.errors import InvalidArgument, ResourceExhausted
+from tokenwire.server.inference.shared.messages import has_request_template
+from tokenwire.server.inference.shared.prompt_chars import request_chars
 
 T = TypeVar("T")
 OFFLOAD_CHARS = 32_768  # prompts longer than this are prepared on a worker thread
@@ -83,6 +85,16 @@ class Offload:
     async def prompt(self, fn: Callable[[], T]) -> T:
         """Run `fn` (a large prompt's preparation) on the prompt thread."""
         return await self.prompts.submit(fn)
+
+    async def prepare(self, req: Any, fn: Callable[[], T]) -> T:
+        """Run a request's own preparation `fn` (validation, rendering,
+        tokenizing): with its own template on the template thread, when
+        large on the prompt thread, else inline (as `run`)."""
+        if has_request_template(req):
+            return await self.template(fn)
+        if request_chars(req) > OFFLOAD_CHARS:
+            return await self.prompt(fn)
+        return fn()
 
     async def run(self, fn: Callable[[], T], *, own_template: bool, heavy: bool) -> T:
         """Run `fn` (rendering, tokenizing) where its weight says: with a

@@ -15,16 +15,24 @@ import asyncio
 import logging
 import uuid
 from collections.abc import Sequence
+from typing import Protocol
 
-from tokenwire.server.core.domain import Engine, EngineRequest, GenerationParams
+from tokenwire.server.core.domain import Engine, EngineRequest, GenerationParams, RenderOptions
 from tokenwire.server.core.errors import TokenwireError
 from tokenwire.server.core.serving_state import ServingState
 from tokenwire.server.core.settings import ServerSettings
-from tokenwire.server.inference.chat.request import ChatPlan
 from tokenwire.server.inference.offload import Offload
 from tokenwire.server.inference.turns import TurnTemplates
 
 log = logging.getLogger("tokenwire.prefill")
+
+
+class ChatPlan(Protocol):
+    """What a prefill reads of a chat plan (inference/chat/request.py)."""
+
+    request: EngineRequest
+    render: RenderOptions
+    speculative_prefill: bool
 
 
 class Prefiller:
@@ -40,7 +48,8 @@ class Prefiller:
         )
 
     def wanted(self, plan: ChatPlan) -> bool:
-        return self._settings.speculative_prefill and plan.speculative_prefill and plan.request.params.n == 1
+        return (self._settings.speculative_prefill and plan.speculative_prefill
+                and plan.request.params.n == 1)
 
     def next_turn_prefix(
         self, plan: ChatPlan, prompt: Sequence[int], completion: Sequence[int]

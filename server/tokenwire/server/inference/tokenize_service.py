@@ -5,13 +5,13 @@ from __future__ import annotations
 from tokenwire.server.core import validation as v
 from tokenwire.server.core.domain import Engine
 from tokenwire.server.core.errors import InvalidArgument
-from tokenwire.server.inference.request_fields import (
-    check_model,
+from tokenwire.server.inference.shared.identity import check_model
+from tokenwire.server.inference.shared.messages import (
     check_render_flags,
     messages_to_dicts,
     render_options,
-    rendered_chars,
 )
+from tokenwire.server.inference.shared.prompt_chars import rendered_chars
 from tokenwire.server.inference.turns import TurnTemplates
 from tokenwire.v1 import tokenize_pb2
 
@@ -23,7 +23,8 @@ def tokenize(
     check_model(req.model, served_model, engine.lora_names())
     has_prompt = req.HasField("prompt")
     if has_prompt == bool(req.messages):
-        raise InvalidArgument("give exactly one of prompt and messages", param="prompt", reason="FIELDS_CONFLICT")
+        raise InvalidArgument("give exactly one of prompt and messages",
+                              param="prompt", reason="FIELDS_CONFLICT")
     param, chars = ("prompt", len(req.prompt)) if has_prompt else rendered_chars(req)
     v.text_fits(param, chars, engine.max_model_len, engine.max_token_chars)
     if req.next_turn:
@@ -44,7 +45,8 @@ def tokenize(
         ids = engine.render_chat(messages_to_dicts(req.messages), options)
         if req.HasField("add_special_tokens") and req.add_special_tokens:
             ids = engine.encode("", add_special_tokens=True) + ids
-    resp = tokenize_pb2.TokenizeResponse(count=len(ids), max_model_len=engine.max_model_len, tokens=ids)
+    resp = tokenize_pb2.TokenizeResponse(count=len(ids), max_model_len=engine.max_model_len,
+                                         tokens=ids)
     if req.return_token_strs:
         resp.token_strs.extend(engine.token_text(t) for t in ids)
     return resp

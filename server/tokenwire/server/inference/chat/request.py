@@ -1,7 +1,8 @@
 """CreateChatCompletionRequest (proto) -> a validated ChatPlan (domain).
 
 All request validation for chat happens here, before the engine is called;
-conversion shared with other RPCs is in inference/request_fields.py.
+what every kind reads alike is in inference/shared/ (sampling, identity,
+tenant policy, messages, nvext).
 """
 
 from __future__ import annotations
@@ -25,24 +26,18 @@ from tokenwire.server.core.domain import (
 )
 from tokenwire.server.core.errors import InvalidArgument
 from tokenwire.server.core.settings import ServerSettings
-from tokenwire.server.inference import sampling_rules as rules
-from tokenwire.server.inference.body_fields import (
-    body_priority,
-    check_extra_fields,
-    opt,
-    sampling_from_body,
-)
-from tokenwire.server.inference.request_fields import (
-    check_model,
+from tokenwire.server.inference.shared import sampling
+from tokenwire.server.inference.shared.identity import check_model, lora_of, new_request_id
+from tokenwire.server.inference.shared.messages import (
     check_render_flags,
-    lora_of,
     messages_to_dicts,
-    new_request_id,
-    pick_cache_salt,
     render_options,
-    rendered_chars,
     struct_to_dict,
 )
+from tokenwire.server.inference.shared.nvext import check_extra_fields
+from tokenwire.server.inference.shared.prompt_chars import rendered_chars
+from tokenwire.server.inference.shared.sampling import opt, sampling_from_body
+from tokenwire.server.inference.shared.tenant_policy import body_priority, pick_cache_salt
 from tokenwire.v1 import chat_pb2
 
 TOOL_CHOICES = frozenset({"none", "auto", "required"})
@@ -94,7 +89,8 @@ def check_tool_choice(value: struct_pb2.Value, tools: list[dict[str, Any]] | Non
                 param="tool_choice", reason="VALUE_NOT_ALLOWED",
             )
         if value.string_value == "required" and not tools:
-            raise InvalidArgument("tool_choice 'required' needs tools", param="tool_choice", reason="MISSING_DEPENDENCY")
+            raise InvalidArgument("tool_choice 'required' needs tools",
+                                  param="tool_choice", reason="MISSING_DEPENDENCY")
         return
     if kind == "struct_value":
         d = struct_to_dict(value.struct_value)
@@ -107,7 +103,8 @@ def check_tool_choice(value: struct_pb2.Value, tools: list[dict[str, Any]] | Non
                 param="tool_choice", reason="INVALID_FORMAT",
             )
         return
-    raise InvalidArgument("tool_choice must be a string or an object", param="tool_choice", reason="INVALID_TYPE")
+    raise InvalidArgument("tool_choice must be a string or an object",
+                          param="tool_choice", reason="INVALID_TYPE")
 
 
 def structured_output(rf: chat_pb2.ResponseFormat) -> StructuredOutput | None:
@@ -138,9 +135,10 @@ def sampling_from_chat(
     want_lp = bool(req.logprobs) if req.HasField("logprobs") else False
     top = 0
     if req.HasField("top_logprobs"):
-        top = rules.logprobs_count("top_logprobs", req.top_logprobs, settings)
+        top = sampling.logprobs_count("top_logprobs", req.top_logprobs, settings)
         if top > 0 and not want_lp:
-            raise InvalidArgument("top_logprobs needs logprobs: true", param="top_logprobs", reason="MISSING_DEPENDENCY")
+            raise InvalidArgument("top_logprobs needs logprobs: true",
+                                  param="top_logprobs", reason="MISSING_DEPENDENCY")
     if want_lp:
         p.logprobs = top
     if "engine_data" in set(req.nvext.extra_fields) and p.logprobs is None:
@@ -227,11 +225,7 @@ def build_chat_plan(
         params.max_tokens = v.max_tokens(
             "max_tokens", opt(req, "max_tokens"), len(prompt), engine.max_model_len
         )
-    if params.min_tokens > params.max_tokens:
-        raise InvalidArgument(
-            f"min_tokens ({params.min_tokens}) exceeds max_tokens ({params.max_tokens})",
-            param="min_tokens", reason="VALUE_OUT_OF_RANGE",
-        )
+    sampling.check_min_tokens(params)
     params.stream_interval = v.stream_interval(req.stream_options)
 
     priority = body_priority(req, settings, caller)

@@ -9,20 +9,12 @@ from typing import Any
 
 from tokenwire.server.core.domain import ChoiceOutput, Engine, EngineOutput, EngineTimes
 from tokenwire.server.inference.chat.request import ChatPlan
-from tokenwire.server.inference.choice_fields import (
-    ChoiceAccumulator,
-    add_prompt_nvext,
-    finish_choice,
-    response_nvext,
-    timing,
-)
 from tokenwire.server.inference.reasoning import ReasoningStream, split_text
-from tokenwire.server.inference.response_fields import (
-    add_prompt_logprobs,
-    choice_logprobs,
-    chunk_maker,
-    usage,
-)
+from tokenwire.server.inference.shared.choices import ChoiceAccumulator, finish_choice
+from tokenwire.server.inference.shared.logprobs import add_prompt_logprobs, choice_logprobs
+from tokenwire.server.inference.shared.nvext import add_prompt_nvext, response_nvext
+from tokenwire.server.inference.shared.outputs import chunk_maker
+from tokenwire.server.inference.shared.usage import timing, usage
 from tokenwire.server.inference.tool_calls import ParsedCall, StreamParser, parse_text
 from tokenwire.v1 import chat_pb2, common_pb2
 
@@ -62,7 +54,8 @@ def build_chat_response(
         acc.add(out)
         completion_len += len(out.token_ids)
         reasoning, text = (
-            split_text(out.text, plan.reasoning_markers) if plan.reasoning_markers else (None, out.text)
+            split_text(out.text, plan.reasoning_markers) if plan.reasoning_markers
+            else (None, out.text)
         )
         content, calls = parse_text(text) if plan.parse_tool_calls else (text, [])
         message = chat_pb2.ResponseMessage(role="assistant")
@@ -77,7 +70,8 @@ def build_chat_response(
             finish_reason=_finish_reason(out.finish_reason, len(calls)),
         )
         if plan.logprobs:
-            choice.logprobs.CopyFrom(choice_logprobs(engine, out.logprobs, plan.top_logprobs, plan.as_token_ids))
+            choice.logprobs.CopyFrom(choice_logprobs(engine, out.logprobs, plan.top_logprobs,
+                                                     plan.as_token_ids))
         if plan.ids_wanted:
             choice.token_ids.extend(out.token_ids)
         nv = finish_choice(choice, out, plan, acc, final.prompt_token_ids)
@@ -116,7 +110,8 @@ class ChatStreamBuilder:
         self.times: EngineTimes | None = None
         self._mirror: chat_pb2.ChoiceNvExt | None = None
         self.tool_parsers = (
-            {i: StreamParser() for i in range(plan.request.params.n)} if plan.parse_tool_calls else {}
+            {i: StreamParser() for i in range(plan.request.params.n)} if plan.parse_tool_calls
+            else {}
         )
         markers = plan.reasoning_markers
         self.reasoners = (
@@ -134,15 +129,18 @@ class ChatStreamBuilder:
             system_fingerprint=self._fingerprint,
         ))
 
-    def first_chunk(self, first: EngineOutput | None = None) -> chat_pb2.StreamChatCompletionResponse:
+    def first_chunk(self, first: EngineOutput | None = None
+                    ) -> chat_pb2.StreamChatCompletionResponse:
         """The role chunk; with the engine's first output, also the prompt
         logprobs it carries (asked with prompt_logprobs)."""
         chunk = self._chunk()
         if first is not None:
             add_prompt_logprobs(chunk.prompt_logprobs, self.engine,
-                                self.plan.request.params.prompt_logprobs or 0, first.prompt_logprobs)
+                                self.plan.request.params.prompt_logprobs or 0,
+                                first.prompt_logprobs)
         for i in range(self.plan.request.params.n):
-            chunk.choices.add(index=i, delta=chat_pb2.ChatCompletionDelta(role="assistant", content=""))
+            chunk.choices.add(index=i,
+                              delta=chat_pb2.ChatCompletionDelta(role="assistant", content=""))
         if self.plan.return_token_ids:
             chunk.prompt_token_ids.extend(self.prompt_ids)
         add_prompt_nvext(chunk.nvext, self.plan.extra_fields, self.prompt_ids,
@@ -173,7 +171,8 @@ class ChatStreamBuilder:
             if plan.ids_wanted:
                 ch.token_ids.extend(c.token_ids)
             if plan.logprobs:
-                ch.logprobs.CopyFrom(choice_logprobs(self.engine, c.logprobs, plan.top_logprobs, plan.as_token_ids))
+                ch.logprobs.CopyFrom(choice_logprobs(self.engine, c.logprobs, plan.top_logprobs,
+                                                     plan.as_token_ids))
             if c.finish_reason is not None:
                 parser = self.tool_parsers.get(c.index)
                 ch.finish_reason = _finish_reason(c.finish_reason, parser.calls if parser else 0)

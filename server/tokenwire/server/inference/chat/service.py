@@ -8,8 +8,8 @@ from tokenwire.server.core.domain import Engine, RunOutcome
 from tokenwire.server.core.errors import Internal
 from tokenwire.server.inference.chat.request import ChatPlan
 from tokenwire.server.inference.chat.response import ChatStreamBuilder, build_chat_response
-from tokenwire.server.inference.choice_fields import final_output
 from tokenwire.server.inference.chunk_bounds import DEFAULT_MESSAGE_LIMIT, ChunkBounds
+from tokenwire.server.inference.shared.outputs import final_output
 from tokenwire.v1 import chat_pb2
 
 
@@ -49,7 +49,8 @@ async def stream_chat(
     finally:
         await outputs.aclose()  # type: ignore[attr-defined]
     if not finished:
-        raise Internal("the engine ended the stream without finishing the request", reason="ENGINE_OUTPUT_INCOMPLETE")
+        raise Internal("the engine ended the stream without finishing the request",
+                       reason="ENGINE_OUTPUT_INCOMPLETE")
     if outcome is not None:  # the builder accumulated the ids already
         outcome.fill(builder.prompt_ids, {i: a.token_ids for i, a in builder.accs.items()})
     if plan.include_usage:

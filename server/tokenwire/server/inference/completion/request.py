@@ -3,7 +3,8 @@
 A completion body holds one prompt or a batch (a list of strings or of id
 lists); each prompt becomes its own EngineRequest with `n` choices, and the
 response indexes choices prompt_index * n + choice (OpenAI's order).
-Fields spelled as in chat are read by inference/body_fields.py.
+Fields spelled as in chat are read by inference/shared/ (sampling.py,
+tenant_policy.py, nvext.py).
 """
 
 from __future__ import annotations
@@ -17,18 +18,11 @@ from tokenwire.server.core import validation as v
 from tokenwire.server.core.domain import Caller, Engine, EngineRequest, GenerationParams
 from tokenwire.server.core.errors import InvalidArgument
 from tokenwire.server.core.settings import ServerSettings
-from tokenwire.server.inference import sampling_rules as rules
-from tokenwire.server.inference.body_fields import (
-    body_priority,
-    check_extra_fields,
-    sampling_from_body,
-)
-from tokenwire.server.inference.request_fields import (
-    check_model,
-    lora_of,
-    new_request_id,
-    pick_cache_salt,
-)
+from tokenwire.server.inference.shared import sampling
+from tokenwire.server.inference.shared.identity import check_model, lora_of, new_request_id
+from tokenwire.server.inference.shared.nvext import check_extra_fields
+from tokenwire.server.inference.shared.sampling import sampling_from_body
+from tokenwire.server.inference.shared.tenant_policy import body_priority, pick_cache_salt
 from tokenwire.v1 import completion_pb2
 
 DEFAULT_MAX_TOKENS = 16  # OpenAI's and vLLM's default for completions
@@ -130,7 +124,8 @@ def parse_prompts(
         return [Prompt(_text("prompt", value.string_value, engine, add_special),
                        value.string_value, "prompt")]
     if kind != "list_value":
-        raise InvalidArgument("prompt must be a string or a list", param="prompt", reason="INVALID_TYPE")
+        raise InvalidArgument("prompt must be a string or a list",
+                              param="prompt", reason="INVALID_TYPE")
     items = value.list_value.values
     if not items:
         raise InvalidArgument("prompt: the list is empty", param="prompt", reason="EMPTY_VALUE")
@@ -191,7 +186,7 @@ def completion_params(
 ) -> GenerationParams:
     p = sampling_from_body(req, settings, engine.vocab_size, engine.sampling_defaults())
     if req.HasField("logprobs"):
-        p.logprobs = rules.logprobs_count("logprobs", req.logprobs, settings)
+        p.logprobs = sampling.logprobs_count("logprobs", req.logprobs, settings)
     if "engine_data" in extra_fields and p.logprobs is None:
         p.logprobs = 0  # engine_data carries the sampled tokens' logprobs
     if req.echo and req.HasField("logprobs") and p.prompt_logprobs is None:
@@ -229,11 +224,7 @@ def build_completion_plan(
             echo_only = True
             p.max_tokens = 1
             p.min_tokens = 0
-        if p.min_tokens > p.max_tokens:
-            raise InvalidArgument(
-                f"min_tokens ({p.min_tokens}) exceeds max_tokens ({p.max_tokens})",
-                param="min_tokens", reason="VALUE_OUT_OF_RANGE",
-            )
+        sampling.check_min_tokens(p)
         requests.append(EngineRequest(
             request_id=response_id if len(prompts) == 1 else f"{response_id}-{i}",
             prompt_token_ids=prompt.token_ids,

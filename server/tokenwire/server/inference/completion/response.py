@@ -11,15 +11,11 @@ from collections.abc import Sequence
 from google.protobuf import struct_pb2
 
 from tokenwire.server.core.domain import ChoiceOutput, Engine, EngineOutput, PositionLogprobs
-from tokenwire.server.inference.choice_fields import (
-    ChoiceAccumulator,
-    add_prompt_nvext,
-    finish_choice,
-    response_nvext,
-    timing,
-)
 from tokenwire.server.inference.completion.request import CompletionPlan
-from tokenwire.server.inference.response_fields import native_prompt_logprobs, usage
+from tokenwire.server.inference.shared.choices import ChoiceAccumulator, finish_choice
+from tokenwire.server.inference.shared.logprobs import native_prompt_logprobs
+from tokenwire.server.inference.shared.nvext import add_prompt_nvext, response_nvext
+from tokenwire.server.inference.shared.usage import timing, usage
 from tokenwire.v1 import chat_pb2, common_pb2, completion_pb2
 
 _NULL = struct_pb2.Value(null_value=struct_pb2.NULL_VALUE)

@@ -21,18 +21,14 @@ from tokenwire.server.core.domain import (
 )
 from tokenwire.server.core.errors import Internal, InvalidArgument
 from tokenwire.server.core.settings import ServerSettings
-from tokenwire.server.inference import sampling_rules as rules
-from tokenwire.server.inference.choice_fields import final_output, finish_choice
 from tokenwire.server.inference.chunk_bounds import DEFAULT_MESSAGE_LIMIT, ChunkBounds
-from tokenwire.server.inference.request_fields import (
-    check_model,
-    check_priority,
-    lora_of,
-    new_request_id,
-    pick_cache_salt,
-    stop_strings,
-)
-from tokenwire.server.inference.response_fields import chunk_maker, native_prompt_logprobs, usage
+from tokenwire.server.inference.shared import sampling
+from tokenwire.server.inference.shared.choices import finish_choice
+from tokenwire.server.inference.shared.identity import check_model, lora_of, new_request_id
+from tokenwire.server.inference.shared.logprobs import native_prompt_logprobs
+from tokenwire.server.inference.shared.outputs import chunk_maker, final_output
+from tokenwire.server.inference.shared.tenant_policy import check_priority, pick_cache_salt
+from tokenwire.server.inference.shared.usage import usage
 from tokenwire.v1 import common_pb2, generate_pb2
 
 OUTPUT_MODES = frozenset({"tokens", "text"})
@@ -49,32 +45,35 @@ class GeneratePlan:
     return_token_ids: bool
     include_usage: bool
     created: int
+    extra_fields: frozenset[str] = frozenset()  # (nvext's: generate has none)
 
 
 def _sampling(
     sp: common_pb2.SamplingParams, settings: ServerSettings, vocab: int, defaults: dict[str, Any],
 ) -> GenerationParams:
-    p = rules.default_params(defaults)
+    p = sampling.default_params(defaults)
     pre = "sampling_params."
-    rules.apply_ranges(p, {
+    sampling.apply_ranges(p, {
         name: (pre + name, getattr(sp, name))
         for name in ("n", "temperature", "top_p", "top_k", "min_p", "presence_penalty",
                      "frequency_penalty", "repetition_penalty", "min_tokens", "prompt_logprobs",
                      "thinking_token_budget")
         if sp.HasField(name)
     }, settings, vocab)
-    rules.check_greedy_choices(p, pre + "n")
+    sampling.check_greedy_choices(p, pre + "n")
     if sp.HasField("seed"):
         p.seed = sp.seed
-    p.stop, stop_ids = stop_strings(pre + "stop", sp.stop if sp.HasField("stop") else None, settings)
+    p.stop, stop_ids = sampling.stop_strings(pre + "stop", sp.stop if sp.HasField("stop") else None,
+                                             settings)
     v.token_ids(pre + "stop", stop_ids, vocab)
-    p.stop_token_ids = rules.stop_token_ids(pre + "stop_token_ids", [*sp.stop_token_ids, *stop_ids],
-                                            settings, vocab)
+    p.stop_token_ids = sampling.stop_token_ids(pre + "stop_token_ids",
+                                               [*sp.stop_token_ids, *stop_ids],
+                                               settings, vocab)
     p.ignore_eos = bool(sp.ignore_eos)
     if sp.HasField("logprobs"):
-        p.logprobs = rules.logprobs_count(pre + "logprobs", sp.logprobs, settings)
-    rules.copy_text_flags(p, sp)
-    p.logit_bias = rules.logit_bias(pre + "logit_bias", sp.logit_bias.items(), vocab)
+        p.logprobs = sampling.logprobs_count(pre + "logprobs", sp.logprobs, settings)
+    sampling.copy_text_flags(p, sp)
+    p.logit_bias = sampling.logit_bias(pre + "logit_bias", sp.logit_bias.items(), vocab)
     return p
 
 
@@ -90,7 +89,8 @@ def build_generate_plan(
     model = check_model(req.model, served_model, engine.lora_names())
     mode = req.output_mode or "tokens"
     if mode not in OUTPUT_MODES:
-        raise InvalidArgument(f"output_mode '{mode}' is not one of tokens, text", param="output_mode", reason="VALUE_NOT_ALLOWED")
+        raise InvalidArgument(f"output_mode '{mode}' is not one of tokens, text",
+                              param="output_mode", reason="VALUE_NOT_ALLOWED")
     v.prompt_fits("token_ids", len(req.token_ids), engine.max_model_len)  # before the walk
     prompt = v.token_ids("token_ids", req.token_ids, engine.vocab_size)
     params = _sampling(req.sampling_params, settings, engine.vocab_size, engine.sampling_defaults())
@@ -101,11 +101,7 @@ def build_generate_plan(
         len(prompt),
         engine.max_model_len,
     )
-    if params.min_tokens > params.max_tokens:  # vLLM would raise outside any handler
-        raise InvalidArgument(
-            f"sampling_params.min_tokens ({params.min_tokens}) exceeds sampling_params.max_tokens "
-            f"({params.max_tokens})", param="sampling_params.min_tokens", reason="VALUE_OUT_OF_RANGE",
-        )
+    sampling.check_min_tokens(params, "sampling_params.")
     params.detokenize = mode == "text" or bool(params.stop)
     params.stream_interval = v.stream_interval(req.stream_options)
     salt = pick_cache_salt(caller, req.cache_salt)
@@ -244,7 +240,8 @@ async def stream_generate(
                 if send:
                     yield resp
     if not finished:
-        raise Internal("the engine ended the stream without finishing the request", reason="ENGINE_OUTPUT_INCOMPLETE")
+        raise Internal("the engine ended the stream without finishing the request",
+                       reason="ENGINE_OUTPUT_INCOMPLETE")
     if outcome is not None and ids is not None:
         outcome.fill(prompt_ids, ids)
     if plan.include_usage:

@@ -1,48 +1,29 @@
-"""Render: the Generate request(s) a chat or completion body would
-produce, without generating (vLLM's /v1/chat/completions/render and
+"""Render: the GenerateRequest an engine request runs as, without
+generating (vLLM's /v1/chat/completions/render and
 /v1/completions/render). The plan is built exactly as for
 CreateChatCompletion / CreateCompletion (same validation, template,
-defaults, clamps); each engine request's prompt ids and resolved sampling
-parameters become a GenerateRequest the client can send to Generate as it
-is."""
+defaults, clamps: the kind's render, in chat/kind.py and
+completion/kind.py); each engine request's prompt ids and resolved
+sampling parameters become a GenerateRequest the client can send to
+Generate as it is."""
 
 from __future__ import annotations
 
 from google.protobuf import struct_pb2
 
 from tokenwire.server.core.domain import EngineRequest
-from tokenwire.server.core.errors import InvalidArgument
-from tokenwire.server.inference.chat.request import ChatPlan
-from tokenwire.server.inference.completion.request import CompletionPlan
-from tokenwire.v1 import chat_pb2, common_pb2, completion_pb2, generate_pb2
+from tokenwire.v1 import common_pb2, generate_pb2
 
 _COPIED = ("n", "temperature", "top_p", "top_k", "min_p", "presence_penalty", "frequency_penalty",
            "repetition_penalty", "max_tokens", "min_tokens", "ignore_eos", "skip_special_tokens",
            "spaces_between_special_tokens", "include_stop_str_in_output")
 
 
-def generate_request(
-    plan: ChatPlan, req: chat_pb2.CreateChatCompletionRequest
+def as_generate_request(
+    model: str, request: EngineRequest, salt: str
 ) -> generate_pb2.GenerateRequest:
-    if plan.request.params.structured is not None:
-        raise InvalidArgument(
-            "response_format cannot be rendered into a Generate request (Generate has no "
-            "structured outputs); render without it", param="response_format",
-            reason="FEATURE_DISABLED",
-        )
-    return _generate_request(plan.model, plan.request, req.nvext.cache_salt or req.cache_salt)
-
-
-def generate_requests(
-    plan: CompletionPlan, req: completion_pb2.CreateCompletionRequest
-) -> completion_pb2.RenderCompletionResponse:
-    """One GenerateRequest per prompt of a completion body."""
-    salt = req.nvext.cache_salt or req.cache_salt
-    return completion_pb2.RenderCompletionResponse(
-        requests=[_generate_request(plan.model, r, salt) for r in plan.requests])
-
-
-def _generate_request(model: str, request: EngineRequest, salt: str) -> generate_pb2.GenerateRequest:
+    """The GenerateRequest that runs `request` (`salt`: the cache salt as the
+    caller asked it)."""
     p = request.params
     sp = common_pb2.SamplingParams(**{name: getattr(p, name) for name in _COPIED})
     if p.seed is not None:

@@ -1,52 +1,14 @@
-"""Response-side conversion shared by every RPC: domain values -> protobuf
-fields (usage, stop reason, weight version spans, logprobs in the OpenAI
-shape). Chat-only response building lives in
-inference/chat/response.py; generate's in inference/generate/service.py."""
+"""Logprobs into protobuf: the OpenAI shape (a choice's, the prompt's) and
+vLLM's native prompt logprobs (Dynamo's nvext.prompt_logprobs, generate)."""
 
 from __future__ import annotations
 
-from collections.abc import Callable
-from typing import Any, TypeVar
+from typing import Any
 
 from google.protobuf import struct_pb2
-from google.protobuf.message import Message
 
-from tokenwire.server.core.domain import Candidate, Engine, PositionLogprobs, WeightSpan
+from tokenwire.server.core.domain import Candidate, Engine, PositionLogprobs
 from tokenwire.v1 import common_pb2
-
-M = TypeVar("M", bound=Message)
-
-
-def chunk_maker(header: M) -> Callable[[], M]:
-    """A stream's chunk maker: each chunk starts as `header` (the fields
-    every chunk of the stream repeats), serialized once and parsed back per
-    chunk, which costs half of setting the fields each time (issue #27)."""
-    data, parse = header.SerializeToString(), type(header).FromString
-    return lambda: parse(data)
-
-
-def stop_reason_value(reason: int | str | None) -> struct_pb2.Value | None:
-    if reason is None:
-        return None
-    if isinstance(reason, str):
-        return struct_pb2.Value(string_value=reason)
-    return struct_pb2.Value(number_value=float(reason))
-
-
-def usage(prompt_len: int, completion_len: int, cached: int) -> common_pb2.Usage:
-    return common_pb2.Usage(
-        prompt_tokens=prompt_len,
-        completion_tokens=completion_len,
-        total_tokens=prompt_len + completion_len,
-        prompt_tokens_details=common_pb2.PromptTokensDetails(cached_tokens=cached),
-    )
-
-
-def add_weight_spans(target: Any, spans: list[WeightSpan] | None) -> None:
-    """Fill a repeated WeightVersionSpan field (a no-op without spans)."""
-    if spans:
-        for span in spans:
-            target.add(version=span.version, start=span.start, end=span.end)
 
 
 def add_prompt_logprobs(
@@ -97,13 +59,15 @@ def _spelled(engine: Engine, token_id: int, as_ids: bool) -> tuple[str, bytes]:
 def token_logprob(engine: Engine, pos: PositionLogprobs, top_k: int,
                   as_ids: bool = False) -> common_pb2.TokenLogProb:
     token, raw = _spelled(engine, pos.token_id, as_ids)
-    entry = common_pb2.TokenLogProb(token=token, logprob=pos.logprob, bytes=raw, token_id=pos.token_id)
+    entry = common_pb2.TokenLogProb(token=token, logprob=pos.logprob, bytes=raw,
+                                    token_id=pos.token_id)
     if pos.non_finite:
         entry.non_finite = True
     if top_k > 0:
         for cand in pos.top[:top_k]:
             token, raw = _spelled(engine, cand.token_id, as_ids)
-            entry.top_logprobs.add(token=token, logprob=cand.logprob, bytes=raw, token_id=cand.token_id)
+            entry.top_logprobs.add(token=token, logprob=cand.logprob, bytes=raw,
+                                   token_id=cand.token_id)
     return entry
 
 

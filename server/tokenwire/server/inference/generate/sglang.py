@@ -5,16 +5,27 @@ engine request), and the GenerateResponse becomes SGLang's answer
 output_token_logprobs}}), the fields slime and AReaL read. meta_info's
 weight_version is SGLang's (the version that sampled the last token);
 weight_versions adds every span, so a request that straddled an update
-shows it. Errors name SGLang's fields."""
+shows it. Errors name SGLang's fields.
+
+SGLANG is the call's kind (api/servicer.py's SglangGenerate runs it as any
+unary kind, api/call_streams.py): a thin adapter over GENERATE, planned and
+run by it, that converts the body on the way in and the answer on the way
+out. Not a Session kind (not in KINDS): it has no stream."""
 
 from __future__ import annotations
 
 import base64
+import dataclasses
 from typing import Any
 
 from google.protobuf import struct_pb2
 
+from tokenwire.server.core.domain import Caller, RunOutcome
 from tokenwire.server.core.errors import InvalidArgument, TokenwireError
+from tokenwire.server.inference.data_plane import DataPlane
+from tokenwire.server.inference.generate.kind import GENERATE
+from tokenwire.server.inference.generate.service import GeneratePlan
+from tokenwire.server.inference.kind_base import RequestKind
 from tokenwire.v1 import generate_pb2, sglang_pb2
 
 # SGLang's sampling names -> Generate's (same meaning).
@@ -53,8 +64,9 @@ def to_generate(req: sglang_pb2.SglangGenerateRequest) -> generate_pb2.GenerateR
     sp = req.sampling_params
     if sp.HasField("n") and sp.n != 1:
         raise _refuse("sampling_params.n", "one choice per prompt on /generate")
-    out = generate_pb2.GenerateRequest(token_ids=req.input_ids, request_id=req.rid, model=req.lora_path,
-                                       session_id=req.session_id, output_mode="text")
+    out = generate_pb2.GenerateRequest(token_ids=req.input_ids, request_id=req.rid,
+                                       model=req.lora_path, session_id=req.session_id,
+                                       output_mode="text")
     params = out.sampling_params
     for name in _SAME:
         if sp.HasField(name):
@@ -141,3 +153,35 @@ def from_generate(req: sglang_pb2.SglangGenerateRequest, resp: generate_pb2.Gene
     if req.return_routed_experts and choice.routed_experts:
         meta.routed_experts = base64.b64encode(choice.routed_experts).decode("ascii")
     return out
+
+
+@dataclasses.dataclass
+class SglangPlan:
+    """An SGLang body and the Generate plan that runs it."""
+
+    body: sglang_pb2.SglangGenerateRequest
+    generate: GeneratePlan
+
+
+class SglangKind(RequestKind[sglang_pb2.SglangGenerateRequest, SglangPlan,
+                             sglang_pb2.SglangGenerateResponse, None]):
+    """SGLang's /generate as a unary kind over GENERATE."""
+
+    name = "sglang"
+
+    async def plan(self, plane: DataPlane, req: sglang_pb2.SglangGenerateRequest, *,
+                   caller: Caller, stream: bool, dp_rank: str | None = None,
+                   session_id: str | None = None) -> SglangPlan:
+        try:
+            plan = await GENERATE.plan(plane, to_generate(req), caller=caller, stream=stream,
+                                       dp_rank=dp_rank, session_id=session_id)
+        except TokenwireError as err:
+            raise rename_param(err) from None
+        return SglangPlan(req, plan)
+
+    async def run(self, plane: DataPlane, plan: SglangPlan, outcome: RunOutcome | None = None
+                  ) -> sglang_pb2.SglangGenerateResponse:
+        return from_generate(plan.body, await GENERATE.run(plane, plan.generate, outcome))
+
+
+SGLANG = SglangKind()

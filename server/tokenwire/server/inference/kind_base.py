@@ -1,0 +1,189 @@
+"""The interface every request kind has, and the steps every kind's plan
+takes, run once here.
+
+A kind (chat/kind.py, completion/kind.py, generate/kind.py) is one
+`RequestKind` subclass: it builds its plan from the request (`build`: its
+own request.py or service.py, all validation), runs it (`run`: the one
+response), streams it (`stream`: its own chunk generator, returned as is:
+no wrapping layer per chunk), starts what a finished run asks for
+(`after`: chat's speculative prefill), and tells a Session what it needs
+(its prompt replaced by ids, a continuation's conflicts).
+
+`RequestKind.plan` is the same for every kind: build the plan (off the
+event loop when the preparation is heavy: inference/offload.py), stamp the
+weight version, refuse a response too large for a message, and route the
+engine requests (data-parallel rank, session, tenant, weight bound, salting
+by version). Where the kinds differ in these steps, the kind says so in
+class attributes (`routing_prefix`, `dp_rank_field`, `max_tokens_param`,
+`stamps_weight_version`, `offloads_preparation`), read here; the data plane
+(inference/data_plane.py) only holds what every call shares."""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator
+from typing import Any, ClassVar, Generic, TypeVar
+
+from tokenwire.server.core import validation as v
+from tokenwire.server.core.domain import Caller, EngineRequest, RenderOptions, RunOutcome
+from tokenwire.server.core.weight_bounds import EXACT, LAG, WeightBound, bound_from, pick_bound
+from tokenwire.server.inference.data_plane import DataPlane
+from tokenwire.server.inference.shared.identity import pick_dp_rank, pick_session_id
+
+Req = TypeVar("Req")
+P = TypeVar("P")
+R = TypeVar("R")
+C = TypeVar("C")
+
+
+class RequestKind(Generic[Req, P, R, C]):
+    """One request kind behind the interface every front end uses."""
+
+    name: ClassVar[str]
+    # Where the request's routing fields (data-parallel rank, session id,
+    # weight bound, salt_cache_by_version) sit: "nvext." (the request's
+    # nvext message) or "" (the request's root); errors name them so.
+    routing_prefix: ClassVar[str] = "nvext."
+    dp_rank_field: ClassVar[str] = "dp_rank"  # the body's data-parallel rank field
+    max_tokens_param: ClassVar[str] = "max_tokens"  # named when a response would not fit
+    # Whether the plan carries the weight version current when it was planned
+    # (its system_fingerprint); a plan without a fingerprint does not.
+    stamps_weight_version: ClassVar[bool] = True
+    # Whether building the plan may leave the event loop (templates, large
+    # prompts: inference/offload.py); a kind that only reads ids builds inline.
+    offloads_preparation: ClassVar[bool] = True
+
+    # -- plan (proto -> validated domain) --------------------------------
+    def build(self, plane: DataPlane, req: Req, *, caller: Caller, stream: bool) -> P:
+        """The kind's own plan of `req`, every field validated (its
+        request.py or service.py); `plan` adds the steps all kinds take."""
+        raise NotImplementedError
+
+    def engine_requests(self, plan: P) -> list[EngineRequest]:
+        """The engine requests of `plan` (one, unless the kind batches)."""
+        return [plan.request]  # type: ignore[attr-defined]  # (every plan has one)
+
+    async def plan(self, plane: DataPlane, req: Req, *, caller: Caller, stream: bool,
+                   dp_rank: str | None = None, session_id: str | None = None) -> P:
+        """The validated plan of `req`, routed (`dp_rank`, `session_id`: the
+        call's metadata, which the body's fields override)."""
+        if self.offloads_preparation:
+            plan = await plane.offload.prepare(
+                req, lambda: self.build(plane, req, caller=caller, stream=stream))
+        else:
+            plan = self.build(plane, req, caller=caller, stream=stream)
+        if self.stamps_weight_version:
+            plan.weight_version = plane.state.weight_version  # type: ignore[attr-defined]
+        requests = self.engine_requests(plan)
+        _response_fits(plane, requests, self.max_tokens_param,
+                       plan.extra_fields)  # type: ignore[attr-defined]  # (every plan)
+        self._route(plane, requests, req, caller=caller, dp_rank=dp_rank, session_id=session_id)
+        return plan
+
+    def _route(self, plane: DataPlane, requests: list[EngineRequest], req: Any, *,
+               caller: Caller, dp_rank: str | None, session_id: str | None) -> None:
+        """What every kind's engine requests take from the call and from the
+        body (its fields under `routing_prefix`): data-parallel rank,
+        session id, tenant, weight bound, salting by version."""
+        prefix = self.routing_prefix
+        fields = getattr(req, prefix.rstrip(".")) if prefix else req
+        rank_field = self.dp_rank_field
+        body = getattr(fields, rank_field) if fields.HasField(rank_field) else None
+        rank = _dp_rank(plane, body, prefix + rank_field, dp_rank)
+        session = pick_session_id(req.session_id, session_id)
+        bound = _weight_bound(fields, prefix, caller)
+        salt = _salt_by_version(fields)
+        for request in requests:
+            request.data_parallel_rank = rank
+            request.session_id = session
+            request.tenant = caller.tenant
+            request.weight_bound = bound
+            request.salt_by_version = salt
+
+    # -- run, stream, after ----------------------------------------------
+    async def run(self, plane: DataPlane, plan: P, outcome: RunOutcome | None = None) -> R:
+        """Run `plan` on the plane's engine to the end and build the one
+        response (the kind's own service and response modules).
+        `outcome`: filled with the ids."""
+        raise NotImplementedError
+
+    def stream(self, plane: DataPlane, plan: P, outcome: RunOutcome | None = None
+               ) -> AsyncIterator[C]:
+        """The chunks of `plan`, built as the engine's outputs arrive: the
+        kind's own stream generator (e.g. chat/service.py's stream_chat over
+        ChatStreamBuilder), returned as is — no wrapping layer per chunk;
+        close it when abandoned. `outcome`: filled once the stream finished."""
+        raise NotImplementedError
+
+    def call_outcome(self) -> RunOutcome | None:
+        """What a single call (not a Session) keeps of its run for `after`:
+        nothing unless the kind starts something after a run."""
+        return None
+
+    def after(self, plane: DataPlane, plan: P, outcome: RunOutcome | None) -> bool:
+        """After a finished run: start what the plan asked for; True if started."""
+        return False
+
+    # -- what a Session needs --------------------------------------------
+    def with_prompt(self, req: Req, prompt: list[int]) -> Req:
+        """A copy of `req` whose prompt is the given ids (nvext.token_data)."""
+        copy = type(req)()
+        copy.MergeFrom(req)  # type: ignore[attr-defined]  # (a proto message)
+        copy.nvext.token_data.extend(prompt)  # type: ignore[attr-defined]  # (chat, completion)
+        return copy
+
+    def continuation_options(self, req: Req, *, trust_template: bool) -> RenderOptions:
+        """Refuse a continuation request that also carries a prompt
+        (FIELDS_CONFLICT); the render options of its next turn."""
+        return RenderOptions()
+
+    def continuation_chars(self, req: Req) -> int:
+        """The characters `req` adds when a continuation's messages render."""
+        return 0
+
+
+AnyKind = RequestKind[Any, Any, Any, Any]
+
+
+def _response_fits(plane: DataPlane, requests: list[EngineRequest], param: str,
+                   extra_fields: frozenset[str]) -> None:
+    """Refuse up front a response estimated over the message limit: a
+    unary one (one or a batch of engine requests with the same options:
+    one message), or a stream's largest message (validation.stream_fits;
+    the prompts of a batch stream apart)."""
+    p = requests[0].params
+    limit = plane.settings.max_message_bytes
+    if not requests[0].stream:
+        v.response_fits(param, n=sum(r.params.n for r in requests),
+                        max_tokens=max(r.params.max_tokens for r in requests),
+                        logprobs=p.logprobs,
+                        prompt_len=sum(len(r.prompt_token_ids) for r in requests),
+                        prompt_logprobs=p.prompt_logprobs, limit=limit)
+        return
+    whole = bool(extra_fields & {"completion_token_ids", "engine_data"})
+    for r in requests:
+        v.stream_fits(param, n=r.params.n, max_tokens=r.params.max_tokens,
+                      prompt_len=len(r.prompt_token_ids), prompt_logprobs=p.prompt_logprobs,
+                      whole=whole, limit=limit, logprobs=p.logprobs)
+
+
+def _dp_rank(plane: DataPlane, body: int | None, param: str, header: str | None) -> int | None:
+    if body is None and header is None:
+        return None
+    size = int(plane.engine.config_report().get("data_parallel_size") or 1)
+    return pick_dp_rank(body, param, header, size)
+
+
+def _weight_bound(msg: Any, prefix: str, caller: Caller) -> WeightBound | None:
+    """The weight bound of a request: its body fields (exact_weight_version,
+    max_weight_lag on `msg`) win over its call's metadata (core/weight_bounds.py)."""
+    body = bound_from(
+        msg.exact_weight_version if msg.HasField(EXACT) else None,
+        msg.max_weight_lag if msg.HasField(LAG) else None,
+        exact_param=prefix + EXACT, lag_param=prefix + LAG,
+    )
+    return pick_bound(body, caller.weight_bound)
+
+
+def _salt_by_version(msg: Any) -> bool | None:
+    """A request's own salt_cache_by_version (None: the server's --salt-cache-by-version)."""
+    return bool(msg.salt_cache_by_version) if msg.HasField("salt_cache_by_version") else None

@@ -1,0 +1,197 @@
+"""What a chat template renders, from the request: messages, tools and the
+render options (generation prompt, template, template kwargs), and the
+Struct -> dict conversion they need; each validated with the field named.
+Chat, tokenize and a Session continuation read them."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any, Protocol
+
+from google.protobuf import json_format, struct_pb2
+
+from tokenwire.server.core.domain import RenderOptions
+from tokenwire.server.core.errors import InvalidArgument
+from tokenwire.v1 import chat_pb2
+
+ROLES = frozenset({"system", "developer", "user", "assistant", "tool"})
+
+
+def _ints_back(value: Any) -> Any:
+    """google.protobuf.Struct holds every number as a double: give integral
+    values back as ints (JSON Schema wants `maxLength: 12`, not 12.0)."""
+    if isinstance(value, float) and value.is_integer() and abs(value) < 2**53:
+        return int(value)
+    if isinstance(value, dict):
+        return {k: _ints_back(v) for k, v in value.items()}
+    if isinstance(value, list):
+        return [_ints_back(v) for v in value]
+    return value
+
+
+def struct_to_dict(message: struct_pb2.Struct) -> dict[str, Any]:
+    return dict(_ints_back(json_format.MessageToDict(message)))
+
+
+def _content_text(param: str, content: struct_pb2.Value, allow_null: bool) -> str | None:
+    kind = content.WhichOneof("kind")
+    if kind is None or kind == "null_value":
+        if not allow_null:
+            raise InvalidArgument(f"{param} must be a string or a list of text parts",
+                                  param=param, reason="INVALID_TYPE")
+        return None
+    if kind == "string_value":
+        return content.string_value
+    if kind != "list_value":
+        raise InvalidArgument(f"{param} must be a string or a list of text parts",
+                              param=param, reason="INVALID_TYPE")
+    texts = []
+    for i, part in enumerate(content.list_value.values):
+        pparam = f"{param}[{i}]"
+        if part.WhichOneof("kind") != "struct_value":
+            raise InvalidArgument(
+                f"{pparam} must be an object like {{\"type\": \"text\", \"text\": ...}}",
+                param=param, reason="INVALID_TYPE",
+            )
+        fields = part.struct_value.fields
+        ptype = fields["type"].string_value if "type" in fields else ""
+        if ptype != "text":
+            raise InvalidArgument(
+                f"{pparam}.type '{ptype}' is not supported: this model takes text parts only",
+                param=param, reason="VALUE_NOT_ALLOWED",
+            )
+        if "text" not in fields or fields["text"].WhichOneof("kind") != "string_value":
+            raise InvalidArgument(f"{pparam}.text must be a string",
+                                  param=param, reason="INVALID_TYPE")
+        texts.append(fields["text"].string_value)
+    return "".join(texts)
+
+
+def messages_to_dicts(messages: Sequence[chat_pb2.ChatMessage]) -> list[dict[str, Any]]:
+    """Validate messages and turn them into template-ready dicts."""
+    if not messages:
+        raise InvalidArgument("messages must hold at least one message",
+                              param="messages", reason="FIELD_REQUIRED")
+    out: list[dict[str, Any]] = []
+    for i, m in enumerate(messages):
+        param = f"messages[{i}]"
+        if m.role not in ROLES:
+            raise InvalidArgument(
+                f"{param}.role '{m.role}' is not one of {sorted(ROLES)}", param=f"{param}.role",
+                reason="VALUE_NOT_ALLOWED",
+            )
+        allow_null = m.role == "assistant" and len(m.tool_calls) > 0
+        text = _content_text(f"{param}.content", m.content, allow_null)
+        d: dict[str, Any] = {"role": m.role, "content": text if text is not None else ""}
+        if m.HasField("name"):
+            d["name"] = m.name
+        if m.tool_calls:
+            d["tool_calls"] = [
+                {
+                    "id": tc.id,
+                    "type": tc.type or "function",
+                    "function": {"name": tc.function.name, "arguments": tc.function.arguments},
+                }
+                for tc in m.tool_calls
+            ]
+        if m.HasField("tool_call_id"):
+            d["tool_call_id"] = m.tool_call_id
+        if m.HasField("reasoning_content"):
+            d["reasoning_content"] = m.reasoning_content
+        out.append(d)
+    return out
+
+
+def tools_to_dicts(tools: Sequence[chat_pb2.Tool]) -> list[dict[str, Any]] | None:
+    if not tools:
+        return None
+    out = []
+    for i, t in enumerate(tools):
+        param = f"tools[{i}]"
+        if (t.type or "function") != "function":
+            raise InvalidArgument(f"{param}.type must be 'function', got '{t.type}'",
+                                  param=param, reason="VALUE_NOT_ALLOWED")
+        if not t.function.name:
+            raise InvalidArgument(f"{param}.function.name must not be empty",
+                                  param=param, reason="EMPTY_VALUE")
+        fn: dict[str, Any] = {"name": t.function.name}
+        if t.function.description:
+            fn["description"] = t.function.description
+        if t.function.HasField("parameters"):
+            fn["parameters"] = struct_to_dict(t.function.parameters)
+        out.append({"type": "function", "function": fn})
+    return out
+
+
+class RenderRequest(Protocol):
+    """The chat-template fields chat and tokenize requests share."""
+
+    add_generation_prompt: bool
+    continue_final_message: bool
+    chat_template: str
+    chat_template_kwargs: struct_pb2.Struct
+
+    @property
+    def tools(self) -> Sequence[chat_pb2.Tool]: ...
+
+    def HasField(self, name: str) -> bool: ...
+
+
+def check_render_flags(req: RenderRequest) -> None:
+    """continue_final_message and an explicit add_generation_prompt: true conflict."""
+    if (
+        req.continue_final_message
+        and req.HasField("add_generation_prompt")
+        and req.add_generation_prompt
+    ):
+        raise InvalidArgument(
+            "continue_final_message and add_generation_prompt cannot both be true",
+            param="continue_final_message", reason="FIELDS_CONFLICT",
+        )
+
+
+# chat_template_kwargs keys the renderer itself sets: never taken from a
+# request (vLLM strips the same ones). "chat_template" is the request's own
+# template, allowed only with --trust-request-chat-template.
+RESERVED_TEMPLATE_KWARGS = frozenset({
+    "chat_template", "tokenize", "return_dict", "return_assistant_tokens_mask", "messages",
+    "conversation", "tools", "documents", "add_generation_prompt", "continue_final_message",
+})
+
+
+def render_options(req: RenderRequest, *, trust_template: bool = False) -> RenderOptions:
+    """The one way to build RenderOptions from a request: the generation
+    prompt (default on, off when continuing the final message), template,
+    template kwargs and tools. Flag conflicts: check_render_flags.
+
+    A request's own chat template runs Jinja on the server, so it is refused
+    unless the operator trusts callers (`trust_template`, from
+    --trust-request-chat-template), as vLLM does."""
+    cont = bool(req.continue_final_message)
+    add_gen = req.add_generation_prompt if req.HasField("add_generation_prompt") else True
+    kwargs = (struct_to_dict(req.chat_template_kwargs) if req.HasField("chat_template_kwargs")
+              else {})
+    template = req.chat_template if req.HasField("chat_template") and req.chat_template else None
+    if (template is None and isinstance(kwargs.get("chat_template"), str)
+            and kwargs["chat_template"]):
+        template = kwargs["chat_template"]
+    if template is not None and not trust_template:
+        raise InvalidArgument(
+            "chat_template: a request's own chat template is refused unless the server runs "
+            "with --trust-request-chat-template (templates run code on the server)",
+            param="chat_template", reason="REQUEST_TEMPLATE_NOT_ALLOWED",
+        )
+    return RenderOptions(
+        add_generation_prompt=add_gen and not cont,
+        continue_final_message=cont,
+        chat_template=template,
+        template_kwargs={k: v for k, v in kwargs.items() if k not in RESERVED_TEMPLATE_KWARGS},
+        tools=tools_to_dicts(req.tools),
+    )
+
+
+def has_request_template(req: Any) -> bool:
+    """Whether a request carries its own chat template (chat, tokenize)."""
+    template = getattr(req, "chat_template", "")
+    kwargs = getattr(req, "chat_template_kwargs", None)
+    return bool(template) or (kwargs is not None and "chat_template" in kwargs.fields)

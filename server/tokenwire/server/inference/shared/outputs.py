@@ -1,0 +1,39 @@
+"""From engine outputs to messages, the steps every kind's run takes: a
+unary run's one final output, and a stream's chunk maker."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import TypeVar
+
+from google.protobuf.message import Message
+
+from tokenwire.server.core.domain import Engine, EngineOutput, EngineRequest, RunOutcome
+from tokenwire.server.core.errors import Internal
+
+M = TypeVar("M", bound=Message)
+
+
+async def final_output(
+    engine: Engine, request: EngineRequest, outcome: RunOutcome | None
+) -> EngineOutput:
+    """Run one unary request to its final output (INTERNAL if the engine ends
+    it unfinished) and fill `outcome` with what it consumed and produced."""
+    final: EngineOutput | None = None
+    async for out in engine.generate(request):
+        final = out
+    if final is None or not final.finished:
+        raise Internal("the engine ended the request without a final output",
+                       reason="ENGINE_OUTPUT_INCOMPLETE")
+    if outcome is not None:
+        outcome.fill(final.prompt_token_ids or request.prompt_token_ids,
+                     {c.index: c.token_ids for c in final.choices})
+    return final
+
+
+def chunk_maker(header: M) -> Callable[[], M]:
+    """A stream's chunk maker: each chunk starts as `header` (the fields
+    every chunk of the stream repeats), serialized once and parsed back per
+    chunk, which costs half of setting the fields each time (issue #27)."""
+    data, parse = header.SerializeToString(), type(header).FromString
+    return lambda: parse(data)
