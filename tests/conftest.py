@@ -32,7 +32,14 @@ from tokenwire.v1 import service_pb2_grpc
 # that prefix-cache hits show on short prompts.
 TESTS = pathlib.Path(__file__).resolve().parent
 
-REAL_SERVER_ARGS = ["--block-size", "32", "--max-model-len", "2048", "--kv-cache-bytes", str(256 << 20)]
+REAL_SERVER_ARGS = [
+    "--block-size",
+    "32",
+    "--max-model-len",
+    "2048",
+    "--kv-cache-bytes",
+    str(256 << 20),
+]
 
 
 @pytest.fixture(scope="session")
@@ -43,12 +50,16 @@ def fake_engine() -> FakeEngine:
 @pytest.fixture(scope="session")
 def fake_server(fake_engine: FakeEngine) -> collections.abc.Iterator[ThreadServer]:
     # reasoning_parser="fake" lets max_thinking_tokens through to the fake engine
-    with fake_serving(fake_engine, served_model_name="fake-model", reasoning_parser="fake") as server:
+    with fake_serving(
+        fake_engine, served_model_name="fake-model", reasoning_parser="fake"
+    ) as server:
         yield server
 
 
 @pytest.fixture(scope="session")
-def fake_stub(fake_server: ThreadServer) -> collections.abc.Iterator[service_pb2_grpc.TokenwireServiceStub]:
+def fake_stub(
+    fake_server: ThreadServer,
+) -> collections.abc.Iterator[service_pb2_grpc.TokenwireServiceStub]:
     with grpc.insecure_channel(fake_server.address) as ch:
         yield service_pb2_grpc.TokenwireServiceStub(ch)
 
@@ -61,7 +72,9 @@ def real_server() -> collections.abc.Iterator[ProcessServer]:
 
 
 @pytest.fixture(scope="session")
-def real_stub(real_server: ProcessServer) -> collections.abc.Iterator[service_pb2_grpc.TokenwireServiceStub]:
+def real_stub(
+    real_server: ProcessServer,
+) -> collections.abc.Iterator[service_pb2_grpc.TokenwireServiceStub]:
     with grpc.insecure_channel(real_server.address) as ch:
         yield service_pb2_grpc.TokenwireServiceStub(ch)
 

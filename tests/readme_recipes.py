@@ -18,7 +18,11 @@ BLOCK = re.compile(r"```(\w+)\n(.*?)```", re.S)
 
 
 def blocks(lang: str, must_contain: str) -> list[str]:
-    return [body for kind, body in BLOCK.findall(README.read_text()) if kind == lang and must_contain in body]
+    return [
+        body
+        for kind, body in BLOCK.findall(README.read_text())
+        if kind == lang and must_contain in body
+    ]
 
 
 def run_bash(block: str, address: str) -> str:
@@ -63,9 +67,17 @@ def check_grpcurl_recipes(address: str) -> list[dict]:
     unary = [o for o in objects if o.get("object") == "chat.completion"]
     chunks = [o for o in objects if o.get("object") == "chat.completion.chunk"]
     assert unary and unary[0]["choices"][0]["token_ids"], "unary chat with token ids"
-    assert any(c.get("choices", [{}])[0].get("token_ids") for c in chunks), "streamed token-id deltas"
-    events = [o for o in objects if "request_id" in o and ("done" in o or "error" in o or "chat_result" in o)]
-    assert {"a", "b"} <= {e["request_id"] for e in events}, "the session recipe multiplexes two requests"
+    assert any(c.get("choices", [{}])[0].get("token_ids") for c in chunks), (
+        "streamed token-id deltas"
+    )
+    events = [
+        o
+        for o in objects
+        if "request_id" in o and ("done" in o or "error" in o or "chat_result" in o)
+    ]
+    assert {"a", "b"} <= {e["request_id"] for e in events}, (
+        "the session recipe multiplexes two requests"
+    )
     return objects
 
 
@@ -73,5 +85,7 @@ def check_client_examples(address: str) -> list[str]:
     found = blocks("python", "tokenwire.client")
     assert found, "the README shows the client library"
     conversation = [b for b in found if "Conversation(" in b]
-    assert conversation and len(conversation[0].strip().splitlines()) < 20, "a three-turn rollout in < 20 lines"
+    assert conversation and len(conversation[0].strip().splitlines()) < 20, (
+        "a three-turn rollout in < 20 lines"
+    )
     return [run_python(b, address) for b in found]

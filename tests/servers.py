@@ -97,7 +97,9 @@ class ThreadServer:
 
 
 @contextlib.contextmanager
-def fake_serving(engine: object = None, **settings: object) -> collections.abc.Iterator[ThreadServer]:
+def fake_serving(
+    engine: object = None, **settings: object
+) -> collections.abc.Iterator[ThreadServer]:
     """The hand-made test server, shared: a ThreadServer on ``engine`` (a
     FakeEngine of the same max_model_len unless given), with ServerSettings
     defaulting to engine="fake", port=0, max_model_len=512 and ``settings``

@@ -18,12 +18,16 @@ TERMINAL = ("done", "error")
 
 
 def chat_body(**fields: Any) -> chat_pb2.CreateChatCompletionRequest:
-    body: dict[str, Any] = {"messages": [{"role": "user", "content": "What is the capital of France?"}]}
+    body: dict[str, Any] = {
+        "messages": [{"role": "user", "content": "What is the capital of France?"}]
+    }
     body.update(fields)
     return json_format.ParseDict(body, chat_pb2.CreateChatCompletionRequest())
 
 
-def start_chat(request_id: str, continuation: dict | None = None, **fields: Any) -> session_pb2.SessionRequest:
+def start_chat(
+    request_id: str, continuation: dict | None = None, **fields: Any
+) -> session_pb2.SessionRequest:
     if continuation is not None:
         fields.setdefault("messages", [])
     start = session_pb2.SessionStart(request_id=request_id, chat=chat_body(**fields))
@@ -32,16 +36,21 @@ def start_chat(request_id: str, continuation: dict | None = None, **fields: Any)
     return session_pb2.SessionRequest(start=start)
 
 
-def start_generate(request_id: str, continuation: dict | None = None, **fields: Any) -> session_pb2.SessionRequest:
+def start_generate(
+    request_id: str, continuation: dict | None = None, **fields: Any
+) -> session_pb2.SessionRequest:
     start = session_pb2.SessionStart(
-        request_id=request_id, generate=json_format.ParseDict(fields, generate_pb2.GenerateRequest())
+        request_id=request_id,
+        generate=json_format.ParseDict(fields, generate_pb2.GenerateRequest())
     )
     if continuation is not None:
         json_format.ParseDict(continuation, start.continuation)
     return session_pb2.SessionRequest(start=start)
 
 
-def start_completion(request_id: str, continuation: dict | None = None, **fields: Any) -> session_pb2.SessionRequest:
+def start_completion(
+    request_id: str, continuation: dict | None = None, **fields: Any
+) -> session_pb2.SessionRequest:
     start = session_pb2.SessionStart(
         request_id=request_id,
         completion=json_format.ParseDict(fields, completion_pb2.CreateCompletionRequest()),
@@ -132,7 +141,9 @@ class RawSession:
     def next(self, timeout: float = 30) -> session_pb2.SessionResponse:
         return self._take(lambda ev: True, timeout)
 
-    def until_terminal(self, request_id: str, timeout: float = 30) -> list[session_pb2.SessionResponse]:
+    def until_terminal(
+        self, request_id: str, timeout: float = 30
+    ) -> list[session_pb2.SessionResponse]:
         """Events of one request up to its terminal one (others stay buffered)."""
         got = []
         while True:
@@ -158,7 +169,9 @@ class RawSession:
         self.call.cancel()
 
 
-def by_request(events: list[session_pb2.SessionResponse]) -> dict[str, list[session_pb2.SessionResponse]]:
+def by_request(
+    events: list[session_pb2.SessionResponse],
+) -> dict[str, list[session_pb2.SessionResponse]]:
     out: dict[str, list[session_pb2.SessionResponse]] = {}
     for ev in events:
         out.setdefault(ev.request_id, []).append(ev)

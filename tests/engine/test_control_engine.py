@@ -75,7 +75,9 @@ def hf_greedy(folder: Path, prompt: list[int], n: int) -> list[int]:
     from transformers import AutoModelForCausalLM
 
     model = AutoModelForCausalLM.from_pretrained(str(folder), dtype=torch.float32)
-    out = model.generate(torch.tensor([prompt]), max_new_tokens=n, min_new_tokens=n, do_sample=False)
+    out = model.generate(
+        torch.tensor([prompt]), max_new_tokens=n, min_new_tokens=n, do_sample=False
+    )
     return [int(t) for t in out[0, len(prompt):]]
 
 
@@ -106,7 +108,9 @@ def second(tmp_path_factory: pytest.TempPathFactory) -> Path:
 def generate(infer, n: int, *, stream: bool = False, prompt: list[int] = PROMPT, **kw):
     req = generate_pb2.GenerateRequest(
         token_ids=prompt,
-        sampling_params=common_pb2.SamplingParams(max_tokens=n, temperature=0.0, ignore_eos=True, **kw),
+        sampling_params=common_pb2.SamplingParams(
+            max_tokens=n, temperature=0.0, ignore_eos=True, **kw
+        ),
     )
     if stream:
         return infer.StreamGenerate(req, timeout=120)
@@ -122,7 +126,8 @@ def test_a_update_from_path_gives_the_second_checkpoints_tokens(stubs, second: P
     before = generate(infer, 12)
     assert spans(before.choices[0]) == [("v1", 0, 12)]
     resp = control.UpdateWeightsFromPath(
-        control_pb2.UpdateWeightsFromPathRequest(path=str(second), weight_version="v2"), timeout=120)
+        control_pb2.UpdateWeightsFromPathRequest(path=str(second), weight_version="v2"),
+        timeout=120)
     assert resp.state.weight_version == "v2" and not resp.state.paused
     after = generate(infer, 12)
     assert list(after.choices[0].token_ids) != list(before.choices[0].token_ids)
@@ -141,7 +146,8 @@ def test_b_keep_mode_update_splits_one_stream_into_two_spans(stubs, second: Path
     reader.wait_ids(20)
     control.Pause(control_pb2.PauseRequest(mode="keep"), timeout=60)
     control.UpdateWeightsFromPath(
-        control_pb2.UpdateWeightsFromPathRequest(path=str(second), weight_version="v2"), timeout=120)
+        control_pb2.UpdateWeightsFromPathRequest(path=str(second), weight_version="v2"),
+        timeout=120)
     control.Resume(control_pb2.ResumeRequest(), timeout=60)
     reader.join(120)
     assert reader.error is None, reader.error
@@ -150,7 +156,9 @@ def test_b_keep_mode_update_splits_one_stream_into_two_spans(stubs, second: Path
     final = [c for m in reader.msgs for c in m.choices if c.finish_reason][-1]
     got = spans(final)
     assert [v for v, _, _ in got] == ["v1", "v2"], got
-    assert got[0][1] == 0 and got[0][2] == got[1][1] and got[1][2] == total and 20 <= got[1][1] < total
+    assert (
+        got[0][1] == 0 and got[0][2] == got[1][1] and got[1][2] == total and 20 <= got[1][1] < total
+    )
 
 
 def test_c_abort_returns_partial_ids_and_wait_lets_them_finish(stubs) -> None:
@@ -168,12 +176,16 @@ def test_c_abort_returns_partial_ids_and_wait_lets_them_finish(stubs) -> None:
     reader = StreamReader(generate(infer, 200, stream=True))
     reader.wait_ids(5)
     control.Pause(control_pb2.PauseRequest(mode="wait"), timeout=120)
-    finished_before_pause_returned = not reader.is_alive() or reader.msgs[-1].choices[-1].finish_reason
+    finished_before_pause_returned = (
+        not reader.is_alive() or reader.msgs[-1].choices[-1].finish_reason
+    )
     control.Resume(control_pb2.ResumeRequest(), timeout=60)
     reader.join(60)
     assert finished_before_pause_returned
     assert len(reader.ids()) == 200
-    assert [c.finish_reason for m in reader.msgs for c in m.choices if c.finish_reason] == ["length"]
+    assert [c.finish_reason for m in reader.msgs for c in m.choices if c.finish_reason] == [
+        "length"
+    ]
 
 
 def test_d_update_with_reset_drops_the_cached_prefix(stubs, second: Path) -> None:
@@ -207,9 +219,18 @@ def test_h_vllm_flags_reached_the_engine(stubs) -> None:
     infer, _ = stubs
     cfg = infer.GetStats(models_pb2.GetStatsRequest(), timeout=10).engine_config
     # Given as vLLM flags: block size, max model len, LoRA rank; CPU defaults: dtype, eager.
-    assert (cfg.block_size, cfg.max_model_len, cfg.enable_lora, cfg.max_lora_rank) == (BLOCK, 2048, True, 8)
+    assert (cfg.block_size, cfg.max_model_len, cfg.enable_lora, cfg.max_lora_rank) == (
+        BLOCK,
+        2048,
+        True,
+        8,
+    )
     assert (cfg.dtype, cfg.platform, cfg.logprobs_mode) == ("float32", "cpu", "processed_logprobs")
-    assert (cfg.tensor_parallel_size, cfg.pipeline_parallel_size, cfg.data_parallel_size) == (1, 1, 1)
+    assert (cfg.tensor_parallel_size, cfg.pipeline_parallel_size, cfg.data_parallel_size) == (
+        1,
+        1,
+        1,
+    )
     assert cfg.max_num_seqs == 96 and cfg.model.endswith("tiny-random-llama")
 
 
@@ -223,9 +244,13 @@ def test_h2_world_size_server_info_and_collective_rpc_on_vllm(stubs) -> None:
     assert control.GetWorldSize(control_pb2.GetWorldSizeRequest(), timeout=30).world_size == 1
     info = control.GetServerInfo(control_pb2.GetServerInfoRequest(config_format="json"), timeout=30)
     tree = json_format.MessageToDict(info.vllm_config)
-    assert tree["weight_transfer_config"] is None and tree["model_config"]["model"].endswith("tiny-random-llama")
+    assert tree["weight_transfer_config"] is None and tree["model_config"]["model"].endswith(
+        "tiny-random-llama"
+    )
     assert tree["parallel_config"]["tensor_parallel_size"] == 1
-    text = control.GetServerInfo(control_pb2.GetServerInfoRequest(), timeout=30).vllm_config.string_value
+    text = control.GetServerInfo(
+        control_pb2.GetServerInfoRequest(), timeout=30
+    ).vllm_config.string_value
     assert "tiny-random-llama" in text
     with pytest.raises(grpc.RpcError) as err:
         control.CollectiveRpc(control_pb2.CollectiveRpcRequest(method="reload_weights"), timeout=30)
@@ -237,8 +262,10 @@ def test_f_64_streams_across_10_update_cycles_lose_nothing(stubs, second: Path) 
     infer, control = stubs
     control.SetWeightVersion(control_pb2.SetWeightVersionRequest(new_version="c00"), timeout=30)
     n_streams, n_tokens, cycles = 64, 300, 10
-    readers = [StreamReader(generate(infer, n_tokens, stream=True, prompt=[500 + i, 600 + i, 700 + i]))
-               for i in range(n_streams)]
+    readers = [
+        StreamReader(generate(infer, n_tokens, stream=True, prompt=[500 + i, 600 + i, 700 + i]))
+        for i in range(n_streams)
+    ]
     for r in readers:
         r.wait_ids(1, timeout=120)
     order = ["c00"]
@@ -267,7 +294,9 @@ def test_f_64_streams_across_10_update_cycles_lose_nothing(stubs, second: Path) 
     control.UpdateWeightsFromPath(control_pb2.UpdateWeightsFromPathRequest(
         path=str(TINY), weight_version="v1"), timeout=120)
     deadline = time.monotonic() + 30
-    while control.GetControlState(control_pb2.GetControlStateRequest(), timeout=10).state.engine_requests:
+    while control.GetControlState(
+        control_pb2.GetControlStateRequest(), timeout=10
+    ).state.engine_requests:
         assert time.monotonic() < deadline, "engine requests left behind"
         time.sleep(0.2)
 
@@ -303,7 +332,9 @@ def test_g_runtime_lora_load_use_unload(stubs, tmp_path: Path) -> None:
     assert list(reloaded.choices[0].token_ids) == first
     assert {w.version for w in reloaded.choices[0].weight_versions} == {
         f"{version}+lora:tiny-sql@{int(load) + 1}"}
-    control.UnloadLoraAdapter(control_pb2.UnloadLoraAdapterRequest(lora_name="tiny-sql"), timeout=60)
+    control.UnloadLoraAdapter(
+        control_pb2.UnloadLoraAdapterRequest(lora_name="tiny-sql"), timeout=60
+    )
     with pytest.raises(grpc.RpcError) as exc:
         infer.Generate(with_lora, timeout=30)
     assert exc.value.code() == grpc.StatusCode.NOT_FOUND
@@ -326,7 +357,10 @@ def test_i_generation_config_override_and_dp_rank_reach_requests(stubs) -> None:
     pinned.data_parallel_rank = 1
     with pytest.raises(grpc.RpcError) as exc:
         infer.Generate(pinned, timeout=60)
-    assert exc.value.code() == grpc.StatusCode.INVALID_ARGUMENT and "data_parallel_rank" in exc.value.details()
+    assert (
+        exc.value.code() == grpc.StatusCode.INVALID_ARGUMENT
+        and "data_parallel_rank" in exc.value.details()
+    )
 
 
 def broken_copy(src: Path, dst: Path, *, cut: bool = False) -> Path:
@@ -374,7 +408,9 @@ def _ended(reader: StreamReader):
     return [c for m in reader.msgs for c in m.choices if c.finish_reason][-1]
 
 
-def test_k_a_pinned_request_straddling_a_keep_mode_update_ends_at_the_update(stubs, second: Path) -> None:
+def test_k_a_pinned_request_straddling_a_keep_mode_update_ends_at_the_update(
+    stubs, second: Path
+) -> None:
     """Bounded staleness: a request pinned to the version it started on ends
     at the keep-mode update with only that version's ids (the same ids an
     unbounded request gets on those weights), finish_reason abort."""
@@ -406,7 +442,9 @@ def test_k_a_pinned_request_straddling_a_keep_mode_update_ends_at_the_update(stu
     assert error_info(exc.value).reason == "WEIGHT_VERSION_MISMATCH"
 
 
-def test_l_max_weight_lag_1_ends_a_request_after_two_updates_not_after_one(stubs, second: Path) -> None:
+def test_l_max_weight_lag_1_ends_a_request_after_two_updates_not_after_one(
+    stubs, second: Path
+) -> None:
     infer, control = stubs
     reader = _bounded(infer, 1500, max_weight_lag=1)
     reader.wait_ids(10)
@@ -426,7 +464,9 @@ def test_l_max_weight_lag_1_ends_a_request_after_two_updates_not_after_one(stubs
     assert got[-1][2] == len(reader.ids())
 
 
-def test_j_a_load_failing_half_way_is_labelled_and_only_a_good_load_brings_it_back(tmp_path: Path) -> None:
+def test_j_a_load_failing_half_way_is_labelled_and_only_a_good_load_brings_it_back(
+    tmp_path: Path,
+) -> None:
     """vLLM 0.32 reloads layer by layer with the layers on the meta device
     until each is loaded: a load that fails half-way leaves the model unable
     to run. The label, the refused Resume and a good load keep it safe; a
@@ -470,8 +510,10 @@ def test_j_a_load_failing_half_way_is_labelled_and_only_a_good_load_brings_it_ba
             assert state.load_failed and state.paused and state.weight_version == "v1+failed-load"
             assert state.weight_path == "" and "incomplete metadata" in state.last_error
             # The engine's own version: what vLLM records on every token sampled from now on.
-            assert control.GetWeightInfo(control_pb2.GetWeightInfoRequest(), timeout=10).weight_version \
+            assert (
+                control.GetWeightInfo(control_pb2.GetWeightInfoRequest(), timeout=10).weight_version
                 == "v1+failed-load"
+            )
             with pytest.raises(grpc.RpcError) as exc:
                 control.Resume(control_pb2.ResumeRequest(), timeout=30)
             assert error_info(exc.value).reason == "WEIGHTS_FAILED_LOAD"
@@ -506,7 +548,9 @@ def test_j_a_load_failing_half_way_is_labelled_and_only_a_good_load_brings_it_ba
         srv.stop()
 
 
-def test_m_salting_by_version_makes_a_cached_prefix_miss_after_an_update_without_a_reset(second: Path) -> None:
+def test_m_salting_by_version_makes_a_cached_prefix_miss_after_an_update_without_a_reset(
+    second: Path,
+) -> None:
     """--salt-cache-by-version (issue #26): after an update with
     clear_cache false, a prefix cached on the old weights misses (vLLM mixes
     the salt into the first block's hash), then hits on the new version."""
@@ -515,15 +559,22 @@ def test_m_salting_by_version_makes_a_cached_prefix_miss_after_an_update_without
                          "--no-warmup", "--salt-cache-by-version"]).start()
     try:
         with grpc.insecure_channel(srv.address) as ch:
-            infer, control = service_pb2_grpc.TokenwireServiceStub(ch), control_pb2_grpc.ControlServiceStub(ch)
+            infer, control = (
+                service_pb2_grpc.TokenwireServiceStub(ch),
+                control_pb2_grpc.ControlServiceStub(ch),
+            )
             prompt = list(range(3000, 3040))
             generate(infer, 2, prompt=prompt)
-            assert generate(infer, 2, prompt=prompt).usage.prompt_tokens_details.cached_tokens == BLOCK
+            assert (
+                generate(infer, 2, prompt=prompt).usage.prompt_tokens_details.cached_tokens == BLOCK
+            )
             control.UpdateWeightsFromPath(control_pb2.UpdateWeightsFromPathRequest(
                 path=str(second), weight_version="v2", clear_cache=False), timeout=120)
             after = generate(infer, 2, prompt=prompt)
             assert after.usage.prompt_tokens_details.cached_tokens == 0, "no block of v1 reused"
             assert spans(after.choices[0]) == [("v2", 0, 2)]
-            assert generate(infer, 2, prompt=prompt).usage.prompt_tokens_details.cached_tokens == BLOCK
+            assert (
+                generate(infer, 2, prompt=prompt).usage.prompt_tokens_details.cached_tokens == BLOCK
+            )
     finally:
         srv.stop()

@@ -46,7 +46,9 @@ def test_text_and_ids_agree(real_stub) -> None:
         chat_request(temperature=0.8, seed=7, max_tokens=24, return_token_ids=True), timeout=120
     )
     c = resp.choices[0]
-    decoded = real_stub.Detokenize(tokenize_pb2.DetokenizeRequest(tokens=c.token_ids), timeout=30).prompt
+    decoded = real_stub.Detokenize(
+        tokenize_pb2.DetokenizeRequest(tokens=c.token_ids), timeout=30
+    ).prompt
     text = decoded.replace("<|im_end|>", "")  # skip_special_tokens drops it from the text
     assert text == c.message.content  # invariant 6
 
@@ -69,7 +71,9 @@ def test_logprobs_match_ids_and_are_finite(real_stub) -> None:
         assert math.isfinite(e.logprob) and e.logprob <= 0
         assert e.logprob == pytest.approx(lp)
         assert len(e.top_logprobs) == 3
-        assert [t.logprob for t in e.top_logprobs] == sorted((t.logprob for t in e.top_logprobs), reverse=True)
+        assert [t.logprob for t in e.top_logprobs] == sorted(
+            (t.logprob for t in e.top_logprobs), reverse=True
+        )
         assert bytes(e.bytes).decode(errors="replace") or e.token_id == EOS
 
 
@@ -109,7 +113,9 @@ def test_slow_reader_gets_merged_deltas_and_every_id(real_server) -> None:
 def test_stream_interval_sends_k_ids_per_chunk(real_stub) -> None:
     """vLLM's per-request stream_interval: the first id at once, then 8 ids
     per chunk, the tail at the end; the same ids as the unary call."""
-    req = chat_request(temperature=0.9, seed=7, max_tokens=20, ignore_eos=True, return_token_ids=True)
+    req = chat_request(
+        temperature=0.9, seed=7, max_tokens=20, ignore_eos=True, return_token_ids=True
+    )
     unary = real_stub.CreateChatCompletion(req, timeout=120)
     req.stream_options.stream_interval = 8
     chunks = list(real_stub.StreamChatCompletion(req, timeout=120))
@@ -143,7 +149,8 @@ def test_token_data_gives_same_completion(real_stub) -> None:
     tito = real_stub.CreateChatCompletion(
         chat_request(
             messages=[{"role": "user", "content": ""}], temperature=0, max_tokens=12,
-            return_token_ids=True, nvext={"token_data": prompt, "extra_fields": ["prompt_token_ids"]},
+            return_token_ids=True,
+            nvext={"token_data": prompt, "extra_fields": ["prompt_token_ids"]},
         ),
         timeout=120,
     )
@@ -184,8 +191,10 @@ def test_multi_turn_token_data_hits_prefix_cache(real_stub) -> None:
     )
     assert t1.usage.prompt_tokens_details.cached_tokens == 0
     turn2_suffix = real_stub.Tokenize(
-        tokenize_pb2.TokenizeRequest(prompt="\n<|im_start|>user\nAnd then?<|im_end|>\n<|im_start|>assistant\n",
-                                     add_special_tokens=False),
+        tokenize_pb2.TokenizeRequest(
+            prompt="\n<|im_start|>user\nAnd then?<|im_end|>\n<|im_start|>assistant\n",
+            add_special_tokens=False,
+        ),
         timeout=30,
     ).tokens
     prompt2 = list(t1.prompt_token_ids) + list(t1.choices[0].token_ids) + list(turn2_suffix)
@@ -205,7 +214,9 @@ def test_cache_salts_never_share_blocks(real_stub) -> None:
 
     def cached(salt: str) -> int:
         resp = real_stub.CreateChatCompletion(
-            chat_request(messages=[{"role": "user", "content": text}], max_tokens=1, cache_salt=salt),
+            chat_request(
+                messages=[{"role": "user", "content": text}], max_tokens=1, cache_salt=salt
+            ),
             timeout=120,
         )
         return resp.usage.prompt_tokens_details.cached_tokens
@@ -222,7 +233,9 @@ def test_cache_salts_never_share_blocks(real_stub) -> None:
     assert resp.usage.prompt_tokens_details.cached_tokens >= 64
 
 
-@pytest.mark.parametrize(("fields", "code", "param"), [c[1:] for c in CHAT_CASES], ids=[c[0] for c in CHAT_CASES])
+@pytest.mark.parametrize(
+    ("fields", "code", "param"), [c[1:] for c in CHAT_CASES], ids=[c[0] for c in CHAT_CASES]
+)
 def test_malformed_requests_rejected(real_stub, fields, code, param) -> None:
     with pytest.raises(grpc.RpcError) as exc_info:
         real_stub.CreateChatCompletion(chat_request(**fields), timeout=60)
@@ -274,7 +287,8 @@ def test_grpcurl_lists_and_calls_through_reflection(real_server) -> None:
     out = subprocess.run([grpcurl, "-plaintext", real_server.address, "list"],
                          capture_output=True, text=True, timeout=60, check=True).stdout
     assert "tokenwire.v1.TokenwireService" in out and "grpc.health.v1.Health" in out
-    body = '{"messages":[{"role":"user","content":"What is the capital of France?"}],"temperature":0,"max_tokens":20,"return_token_ids":true}'
+    body = ('{"messages":[{"role":"user","content":"What is the capital of France?"}],'
+            '"temperature":0,"max_tokens":20,"return_token_ids":true}')
     out = subprocess.run(
         [grpcurl, "-plaintext", "-d", body, real_server.address,
          "tokenwire.v1.TokenwireService/CreateChatCompletion"],
@@ -297,8 +311,11 @@ def test_structured_output_json_schema(real_stub) -> None:
     schema = {"type": "object", "properties": {"city": {"type": "string", "maxLength": 12}},
               "required": ["city"], "additionalProperties": False}
     resp = real_stub.CreateChatCompletion(
-        chat_request(temperature=0, max_tokens=40,
-                     response_format={"type": "json_schema", "json_schema": {"name": "c", "schema": schema}}),
+        chat_request(
+            temperature=0,
+            max_tokens=40,
+            response_format={"type": "json_schema", "json_schema": {"name": "c", "schema": schema}},
+        ),
         timeout=120,
     )
     data = json.loads(resp.choices[0].message.content)
@@ -307,7 +324,9 @@ def test_structured_output_json_schema(real_stub) -> None:
 
 def test_priority_and_prompt_logprobs(real_stub) -> None:
     resp = real_stub.CreateChatCompletion(
-        chat_request(temperature=0, max_tokens=4, priority=-1, prompt_logprobs=1, return_token_ids=True),
+        chat_request(
+            temperature=0, max_tokens=4, priority=-1, prompt_logprobs=1, return_token_ids=True
+        ),
         timeout=120,
     )
     assert len(resp.prompt_logprobs) == len(resp.prompt_token_ids)
@@ -318,9 +337,13 @@ def test_priority_and_prompt_logprobs(real_stub) -> None:
         chat_request(temperature=0, max_tokens=2, prompt_logprobs=1), timeout=120))
     streamed = chunks[0].prompt_logprobs
     assert [e.token_id for e in streamed[1:]] == list(resp.prompt_token_ids[1:])
-    assert all(abs(a.logprob - b.logprob) < 1e-3 for a, b in zip(streamed[1:], resp.prompt_logprobs[1:], strict=True))
+    assert all(
+        abs(a.logprob - b.logprob) < 1e-3
+        for a, b in zip(streamed[1:], resp.prompt_logprobs[1:], strict=True)
+    )
     gen = list(real_stub.StreamGenerate(json_format.ParseDict(
-        {"token_ids": list(resp.prompt_token_ids), "sampling_params": {"max_tokens": 2, "prompt_logprobs": 1}},
+        {"token_ids": list(resp.prompt_token_ids),
+         "sampling_params": {"max_tokens": 2, "prompt_logprobs": 1}},
         generate_pb2.GenerateRequest()), timeout=120))
     native = [json_format.MessageToDict(v) for v in gen[0].prompt_logprobs]  # vLLM's shape
     assert native[0] is None

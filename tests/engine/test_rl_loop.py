@@ -42,7 +42,8 @@ def server(ckpt: Path) -> collections.abc.Iterator[ProcessServer]:
     if not (TINY / "config.json").exists():
         pytest.skip("make tiny-model")
     args = ["--model", str(TINY), "--kv-cache-bytes", str(64 << 20), "--max-model-len", "1024",
-            "--enable-control", "--weight-version", "s0", "--weights-root", str(ckpt), "--no-warmup"]
+            "--enable-control", "--weight-version", "s0", "--weights-root", str(ckpt),
+            "--no-warmup"]
     srv = ProcessServer(args).start()
     yield srv
     srv.stop()
@@ -105,7 +106,9 @@ def test_sync_two_steps(server: ProcessServer, ckpt: Path) -> None:
     log, after = _loop(server, ckpt, "sync", start=0)
     _check_steps(log, max_lag=0)
     for r in log["steps"]:
-        assert set(r["token_versions"]) == {f"s{r['step']}"} and r["lags"] == {0: r["tokens_sampled"]}
+        assert set(r["token_versions"]) == {f"s{r['step']}"} and r["lags"] == {
+            0: r["tokens_sampled"]
+        }
     _check_bad_update(log, after)
 
 

@@ -26,14 +26,20 @@ BLOCK = 32
 
 
 def unique_text(words: int = 60) -> str:
-    return f"Session {uuid.uuid4().hex}. " + " ".join(f"item{i}" for i in range(words)) + ". Summarize."
+    return (
+        f"Session {uuid.uuid4().hex}. "
+        + " ".join(f"item{i}" for i in range(words))
+        + ". Summarize."
+    )
 
 
 def wait_engine_idle(stub, timeout: float = 30) -> models_pb2.GetStatsResponse:
     deadline = time.monotonic() + timeout
     while True:
         stats = stub.GetStats(models_pb2.GetStatsRequest(), timeout=10)
-        idle = stats.engine_requests == 0 and stats.speculative_prefills == 0 and stats.sessions == 0
+        idle = (
+            stats.engine_requests == 0 and stats.speculative_prefills == 0 and stats.sessions == 0
+        )
         if idle or time.monotonic() > deadline:
             return stats
         time.sleep(0.1)
@@ -57,7 +63,10 @@ def test_concurrent_requests_some_cancelled(real_stub) -> None:
                           max_tokens=12, temperature=1.0, seed=7, return_token_ids=True))
     taken = []
     for rid in cancelled:  # each has produced tokens: it is running in the engine
-        taken += s.until(lambda e, r=rid: e.request_id == r and any(c.token_ids for c in e.chat_chunk.choices), 120)
+        taken += s.until(
+            lambda e, r=rid: e.request_id == r and any(c.token_ids for c in e.chat_chunk.choices),
+            120,
+        )
     running = real_stub.GetStats(models_pb2.GetStatsRequest(), timeout=10).engine_requests
     assert running >= 4, "the session's requests run concurrently in the engine"
     s.send(*[cancel(r) for r in cancelled])
@@ -110,15 +119,24 @@ def test_continuation_equals_the_full_token_prompt(real_stub) -> None:
     t2, done = evs[0].chat_result, evs[1].done
     s.close()
     prefix = list(t1.prompt_token_ids) + list(t1.choices[0].token_ids)
-    assert list(t2.prompt_token_ids) == prefix + list(done.suffix_token_ids) == list(done.prompt_token_ids)
-    suffix_text = real_stub.Detokenize(tokenize_pb2.DetokenizeRequest(tokens=done.suffix_token_ids), timeout=30).prompt
+    assert (
+        list(t2.prompt_token_ids)
+        == prefix + list(done.suffix_token_ids)
+        == list(done.prompt_token_ids)
+    )
+    suffix_text = real_stub.Detokenize(
+        tokenize_pb2.DetokenizeRequest(tokens=done.suffix_token_ids), timeout=30
+    ).prompt
     opener = "<|im_end|>" if t1.choices[0].finish_reason == "length" else ""
-    assert suffix_text == opener + "\n<|im_start|>user\nAnd then?<|im_end|>\n<|im_start|>assistant\n"
+    assert (
+        suffix_text == opener + "\n<|im_start|>user\nAnd then?<|im_end|>\n<|im_start|>assistant\n"
+    )
     assert t2.usage.prompt_tokens_details.cached_tokens >= len(t1.prompt_token_ids) // BLOCK * BLOCK
     # The same prompt sent whole as token ids gives the same completion.
     full = real_stub.CreateChatCompletion(
         chat_request(messages=[{"role": "user", "content": ""}], temperature=0, max_tokens=16,
-                     return_token_ids=True, cache_salt=salt, nvext={"token_data": list(done.prompt_token_ids)}),
+                     return_token_ids=True, cache_salt=salt,
+                     nvext={"token_data": list(done.prompt_token_ids)}),
         timeout=120,
     )
     assert list(full.prompt_token_ids) == list(t2.prompt_token_ids)
@@ -136,13 +154,17 @@ def _prefill_run(stub, client: Client, *, hint: bool) -> tuple[int, int, int]:
     nvext = {"token_data": prompt}
     if hint:
         nvext["agent_hints"] = {"speculative_prefill": True}
-    s.send(start_chat("t1", messages=[{"role": "user", "content": ""}], ignore_eos=True, max_tokens=k,
+    s.send(start_chat("t1", messages=[{"role": "user", "content": ""}], ignore_eos=True,
+                      max_tokens=k,
                       temperature=0.8, seed=3, cache_salt=salt, return_token_ids=True, nvext=nvext))
     evs = s.until_terminal("t1", 120)
     assert evs[-1].done.speculative_prefill == hint
     assert evs[0].chat_result.choices[0].finish_reason == "length"
     deadline = time.monotonic() + 60  # the prefill runs in the background
-    while stub.GetStats(models_pb2.GetStatsRequest(), timeout=10).speculative_prefills and time.monotonic() < deadline:
+    while (
+        stub.GetStats(models_pb2.GetStatsRequest(), timeout=10).speculative_prefills
+        and time.monotonic() < deadline
+    ):
         time.sleep(0.05)
     s.send(start_chat("t2", continuation={"previous_request_id": "t1",
                                           "messages": [{"role": "user", "content": "Next?"}]},
@@ -176,7 +198,10 @@ def test_conversation_three_turns_keeps_the_ids(client: Client) -> None:
         assert len(conv.turns) == 3
         for n in range(2):
             a, b = conv.turns[n], conv.turns[n + 1]
-            assert b.prompt_ids[: len(a.prompt_ids) + len(a.completion_ids)] == a.prompt_ids + a.completion_ids
+            assert (
+                b.prompt_ids[: len(a.prompt_ids) + len(a.completion_ids)]
+                == a.prompt_ids + a.completion_ids
+            )
             assert b.cached_tokens >= len(a.prompt_ids) // BLOCK * BLOCK > 0
         for t in conv.turns:
             assert len(t.logprobs) == len(t.completion_ids) > 0
@@ -194,7 +219,12 @@ def test_tokenwire_chat_cli(real_server) -> None:
         return out.stdout
 
     assert "Paris" in chat(stdin="What is the capital of France?\n")
-    turns = [json.loads(line) for line in chat("--json", stdin="What is the capital of France?\nAnd of Germany?\n").splitlines()]
+    turns = [
+        json.loads(line)
+        for line in chat(
+            "--json", stdin="What is the capital of France?\nAnd of Germany?\n"
+        ).splitlines()
+    ]
     assert len(turns) == 2 and "Paris" in turns[0]["text"]
     a, b = turns
     assert b["prompt_ids"] == a["prompt_ids"] + a["completion_ids"] + b["suffix_ids"]
@@ -205,10 +235,14 @@ def test_node_client_on_the_real_engine(real_server, real_stub) -> None:
     r = run_chat_js(node, real_server.address, "What is the capital of France?")
     assert "Paris" in r["text"] and r["token_ids"][-1] == EOS
     assert r["stream"]["token_ids"] == r["token_ids"]
-    text = real_stub.Detokenize(tokenize_pb2.DetokenizeRequest(tokens=r["token_ids"]), timeout=30).prompt
+    text = real_stub.Detokenize(
+        tokenize_pb2.DetokenizeRequest(tokens=r["token_ids"]), timeout=30
+    ).prompt
     assert text.replace("<|im_end|>", "") == r["text"]
     t1, t2 = r["session"]["turn1"], r["session"]["turn2"]
-    assert t2["prompt_token_ids"] == t1["prompt_token_ids"] + t1["token_ids"] + t2["suffix_token_ids"]
+    assert (
+        t2["prompt_token_ids"] == t1["prompt_token_ids"] + t1["token_ids"] + t2["suffix_token_ids"]
+    )
 
 
 def test_readme_recipes_on_the_real_engine(real_server) -> None:
@@ -216,7 +250,9 @@ def test_readme_recipes_on_the_real_engine(real_server) -> None:
     unary = next(o for o in objects if o.get("object") == "chat.completion")
     assert "Paris" in unary["choices"][0]["message"]["content"]
     assert unary["choices"][0]["token_ids"][-1] == EOS
-    session = {o["request_id"]: o for o in objects if "request_id" in o and ("done" in o or "error" in o)}
+    session = {
+        o["request_id"]: o for o in objects if "request_id" in o and ("done" in o or "error" in o)
+    }
     assert "done" in session["a"] and "done" in session["b"], session
     outputs = check_client_examples(real_server.address)  # sampled at temperature 0.7
     rows = [line.split(" ", 1)[0] for line in outputs[0].splitlines()[-3:]]

@@ -42,6 +42,9 @@ def camel_case_keys(value: Any) -> set[str]:
 
 
 def chat_body(content: str = "Hello there", **fields: Any) -> dict[str, Any]:
-    body: dict[str, Any] = {"model": "fake-model", "messages": [{"role": "user", "content": content}]}
+    body: dict[str, Any] = {
+        "model": "fake-model",
+        "messages": [{"role": "user", "content": content}],
+    }
     body.update(fields)
     return body

@@ -34,7 +34,9 @@ def extra(obj: Any) -> dict[str, Any]:
 
 
 def grpc_body(model: str, **fields: Any) -> completion_pb2.CreateCompletionRequest:
-    return json_format.ParseDict({"model": model, **fields}, completion_pb2.CreateCompletionRequest())
+    return json_format.ParseDict(
+        {"model": model, **fields}, completion_pb2.CreateCompletionRequest()
+    )
 
 
 def test_string_prompt_matches_grpc(client, model, real_stub) -> None:
@@ -44,8 +46,9 @@ def test_string_prompt_matches_grpc(client, model, real_stub) -> None:
     assert r.object == "text_completion" and r.id.startswith("cmpl-")
     assert r.choices[0].text == g.choices[0].text
     assert extra(r.choices[0])["token_ids"] == list(g.choices[0].token_ids)
-    tokens = real_stub.Tokenize(tokenize_pb2.TokenizeRequest(prompt=PROMPT, add_special_tokens=True),
-                                timeout=60).tokens
+    tokens = real_stub.Tokenize(
+        tokenize_pb2.TokenizeRequest(prompt=PROMPT, add_special_tokens=True), timeout=60
+    ).tokens
     assert extra(r.choices[0])["prompt_token_ids"] == list(tokens)
     assert r.usage.prompt_tokens == len(tokens)
     assert r.usage.completion_tokens == len(g.choices[0].token_ids)
@@ -53,7 +56,9 @@ def test_string_prompt_matches_grpc(client, model, real_stub) -> None:
 
 def test_greedy_answer_from_ids(client, model, real_stub) -> None:
     ids = list(real_stub.Tokenize(tokenize_pb2.TokenizeRequest(prompt=PROMPT), timeout=60).tokens)
-    r = client.completions.create(model=model, prompt=ids, temperature=0, max_tokens=8, extra_body=IDS)
+    r = client.completions.create(
+        model=model, prompt=ids, temperature=0, max_tokens=8, extra_body=IDS
+    )
     assert extra(r.choices[0])["prompt_token_ids"] == ids  # used exactly as sent
     assert "Paris" in r.choices[0].text
 
@@ -83,7 +88,9 @@ def test_echo_with_logprobs(client, model) -> None:
 
 
 def test_echo_text_starts_with_the_prompt(client, model) -> None:
-    r = client.completions.create(model=model, prompt=PROMPT, echo=True, temperature=0, max_tokens=5)
+    r = client.completions.create(
+        model=model, prompt=PROMPT, echo=True, temperature=0, max_tokens=5
+    )
     assert r.choices[0].text.startswith(PROMPT) and len(r.choices[0].text) > len(PROMPT)
 
 
@@ -96,7 +103,12 @@ def test_stream_equals_unary(client, model) -> None:
         stream_options={"include_usage": True}, **sampling))
     text = "".join(c.choices[0].text for c in chunks if c.choices)
     ids = [t for c in chunks if c.choices for t in extra(c.choices[0]).get("token_ids", [])]
-    tokens = [t for c in chunks if c.choices and c.choices[0].logprobs for t in c.choices[0].logprobs.tokens]
+    tokens = [
+        t
+        for c in chunks
+        if c.choices and c.choices[0].logprobs
+        for t in c.choices[0].logprobs.tokens
+    ]
     assert text == unary.choices[0].text
     assert ids == extra(unary.choices[0])["token_ids"]
     assert tokens == unary.choices[0].logprobs.tokens

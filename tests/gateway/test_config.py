@@ -40,7 +40,10 @@ def test_rendered_config_validates(tmp_path, admin_port) -> None:
 def test_gateway_print_config_uses_the_flags(capsys) -> None:
     from tokenwire.cli import main
 
-    assert main(["gateway", "--print-config", "--listen-port", "18181", "--upstream-port", "15151"]) == 0
+    assert (
+        main(["gateway", "--print-config", "--listen-port", "18181", "--upstream-port", "15151"])
+        == 0
+    )
     doc = json.loads(capsys.readouterr().out)
     assert _listen_port(doc) == 18181 and _upstream_port(doc) == 15151
     filters = _connection_manager(doc)["http_filters"]
@@ -64,7 +67,8 @@ def _lua_sources(doc: dict) -> dict[str, dict]:
 
 
 def _validate(path) -> None:
-    out = subprocess.run([envoy_binary(), "--mode", "validate", "-c", str(path), "--disable-hot-restart",
+    out = subprocess.run([envoy_binary(), "--mode", "validate", "-c", str(path),
+                          "--disable-hot-restart",
                           "--log-level", "error"], capture_output=True, text=True, timeout=60)
     assert out.returncode == 0, out.stdout + out.stderr
 
@@ -75,8 +79,10 @@ def test_written_config_names_the_lua_bundles(tmp_path) -> None:
     settings = GatewaySettings(control=True)
     doc = json.loads(config.write(settings, tmp_path).read_text())
     bundles = lua_bundle.bundles(settings)
-    assert _lua_sources(doc) == {f"tokenwire.{entry}": {"filename": str(tmp_path.resolve() / "lua" / f"{entry}.lua")}
-                                 for entry in ("openai_rest", "grpc_status")}
+    assert _lua_sources(doc) == {
+        f"tokenwire.{entry}": {"filename": str(tmp_path.resolve() / "lua" / f"{entry}.lua")}
+        for entry in ("openai_rest", "grpc_status")
+    }
     for entry, text in bundles.items():
         assert (tmp_path / "lua" / f"{entry}.lua").read_text() == text
     assert 'MODULES["wire"]' in bundles["grpc_status"]
@@ -87,7 +93,9 @@ def test_golden_config_is_a_valid_envoy_config(tmp_path) -> None:
     """gateway/golden/envoy.yaml, its placeholders filled in, is what Envoy loads."""
     text = (golden.GOLDEN_DIR / "envoy.yaml").read_text()
     lua_bundle.write(GatewaySettings(), tmp_path / "lua")
-    text = text.replace(golden.CONFIG_DIR, str(tmp_path)).replace(golden.PACKAGE, str(golden.PACKAGE_DIR))
+    text = text.replace(golden.CONFIG_DIR, str(tmp_path)).replace(
+        golden.PACKAGE, str(golden.PACKAGE_DIR)
+    )
     (tmp_path / "envoy.yaml").write_text(text)
     _validate(tmp_path / "envoy.yaml")
 

@@ -19,7 +19,9 @@ ADMIN_KEY = "admin-key-for-rest"
 def control_gateway() -> collections.abc.Iterator[str]:
     """A gateway with --control in front of a server with an admin key: the
     server refuses control that came through a proxy without one."""
-    with fake_serving(served_model_name="fake-model", enable_control=True, admin_api_key=ADMIN_KEY) as server:
+    with fake_serving(
+        served_model_name="fake-model", enable_control=True, admin_api_key=ADMIN_KEY
+    ) as server:
         envoy = start_gateway(server.address, control=True)
         try:
             yield envoy.url
@@ -70,9 +72,13 @@ def test_announce_and_weight_bounds_over_rest(control_rest: httpx.Client) -> Non
     assert r.status_code == 200 and r.json()["state"].get("announced_version", "") == ""
     r = control_rest.post("/v1/chat/completions", json={**body, "nvext": {"max_weight_lag": 0}})
     assert r.status_code == 200, r.text
-    r = control_rest.post("/v1/chat/completions", json=body, headers={"X-Exact-Weight-Version": version + "x"})
+    r = control_rest.post(
+        "/v1/chat/completions", json=body, headers={"X-Exact-Weight-Version": version + "x"}
+    )
     assert r.status_code == 503 and r.json()["error"]["param"] == "x-exact-weight-version"
-    r = control_rest.post("/v1/chat/completions", json=body, headers={"X-Exact-Weight-Version": version})
+    r = control_rest.post(
+        "/v1/chat/completions", json=body, headers={"X-Exact-Weight-Version": version}
+    )
     assert r.status_code == 200, r.text
 
 
@@ -85,7 +91,9 @@ def test_versions_and_sglang_update_from_disk(control_rest: httpx.Client, tmp_pa
         "abort_all_requests": False,
     })
     body = r.json()
-    assert r.status_code == 200 and body["success"] is True and body["state"]["weight_version"] == "v8"
+    assert (
+        r.status_code == 200 and body["success"] is True and body["state"]["weight_version"] == "v8"
+    )
     chat = control_rest.post("/v1/chat/completions", json={
         "model": "fake-model", "messages": [{"role": "user", "content": "hi"}], "max_tokens": 3,
         "ignore_eos": True,

@@ -47,7 +47,9 @@ MATRIX = [
 
 def _send(rest, method, path, body, *, stream: bool = False):
     if isinstance(body, bytes):
-        return rest.request(method, path, content=body, headers={"content-type": "application/json"})
+        return rest.request(
+            method, path, content=body, headers={"content-type": "application/json"}
+        )
     if isinstance(body, dict) and stream:
         body = {**body, "stream": True}
     return rest.request(method, path, json=body)
@@ -124,7 +126,9 @@ def test_upstream_down_is_503(flaky_server) -> None:
 def test_openai_sdk_maps_statuses(gateway, content, exc) -> None:
     client = openai.OpenAI(base_url=f"{gateway.url}/v1", api_key="unused", max_retries=0)
     with pytest.raises(exc):
-        client.chat.completions.create(model="fake-model", messages=[{"role": "user", "content": content}])
+        client.chat.completions.create(
+            model="fake-model", messages=[{"role": "user", "content": content}]
+        )
 
 
 def test_openai_sdk_sees_param_and_code(gateway) -> None:

@@ -26,7 +26,8 @@ VERSIONS = {"replica-a": "step-5", "replica-b": "step-7"}
 
 
 def replica(name: str) -> ThreadServer:
-    settings = ServerSettings(engine="fake", port=0, max_model_len=512, served_model_name="fake-model",
+    settings = ServerSettings(engine="fake", port=0, max_model_len=512,
+                              served_model_name="fake-model",
                               worker_id=name, weight_version=VERSIONS[name])
     return ThreadServer(settings, FakeEngine(max_model_len=512)).start()
 
@@ -89,7 +90,9 @@ def test_trainer_routing_key_gives_affinity(fleet) -> None:
 def test_nvext_cache_salt_gives_affinity(fleet) -> None:
     _, _, rest = fleet
     body = chat(nvext={"cache_salt": "tenant-salt", "extra_fields": ["worker_id"]})
-    got = {rest.post("/v1/chat/completions", json=body).json()["nvext"]["worker_id"] for _ in range(5)}
+    got = {
+        rest.post("/v1/chat/completions", json=body).json()["nvext"]["worker_id"] for _ in range(5)
+    }
     assert len(got) == 1
 
 

@@ -32,7 +32,9 @@ def test_unary_through_envoy_equals_direct(via_envoy, flaky_stub) -> None:
 
 def test_server_streaming_through_envoy(via_envoy) -> None:
     stub = service_pb2_grpc.TokenwireServiceStub(via_envoy)
-    chunks = list(stub.StreamChatCompletion(chat_request(model="fake-model", max_tokens=3), timeout=10))
+    chunks = list(
+        stub.StreamChatCompletion(chat_request(model="fake-model", max_tokens=3), timeout=10)
+    )
     assert [c.object for c in chunks] == ["chat.completion.chunk"] * 4
     assert chunks[-1].choices[0].finish_reason == "length"
 
@@ -52,8 +54,8 @@ def test_error_mid_stream_passes_through(via_envoy) -> None:
     got = []
     with pytest.raises(grpc.RpcError) as info:
         for chunk in stub.StreamChatCompletion(
-            chat_request(model="fake-model", messages=[{"role": "user", "content": "FAIL_MIDSTREAM"}],
-                         max_tokens=20),
+            chat_request(model="fake-model",
+                         messages=[{"role": "user", "content": "FAIL_MIDSTREAM"}], max_tokens=20),
             timeout=10,
         ):
             got.append(chunk)
@@ -78,7 +80,9 @@ def test_bidirectional_stream_through_envoy(via_envoy) -> None:
     stub = reflection_pb2_grpc.ServerReflectionStub(via_envoy)
     asks = [
         reflection_pb2.ServerReflectionRequest(list_services=""),
-        reflection_pb2.ServerReflectionRequest(file_containing_symbol="tokenwire.v1.TokenwireService"),
+        reflection_pb2.ServerReflectionRequest(
+            file_containing_symbol="tokenwire.v1.TokenwireService"
+        ),
         reflection_pb2.ServerReflectionRequest(list_services=""),
     ]
     answers = list(stub.ServerReflectionInfo(iter(asks), timeout=10))
@@ -89,7 +93,9 @@ def test_bidirectional_stream_through_envoy(via_envoy) -> None:
 
 
 def _grpcurl() -> str:
-    found = shutil.which("grpcurl") or str(__import__("pathlib").Path(sys.executable).parent / "grpcurl")
+    found = shutil.which("grpcurl") or str(
+        __import__("pathlib").Path(sys.executable).parent / "grpcurl"
+    )
     if not shutil.which(found):
         pytest.skip("grpcurl is not installed")
     return found

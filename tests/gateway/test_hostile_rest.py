@@ -45,7 +45,9 @@ REST_ONLY = [
 ]
 
 
-@pytest.mark.parametrize(("body", "param"), [c[1:] for c in REST_ONLY], ids=[c[0] for c in REST_ONLY])
+@pytest.mark.parametrize(
+    ("body", "param"), [c[1:] for c in REST_ONLY], ids=[c[0] for c in REST_ONLY]
+)
 def test_rest_type_errors(rest, body, param) -> None:
     err = _error(rest.post("/v1/chat/completions", json=body), 400)
     assert err["type"] == "invalid_request_error"
@@ -53,8 +55,16 @@ def test_rest_type_errors(rest, body, param) -> None:
 
 
 RAW = [
-    ("invalid utf-8", b'{"model":"fake-model","messages":[{"role":"user","content":"\xff\xfe"}]}', 400),
-    ("deeply nested json", b'{"messages":[{"role":"user","content":' + b"[" * 5000 + b"]" * 5000 + b"}]}", 400),
+    (
+        "invalid utf-8",
+        b'{"model":"fake-model","messages":[{"role":"user","content":"\xff\xfe"}]}',
+        400,
+    ),
+    (
+        "deeply nested json",
+        b'{"messages":[{"role":"user","content":' + b"[" * 5000 + b"]" * 5000 + b"}]}",
+        400,
+    ),
     ("truncated json", b'{"messages": [{"role": "user", "content": "hi"', 400),
     ("empty body", b"", 400),
     ("nvext not an object", json.dumps(chat_body(nvext=[1])).encode(), 400),
@@ -85,10 +95,13 @@ def test_still_healthy_and_nothing_running(rest, flaky_engine) -> None:
 
 
 @pytest.mark.parametrize(("path", "body", "param"), [
-    ("/v1/chat/completions", {"model": "fake-model", "messages": {"role": "user", "content": "hi"}}, "messages"),
-    ("/v1/chat/completions", {"model": "fake-model", "messages": [{"role": "user", "content": "hi"}],
+    ("/v1/chat/completions", {"model": "fake-model", "messages": {"role": "user", "content": "hi"}},
+     "messages"),
+    ("/v1/chat/completions", {"model": "fake-model",
+                              "messages": [{"role": "user", "content": "hi"}],
                               "logprobs": "yes"}, "logprobs"),
-    ("/v1/chat/completions", {"model": "fake-model", "messages": [{"role": "user", "content": "hi"}],
+    ("/v1/chat/completions", {"model": "fake-model",
+                              "messages": [{"role": "user", "content": "hi"}],
                               "stream": "yes"}, "stream"),
     ("/inference/v1/generate", {"token_ids": 5}, "token_ids"),
     ("/tokenize", {"messages": {"role": "user", "content": "hi"}}, "messages"),

@@ -66,7 +66,9 @@ def test_sdk_unary_equals_grpc(client, model, real_stub) -> None:
     assert ed["finished"] is True
     nv = (r.model_extra or {})["nvext"]
     assert nv["completion_token_ids"] == list(g.nvext.completion_token_ids)
-    assert [f32(c.logprob) for c in choice.logprobs.content] == [c.logprob for c in gchoice.logprobs.content]
+    assert [f32(c.logprob) for c in choice.logprobs.content] == [
+        c.logprob for c in gchoice.logprobs.content
+    ]
     assert r.usage.completion_tokens == g.usage.completion_tokens
 
 
@@ -80,7 +82,12 @@ def test_sdk_stream_equals_grpc_stream(client, model, real_stub) -> None:
         grpc_request(model, stream_options={"include_usage": True}, **sampling), timeout=120
     ))
     text = "".join(c.choices[0].delta.content or "" for c in chunks if c.choices)
-    ids = [i for c in chunks if c.choices for i in (c.choices[0].model_extra or {}).get("token_ids", [])]
+    ids = [
+        i
+        for c in chunks
+        if c.choices
+        for i in (c.choices[0].model_extra or {}).get("token_ids", [])
+    ]
     assert text == stream_text(gchunks)[0]
     assert ids == stream_ids(gchunks)[0]
     assert (chunks[0].model_extra or {})["prompt_token_ids"] == list(gchunks[0].prompt_token_ids)

@@ -35,8 +35,13 @@ def test_chat_unary_has_the_openai_shape(rest) -> None:
 
 def test_tito_fields_use_vllm_and_openai_names(rest) -> None:
     body = chat_body(
-        max_tokens=4, logprobs=True, top_logprobs=2, return_token_ids=True,
-        nvext={"extra_fields": ["engine_data", "completion_token_ids", "prompt_token_ids", "timing"]},
+        max_tokens=4,
+        logprobs=True,
+        top_logprobs=2,
+        return_token_ids=True,
+        nvext={
+            "extra_fields": ["engine_data", "completion_token_ids", "prompt_token_ids", "timing"]
+        },
     )
     out = rest.post("/v1/chat/completions", json=body).json()
     assert not camel_case_keys(out), "field names are printed as OpenAI/vLLM spell them"
@@ -127,8 +132,11 @@ def test_rest_json_is_the_grpc_message_printed_by_envoy(rest, flaky_stub) -> Non
     body.pop("logprobs")  # without logprobs: the transcoder's own JSON
     r = rest.post("/v1/chat/completions", json=body).json()
     g = json_format.MessageToDict(
-        flaky_stub.CreateChatCompletion(json_format.ParseDict(body, chat_pb2.CreateChatCompletionRequest()),
-                                        timeout=10), preserving_proto_field_name=True)
+        flaky_stub.CreateChatCompletion(
+            json_format.ParseDict(body, chat_pb2.CreateChatCompletionRequest()), timeout=10
+        ),
+        preserving_proto_field_name=True,
+    )
     for volatile in ("id", "created", "usage"):
         r.pop(volatile), g.pop(volatile)
     assert r == g

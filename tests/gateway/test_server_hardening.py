@@ -21,26 +21,33 @@ from tokenwire.v1 import models_pb2, service_pb2_grpc
 def secured(tmp_path_factory):
     """A TLS server that wants an API key, and Envoy talking TLS to it."""
     cert, key, _ = self_signed(tmp_path_factory.mktemp("tls"))
-    with fake_serving(served_model_name="fake-model", api_key="s3cret", tls_cert=cert, tls_key=key) as server:
-        envoy = start_gateway(server.address, upstream_tls_ca=cert, upstream_tls_server_name="localhost")
+    with fake_serving(
+        served_model_name="fake-model", api_key="s3cret", tls_cert=cert, tls_key=key
+    ) as server:
+        envoy = start_gateway(
+            server.address, upstream_tls_ca=cert, upstream_tls_server_name="localhost"
+        )
         yield envoy
         stop_gateway(envoy)
 
 
 def test_openai_sdk_api_key_over_a_tls_upstream(secured) -> None:
     client = openai.OpenAI(base_url=f"{secured.url}/v1", api_key="s3cret", max_retries=0)
-    r = client.chat.completions.create(model="fake-model", messages=[{"role": "user", "content": "hi"}],
-                                       max_tokens=2)
+    r = client.chat.completions.create(model="fake-model",
+                                       messages=[{"role": "user", "content": "hi"}], max_tokens=2)
     assert r.choices[0].message.content == "He"
     chunks = list(client.chat.completions.create(
-        model="fake-model", messages=[{"role": "user", "content": "hi"}], max_tokens=2, stream=True))
+        model="fake-model", messages=[{"role": "user", "content": "hi"}], max_tokens=2,
+        stream=True))
     assert len(chunks) == 3
 
 
 def test_wrong_api_key_is_401(secured) -> None:
     client = openai.OpenAI(base_url=f"{secured.url}/v1", api_key="wrong", max_retries=0)
     with pytest.raises(openai.AuthenticationError) as info:
-        client.chat.completions.create(model="fake-model", messages=[{"role": "user", "content": "hi"}])
+        client.chat.completions.create(
+            model="fake-model", messages=[{"role": "user", "content": "hi"}]
+        )
     assert info.value.status_code == 401
     body = info.value.body
     assert body["type"] == "authentication_error" and body["param"] == "authorization"
@@ -56,8 +63,8 @@ def test_grpc_with_key_through_envoy_to_tls(secured) -> None:
 @pytest.fixture(scope="module")
 def one_slot():
     """A server that admits one request at a time (slow tokens keep it busy)."""
-    with fake_serving(FakeEngine(max_model_len=512, token_delay=0.05), served_model_name="fake-model",
-                      max_concurrent_requests=1) as server:
+    with fake_serving(FakeEngine(max_model_len=512, token_delay=0.05),
+                      served_model_name="fake-model", max_concurrent_requests=1) as server:
         envoy = start_gateway(server.address)
         yield envoy
         stop_gateway(envoy)

@@ -54,10 +54,15 @@ def test_trickled_headers_are_cut_off(strict_gateway) -> None:
 
 
 def test_trickled_body_gets_408(strict_gateway) -> None:
-    body = json.dumps({"model": "fake-model", "messages": [{"role": "user", "content": "hi"}]}).encode()
+    body = json.dumps(
+        {"model": "fake-model", "messages": [{"role": "user", "content": "hi"}]}
+    ).encode()
     sock = _connect(strict_gateway.url)
-    sock.sendall(b"POST /v1/chat/completions HTTP/1.1\r\nHost: x\r\ncontent-type: application/json\r\n"
-                 + f"content-length: {len(body)}\r\n\r\n".encode() + body[:10])
+    sock.sendall(
+        b"POST /v1/chat/completions HTTP/1.1\r\nHost: x\r\ncontent-type: application/json\r\n"
+        + f"content-length: {len(body)}\r\n\r\n".encode()
+        + body[:10]
+    )
     start = time.monotonic()
     reply = _read_all(sock)
     assert time.monotonic() - start < 8
@@ -78,10 +83,14 @@ def test_a_quiet_session_outlives_the_request_timeout(strict_gateway) -> None:
 def test_overload_manager_and_stream_caps_are_configured() -> None:
     doc = config.build(GatewaySettings(max_heap_bytes=123456789, max_streams_per_connection=64))
     monitors = {m["name"]: m for m in doc["overload_manager"]["resource_monitors"]}
-    assert monitors["envoy.resource_monitors.fixed_heap"]["typed_config"]["max_heap_size_bytes"] == 123456789
+    assert (
+        monitors["envoy.resource_monitors.fixed_heap"]["typed_config"]["max_heap_size_bytes"]
+        == 123456789
+    )
     actions = {a["name"] for a in doc["overload_manager"]["actions"]}
     assert actions == {"envoy.overload_actions.reset_high_memory_stream",
-                       "envoy.overload_actions.shrink_heap", "envoy.overload_actions.stop_accepting_requests"}
+                       "envoy.overload_actions.shrink_heap",
+                       "envoy.overload_actions.stop_accepting_requests"}
     hcm = doc["static_resources"]["listeners"][0]["filter_chains"][0]["filters"][0]["typed_config"]
     assert hcm["http2_protocol_options"]["max_concurrent_streams"] == 64
     assert hcm["request_headers_timeout"] == "10s" and hcm["request_timeout"] == "60s"

@@ -16,7 +16,9 @@ from tests.gateway.sse import DONE, chat_body, sse_events, sse_json
 
 
 def test_sse_bytes_are_exact(rest) -> None:
-    with rest.stream("POST", "/v1/chat/completions", json=chat_body(max_tokens=4, stream=True)) as r:
+    with rest.stream(
+        "POST", "/v1/chat/completions", json=chat_body(max_tokens=4, stream=True)
+    ) as r:
         assert r.status_code == 200
         assert r.headers["content-type"] == "text/event-stream"
         assert "content-length" not in r.headers
@@ -166,4 +168,6 @@ def test_server_events_hold_the_transcoders_json(rest, path, body) -> None:
     assert typed.status_code == 200, typed.text
     expected = [{"choices": [], **c} for c in typed.json()]
     assert len(events) == len(expected) > 2
-    assert [_without_call_details(e) for e in events] == [_without_call_details(c) for c in expected]
+    assert [_without_call_details(e) for e in events] == [
+        _without_call_details(c) for c in expected
+    ]

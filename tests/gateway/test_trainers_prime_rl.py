@@ -70,7 +70,9 @@ def test_prime_rl_weight_update_cycle(admin: httpx.Client, served: tuple[str, Fa
 def test_update_weights_bad_bodies(admin: httpx.Client, tmp_path: Path) -> None:
     r = admin.post("/update_weights", json={"weight_dir": str(tmp_path / "missing")})
     assert r.status_code == 400 and r.json()["error"]["param"] == "weight_dir"
-    r = admin.post("/update_weights", json={"weight_dir": str(tmp_path), "update_info": {"names": []}})
+    r = admin.post(
+        "/update_weights", json={"weight_dir": str(tmp_path), "update_info": {"names": []}}
+    )
     assert r.status_code == 400 and r.json()["error"]["code"] == "fields_conflict"
     r = admin.post("/update_weights", json={"weight_dir": 3})
     assert r.status_code == 400 and r.json()["error"]["param"] == "weight_dir"
@@ -78,14 +80,20 @@ def test_update_weights_bad_bodies(admin: httpx.Client, tmp_path: Path) -> None:
     r = admin.post("/update_weights", json={"update_info": {"names": ["w"]}})
     assert r.json()["error"]["code"] == "weight_transfer_not_started", r.text
     with httpx.Client(base_url=str(admin.base_url), timeout=30) as anonymous:
-        assert anonymous.post("/update_weights", json={"weight_dir": str(tmp_path)}).status_code == 401
+        assert (
+            anonymous.post("/update_weights", json={"weight_dir": str(tmp_path)}).status_code == 401
+        )
 
 
 def test_prime_rl_lora_routes(admin: httpx.Client, tmp_path: Path) -> None:
-    _admin_post(admin, "/load_lora_adapter", json={"lora_name": "a1", "lora_path": tmp_path.as_posix()})
+    _admin_post(
+        admin, "/load_lora_adapter", json={"lora_name": "a1", "lora_path": tmp_path.as_posix()}
+    )
     assert "a1" in admin.get("/tokenwire/v1/control/state").json()["state"]["lora_adapters"]
     _admin_post(admin, "/v1/unload_lora_adapter", json={"lora_name": "a1"})
-    _admin_post(admin, "/skyrl/v1/load_lora_adapter", json={"lora_name": "a2", "lora_path": str(tmp_path)})
+    _admin_post(
+        admin, "/skyrl/v1/load_lora_adapter", json={"lora_name": "a2", "lora_path": str(tmp_path)}
+    )
     _admin_post(admin, "/v1/unload_lora_adapter", json={"lora_name": "a2"})
 
 
@@ -96,7 +104,8 @@ def test_prime_rl_prefill_logprobs(served: tuple[str, FakeEngine]) -> None:
     with httpx.Client(base_url=served[0], timeout=60) as client:
         http_response = client.post("/inference/v1/generate", json={
             "model": MODEL, "token_ids": token_ids,
-            "sampling_params": {"max_tokens": 1, "temperature": 1.0, "top_p": 1.0, "prompt_logprobs": 1},
+            "sampling_params": {"max_tokens": 1, "temperature": 1.0, "top_p": 1.0,
+                                "prompt_logprobs": 1},
         }, headers={"X-data-parallel-rank": "0"})
     assert http_response.status_code == 200, http_response.text
     # prime-rl: GenerateResponse.model_validate_json; in vLLM 0.32 here GenerateResponse is
@@ -142,7 +151,8 @@ def test_verifiers_token_client_turn(served: tuple[str, FakeEngine]) -> None:
             "return_token_ids": True})
     assert raw.status_code == 200, raw.text
     second = ChatCompletion.model_validate_json(raw.content)
-    assert second.model_extra["prompt_token_ids"] == tokens  # type: ignore[index]  # the given ids, not a render
+    # the given ids, not a render
+    assert second.model_extra["prompt_token_ids"] == tokens  # type: ignore[index]
     assert second.choices[0].logprobs is not None
     assert all(e.top_logprobs == [] for e in second.choices[0].logprobs.content or [])
 

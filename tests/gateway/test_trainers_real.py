@@ -21,7 +21,9 @@ def trl_client(real_gateway):  # type: ignore[no-untyped-def]
         return VLLMClient(base_url=real_gateway.url, connection_timeout=60)
 
 
-def test_trl_generate_then_score_the_same_tokens(trl_client) -> None:  # type: ignore[no-untyped-def]
+def test_trl_generate_then_score_the_same_tokens(  # type: ignore[no-untyped-def]
+    trl_client,
+) -> None:
     prompt = [1, 450, 4996, 17354, 1701]
     out = trl_client.generate([prompt], n=2, max_tokens=6, temperature=1.0, logprobs=2,
                               generation_kwargs={"seed": 3})
@@ -29,9 +31,11 @@ def test_trl_generate_then_score_the_same_tokens(trl_client) -> None:  # type: i
     for completion, rows, row_ids in zip(out["completion_ids"], out["logprobs"],
                                          out["logprob_token_ids"], strict=True):
         assert len(completion) == len(rows) == 6
-        sampled = [dict(zip(ids, lps, strict=True))[t] for t, ids, lps in zip(completion, row_ids, rows,
-                                                                              strict=True)]
-        scored = trl_client.get_sequence_logprobs([prompt + completion], [len(prompt)], top_logprobs=3)
+        sampled = [dict(zip(ids, lps, strict=True))[t] for t, ids, lps in zip(completion, row_ids,
+                                                                              rows, strict=True)]
+        scored = trl_client.get_sequence_logprobs(
+            [prompt + completion], [len(prompt)], top_logprobs=3
+        )
         assert scored["actual_token_ids"][0] == [[t] for t in completion]
         actual = [row[0] for row in scored["actual_logprobs"][0]]
         assert max(abs(a - b) for a, b in zip(actual, sampled, strict=True)) < 1e-3
@@ -61,7 +65,9 @@ def test_renderers_generate_client(real_gateway) -> None:  # type: ignore[no-unt
 
     from tokenwire.server.core.models import demo_model_path
 
-    renderer = create_renderer(AutoTokenizer.from_pretrained(demo_model_path()), DefaultRendererConfig())
+    renderer = create_renderer(
+        AutoTokenizer.from_pretrained(demo_model_path()), DefaultRendererConfig()
+    )
     messages = [{"role": "user", "content": "Hello"}]
 
     async def run() -> tuple[dict, dict]:

@@ -36,7 +36,9 @@ PROMPT = [70, 71, 72, 73, 74]
 
 @pytest.fixture(scope="module")
 def served() -> collections.abc.Iterator[tuple[str, FakeEngine]]:
-    with trainer_gateway(collective_rpc_allow=("update_weights_from_path", "liveness_probe")) as pair:
+    with trainer_gateway(
+        collective_rpc_allow=("update_weights_from_path", "liveness_probe")
+    ) as pair:
         yield pair
 
 
@@ -88,9 +90,9 @@ def test_slime_teacher_scoring(client: httpx.Client) -> None:
 
 def test_areal_sglang_generate(client: httpx.Client) -> None:
     payload = {"input_ids": PROMPT, "image_data": None, "return_logprob": True, "stream": False,
-               "sampling_params": {"top_p": 1.0, "top_k": 100, "max_new_tokens": 4, "temperature": 0.0,
-                                   "stop_token_ids": [2], "ignore_eos": False, "skip_special_tokens": True,
-                                   "frequency_penalty": 0.0}}
+               "sampling_params": {"top_p": 1.0, "top_k": 100, "max_new_tokens": 4,
+                                   "temperature": 0.0, "stop_token_ids": [2], "ignore_eos": False,
+                                   "skip_special_tokens": True, "frequency_penalty": 0.0}}
     meta = client.post("/generate", json=payload).json()["meta_info"]
     stop_reason = meta["finish_reason"]["type"]
     output_tokens = [x[1] for x in meta["output_token_logprobs"]]
@@ -110,13 +112,17 @@ def test_generate_bad_input_names_sglang_fields(client: httpx.Client) -> None:
     assert error({"text": "hello"})["param"] == "text"
     assert error({"input_ids": PROMPT, "stream": True})["param"] == "stream"
     assert error({"input_ids": PROMPT, "image_data": ["x"]})["param"] == "image_data"
-    assert error({"input_ids": PROMPT, "return_logprob": True, "logprob_start_len": 9})["param"] == \
-        "logprob_start_len"
+    assert (
+        error({"input_ids": PROMPT, "return_logprob": True, "logprob_start_len": 9})["param"]
+        == "logprob_start_len"
+    )
     assert error({"input_ids": "1 2"})["param"] == "input_ids"
     assert error({"input_ids": PROMPT, "sampling_params": {"n": 2}})["param"] == "sampling_params.n"
 
 
-def test_slime_weight_update_sequence(admin: httpx.Client, client: httpx.Client, tmp_path: Path) -> None:
+def test_slime_weight_update_sequence(
+    admin: httpx.Client, client: httpx.Client, tmp_path: Path
+) -> None:
     r = admin.post("/pause_generation", json={})
     r.raise_for_status()
     assert admin.get("/is_paused").json() == {"is_paused": True}
@@ -125,7 +131,9 @@ def test_slime_weight_update_sequence(admin: httpx.Client, client: httpx.Client,
             break
     else:
         raise AssertionError("flush_cache never answered 200")
-    r = admin.post("/update_weights_from_disk", json={"model_path": str(tmp_path), "abort_all_requests": True})
+    r = admin.post(
+        "/update_weights_from_disk", json={"model_path": str(tmp_path), "abort_all_requests": True}
+    )
     assert r.status_code == 200 and r.json()["success"] is True
     admin.post("/continue_generation", json={}).raise_for_status()
     assert admin.get("/is_paused").json() == {"is_paused": False}
@@ -181,8 +189,11 @@ def test_collective_rpc_admin_and_allowed_only(admin: httpx.Client, client: http
 
 
 @pytest.mark.parametrize("path", ["/update_weights_from_distributed", "/init_weights_update_group",
-                                  "/update_weights_from_tensor", "/areal_init_weights_update_group"])
-def test_gpu_weight_groups_we_do_not_speak(admin: httpx.Client, client: httpx.Client, path: str) -> None:
+                                  "/update_weights_from_tensor",
+                                  "/areal_init_weights_update_group"])
+def test_gpu_weight_groups_we_do_not_speak(
+    admin: httpx.Client, client: httpx.Client, path: str
+) -> None:
     body = {"names": ["w"], "dtypes": ["bfloat16"], "shapes": [[2, 2]], "group_name": "g"}
     r = admin.post(path, json=body)
     assert r.status_code == 400 and r.json()["error"]["code"] == "weight_sync_unsupported", r.text
@@ -199,11 +210,13 @@ def test_gpu_weight_groups_we_do_not_speak(admin: httpx.Client, client: httpx.Cl
     ("GET", "/get_world_size?include_dp=maybe", None, "include_dp"),
     ("GET", "/server_info?config_format=xml", None, "config_format"),
 ])
-def test_new_control_routes_bad_input(admin: httpx.Client, method: str, path: str, body: dict | None,
-                                      param: str) -> None:
+def test_new_control_routes_bad_input(admin: httpx.Client, method: str, path: str,
+                                      body: dict | None, param: str) -> None:
     r = admin.request(method, path, json=body)
     assert r.status_code == 400, r.text
-    assert r.json()["error"]["param"] == param and r.json()["error"]["type"] == "invalid_request_error"
+    assert (
+        r.json()["error"]["param"] == param and r.json()["error"]["type"] == "invalid_request_error"
+    )
 
 
 @pytest.mark.parametrize(("path", "body", "param"), [
@@ -213,7 +226,9 @@ def test_new_control_routes_bad_input(admin: httpx.Client, method: str, path: st
                               "top_logprobs": 99}, "top_logprobs"),
     ("/finish_session?session_id=", None, "session_id"),
 ])
-def test_new_data_routes_bad_input(client: httpx.Client, path: str, body: dict | None, param: str) -> None:
+def test_new_data_routes_bad_input(
+    client: httpx.Client, path: str, body: dict | None, param: str
+) -> None:
     r = client.post(path, json=body)
     assert r.status_code == 400, r.text
     assert r.json()["error"]["param"] == param

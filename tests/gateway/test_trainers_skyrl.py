@@ -75,7 +75,9 @@ def test_skyrl_openai_routes_and_tokenizer(proxy: httpx.Client) -> None:
     tokens = proxy.post("/tokenize", json={"model": MODEL, "prompt": "hello",
                                            "add_special_tokens": False}).json().get("tokens", [])
     assert tokens
-    text = proxy.post("/detokenize", json={"model": MODEL, "tokens": tokens}).json().get("prompt", "")
+    text = (
+        proxy.post("/detokenize", json={"model": MODEL, "tokens": tokens}).json().get("prompt", "")
+    )
     assert text == "hello"
     # best effort, params only; unknown ids are ignored server-side
     assert proxy.post("/finish_session", params={"session_id": "traj-2"}).status_code == 200

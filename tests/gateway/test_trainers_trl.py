@@ -54,7 +54,9 @@ def test_chat_logprob_entries_always_carry_top_logprobs(rest: httpx.Client) -> N
         assert len(entries) == 3
         assert all(e["top_logprobs"] == [] for e in entries)  # the key was missing when empty
     body["top_logprobs"] = 2
-    entries = rest.post("/v1/chat/completions", json=body).json()["choices"][0]["logprobs"]["content"]
+    entries = rest.post("/v1/chat/completions", json=body).json()["choices"][0]["logprobs"][
+        "content"
+    ]
     assert all(len(e["top_logprobs"]) == 2 for e in entries)
 
 

@@ -31,7 +31,8 @@ def test_up_serves_rest_and_stops_both(sig) -> None:
     try:
         wait_rest(url, proc)
         r = httpx.post(f"{url}/v1/chat/completions", timeout=10, json={
-            "model": "fake-model", "messages": [{"role": "user", "content": "hi"}], "max_tokens": 2})
+            "model": "fake-model", "messages": [{"role": "user", "content": "hi"}],
+            "max_tokens": 2})
         assert r.status_code == 200 and r.json()["choices"][0]["message"]["content"] == "He"
         proc.send_signal(sig)
         assert proc.wait(60) == 0
@@ -125,12 +126,16 @@ def test_up_with_replicas_serves_from_both_and_survives_one(tmp_path) -> None:
             "nvext": {"extra_fields": ["worker_id"]}}
     try:
         wait_rest(url, proc)
-        workers = {httpx.post(f"{url}/v1/chat/completions", json=body, timeout=10).json()["nvext"]["worker_id"]
-                   for _ in range(16)}
+        workers = {
+            httpx.post(f"{url}/v1/chat/completions", json=body, timeout=10).json()["nvext"][
+                "worker_id"
+            ]
+            for _ in range(16)
+        }
         assert len(workers) == 2, workers
         # One replica stops: the fleet goes on with the other.
-        pids = subprocess.run(["pgrep", "-f", f"serve.*--port {grpc_port + 1}"], capture_output=True,
-                              text=True).stdout.split()
+        pids = subprocess.run(["pgrep", "-f", f"serve.*--port {grpc_port + 1}"],
+                              capture_output=True, text=True).stdout.split()
         assert pids, "replica 2 runs"
         for pid in pids:
             os.kill(int(pid), signal.SIGTERM)
@@ -153,16 +158,16 @@ def test_up_with_several_serving_processes_uses_them_all() -> None:
     import concurrent.futures
 
     grpc_port, rest_port = free_port(), free_port()
-    cmd = [sys.executable, "-m", "tokenwire.cli", "up", "--engine", "fake", "--api-server-count", "2",
-           "--fake-token-delay", "0.01", "--served-model-name", "fake-model", "--port", str(grpc_port),
-           "--gateway-listen-port", str(rest_port),
+    cmd = [sys.executable, "-m", "tokenwire.cli", "up", "--engine", "fake", "--api-server-count",
+           "2", "--fake-token-delay", "0.01", "--served-model-name", "fake-model", "--port",
+           str(grpc_port), "--gateway-listen-port", str(rest_port),
            # 2 calls per upstream connection: ~16 connections for 32 callers, so the
            # kernel's spread leaves no process without one (up alone sets 8).
            "--gateway-upstream-streams-per-connection", "2"]
     proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
     url = f"http://127.0.0.1:{rest_port}"
-    body = {"model": "fake-model", "messages": [{"role": "user", "content": "hi"}], "max_tokens": 20,
-            "ignore_eos": True, "nvext": {"extra_fields": ["worker_id"]}}
+    body = {"model": "fake-model", "messages": [{"role": "user", "content": "hi"}],
+            "max_tokens": 20, "ignore_eos": True, "nvext": {"extra_fields": ["worker_id"]}}
     try:
         wait_rest(url, proc)
 

@@ -11,7 +11,17 @@ import pytest
 ROOT = pathlib.Path(__file__).resolve().parents[2]
 SERVER = ROOT / "server" / "tokenwire" / "server"
 DOC = (ROOT / "docs" / "architecture.md").read_text()
-TOP = ("client/", "server/", "gateway/", "tests/", "tools/", "bench/", "examples/", "deploy/", "proto/")
+TOP = (
+    "client/",
+    "server/",
+    "gateway/",
+    "tests/",
+    "tools/",
+    "bench/",
+    "examples/",
+    "deploy/",
+    "proto/",
+)
 NAMED = sorted(set(re.findall(r"`([\w./-]+\.py)`", DOC)))
 PACKAGES = sorted(
     "/".join(p.parent.relative_to(SERVER).parts) + "/"

@@ -50,7 +50,8 @@ def test_unavailable_is_retried_with_backoff_until_attempts_run_out() -> None:
 
 @pytest.mark.parametrize(("code", "received", "typed"), [
     (grpc.StatusCode.INVALID_ARGUMENT, False, TokenwireError),
-    (grpc.StatusCode.RESOURCE_EXHAUSTED, True, ResourceExhaustedError),  # a stream already gave a message
+    # a stream already gave a message
+    (grpc.StatusCode.RESOURCE_EXHAUSTED, True, ResourceExhaustedError),
 ])
 def test_unsafe_failures_raise_the_typed_error_at_once(
     code: grpc.StatusCode, received: bool, typed: type[TokenwireError]

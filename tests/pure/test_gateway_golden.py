@@ -13,7 +13,9 @@ yaml = pytest.importorskip("yaml")
 
 
 def test_golden_files_are_the_builders_output() -> None:
-    assert golden.stale() == [], f"the gateway config changed: run `{golden.COMMAND}` and commit gateway/golden/"
+    assert golden.stale() == [], (
+        f"the gateway config changed: run `{golden.COMMAND}` and commit gateway/golden/"
+    )
 
 
 def test_a_builder_change_makes_the_golden_stale(monkeypatch) -> None:
@@ -34,6 +36,7 @@ def test_golden_names_the_lua_by_file() -> None:
         "tokenwire.openai_rest": {"filename": f"{golden.CONFIG_DIR}/lua/openai_rest.lua"},
         "tokenwire.grpc_status": {"filename": f"{golden.CONFIG_DIR}/lua/grpc_status.lua"},
     }
-    assert "envoy_on_request" not in text and str(golden.PACKAGE_DIR) not in text  # no machine paths
+    # no machine paths
+    assert "envoy_on_request" not in text and str(golden.PACKAGE_DIR) not in text
     assert sorted(p.name for p in (golden.GOLDEN_DIR / "lua").iterdir()) == [
         "gateway_names.lua", "strict_rules.lua", "wire.lua"]

@@ -93,7 +93,8 @@ def _render(lua, **rec):
 
 
 def test_error_body_from_plain_trailers(lua) -> None:
-    http, body, retry = _render(lua, grpc_status="3", grpc_message="max_tokens%20must%20be%20%3E%3D%201",
+    http, body, retry = _render(lua, grpc_status="3",
+                                grpc_message="max_tokens%20must%20be%20%3E%3D%201",
                                 reason="VALUE_OUT_OF_RANGE", param="max_tokens", retry_ms="")
     assert http == 400 and retry is None
     assert body == {"error": {"message": "max_tokens must be >= 1", "type": "invalid_request_error",
@@ -167,7 +168,9 @@ function fake_handle(req_headers, req_body, meta, chunks, trailers, last_status)
     return function()
       i = i + 1
       if chunks[i] == nil then return nil end
-      if chunks[i + 1] == nil and last_status then meta["tokenwire.rest"].grpc_status = last_status end
+      if chunks[i + 1] == nil and last_status then
+        meta["tokenwire.rest"].grpc_status = last_status
+      end
       local c = body(chunks[i])
       h.out[#h.out + 1] = c
       return c
@@ -201,7 +204,9 @@ def test_bundled_request_filter_picks_the_stream_binding() -> None:
     rt.globals().envoy_on_request(rt.globals().fake_handle(hdrs, '{"stream": true}', meta))
     assert hdrs[":path"] == "/v1/chat/completions:events"
     assert meta["tokenwire.rest"]["mode"] == "sse"
-    grpc_hdrs = rt.table_from({":method": "POST", ":path": "/x", "content-type": "application/grpc"})
+    grpc_hdrs = rt.table_from(
+        {":method": "POST", ":path": "/x", "content-type": "application/grpc"}
+    )
     grpc_meta = rt.table()
     rt.globals().envoy_on_request(rt.globals().fake_handle(grpc_hdrs, "", grpc_meta))
     assert grpc_meta["tokenwire.rest"] is None  # native gRPC untouched
@@ -272,7 +277,8 @@ def test_strict_rules_come_from_the_descriptor() -> None:
 
 # -- list_body --------------------------------------------------------------
 @pytest.mark.parametrize(("text", "expected"), [
-    ('{"requests": [{"token_ids": [1]}, {"token_ids": [2]}]}', '[{"token_ids": [1]}, {"token_ids": [2]}]'),
+    ('{"requests": [{"token_ids": [1]}, {"token_ids": [2]}]}',
+     '[{"token_ids": [1]}, {"token_ids": [2]}]'),
     ('{"requests":[]}', "[]"),
     ("{}", "[]"),
     (' {\n "requests": [{"a": "}"}]\n}\n', '[{"a": "}"}]'),
@@ -362,7 +368,9 @@ def test_lua_wire_module_is_tokenwire_wire(lua) -> None:
 def test_lua_status_maps_are_the_wire_maps(lua) -> None:
     errors = module(lua, "openai_error")
     for code in range(0, 20):
-        http, body, _ = _render(lua, grpc_status=str(code), grpc_message="m") if code else (200, None, None)
+        http, body, _ = (
+            _render(lua, grpc_status=str(code), grpc_message="m") if code else (200, None, None)
+        )
         assert http == wire.http_status(code)
         if body is not None:
             assert body["error"]["type"] == wire.error_type(http)
@@ -389,6 +397,8 @@ def test_lua_files_hold_no_copy_of_a_wire_name() -> None:
     for path in sorted(lua_bundle.LUA_DIR.glob("*.lua")):
         text = path.read_text()
         literals = _string_literals(text)
-        copies = {v for v in values if v in literals or ("-" in v and any(v in lit for lit in literals))}
+        copies = {
+            v for v in values if v in literals or ("-" in v and any(v in lit for lit in literals))
+        }
         assert not copies, f"{path.name} spells out {sorted(copies)}: use the generated modules"
         assert not re.search(r"\[\s*1[46]\s*\]\s*=\s*\d", text), f"{path.name} has a status table"

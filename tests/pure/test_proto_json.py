@@ -82,7 +82,9 @@ def _fill(msg, rng: random.Random, depth: int = 0) -> None:
             target = getattr(msg, field.name)
             value_field = field.message_type.fields_by_name["value"]
             for i in range(rng.randrange(3)):
-                key = f"k{i}" if field.message_type.fields_by_name["key"].type == F.TYPE_STRING else i
+                key = (
+                    f"k{i}" if field.message_type.fields_by_name["key"].type == F.TYPE_STRING else i
+                )
                 if value_field.type == F.TYPE_MESSAGE:
                     if value_field.message_type.full_name == "google.protobuf.Value":
                         target[key].CopyFrom(_value(rng, depth))
@@ -99,7 +101,9 @@ def _fill(msg, rng: random.Random, depth: int = 0) -> None:
                 if name == "google.protobuf.Value":
                     item = _value(rng, depth)
                 elif name == "google.protobuf.Struct":
-                    item = _value(rng, 1).struct_value if rng.random() < 0.5 else struct_pb2.Struct()
+                    item = (
+                        _value(rng, 1).struct_value if rng.random() < 0.5 else struct_pb2.Struct()
+                    )
                 elif name == "google.protobuf.ListValue":
                     item = struct_pb2.ListValue(values=[_value(rng, 1)])
                 else:

@@ -17,7 +17,9 @@ def _imported_test_modules(path: pathlib.Path) -> list[str]:
             names = [node.module, *(f"{node.module}.{a.name}" for a in node.names)]
         elif isinstance(node, ast.Import):
             names = [a.name for a in node.names]
-        found += [n for n in names if n.startswith("tests.") and n.split(".")[-1].startswith("test_")]
+        found += [
+            n for n in names if n.startswith("tests.") and n.split(".")[-1].startswith("test_")
+        ]
     return found
 
 

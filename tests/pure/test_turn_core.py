@@ -30,7 +30,9 @@ def _core(mode: str = "session") -> TurnCore:
     return TurnCore(mode, "Be brief.", None, None, False, {"max_tokens": 8})
 
 
-def _chat(rid: str, prompt: list[int], completion: list[int]) -> chat_pb2.CreateChatCompletionResponse:
+def _chat(
+    rid: str, prompt: list[int], completion: list[int]
+) -> chat_pb2.CreateChatCompletionResponse:
     resp = chat_pb2.CreateChatCompletionResponse(id=rid, prompt_token_ids=prompt)
     choice = resp.choices.add(token_ids=completion, finish_reason="stop")
     choice.message.content = "ok"

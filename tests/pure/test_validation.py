@@ -17,8 +17,10 @@ def _refused(fn, *args, **kw) -> InvalidArgument:
     return info.value
 
 
-@pytest.mark.parametrize(("value", "reason"), [(math.nan, "VALUE_NOT_FINITE"), (math.inf, "VALUE_NOT_FINITE"),
-                                               (-0.1, "VALUE_OUT_OF_RANGE"), (2.5, "VALUE_OUT_OF_RANGE")])
+@pytest.mark.parametrize(("value", "reason"), [(math.nan, "VALUE_NOT_FINITE"),
+                                               (math.inf, "VALUE_NOT_FINITE"),
+                                               (-0.1, "VALUE_OUT_OF_RANGE"),
+                                               (2.5, "VALUE_OUT_OF_RANGE")])
 def test_in_range_refuses(value, reason) -> None:
     err = _refused(v.in_range, "top_p", value, 0.0, 2.0)
     assert (err.param, err.reason) == ("top_p", reason) and "top_p" in err.message
@@ -39,7 +41,10 @@ def test_int_range() -> None:
 def test_token_ids_name_the_position() -> None:
     assert v.token_ids("ids", (1, 2, 9), 10) == [1, 2, 9]
     err = _refused(v.token_ids, "ids", [1, 10], 10)
-    assert (err.param, err.reason) == ("ids", "TOKEN_ID_OUT_OF_VOCAB") and "ids[1] = 10" in err.message
+    assert (err.param, err.reason) == (
+        "ids",
+        "TOKEN_ID_OUT_OF_VOCAB",
+    ) and "ids[1] = 10" in err.message
 
 
 def test_prompt_fits() -> None:

@@ -27,9 +27,13 @@ def engines() -> tuple[FakeEngine, GuardedEngine]:
 
 async def test_closing_a_generate_stream_aborts_at_once(engines) -> None:
     fake, guarded = engines
-    req = generate_pb2.GenerateRequest(token_ids=[10, 11], sampling_params=common_pb2.SamplingParams(
-        max_tokens=200, ignore_eos=True))
-    plan = build_generate_plan(req, guarded, SETTINGS, served_model="m", caller=Caller(), stream=True)  # type: ignore[arg-type]
+    req = generate_pb2.GenerateRequest(
+        token_ids=[10, 11],
+        sampling_params=common_pb2.SamplingParams(max_tokens=200, ignore_eos=True),
+    )
+    plan = build_generate_plan(
+        req, guarded, SETTINGS, served_model="m", caller=Caller(), stream=True
+    )  # type: ignore[arg-type]
     stream = stream_generate(guarded, plan)  # type: ignore[arg-type]
     await anext(stream)
     assert fake.running and guarded.admission.requests == 1
@@ -42,7 +46,8 @@ async def test_closing_a_chat_stream_aborts_at_once(engines) -> None:
     fake, guarded = engines
     req = chat_pb2.CreateChatCompletionRequest(max_tokens=200, ignore_eos=True)
     req.messages.add(role="user").content.string_value = "hi"
-    plan = build_chat_plan(req, guarded, SETTINGS, served_model="m", caller=Caller(), stream=True)  # type: ignore[arg-type]
+    plan = build_chat_plan(req, guarded, SETTINGS, served_model="m", caller=Caller(),
+                           stream=True)  # type: ignore[arg-type]
     stream = stream_chat(guarded, plan, worker_id="w")  # type: ignore[arg-type]
     await anext(stream)
     await anext(stream)
@@ -59,8 +64,14 @@ def _completion_plan(guarded: GuardedEngine, prompt: list, stream: bool):  # typ
 
     req = json_format.ParseDict({"prompt": prompt, "max_tokens": 200, "ignore_eos": True},
                                 completion_pb2.CreateCompletionRequest())
-    return build_completion_plan(req, guarded, SETTINGS, served_model="m", caller=Caller(),  # type: ignore[arg-type]
-                                 stream=stream)
+    return build_completion_plan(
+        req,
+        guarded,
+        SETTINGS,
+        served_model="m",
+        caller=Caller(),  # type: ignore[arg-type]
+        stream=stream,
+    )
 
 
 async def test_closing_a_batch_completion_stream_aborts_every_prompt(engines) -> None:

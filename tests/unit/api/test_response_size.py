@@ -19,7 +19,10 @@ from tokenwire.v1 import generate_pb2, service_pb2_grpc
 @pytest.fixture(scope="module")
 def small():
     engine = FakeEngine(max_model_len=512)
-    with fake_serving(engine, max_message_bytes=64 * 1024) as srv, grpc.insecure_channel(srv.address) as ch:
+    with (
+        fake_serving(engine, max_message_bytes=64 * 1024) as srv,
+        grpc.insecure_channel(srv.address) as ch,
+    ):
         yield service_pb2_grpc.TokenwireServiceStub(ch), engine
 
 
@@ -32,8 +35,13 @@ def test_a_response_that_cannot_fit_is_refused_before_generating(small) -> None:
     assert info.value.code() == grpc.StatusCode.INVALID_ARGUMENT
     assert (error_info(info.value).reason, error_info(info.value).metadata["param"]) == (
         "RESPONSE_TOO_LARGE", "max_tokens")
-    gen = json_format.ParseDict({"token_ids": [5, 6], "sampling_params": {
-        "n": 16, "temperature": 1.0, "max_tokens": 400, "logprobs": 20}}, generate_pb2.GenerateRequest())
+    gen = json_format.ParseDict(
+        {
+            "token_ids": [5, 6],
+            "sampling_params": {"n": 16, "temperature": 1.0, "max_tokens": 400, "logprobs": 20},
+        },
+        generate_pb2.GenerateRequest(),
+    )
     with pytest.raises(grpc.RpcError) as info:
         stub.Generate(gen, timeout=10)
     assert error_info(info.value).reason == "RESPONSE_TOO_LARGE"
@@ -62,7 +70,10 @@ def test_an_oversized_session_result_fails_alone(small, monkeypatch) -> None:
 @pytest.fixture(scope="module")
 def tiny():
     engine = FakeEngine(max_model_len=512)
-    with fake_serving(engine, max_message_bytes=16 * 1024) as srv, grpc.insecure_channel(srv.address) as ch:
+    with (
+        fake_serving(engine, max_message_bytes=16 * 1024) as srv,
+        grpc.insecure_channel(srv.address) as ch,
+    ):
         yield service_pb2_grpc.TokenwireServiceStub(ch), engine
 
 
@@ -75,7 +86,9 @@ PROMPT_LOGPROBS = dict(max_tokens=4, prompt_logprobs=20,
     {**WHOLE, "nvext": {"extra_fields": ["engine_data", "completion_token_ids"]}},  # the last chunk
     PROMPT_LOGPROBS,  # the first chunk
 ], ids=["last-chunk", "first-chunk"])
-def test_a_stream_whose_first_or_last_chunk_cannot_fit_is_refused_before_generating(tiny, fields) -> None:
+def test_a_stream_whose_first_or_last_chunk_cannot_fit_is_refused_before_generating(
+    tiny, fields
+) -> None:
     """Stream chunks are deltas, but the last carries every choice's whole
     completion with nvext engine_data / completion_token_ids, and the first
     the prompt's logprobs (issue #23): both estimated up front, as a unary

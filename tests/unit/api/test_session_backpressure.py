@@ -51,7 +51,9 @@ def test_a_client_that_never_reads_stops_being_read() -> None:
             # Reading resumes the flow: one error event per start, none lost.
             errors = 0
             for event in call:
-                assert event.WhichOneof("event") == "error" and event.error.reason == "MODEL_NOT_FOUND"
+                assert (
+                    event.WhichOneof("event") == "error" and event.error.reason == "MODEL_NOT_FOUND"
+                )
                 errors += 1
                 if errors == SENT:
                     break

@@ -44,16 +44,22 @@ def slow_server(slow_engine: FakeEngine) -> collections.abc.Iterator[ThreadServe
 
 
 @pytest.fixture(scope="module")
-def slow_stub(slow_server: ThreadServer) -> collections.abc.Iterator[service_pb2_grpc.TokenwireServiceStub]:
+def slow_stub(
+    slow_server: ThreadServer,
+) -> collections.abc.Iterator[service_pb2_grpc.TokenwireServiceStub]:
     with grpc.insecure_channel(slow_server.address) as ch:
         yield service_pb2_grpc.TokenwireServiceStub(ch)
 
 
-def wait_idle(stub: service_pb2_grpc.TokenwireServiceStub, timeout: float = 10) -> models_pb2.GetStatsResponse:
+def wait_idle(
+    stub: service_pb2_grpc.TokenwireServiceStub, timeout: float = 10
+) -> models_pb2.GetStatsResponse:
     deadline = time.monotonic() + timeout
     while True:
         stats = stub.GetStats(models_pb2.GetStatsRequest(), timeout=5)
-        if (stats.engine_requests == 0 and stats.sessions == 0 and stats.speculative_prefills == 0) or time.monotonic() > deadline:
+        if (
+            stats.engine_requests == 0 and stats.sessions == 0 and stats.speculative_prefills == 0
+        ) or time.monotonic() > deadline:
             return stats
         time.sleep(0.02)
 
@@ -63,8 +69,12 @@ def test_requests_multiplex_and_each_ends_once(fake_stub) -> None:
     s.send(
         start_chat("unary", return_token_ids=True),
         start_chat("streamed", stream=True, return_token_ids=True),
-        start_generate("gen", token_ids=[1, 50, 60], sampling_params={"max_tokens": 4}, return_token_ids=True),
-        start_generate("gen-stream", token_ids=[1, 50, 60], stream=True, sampling_params={"max_tokens": 3}),
+        start_generate(
+            "gen", token_ids=[1, 50, 60], sampling_params={"max_tokens": 4}, return_token_ids=True
+        ),
+        start_generate(
+            "gen-stream", token_ids=[1, 50, 60], stream=True, sampling_params={"max_tokens": 3}
+        ),
     )
     s.half_close()
     events = by_request(s.drain())
@@ -89,7 +99,9 @@ def test_bad_request_gets_its_own_error_and_session_goes_on(fake_stub) -> None:
     assert kinds(err) == ["error"]
     e = err[0].error
     assert e.code == grpc.StatusCode.INVALID_ARGUMENT.value[0]
-    assert e.param == "max_tokens" and e.reason == "VALUE_OUT_OF_RANGE" and "max_tokens" in e.message
+    assert (
+        e.param == "max_tokens" and e.reason == "VALUE_OUT_OF_RANGE" and "max_tokens" in e.message
+    )
     assert kinds(s.until_terminal("good-1")) == ["chat_result", "done"]
     s.send(start_chat("bad-model", model="nope"), start_chat("good-2", max_tokens=5))
     assert s.until_terminal("bad-model")[0].error.reason == "MODEL_NOT_FOUND"
@@ -103,17 +115,27 @@ def test_bad_request_gets_its_own_error_and_session_goes_on(fake_stub) -> None:
 def test_cancel_stops_one_request_others_finish(slow_stub, slow_engine) -> None:
     s = RawSession(slow_stub)
     rids = [f"r{i}" for i in range(6)]
-    s.send(*[start_chat(r, ignore_eos=True, max_tokens=60, stream=True, return_token_ids=True) for r in rids])
+    s.send(
+        *[
+            start_chat(r, ignore_eos=True, max_tokens=60, stream=True, return_token_ids=True)
+            for r in rids
+        ]
+    )
     taken = []
     for r in ("r0", "r2", "r4"):  # wait until each has produced something, then cancel them
-        taken += s.until(lambda e, r=r: e.request_id == r and e.WhichOneof("event") == "chat_chunk", 10)
+        taken += s.until(
+            lambda e, r=r: e.request_id == r and e.WhichOneof("event") == "chat_chunk", 10
+        )
     s.send(cancel("r0"), cancel("r2"), cancel("r4"), cancel("not-running"))
     s.half_close()
     events = by_request(taken + s.drain())
     assert s.status is None
     for r in ("r0", "r2", "r4"):
         last = events[r][-1]
-        assert last.error.code == grpc.StatusCode.CANCELLED.value[0] and last.error.reason == "REQUEST_CANCELLED"
+        assert (
+            last.error.code == grpc.StatusCode.CANCELLED.value[0]
+            and last.error.reason == "REQUEST_CANCELLED"
+        )
         got = sum(len(c.token_ids) for ev in events[r] for c in ev.chat_chunk.choices)
         assert got < 60, "the cancelled request stopped early"
     for r in ("r1", "r3", "r5"):
@@ -187,10 +209,18 @@ def test_continuation_with_messages_equals_full_rendering(fake_stub, fake_engine
     s = RawSession(fake_stub)
     s.send(start_chat("t1", return_token_ids=True))
     t1 = s.until_terminal("t1")[0].chat_result
-    s.send(start_chat("t2", return_token_ids=True, continuation={"previous_request_id": "t1", "messages": NEXT_USER}))
+    s.send(
+        start_chat(
+            "t2",
+            return_token_ids=True,
+            continuation={"previous_request_id": "t1", "messages": NEXT_USER},
+        )
+    )
     t2_events = s.until_terminal("t2")
     t2, done = t2_events[0].chat_result, t2_events[1].done
-    expected = list(t1.prompt_token_ids) + list(t1.choices[0].token_ids) + list(done.suffix_token_ids)
+    expected = (
+        list(t1.prompt_token_ids) + list(t1.choices[0].token_ids) + list(done.suffix_token_ids)
+    )
     assert list(t2.prompt_token_ids) == expected == list(done.prompt_token_ids)
     # The fake template is ChatML: after EOS comes "\n", then the new turn and the opener.
     assert fake_engine.decode(list(done.suffix_token_ids)) == (
@@ -198,25 +228,46 @@ def test_continuation_with_messages_equals_full_rendering(fake_stub, fake_engine
     )
     # ... which is exactly what rendering the whole conversation gives here.
     full = fake_stub.Tokenize(tokenize_pb2.TokenizeRequest(messages=[
-        chat_pb2.ChatMessage(role="user", content={"string_value": "What is the capital of France?"}),
-        chat_pb2.ChatMessage(role="assistant", content={"string_value": t1.choices[0].message.content}),
+        chat_pb2.ChatMessage(role="user",
+                             content={"string_value": "What is the capital of France?"}),
+        chat_pb2.ChatMessage(role="assistant",
+                             content={"string_value": t1.choices[0].message.content}),
         chat_pb2.ChatMessage(role="user", content={"string_value": "And Germany?"}),
     ]), timeout=10).tokens
     assert list(t2.prompt_token_ids) == list(full)
     # Turn 3 continues turn 2, with raw suffix ids.
-    s.send(start_chat("t3", return_token_ids=True, continuation={"previous_request_id": "t2", "suffix_token_ids": [1, 50, 51]}))
+    s.send(
+        start_chat(
+            "t3",
+            return_token_ids=True,
+            continuation={"previous_request_id": "t2", "suffix_token_ids": [1, 50, 51]},
+        )
+    )
     t3_events = s.until_terminal("t3")
     t3 = t3_events[0].chat_result
-    assert list(t3.prompt_token_ids) == list(t2.prompt_token_ids) + list(t2.choices[0].token_ids) + [1, 50, 51]
+    assert list(t3.prompt_token_ids) == list(t2.prompt_token_ids) + list(
+        t2.choices[0].token_ids
+    ) + [1, 50, 51]
     assert list(t3_events[1].done.suffix_token_ids) == [1, 50, 51]
     s.close()
 
 
 def test_continuation_without_suffix_continues_as_is_and_generate(fake_stub, fake_engine) -> None:
     s = RawSession(fake_stub)
-    s.send(start_generate("g1", token_ids=[1, 40, 41], sampling_params={"max_tokens": 5}, cache_salt="salty"))
+    s.send(
+        start_generate(
+            "g1", token_ids=[1, 40, 41], sampling_params={"max_tokens": 5}, cache_salt="salty"
+        )
+    )
     g1 = s.until_terminal("g1")[0].generate_result
-    s.send(start_generate("g2", continuation={"previous_request_id": "g1"}, sampling_params={"max_tokens": 2}, return_token_ids=True))
+    s.send(
+        start_generate(
+            "g2",
+            continuation={"previous_request_id": "g1"},
+            sampling_params={"max_tokens": 2},
+            return_token_ids=True,
+        )
+    )
     g2 = s.until_terminal("g2")[0].generate_result
     assert list(g2.prompt_token_ids) == [1, 40, 41, *g1.choices[0].token_ids]
     assert fake_engine.requests[-1].cache_salt == "salty", "the salt carries over when not given"
@@ -229,18 +280,29 @@ def test_continuation_without_suffix_continues_as_is_and_generate(fake_stub, fak
 @pytest.mark.parametrize(
     ("continuation", "fields", "code", "param", "reason"),
     [
-        ({"previous_request_id": "nope"}, {}, "NOT_FOUND", "continuation.previous_request_id", "CONTINUATION_NOT_FOUND"),
-        ({"choice_index": 0}, {}, "INVALID_ARGUMENT", "continuation.previous_request_id", "FIELD_REQUIRED"),
-        ({"previous_request_id": "base", "choice_index": 1}, {}, "INVALID_ARGUMENT", "continuation.choice_index", "VALUE_OUT_OF_RANGE"),
-        ({"previous_request_id": "base", "suffix_token_ids": [1], "messages": NEXT_USER}, {}, "INVALID_ARGUMENT", "continuation", "FIELDS_CONFLICT"),
-        ({"previous_request_id": "base", "suffix_token_ids": [100000]}, {}, "INVALID_ARGUMENT", "continuation.suffix_token_ids", "TOKEN_ID_OUT_OF_VOCAB"),
-        ({"previous_request_id": "base", "messages": [{"role": "robot", "content": "x"}]}, {}, "INVALID_ARGUMENT", "continuation.messages[0].role", "VALUE_NOT_ALLOWED"),
-        ({"previous_request_id": "base"}, {"messages": NEXT_USER}, "INVALID_ARGUMENT", "messages", "FIELDS_CONFLICT"),
-        ({"previous_request_id": "base"}, {"tokens": [1, 2]}, "INVALID_ARGUMENT", "messages", "FIELDS_CONFLICT"),
-        ({"previous_request_id": "base", "suffix_token_ids": [5] * 600}, {}, "INVALID_ARGUMENT", "continuation", "PROMPT_TOO_LONG"),
-        ({"previous_request_id": "failed"}, {}, "NOT_FOUND", "continuation.previous_request_id", "CONTINUATION_NOT_FOUND"),
+        ({"previous_request_id": "nope"}, {}, "NOT_FOUND", "continuation.previous_request_id",
+         "CONTINUATION_NOT_FOUND"),
+        ({"choice_index": 0}, {}, "INVALID_ARGUMENT", "continuation.previous_request_id",
+         "FIELD_REQUIRED"),
+        ({"previous_request_id": "base", "choice_index": 1}, {}, "INVALID_ARGUMENT",
+         "continuation.choice_index", "VALUE_OUT_OF_RANGE"),
+        ({"previous_request_id": "base", "suffix_token_ids": [1], "messages": NEXT_USER}, {},
+         "INVALID_ARGUMENT", "continuation", "FIELDS_CONFLICT"),
+        ({"previous_request_id": "base", "suffix_token_ids": [100000]}, {}, "INVALID_ARGUMENT",
+         "continuation.suffix_token_ids", "TOKEN_ID_OUT_OF_VOCAB"),
+        ({"previous_request_id": "base", "messages": [{"role": "robot", "content": "x"}]}, {},
+         "INVALID_ARGUMENT", "continuation.messages[0].role", "VALUE_NOT_ALLOWED"),
+        ({"previous_request_id": "base"}, {"messages": NEXT_USER}, "INVALID_ARGUMENT", "messages",
+         "FIELDS_CONFLICT"),
+        ({"previous_request_id": "base"}, {"tokens": [1, 2]}, "INVALID_ARGUMENT", "messages",
+         "FIELDS_CONFLICT"),
+        ({"previous_request_id": "base", "suffix_token_ids": [5] * 600}, {}, "INVALID_ARGUMENT",
+         "continuation", "PROMPT_TOO_LONG"),
+        ({"previous_request_id": "failed"}, {}, "NOT_FOUND", "continuation.previous_request_id",
+         "CONTINUATION_NOT_FOUND"),
     ],
-    ids=["unknown", "no-id", "choice", "both-suffixes", "bad-id", "bad-role", "messages-too", "tokens-too", "too-long", "failed-request"],
+    ids=["unknown", "no-id", "choice", "both-suffixes", "bad-id", "bad-role", "messages-too",
+         "tokens-too", "too-long", "failed-request"],
 )
 def test_continuation_errors(fake_stub, continuation, fields, code, param, reason) -> None:
     s = RawSession(fake_stub)
@@ -261,7 +323,10 @@ def test_continuing_a_running_request_is_failed_precondition(slow_stub) -> None:
     s.send(start_chat("long", ignore_eos=True, max_tokens=200, stream=True),
            start_chat("next", continuation={"previous_request_id": "long"}))
     e = s.until_terminal("next")[0].error
-    assert e.code == grpc.StatusCode.FAILED_PRECONDITION.value[0] and e.reason == "CONTINUATION_NOT_FINISHED"
+    assert (
+        e.code == grpc.StatusCode.FAILED_PRECONDITION.value[0]
+        and e.reason == "CONTINUATION_NOT_FINISHED"
+    )
     s.send(close())
     s.drain()
 
@@ -281,7 +346,11 @@ def test_store_evicts_least_recently_used_with_clear_errors(slow_stub) -> None:
     assert 0 < stats.continuation_tokens <= 2000
     # Too large to keep at all (2000 tokens per session here): not continuable.
     s.send(start_generate("huge", token_ids=[7] * 500, sampling_params={"max_tokens": 1}))
-    s.send(start_generate("huge2", continuation={"previous_request_id": "huge"}, sampling_params={"max_tokens": 1}))
+    s.send(
+        start_generate(
+            "huge2", continuation={"previous_request_id": "huge"}, sampling_params={"max_tokens": 1}
+        )
+    )
     s.until_terminal("huge2")
     s.close()
     assert wait_idle(slow_stub).continuation_tokens == 0, "a session's entries go with it"
@@ -296,9 +365,17 @@ def test_speculative_prefill_warms_the_exact_next_prefix(fake_stub, fake_engine)
     assert done.speculative_prefill
     wait_idle_engine(fake_engine)
     prefill = next(r for r in reversed(fake_engine.requests) if r.request_id.startswith("prefill-"))
-    prefix = list(t1.prompt_token_ids) + list(t1.choices[0].token_ids) + [fake_engine.encode("\n", False)[0]]
+    prefix = (
+        list(t1.prompt_token_ids)
+        + list(t1.choices[0].token_ids)
+        + [fake_engine.encode("\n", False)[0]]
+    )
     assert prefill.prompt_token_ids == prefix
-    assert prefill.cache_salt == "tenant-p" and prefill.params.max_tokens == 1 and prefill.priority == 10
+    assert (
+        prefill.cache_salt == "tenant-p"
+        and prefill.params.max_tokens == 1
+        and prefill.priority == 10
+    )
     s.send(start_chat("p2", continuation={"previous_request_id": "p1", "messages": NEXT_USER}))
     t2 = s.until_terminal("p2")[0].chat_result
     cached = t2.usage.prompt_tokens_details.cached_tokens
@@ -310,8 +387,14 @@ def test_speculative_prefill_on_unary_and_stream_calls(fake_stub, fake_engine) -
     from tests.rpc import chat_request
 
     before = len(fake_engine.requests)
-    fake_stub.CreateChatCompletion(chat_request(nvext={"agent_hints": {"speculative_prefill": True}}), timeout=10)
-    list(fake_stub.StreamChatCompletion(chat_request(nvext={"agent_hints": {"speculative_prefill": True}}), timeout=10))
+    fake_stub.CreateChatCompletion(
+        chat_request(nvext={"agent_hints": {"speculative_prefill": True}}), timeout=10
+    )
+    list(
+        fake_stub.StreamChatCompletion(
+            chat_request(nvext={"agent_hints": {"speculative_prefill": True}}), timeout=10
+        )
+    )
     fake_stub.CreateChatCompletion(chat_request(), timeout=10)  # no hint, no prefill
     wait_idle_engine(fake_engine)
     started = [r.request_id.split("-")[0] for r in fake_engine.requests[before:]]
@@ -363,8 +446,16 @@ def test_one_id_per_conversation_continues_itself(fake_stub) -> None:
     prompts = [list(s.until_terminal("conv")[0].chat_result.prompt_token_ids)]
     completions = []
     for q in ("Two?", "Three?"):
-        s.send(start_chat("conv", return_token_ids=True,
-                          continuation={"previous_request_id": "conv", "messages": [{"role": "user", "content": q}]}))
+        s.send(
+            start_chat(
+                "conv",
+                return_token_ids=True,
+                continuation={
+                    "previous_request_id": "conv",
+                    "messages": [{"role": "user", "content": q}],
+                },
+            )
+        )
         evs = s.until_terminal("conv")
         assert kinds(evs) == ["chat_result", "done"], evs
         prompts.append(list(evs[0].chat_result.prompt_token_ids))
@@ -381,8 +472,14 @@ def test_completion_in_a_session_streams_and_continues(fake_stub, fake_engine) -
     chunks = [e.completion_chunk for e in events if e.HasField("completion_chunk")]
     ids = [t for c in chunks for ch in c.choices for t in ch.token_ids]
     assert len(ids) == 4 and events[-1].done.continuable
-    s.send(start_completion("c2", continuation={"previous_request_id": "c1", "suffix_token_ids": [73]},
-                            max_tokens=2, return_token_ids=True))
+    s.send(
+        start_completion(
+            "c2",
+            continuation={"previous_request_id": "c1", "suffix_token_ids": [73]},
+            max_tokens=2,
+            return_token_ids=True,
+        )
+    )
     c2 = s.until_terminal("c2")[0].completion_result
     assert list(c2.choices[0].prompt_token_ids) == [70, 71, 72, *ids, 73]
     s.send(start_completion("c3", continuation={"previous_request_id": "c2"}, prompt="x"))

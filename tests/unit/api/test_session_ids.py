@@ -22,7 +22,9 @@ def test_body_wins_then_header(fake_stub, fake_engine) -> None:
     assert fake_engine.requests[-1].session_id == "hdr"
     fake_stub.CreateChatCompletion(chat_request(max_tokens=1), timeout=10)
     assert fake_engine.requests[-1].session_id is None
-    gen = json_format.ParseDict({"token_ids": [5, 6], "session_id": "g"}, generate_pb2.GenerateRequest())
+    gen = json_format.ParseDict(
+        {"token_ids": [5, 6], "session_id": "g"}, generate_pb2.GenerateRequest()
+    )
     fake_stub.Generate(gen, timeout=10)
     assert fake_engine.requests[-1].session_id == "g"
 

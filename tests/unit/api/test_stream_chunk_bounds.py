@@ -81,8 +81,10 @@ def test_a_merged_generate_output_arrives_whole(server) -> None:
 
 def test_a_merged_completion_output_arrives_whole(server) -> None:
     stub, _ = server
-    req = json_format.ParseDict({"prompt": "Hello", "max_tokens": 300, "ignore_eos": True,
-                                 "return_token_ids": True}, completion_pb2.CreateCompletionRequest())
+    req = json_format.ParseDict(
+        {"prompt": "Hello", "max_tokens": 300, "ignore_eos": True, "return_token_ids": True},
+        completion_pb2.CreateCompletionRequest(),
+    )
     expected = list(stub.CreateCompletion(req, timeout=10).choices[0].token_ids)
     req.logprobs = TOP
     req.stream_options.stream_interval = 1024

@@ -31,9 +31,15 @@ def test_engine_cores_are_the_titled_children_only() -> None:
         mine = {core.pid, helper.pid}
         assert [p.pid for p in cores if p.pid in mine] == [core.pid]
         assert any(o.startswith(f"{helper.pid} ") for o in others)
-        groups = systems.ProcGroups.of({"serving": [os.getpid()], "engine": [core.pid], "proxy": []})
+        groups = systems.ProcGroups.of(
+            {"serving": [os.getpid()], "engine": [core.pid], "proxy": []}
+        )
         cpu = groups.cpu()
-        assert set(cpu) == {"serving", "engine", "proxy", "machine"} and cpu["proxy"] == 0.0 and cpu["serving"] > 0
+        assert (
+            set(cpu) == {"serving", "engine", "proxy", "machine"}
+            and cpu["proxy"] == 0.0
+            and cpu["serving"] > 0
+        )
         groups.sample()
         assert groups.peak_rss > 0
         assert groups.describe()["engine"][0].startswith(f"{core.pid} ")

@@ -15,14 +15,19 @@ def _cell(system: str, conc: int, rep: int, tokens: int, seconds: float = 10.0,
     return {"system": system, "concurrency": conc, "rep": rep, "seconds": seconds, "tokens": tokens,
             "finished": tokens // 100, "errors": 0, "ttft_p50_ms": 10.0, "ttft_p99_ms": 20.0,
             "itl_p50_ms": 1.0, "itl_p99_ms": 2.0, "idle_timeout": False, "peak_rss": 100 * 2**20,
-            "cpu": cpu if cpu is not None else {"serving": 1.0, "engine": 2.0, "proxy": 0.0, "driver": 0.5}}
+            "cpu": cpu if cpu is not None else {"serving": 1.0, "engine": 2.0, "proxy": 0.0,
+                                                "driver": 0.5}}
 
 
 def test_cpu_per_1k_tokens_by_group_and_the_serving_layer() -> None:
-    f = one(_cell("C", 64, 0, 20_000, cpu={"serving": 2.0, "engine": 9.0, "proxy": 1.0, "driver": 3.0}))
+    f = one(
+        _cell("C", 64, 0, 20_000, cpu={"serving": 2.0, "engine": 9.0, "proxy": 1.0, "driver": 3.0})
+    )
     assert f["tok_s"] == 2000.0
     assert f["req_s"] == 20.0
-    assert (f["cpu_serving"], f["cpu_proxy"], f["cpu_engine"], f["cpu_driver"]) == pytest.approx((0.1, 0.05, 0.45, 0.15))
+    assert (f["cpu_serving"], f["cpu_proxy"], f["cpu_engine"], f["cpu_driver"]) == pytest.approx(
+        (0.1, 0.05, 0.45, 0.15)
+    )
     assert f["cpu_layer"] == pytest.approx(0.15)  # serving + proxy; engine and driver apart
     assert "other_cores" not in f
     busy = one(_cell("C", 64, 0, 20_000, cpu={"serving": 2.0, "engine": 9.0, "machine": 16.0}))
@@ -56,7 +61,15 @@ def test_ratios_pair_cells_of_the_same_rep_and_concurrency() -> None:
 def test_cpu_ratio_of_the_serving_layer() -> None:
     runs = []
     for rep in range(3):
-        runs.append(_cell("E", 64, rep, 10_000, cpu={"serving": 1.0, "engine": 5.0, "driver": 1.0, "proxy": 0.0}))
+        runs.append(
+            _cell(
+                "E",
+                64,
+                rep,
+                10_000,
+                cpu={"serving": 1.0, "engine": 5.0, "driver": 1.0, "proxy": 0.0},
+            )
+        )
         runs.append(_cell("G", 64, rep, 10_000, cpu={"serving": 0.9 + 0.1 * rep, "engine": 7.0,
                                                      "driver": 9.0, "proxy": 0.0}))
     s = summarize(runs, {})

@@ -75,7 +75,9 @@ def test_run_window_cycles_prompts_and_cancels_in_flight_requests() -> None:
 
     snaps = iter([{"serving": 1.0, "engine": 5.0}, {"serving": 1.5, "engine": 7.0}])
     prompts = [Prompt(str(i), [i]) for i in range(3)]
-    r = asyncio.run(run_window(driver, prompts, 4, 5, warmup=0.1, seconds=0.3, snapshot=lambda: next(snaps)))
+    r = asyncio.run(
+        run_window(driver, prompts, 4, 5, warmup=0.1, seconds=0.3, snapshot=lambda: next(snaps))
+    )
     assert r["cpu"] == {"serving": 0.5, "engine": 2.0}
     assert cancelled == 4  # every worker had one in flight at the end
     assert started[:5] == ["0", "1", "2", "0", "1"]  # each new request takes the next prompt

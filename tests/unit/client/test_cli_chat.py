@@ -23,8 +23,16 @@ def tokenwire(*args: str, stdin: str = "") -> subprocess.CompletedProcess[str]:
 
 def test_chat_json_three_turns_continue_token_exactly(fake_server: ThreadServer) -> None:
     for mode in ("session", "tokens"):
-        out = tokenwire("chat", "--server", fake_server.address, "--json", "--mode", mode,
-                        stdin="What is the capital of France?\nAnd of Germany?\n\nWhich is bigger?\n/exit\nignored\n")
+        out = tokenwire(
+            "chat",
+            "--server",
+            fake_server.address,
+            "--json",
+            "--mode",
+            mode,
+            stdin="What is the capital of France?\nAnd of Germany?\n\nWhich is bigger?\n"
+                  "/exit\nignored\n",
+        )
         assert out.returncode == 0, out.stderr
         turns = [json.loads(line) for line in out.stdout.splitlines()]
         assert [t["turn"] for t in turns] == [1, 2, 3]
@@ -45,8 +53,14 @@ def test_chat_streams_text_and_shows_tokens(fake_server: ThreadServer) -> None:
     assert "\033[" in out.stdout and "alt:" in out.stdout
     lines = [ln for ln in out.stdout.splitlines() if "'H'" in ln]
     assert lines and " 75" in lines[0], "the id of 'H' (72 + 3) is shown"
-    plain = tokenwire("complete", "--server", fake_server.address, "--show-tokens", "--color", "never", "Hi")
-    assert "\033[" not in plain.stdout and f"{EOS:>6}" in plain.stdout and "finish stop" in plain.stdout
+    plain = tokenwire(
+        "complete", "--server", fake_server.address, "--show-tokens", "--color", "never", "Hi"
+    )
+    assert (
+        "\033[" not in plain.stdout
+        and f"{EOS:>6}" in plain.stdout
+        and "finish stop" in plain.stdout
+    )
 
 
 def test_complete_one_shot_and_errors(fake_server: ThreadServer) -> None:

@@ -41,7 +41,9 @@ def client(fake_server: ThreadServer) -> collections.abc.Iterator[Client]:
 @pytest.fixture(scope="module")
 def flaky_server() -> collections.abc.Iterator[ThreadServer]:
     """A server whose serving flag tests may flip, on a slow fake engine."""
-    with fake_serving(FakeEngine(max_model_len=512, token_delay=0.01), served_model_name="fake-model") as server:
+    with fake_serving(
+        FakeEngine(max_model_len=512, token_delay=0.01), served_model_name="fake-model"
+    ) as server:
         yield server
 
 
@@ -61,7 +63,9 @@ def test_every_unary_rpc(client: Client, fake_engine: FakeEngine) -> None:
 
 
 def test_streams_and_request_forms(client: Client) -> None:
-    chunks = list(client.stream_chat({"messages": [{"role": "user", "content": "Hi"}]}, return_token_ids=True))
+    chunks = list(
+        client.stream_chat({"messages": [{"role": "user", "content": "Hi"}]}, return_token_ids=True)
+    )
     ids = [t for c in chunks for ch in c.choices for t in ch.token_ids]
     unary = client.chat(client_request := _proto_request(), return_token_ids=True)
     assert client_request.return_token_ids is False, "the caller's message is not modified"
@@ -90,7 +94,10 @@ def test_typed_errors_carry_reason_and_param(client: Client) -> None:
     assert exc_info.value.reason == "MODEL_NOT_FOUND" and exc_info.value.param == "model"
     with pytest.raises(InvalidArgumentError):
         list(client.stream_chat(messages="Hi", top_logprobs=3))
-    assert isinstance(from_session_error(session_pb2.SessionRequestError(code=9, message="m")), FailedPreconditionError)
+    assert isinstance(
+        from_session_error(session_pb2.SessionRequestError(code=9, message="m")),
+        FailedPreconditionError,
+    )
 
 
 def test_deadline_is_enforced(flaky_server: ThreadServer) -> None:
@@ -137,11 +144,15 @@ def test_no_retry_when_unsafe_or_disabled(flaky_server: ThreadServer) -> None:
     policy = RetryPolicy()
     assert not policy.should_retry(InvalidArgumentError("x"), 1)
     assert not policy.should_retry(UnavailableError("dead", reason="ENGINE_DEAD"), 1)
-    assert policy.should_retry(UnavailableError("x"), 1) and not policy.should_retry(UnavailableError("x"), 3)
+    assert policy.should_retry(UnavailableError("x"), 1) and not policy.should_retry(
+        UnavailableError("x"), 3
+    )
     assert not policy.should_retry(DeadlineExceededError("x"), 1)
 
 
-def test_sync_session_results_continuation_cancel_errors(client: Client, fake_engine: FakeEngine) -> None:
+def test_sync_session_results_continuation_cancel_errors(
+    client: Client, fake_engine: FakeEngine
+) -> None:
     with client.session() as s:
         h1 = s.start_chat(messages="Hi", return_token_ids=True, request_id="one")
         r1 = h1.result()
@@ -151,7 +162,10 @@ def test_sync_session_results_continuation_cancel_errors(client: Client, fake_en
         r2 = h2.result()
         assert chunks and r2.chat_chunks == chunks
         t1, t2 = r1.tokens, r2.tokens
-        assert t2.prompt_ids[: len(t1.prompt_ids) + len(t1.completion_ids)] == t1.prompt_ids + t1.completion_ids
+        assert (
+            t2.prompt_ids[: len(t1.prompt_ids) + len(t1.completion_ids)]
+            == t1.prompt_ids + t1.completion_ids
+        )
         assert t2.prompt_ids == list(r2.done.prompt_token_ids)
         bad = s.start_chat(messages="Hi", max_tokens=-1)
         with pytest.raises(InvalidArgumentError) as exc_info:
@@ -207,7 +221,10 @@ def test_conversation_three_turns_keeps_ids(client: Client, mode: str) -> None:
         streamed = list(conv.stream("Which is bigger?"))
     assert streamed and len(conv.turns) == 3
     for a, b in itertools.pairwise(conv.turns):
-        assert b.prompt_ids[: len(a.prompt_ids) + len(a.completion_ids)] == a.prompt_ids + a.completion_ids
+        assert (
+            b.prompt_ids[: len(a.prompt_ids) + len(a.completion_ids)]
+            == a.prompt_ids + a.completion_ids
+        )
         assert b.prompt_ids == a.prompt_ids + a.completion_ids + b.suffix_ids
     for t in conv.turns:
         assert len(t.logprobs) == len(t.completion_ids) > 0 and t.completion_ids[-1] == EOS
@@ -241,7 +258,9 @@ async def test_async_client_session_and_conversation(fake_server: ThreadServer) 
             handles = [await s.start_chat(messages="Hi", max_tokens=5) for _ in range(5)]
             results = await asyncio.gather(*(h.result() for h in handles))
             assert all(r.done.continuable for r in results)
-            cont = await s.start_chat(continue_from=handles[0].request_id, messages="again", return_token_ids=True)
+            cont = await s.start_chat(
+                continue_from=handles[0].request_id, messages="again", return_token_ids=True
+            )
             events = [ev async for ev in cont]
             assert events[0].WhichOneof("event") == "chat_result"
             with pytest.raises(NotFoundError):
@@ -253,8 +272,14 @@ async def test_async_client_session_and_conversation(fake_server: ThreadServer) 
                 chunks = [ch async for ch in conv.stream("Q3")]
             assert chunks
             a, b, c3 = conv.turns
-            assert b.prompt_ids[: len(a.prompt_ids) + len(a.completion_ids)] == a.prompt_ids + a.completion_ids
-            assert c3.prompt_ids[: len(b.prompt_ids) + len(b.completion_ids)] == b.prompt_ids + b.completion_ids
+            assert (
+                b.prompt_ids[: len(a.prompt_ids) + len(a.completion_ids)]
+                == a.prompt_ids + a.completion_ids
+            )
+            assert (
+                c3.prompt_ids[: len(b.prompt_ids) + len(b.completion_ids)]
+                == b.prompt_ids + b.completion_ids
+            )
 
 
 async def test_async_session_cancel(flaky_server: ThreadServer) -> None:
@@ -291,7 +316,9 @@ def test_api_key_tls_and_retry_info(tmp_path, monkeypatch) -> None:
             with pytest.raises(ResourceExhaustedError) as exc_info:
                 c.chat(messages="Hi", max_tokens=2)
             assert exc_info.value.retry_after == 1.0
-            with Client(server.address, retry=RetryPolicy(max_attempts=3, initial_backoff=0.01), **tls) as patient:
+            with Client(
+                server.address, retry=RetryPolicy(max_attempts=3, initial_backoff=0.01), **tls
+            ) as patient:
                 start = time.monotonic()
                 assert patient.chat(messages="Hi", max_tokens=2).choices
                 assert time.monotonic() - start >= 0.9, "the server's RetryInfo delay was honoured"
@@ -303,15 +330,21 @@ def test_complete_and_stream_complete(client: Client) -> None:
     assert list(resp.choices[0].prompt_token_ids) == [70, 71, 72]
     chunks = list(client.stream_complete({"prompt": [70, 71, 72], "max_tokens": 4},
                                          return_token_ids=True))
-    assert [t for c in chunks for ch in c.choices for t in ch.token_ids] == list(resp.choices[0].token_ids)
+    assert [t for c in chunks for ch in c.choices for t in ch.token_ids] == list(
+        resp.choices[0].token_ids
+    )
 
 
 async def test_async_complete(fake_server: ThreadServer) -> None:
     async with AsyncClient(fake_server.address, timeout=30) as c:
         resp = await c.complete(prompt=["ab", "cd"], max_tokens=2)
         assert [ch.index for ch in resp.choices] == [0, 1]
-        ids = [t async for chunk in c.stream_complete(prompt="ab", max_tokens=2, return_token_ids=True)
-               for ch in chunk.choices for t in ch.token_ids]
+        ids = [
+            t
+            async for chunk in c.stream_complete(prompt="ab", max_tokens=2, return_token_ids=True)
+            for ch in chunk.choices
+            for t in ch.token_ids
+        ]
         assert len(ids) == 2
 
 

@@ -35,7 +35,10 @@ def test_sync_keywords(fake_server: ThreadServer, method: str) -> None:
         assert refused.value.param == prefix + "exact_weight_version"
         with pytest.raises(InvalidArgumentError) as bad:
             call(**kw, max_weight_lag=-1)
-        assert (bad.value.reason, bad.value.param) == ("VALUE_OUT_OF_RANGE", prefix + "max_weight_lag")
+        assert (bad.value.reason, bad.value.param) == (
+            "VALUE_OUT_OF_RANGE",
+            prefix + "max_weight_lag",
+        )
 
 
 @pytest.mark.parametrize("method", ["chat", "complete", "generate"])
@@ -46,12 +49,17 @@ def test_async_keywords(fake_server: ThreadServer, method: str) -> None:
     async def main() -> None:
         async with AsyncClient(fake_server.address, timeout=30) as client:
             call = getattr(client, method)
-            assert (await call(**kw, exact_weight_version=version)).choices[0].finish_reason == "length"
+            assert (await call(**kw, exact_weight_version=version)).choices[
+                0
+            ].finish_reason == "length"
             with pytest.raises(UnavailableError) as refused:
                 await call(**kw, exact_weight_version=version + "-other")
             assert refused.value.param == prefix + "exact_weight_version"
             with pytest.raises(InvalidArgumentError) as bad:
                 await call(**kw, exact_weight_version="")
-            assert (bad.value.reason, bad.value.param) == ("EMPTY_VALUE", prefix + "exact_weight_version")
+            assert (bad.value.reason, bad.value.param) == (
+                "EMPTY_VALUE",
+                prefix + "exact_weight_version",
+            )
 
     asyncio.run(main())

@@ -89,7 +89,9 @@ def test_with_an_admin_key_the_key_is_the_rule() -> None:
 
 def _salt(channel: grpc.Channel, engine: FakeEngine, **headers: str) -> str | None:
     stub = service_pb2_grpc.TokenwireServiceStub(channel)
-    stub.CreateChatCompletion(chat_request(max_tokens=1), metadata=tuple(headers.items()), timeout=10)
+    stub.CreateChatCompletion(
+        chat_request(max_tokens=1), metadata=tuple(headers.items()), timeout=10
+    )
     return engine.requests[-1].cache_salt
 
 
@@ -184,7 +186,9 @@ def test_stats_are_not_a_tenants(tmp_path) -> None:
 def test_control_on_a_public_address_needs_an_admin_key(host, refused) -> None:
     settings = ServerSettings(host=host, enable_control=True)
     if refused:
-        with pytest.raises(ValueError, match=r"--enable-control on --host .* needs --admin-api-key"):
+        with pytest.raises(
+            ValueError, match=r"--enable-control on --host .* needs --admin-api-key"
+        ):
             check_exposure(settings)
     else:
         check_exposure(settings)
@@ -212,7 +216,9 @@ def test_up_exposes_control_at_the_gateway_only_with_an_admin_key(monkeypatch, c
     from tokenwire.gateway import supervisor
 
     seen: list = []
-    monkeypatch.setattr(supervisor, "run", lambda replicas, gateway, **kw: seen.append(gateway) or 0)
+    monkeypatch.setattr(
+        supervisor, "run", lambda replicas, gateway, **kw: seen.append(gateway) or 0
+    )
     monkeypatch.delenv("TOKENWIRE_ADMIN_API_KEY", raising=False)
     port = free_port()
     assert cli.main(["up", "--engine", "fake", "--enable-control", "--port", str(port)]) == 0

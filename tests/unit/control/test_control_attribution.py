@@ -33,7 +33,11 @@ def served(request) -> collections.abc.Iterator[tuple[ThreadServer, FakeEngine]]
 def stubs(served):
     server, engine = served
     with grpc.insecure_channel(server.address) as ch:
-        yield service_pb2_grpc.TokenwireServiceStub(ch), control_pb2_grpc.ControlServiceStub(ch), engine
+        yield (
+            service_pb2_grpc.TokenwireServiceStub(ch),
+            control_pb2_grpc.ControlServiceStub(ch),
+            engine,
+        )
 
 
 def _state(control) -> control_pb2.ControlState:
@@ -73,7 +77,9 @@ SHORT = {"control_timeout_seconds": 0.5}
 
 
 @pytest.mark.parametrize("served", [SHORT], indirect=True)
-def test_a_load_that_outlives_its_deadline_is_labelled_as_failed_once_it_ends(stubs, tmp_path) -> None:
+def test_a_load_that_outlives_its_deadline_is_labelled_as_failed_once_it_ends(
+    stubs, tmp_path
+) -> None:
     _, control, engine = stubs
     control.SetWeightVersion(control_pb2.SetWeightVersionRequest(new_version="v1"), timeout=5)
     engine.hold.add("reload")  # the engine is slow to load
@@ -137,14 +143,18 @@ def test_a_transfer_pauses_at_start_and_resets_and_resumes_at_finish(stubs, tmp_
     control.SetWeightVersion(control_pb2.SetWeightVersionRequest(new_version="t0"), timeout=5)
     prompt = chat_request(max_tokens=2, messages=[{"role": "user", "content": "x" * 200}])
     infer.CreateChatCompletion(prompt, timeout=10)
-    assert infer.CreateChatCompletion(prompt, timeout=10).usage.prompt_tokens_details.cached_tokens > 0
+    assert (
+        infer.CreateChatCompletion(prompt, timeout=10).usage.prompt_tokens_details.cached_tokens > 0
+    )
     generation = _state(control).generation
     reader = StreamReader(infer.StreamChatCompletion(_long_chat(), timeout=60))
     reader.wait_ids(5)
     control.InitWeightTransfer(control_pb2.InitWeightTransferRequest(), timeout=10)
     control.StartWeightUpdate(control_pb2.StartWeightUpdateRequest(), timeout=10)
     state = _state(control)
-    assert state.paused and state.pause_mode == "keep", "tokens sampled mid-transfer would mix weights"
+    assert state.paused and state.pause_mode == "keep", (
+        "tokens sampled mid-transfer would mix weights"
+    )
     # Mid-transfer: no resume, no other load.
     _refused(lambda: control.Resume(control_pb2.ResumeRequest(), timeout=5),
              grpc.StatusCode.FAILED_PRECONDITION, "WEIGHT_TRANSFER_IN_PROGRESS")
@@ -205,7 +215,8 @@ def test_a_failed_transfer_step_poisons_the_version_until_a_clean_transfer_finis
     assert engine.transfers[-1] == "finish"  # the engine's transfer is ended: a new one may start
     _refused(lambda: control.Resume(control_pb2.ResumeRequest(), timeout=5),
              grpc.StatusCode.FAILED_PRECONDITION, "WEIGHTS_FAILED_LOAD")
-    # A whole transfer with no failed step clears it (the failed one had paused: the caller resumes).
+    # A whole transfer with no failed step clears it (the failed one had paused: the caller
+    # resumes).
     state = _transfer(control, "t1")
     assert not state.load_failed and state.paused and state.weight_version == "t1"
     assert not control.Resume(control_pb2.ResumeRequest(), timeout=5).state.paused
@@ -265,7 +276,9 @@ def rooted(root: Path, request) -> collections.abc.Iterator[tuple[ThreadServer, 
         yield server, engine
 
 
-def test_loads_outside_the_weights_root_or_without_safetensors_are_refused(rooted, root, tmp_path) -> None:
+def test_loads_outside_the_weights_root_or_without_safetensors_are_refused(
+    rooted, root, tmp_path
+) -> None:
     server, engine = rooted
     outside = _folder(tmp_path / "outside", "model.safetensors")
     (root / "link").symlink_to(outside)
@@ -283,11 +296,17 @@ def test_loads_outside_the_weights_root_or_without_safetensors_are_refused(roote
         control = control_pb2_grpc.ControlServiceStub(ch)
         for param, path, reason in bad:
             if param == "path":
-                call = functools.partial(control.UpdateWeightsFromPath,
-                                         control_pb2.UpdateWeightsFromPathRequest(path=path), timeout=5)
+                call = functools.partial(
+                    control.UpdateWeightsFromPath,
+                    control_pb2.UpdateWeightsFromPathRequest(path=path),
+                    timeout=5,
+                )
             else:
-                call = functools.partial(control.UpdateWeightsFromDisk,
-                                         control_pb2.UpdateWeightsFromDiskRequest(model_path=path), timeout=5)
+                call = functools.partial(
+                    control.UpdateWeightsFromDisk,
+                    control_pb2.UpdateWeightsFromDiskRequest(model_path=path),
+                    timeout=5,
+                )
             err = _refused(call, grpc.StatusCode.INVALID_ARGUMENT, reason)
             assert error_info(err).metadata["param"] == param
             assert not _state(control).paused, "bad input must harm nothing"

@@ -66,7 +66,8 @@ def test_keep_update_resume_splits_spans_and_loses_no_id(stubs, tmp_path: Path) 
     assert len(stream_ids(reader.msgs).get(0, [])) == frozen, "keep must freeze generation"
     assert infer.GetStats(models_pb2.GetStatsRequest(), timeout=5).paused
     resp = control.UpdateWeightsFromPath(
-        control_pb2.UpdateWeightsFromPathRequest(path=str(tmp_path), weight_version="v2"), timeout=10
+        control_pb2.UpdateWeightsFromPathRequest(path=str(tmp_path), weight_version="v2"),
+        timeout=10,
     )
     assert resp.state.paused, "the caller paused: the update must not resume"
     assert resp.state.weight_version == "v2" and resp.state.updates >= 1
@@ -114,7 +115,9 @@ def test_wait_mode_lets_running_requests_finish_and_new_ones_wait(stubs) -> None
     with pytest.raises(grpc.RpcError) as exc:
         infer.CreateChatCompletion(chat_request(max_tokens=3), timeout=0.5)
     assert exc.value.code() == grpc.StatusCode.DEADLINE_EXCEEDED
-    waiting = StreamReader(infer.StreamChatCompletion(chat_request(max_tokens=3, return_token_ids=True), timeout=20))
+    waiting = StreamReader(
+        infer.StreamChatCompletion(chat_request(max_tokens=3, return_token_ids=True), timeout=20)
+    )
     time.sleep(0.1)
     assert not any(c.token_ids for ch in waiting.msgs for c in ch.choices)
     control.Resume(control_pb2.ResumeRequest(), timeout=10)
@@ -122,28 +125,43 @@ def test_wait_mode_lets_running_requests_finish_and_new_ones_wait(stubs) -> None
     assert waiting.error is None and len(stream_ids(waiting.msgs)[0]) == 3
 
 
-def test_update_from_path_pauses_and_resumes_itself_and_changes_output(stubs, tmp_path: Path) -> None:
+def test_update_from_path_pauses_and_resumes_itself_and_changes_output(
+    stubs, tmp_path: Path
+) -> None:
     infer, control = stubs
-    before = infer.CreateChatCompletion(chat_request(max_tokens=8, return_token_ids=True), timeout=10)
+    before = infer.CreateChatCompletion(
+        chat_request(max_tokens=8, return_token_ids=True), timeout=10
+    )
     control.UpdateWeightsFromPath(
-        control_pb2.UpdateWeightsFromPathRequest(path=str(tmp_path), weight_version="v3"), timeout=10
+        control_pb2.UpdateWeightsFromPathRequest(path=str(tmp_path), weight_version="v3"),
+        timeout=10,
     )
     state = control.GetControlState(control_pb2.GetControlStateRequest(), timeout=5).state
     assert not state.paused and state.weight_version == "v3"
-    after = infer.CreateChatCompletion(chat_request(max_tokens=8, return_token_ids=True), timeout=10)
+    after = infer.CreateChatCompletion(
+        chat_request(max_tokens=8, return_token_ids=True), timeout=10
+    )
     assert list(after.choices[0].token_ids) != list(before.choices[0].token_ids)
-    gen = infer.Generate(generate_pb2.GenerateRequest(
-        token_ids=[10, 11, 12], sampling_params=common_pb2.SamplingParams(max_tokens=4)), timeout=10)
+    gen = infer.Generate(
+        generate_pb2.GenerateRequest(
+            token_ids=[10, 11, 12], sampling_params=common_pb2.SamplingParams(max_tokens=4)
+        ),
+        timeout=10,
+    )
     assert [(s.version, s.start, s.end) for s in gen.choices[0].weight_versions] == [("v3", 0, 4)]
 
 
-def test_failed_load_poisons_the_version_and_resume_needs_force_or_a_good_load(tmp_path: Path) -> None:
+def test_failed_load_poisons_the_version_and_resume_needs_force_or_a_good_load(
+    tmp_path: Path,
+) -> None:
     server, engine = _start()
     try:
         with grpc.insecure_channel(server.address) as ch:
             infer = service_pb2_grpc.TokenwireServiceStub(ch)
             control = control_pb2_grpc.ControlServiceStub(ch)
-            control.SetWeightVersion(control_pb2.SetWeightVersionRequest(new_version="v1"), timeout=5)
+            control.SetWeightVersion(
+                control_pb2.SetWeightVersionRequest(new_version="v1"), timeout=5
+            )
             generation = _state(control).generation
             reader = StreamReader(infer.StreamChatCompletion(_long_chat(), timeout=60))
             reader.wait_ids(5)
@@ -170,7 +188,9 @@ def test_failed_load_poisons_the_version_and_resume_needs_force_or_a_good_load(t
             assert state.paused and "broken checkpoint" in state.last_error
             # Only a load that succeeds replaces the label.
             with pytest.raises(grpc.RpcError) as exc:
-                control.SetWeightVersion(control_pb2.SetWeightVersionRequest(new_version="v2"), timeout=5)
+                control.SetWeightVersion(
+                    control_pb2.SetWeightVersionRequest(new_version="v2"), timeout=5
+                )
             assert error_info(exc.value).reason == "WEIGHTS_FAILED_LOAD"
             # Forced: generation goes on, every token labelled as from mixed weights.
             state = control.Resume(control_pb2.ResumeRequest(force=True), timeout=5).state
@@ -180,8 +200,12 @@ def test_failed_load_poisons_the_version_and_resume_needs_force_or_a_good_load(t
             final = [c for ch in reader.msgs for c in ch.choices if c.finish_reason][-1]
             spans = [(s.version, s.start, s.end) for s in final.weight_versions]
             assert [v for v, _, _ in spans] == ["v1", "v1+failed-load"] and spans[-1][2] == 80
-            after = infer.CreateChatCompletion(chat_request(max_tokens=3, ignore_eos=True), timeout=10)
-            assert [(s.version, s.end) for s in after.choices[0].weight_versions] == [("v1+failed-load", 3)]
+            after = infer.CreateChatCompletion(
+                chat_request(max_tokens=3, ignore_eos=True), timeout=10
+            )
+            assert [(s.version, s.end) for s in after.choices[0].weight_versions] == [
+                ("v1+failed-load", 3)
+            ]
             assert after.system_fingerprint == "v1+failed-load"
             # A load that succeeds clears it all; Resume needs no force again.
             good = tmp_path / "good"
@@ -198,15 +222,18 @@ def test_failed_load_poisons_the_version_and_resume_needs_force_or_a_good_load(t
 
 @pytest.mark.parametrize(("call", "param"), [
     (lambda c: c.Pause(control_pb2.PauseRequest(mode="later"), timeout=5), "mode"),
-    (lambda c: c.UpdateWeightsFromPath(control_pb2.UpdateWeightsFromPathRequest(), timeout=5), "path"),
+    (lambda c: c.UpdateWeightsFromPath(control_pb2.UpdateWeightsFromPathRequest(), timeout=5),
+     "path"),
     (lambda c: c.UpdateWeightsFromPath(
         control_pb2.UpdateWeightsFromPathRequest(path="/nonexistent/ckpt"), timeout=5), "path"),
-    (lambda c: c.SetWeightVersion(control_pb2.SetWeightVersionRequest(new_version="x" * 300), timeout=5),
-     "new_version"),
+    (lambda c: c.SetWeightVersion(
+        control_pb2.SetWeightVersionRequest(new_version="x" * 300), timeout=5), "new_version"),
     (lambda c: c.Sleep(control_pb2.SleepRequest(level=7), timeout=5), "level"),
     (lambda c: c.UpdateWeightsFromDisk(
-        control_pb2.UpdateWeightsFromDiskRequest(model_path="/x", load_format="gguf"), timeout=5), "load_format"),
-    (lambda c: c.LoadLoraAdapter(control_pb2.LoadLoraAdapterRequest(lora_name="a"), timeout=5), "lora_path"),
+        control_pb2.UpdateWeightsFromDiskRequest(model_path="/x", load_format="gguf"),
+        timeout=5), "load_format"),
+    (lambda c: c.LoadLoraAdapter(control_pb2.LoadLoraAdapterRequest(lora_name="a"), timeout=5),
+     "lora_path"),
 ])
 def test_bad_control_input_is_invalid_argument_naming_the_field(stubs, call, param) -> None:
     _, control = stubs
@@ -219,8 +246,10 @@ def test_bad_control_input_is_invalid_argument_naming_the_field(stubs, call, par
 
 def test_platform_limits_are_failed_precondition(stubs) -> None:
     _, control = stubs
-    for call in (lambda: control.Sleep(control_pb2.SleepRequest(level=1), timeout=5),
-                 lambda: control.StartWeightUpdate(control_pb2.StartWeightUpdateRequest(), timeout=5)):
+    for call in (
+        lambda: control.Sleep(control_pb2.SleepRequest(level=1), timeout=5),
+        lambda: control.StartWeightUpdate(control_pb2.StartWeightUpdateRequest(), timeout=5),
+    ):
         with pytest.raises(grpc.RpcError) as exc:
             call()
         assert exc.value.code() == grpc.StatusCode.FAILED_PRECONDITION
@@ -235,7 +264,9 @@ def test_abort_requests_by_id_and_reset_cache(stubs, served) -> None:
     resp = control.AbortRequests(control_pb2.AbortRequestsRequest(request_ids=running), timeout=5)
     assert resp.status == "aborted" and resp.aborted == len(running)
     reader.join(10)
-    assert [c.finish_reason for ch in reader.msgs for c in ch.choices if c.finish_reason] == ["abort"]
+    assert [c.finish_reason for ch in reader.msgs for c in ch.choices if c.finish_reason] == [
+        "abort"
+    ]
     assert control.ResetPrefixCache(control_pb2.ResetPrefixCacheRequest(), timeout=5).success
 
 
@@ -247,9 +278,12 @@ def test_lora_load_select_list_unload(stubs, served, tmp_path: Path) -> None:
     assert list(loaded.lora_adapters) == ["sql"]
     resp = infer.CreateChatCompletion(chat_request(model="sql", max_tokens=2), timeout=10)
     assert resp.model == "sql" and engine.requests[-1].lora == "sql"
-    infer.Generate(generate_pb2.GenerateRequest(model="sql", token_ids=[10, 11],
-                                                sampling_params=common_pb2.SamplingParams(max_tokens=2)),
-                   timeout=10)
+    infer.Generate(
+        generate_pb2.GenerateRequest(
+            model="sql", token_ids=[10, 11], sampling_params=common_pb2.SamplingParams(max_tokens=2)
+        ),
+        timeout=10,
+    )
     assert engine.requests[-1].lora == "sql"
     infer.CreateChatCompletion(chat_request(max_tokens=2), timeout=10)
     assert engine.requests[-1].lora is None
@@ -289,7 +323,9 @@ def test_admin_key_guards_control_and_the_inference_key_does_not() -> None:
                 assert exc.value.code() == grpc.StatusCode.UNAUTHENTICATED
                 assert error_info(exc.value).metadata["param"] == "authorization"
             assert control.Pause(control_pb2.PauseRequest(), timeout=5, metadata=ADMIN).state.paused
-            assert not control.Resume(control_pb2.ResumeRequest(), timeout=5, metadata=ADMIN).state.paused
+            assert not control.Resume(
+                control_pb2.ResumeRequest(), timeout=5, metadata=ADMIN
+            ).state.paused
             # The inference key still serves inference.
             ok = infer.CreateChatCompletion(chat_request(max_tokens=2), timeout=5,
                                             metadata=(("authorization", "Bearer infer-key"),))
@@ -340,8 +376,17 @@ def test_lora_modules_at_start_load_good_ones_and_skip_bad_ones(tmp_path: Path) 
             infer = service_pb2_grpc.TokenwireServiceStub(ch)
             models = infer.ListModels(models_pb2.ListModelsRequest(), timeout=5).data
             assert [m.id for m in models][1:] == ["good"]
-            assert infer.CreateChatCompletion(chat_request(model="good", max_tokens=2), timeout=10).model == "good"
-            assert infer.CreateChatCompletion(chat_request(max_tokens=2), timeout=10).choices[0].finish_reason
+            assert (
+                infer.CreateChatCompletion(
+                    chat_request(model="good", max_tokens=2), timeout=10
+                ).model
+                == "good"
+            )
+            assert (
+                infer.CreateChatCompletion(chat_request(max_tokens=2), timeout=10)
+                .choices[0]
+                .finish_reason
+            )
     finally:
         server.stop()
 
@@ -356,7 +401,11 @@ def test_state_reports_the_weights_folder_and_the_update_generation(tmp_path: Pa
         with grpc.insecure_channel(server.address) as ch:
             control = control_pb2_grpc.ControlServiceStub(ch)
             start = _state(control)
-            assert (start.weight_path, start.generation, start.load_failed) == ("/fake/model", 0, False)
+            assert (start.weight_path, start.generation, start.load_failed) == (
+                "/fake/model",
+                0,
+                False,
+            )
             link = tmp_path / "latest"
             (tmp_path / "step-1").mkdir()
             link.symlink_to(tmp_path / "step-1")
@@ -365,7 +414,9 @@ def test_state_reports_the_weights_folder_and_the_update_generation(tmp_path: Pa
             # The real folder: a later change of the link does not change what it names.
             assert after.weight_path == str((tmp_path / "step-1").resolve())
             assert after.generation == 1 and not after.load_failed
-            control.SetWeightVersion(control_pb2.SetWeightVersionRequest(new_version="s1b"), timeout=5)
+            control.SetWeightVersion(
+                control_pb2.SetWeightVersionRequest(new_version="s1b"), timeout=5
+            )
             assert _state(control).generation == 2
     finally:
         server.stop()

@@ -76,7 +76,9 @@ def _stats(server: ThreadServer) -> models_pb2.GetStatsResponse:
 
 def _health(server: ThreadServer) -> int:
     with grpc.insecure_channel(server.address) as ch:
-        return health_pb2_grpc.HealthStub(ch).Check(health_pb2.HealthCheckRequest(), timeout=5).status
+        return (
+            health_pb2_grpc.HealthStub(ch).Check(health_pb2.HealthCheckRequest(), timeout=5).status
+        )
 
 
 def _eventually(check, timeout: float = 3.0) -> None:
@@ -182,7 +184,9 @@ def test_a_bounded_request_on_another_process_ends_at_the_update(pair) -> None:
     ch0, control0 = _control(leader)
     with ch0, grpc.insecure_channel(follower.address) as infer_ch:
         infer = service_pb2_grpc.TokenwireServiceStub(infer_ch)
-        control0.SetWeightVersion(control_pb2.SetWeightVersionRequest(new_version="pin-a"), timeout=10)
+        control0.SetWeightVersion(
+            control_pb2.SetWeightVersionRequest(new_version="pin-a"), timeout=10
+        )
         # Admitted at once on process 1 (read again, not refused as another version).
         reader = StreamReader(infer.StreamChatCompletion(chat_request(
             max_tokens=400, ignore_eos=True, return_token_ids=True,
@@ -190,7 +194,9 @@ def test_a_bounded_request_on_another_process_ends_at_the_update(pair) -> None:
         reader.wait_ids(5)
         bounds = follower._running.state.bounds  # type: ignore[attr-defined]
         before = bounds.ended["WEIGHT_VERSION_CHANGED"]
-        control0.SetWeightVersion(control_pb2.SetWeightVersionRequest(new_version="pin-b"), timeout=10)
+        control0.SetWeightVersion(
+            control_pb2.SetWeightVersionRequest(new_version="pin-b"), timeout=10
+        )
         # Process 0 had process 1 end it before its own call returned (not a mirror period later).
         assert bounds.ended["WEIGHT_VERSION_CHANGED"] == before + 1
         reader.join(30)
@@ -199,11 +205,14 @@ def test_a_bounded_request_on_another_process_ends_at_the_update(pair) -> None:
         assert final.finish_reason == "abort"
         # Ended before the label changed (SetWeightVersion ends them first):
         # the generation names the change.
-        assert final.stop_reason.string_value.startswith("WEIGHT_VERSION_CHANGED: weight version 'pin-a' -> ")
+        assert final.stop_reason.string_value.startswith(
+            "WEIGHT_VERSION_CHANGED: weight version 'pin-a' -> "
+        )
         assert "(update generation " in final.stop_reason.string_value
         assert len(reader.ids()) < 400
-        control0.AnnounceWeightVersion(control_pb2.AnnounceWeightVersionRequest(weight_version="pin-c"),
-                                       timeout=10)
+        control0.AnnounceWeightVersion(
+            control_pb2.AnnounceWeightVersionRequest(weight_version="pin-c"), timeout=10
+        )
         try:
             with pytest.raises(grpc.RpcError) as exc:
                 infer.CreateChatCompletion(chat_request(max_tokens=2, nvext={"max_weight_lag": 0}),

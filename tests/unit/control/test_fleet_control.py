@@ -361,7 +361,9 @@ def test_the_target_version_is_announced_before_loading_and_fences_lag_0(fleet, 
         with Client(s.address, timeout=10) as client:
             assert client.control.state().announced_version == ""
         with grpc.insecure_channel(s.address) as channel:
-            ok = service_pb2_grpc.TokenwireServiceStub(channel).CreateChatCompletion(req, timeout=10)
+            ok = service_pb2_grpc.TokenwireServiceStub(channel).CreateChatCompletion(
+                req, timeout=10
+            )
         assert ok.choices[0].weight_versions[0].version == "step-2"
 
 

@@ -71,7 +71,9 @@ def test_reloading_an_adapter_resets_the_prefix_cache(stubs, tmp_path) -> None:
                           messages=[{"role": "user", "content": "x" * 200}])
 
     def cached() -> int:
-        return infer.CreateChatCompletion(prompt, timeout=10).usage.prompt_tokens_details.cached_tokens
+        return infer.CreateChatCompletion(
+            prompt, timeout=10
+        ).usage.prompt_tokens_details.cached_tokens
 
     assert cached() == 0 and cached() > 0  # the adapter's own blocks are reused
     (sql / "adapter_model.safetensors").write_bytes(b"other adapter")

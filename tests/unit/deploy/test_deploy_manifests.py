@@ -61,7 +61,10 @@ def test_the_pieces_agree(docs) -> None:
     assert server["resources"]["limits"]["nvidia.com/gpu"] == "1"
     gateway = docs[("Deployment", "tokenwire-gateway")]
     front = docs[("Service", "tokenwire")]
-    assert front["spec"]["selector"].items() <= gateway["spec"]["template"]["metadata"]["labels"].items()
+    assert (
+        front["spec"]["selector"].items()
+        <= gateway["spec"]["template"]["metadata"]["labels"].items()
+    )
 
 
 def test_server_flags_parse_with_tokenwire_serve(docs) -> None:
@@ -92,7 +95,10 @@ def test_gateway_config_is_a_dns_fleet_with_affinity(docs, tmp_path) -> None:
         assert cluster["type"] == "STRICT_DNS"
         (endpoint,) = cluster["load_assignment"]["endpoints"][0]["lb_endpoints"]
         address = endpoint["endpoint"]["address"]["socket_address"]
-        assert address == {"address": "tokenwire-replicas.default.svc.cluster.local", "port_value": 50051}
+        assert address == {
+            "address": "tokenwire-replicas.default.svc.cluster.local",
+            "port_value": 50051,
+        }
         assert cluster["health_checks"][0]["grpc_health_check"] == {}
         assert "outlier_detection" in cluster
     assert (affinity["lb_policy"], least["lb_policy"]) == ("MAGLEV", "LEAST_REQUEST")
@@ -105,7 +111,9 @@ def test_gateway_config_is_a_dns_fleet_with_affinity(docs, tmp_path) -> None:
 def test_gpu_extra_is_the_vllm_series_ci_tests() -> None:
     """The image installs the `gpu` extra: it must take the vLLM series the
     `cpu` extra pins (what CI runs), not whatever vLLM is newest."""
-    extras = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]["optional-dependencies"]
+    extras = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"][
+        "optional-dependencies"
+    ]
 
     def vllm_of(extra: str) -> Requirement:
         (req,) = [r for r in map(Requirement, extras[extra]) if r.name.startswith("vllm")]
@@ -348,7 +356,10 @@ def test_the_admin_service_reaches_paused_replicas(docs) -> None:
     # StatefulSet's governing Service, headless.
     assert admin["spec"]["clusterIP"] == "None"
     assert replicas["spec"]["serviceName"] == "tokenwire-admin"
-    assert admin["spec"]["selector"].items() <= replicas["spec"]["template"]["metadata"]["labels"].items()
+    assert (
+        admin["spec"]["selector"].items()
+        <= replicas["spec"]["template"]["metadata"]["labels"].items()
+    )
     (port,) = admin["spec"]["ports"]
     grpc_port = {p["name"]: p["containerPort"] for p in container(replicas)["ports"]}["grpc"]
     assert (port["port"], port["targetPort"]) == (grpc_port, "grpc")

@@ -24,7 +24,9 @@ def served() -> collections.abc.Iterator[tuple[service_pb2_grpc.TokenwireService
 
 
 def _gen(**kw) -> generate_pb2.GenerateRequest:
-    return generate_pb2.GenerateRequest(token_ids=[10, 11], sampling_params=common_pb2.SamplingParams(max_tokens=2), **kw)
+    return generate_pb2.GenerateRequest(
+        token_ids=[10, 11], sampling_params=common_pb2.SamplingParams(max_tokens=2), **kw
+    )
 
 
 def test_dp_rank_from_body_or_metadata(served) -> None:
@@ -98,7 +100,9 @@ def test_request_chat_templates_are_refused_without_trust(served) -> None:
     with pytest.raises(grpc.RpcError) as exc:
         stub.Tokenize(req, timeout=10)
     assert error_info(exc.value).metadata["param"] == "chat_template"
-    assert stub.CreateChatCompletion(chat_request(max_tokens=2), timeout=10).choices[0].finish_reason
+    assert (
+        stub.CreateChatCompletion(chat_request(max_tokens=2), timeout=10).choices[0].finish_reason
+    )
 
 
 def test_no_paths_or_exception_text_reach_callers(served) -> None:

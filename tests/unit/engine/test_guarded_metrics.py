@@ -33,9 +33,13 @@ def _samples(metrics: Metrics) -> dict[str, float]:
 async def test_served_ids_are_counted_by_their_lag() -> None:
     fake, metrics, state = FakeEngine(max_model_len=512), Metrics(), ServingState()
     guarded = GuardedEngine(fake, Admission(8, 0), metrics, state)
-    req = generate_pb2.GenerateRequest(token_ids=[10, 11], sampling_params=common_pb2.SamplingParams(
-        max_tokens=30, ignore_eos=True))
-    plan = build_generate_plan(req, guarded, SETTINGS, served_model="m", caller=Caller(), stream=True)  # type: ignore[arg-type]
+    req = generate_pb2.GenerateRequest(
+        token_ids=[10, 11],
+        sampling_params=common_pb2.SamplingParams(max_tokens=30, ignore_eos=True),
+    )
+    plan = build_generate_plan(
+        req, guarded, SETTINGS, served_model="m", caller=Caller(), stream=True
+    )  # type: ignore[arg-type]
     ids: list[int] = []
     async for chunk in stream_generate(guarded, plan):  # type: ignore[arg-type]
         for c in chunk.choices:
@@ -46,7 +50,12 @@ async def test_served_ids_are_counted_by_their_lag() -> None:
     s = _samples(metrics)
     name = "tokenwire_served_token_weight_lag_updates"
     assert s[f"{name}_count"] == 30 and s[f"{name}_sum"] == 10 * 0 + 10 * 1 + 10 * 2
-    assert [s[f"{name}_bucket{{le={le}}}"] for le in ("0.0", "1.0", "2.0", "+Inf")] == [10, 20, 30, 30]
+    assert [s[f"{name}_bucket{{le={le}}}"] for le in ("0.0", "1.0", "2.0", "+Inf")] == [
+        10,
+        20,
+        30,
+        30,
+    ]
     assert s["tokenwire_completion_tokens_total"] == 30
 
 

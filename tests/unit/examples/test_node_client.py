@@ -17,10 +17,14 @@ def test_node_client_reads_token_ids(fake_server: ThreadServer, fake_engine: Fak
     assert r["model"] == "fake-model" and r["text"] == "Hello from the fake engine."
     assert r["token_ids"][-1] == EOS
     assert fake_engine.decode(r["token_ids"], skip_special_tokens=True) == r["text"]
-    assert fake_engine.decode(r["prompt_token_ids"]).endswith("Hello from Node<|im_end|>\n<|im_start|>assistant\n")
+    assert fake_engine.decode(r["prompt_token_ids"]).endswith(
+        "Hello from Node<|im_end|>\n<|im_start|>assistant\n"
+    )
     assert r["stream"]["token_ids"] == r["token_ids"] and r["stream"]["text"] == r["text"]
     t1, t2 = r["session"]["turn1"], r["session"]["turn2"]
-    assert t2["prompt_token_ids"] == t1["prompt_token_ids"] + t1["token_ids"] + t2["suffix_token_ids"]
+    assert (
+        t2["prompt_token_ids"] == t1["prompt_token_ids"] + t1["token_ids"] + t2["suffix_token_ids"]
+    )
     assert "And of Germany?" in fake_engine.decode(t2["suffix_token_ids"])
 
 

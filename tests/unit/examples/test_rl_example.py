@@ -25,7 +25,8 @@ from tokenwire.server.engine.fake.engine import EOS, FakeEngine
 def test_reward_needs_the_right_last_number_and_the_end_of_turn() -> None:
     assert task.turn_reward("3 + 4 = 7", 7, finished=True) == 1.0
     assert task.turn_reward("7", 7, finished=True) == 1.0
-    assert task.turn_reward("3 + 4 = 7, and then", 7, finished=False) == 0.5  # cut off by the budget
+    # cut off by the budget
+    assert task.turn_reward("3 + 4 = 7, and then", 7, finished=False) == 0.5
     assert task.turn_reward("To add 3 and 4", 7, finished=False) == 0.0
     assert task.turn_reward("7 is not 3 + 4 = 8", 7, finished=True) == 0.0
     assert task.turn_reward("no number", 7, finished=True) == 0.0
@@ -92,12 +93,18 @@ def test_a_two_turn_rollout_builds_turn_two_from_ids(control_server) -> None:
     async def go() -> list[grpo.Sample]:
         async with AsyncClient(server.address) as client:
             problems = [task.make_problem(random.Random(i), turns=2) for i in range(2)]
-            return await rollout(client, problems, Sampling(group_size=3, max_tokens=40, seed=7), EOS)
+            return await rollout(
+                client, problems, Sampling(group_size=3, max_tokens=40, seed=7), EOS
+            )
 
     samples = asyncio.run(go())
     assert len(samples) == 6 and {s.group for s in samples} == {0, 1}
     for s in samples:
-        runs = [i for i, (a, b) in enumerate(zip([False, *s.sampled], s.sampled, strict=False)) if b and not a]
+        runs = [
+            i
+            for i, (a, b) in enumerate(zip([False, *s.sampled], s.sampled, strict=False))
+            if b and not a
+        ]
         assert len(runs) == 2, "one sampled run per turn"
         assert all(v == "s0" for v, on in zip(s.versions, s.sampled, strict=True) if on)
         assert all(lp <= 0.0 for lp, on in zip(s.logprobs, s.sampled, strict=True) if on)
@@ -133,7 +140,9 @@ def test_a_missing_folder_fails_the_push_and_names_the_version_still_served(
     assert "INVALID_ARGUMENT" in str(err) and "'s2'" in str(err) and "serves 's1'" in str(err)
 
 
-def test_fleet_push_puts_every_replica_on_the_version_or_fails(control_server, tmp_path: Path) -> None:
+def test_fleet_push_puts_every_replica_on_the_version_or_fails(
+    control_server, tmp_path: Path
+) -> None:
     server, _ = control_server
     with fake_serving(enable_control=True, weight_version="s0") as other:
         push = FleetPush([server.address, other.address], tmp_path)

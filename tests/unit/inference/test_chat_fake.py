@@ -13,7 +13,14 @@ from tests.rpc import chat_request, stream_ids, stream_text
 from tokenwire.server.engine.fake.engine import EOS, IM_END
 from tokenwire.v1 import generate_pb2, models_pb2, tokenize_pb2
 
-ALL_EXTRA = ["completion_token_ids", "engine_data", "prompt_token_ids", "timing", "stop_reason", "worker_id"]
+ALL_EXTRA = [
+    "completion_token_ids",
+    "engine_data",
+    "prompt_token_ids",
+    "timing",
+    "stop_reason",
+    "worker_id",
+]
 
 
 def test_unary_ids_text_and_usage(fake_stub, fake_engine) -> None:
@@ -22,7 +29,10 @@ def test_unary_ids_text_and_usage(fake_stub, fake_engine) -> None:
     assert resp.object == "chat.completion"
     assert choice.message.content == "Hello from the fake engine."
     assert choice.token_ids[-1] == EOS, "the terminating EOS id is kept"
-    assert fake_engine.decode(list(choice.token_ids), skip_special_tokens=True) == choice.message.content
+    assert (
+        fake_engine.decode(list(choice.token_ids), skip_special_tokens=True)
+        == choice.message.content
+    )
     assert choice.finish_reason == "stop"
     assert not choice.HasField("stop_reason")
     assert list(resp.prompt_token_ids) == fake_engine.requests[-1].prompt_token_ids
@@ -54,7 +64,9 @@ def test_stream_deltas_equal_unary(fake_stub) -> None:
 
 
 def test_n2_per_choice_ids_and_engine_data(fake_stub) -> None:
-    req = chat_request(n=2, temperature=0.7, nvext={"extra_fields": ALL_EXTRA}, return_token_ids=True)
+    req = chat_request(
+        n=2, temperature=0.7, nvext={"extra_fields": ALL_EXTRA}, return_token_ids=True
+    )
     resp = fake_stub.CreateChatCompletion(req, timeout=10)
     assert [c.index for c in resp.choices] == [0, 1]
     ids = [list(c.token_ids) for c in resp.choices]
@@ -83,7 +95,9 @@ def test_n1_mirror_at_top_level(fake_stub) -> None:
 
 
 def test_stream_n2_final_chunks_carry_cumulative_nvext(fake_stub) -> None:
-    req = chat_request(n=2, temperature=0.7, nvext={"extra_fields": ["completion_token_ids", "engine_data"]})
+    req = chat_request(
+        n=2, temperature=0.7, nvext={"extra_fields": ["completion_token_ids", "engine_data"]}
+    )
     chunks = list(fake_stub.StreamChatCompletion(req, timeout=10))
     deltas = stream_ids(chunks)
     finals = {ch.index: ch for c in chunks for ch in c.choices if ch.finish_reason}
@@ -105,7 +119,9 @@ def test_stop_token_id_is_kept_and_reported(fake_stub, fake_engine) -> None:
 
 
 def test_stop_string_reported(fake_stub) -> None:
-    resp = fake_stub.CreateChatCompletion(chat_request(stop=["fake"], return_token_ids=True), timeout=10)
+    resp = fake_stub.CreateChatCompletion(
+        chat_request(stop=["fake"], return_token_ids=True), timeout=10
+    )
     c = resp.choices[0]
     assert c.stop_reason.string_value == "fake"
     assert c.message.content == "Hello from the "
@@ -138,7 +154,9 @@ def test_token_data_skips_templating(fake_stub, fake_engine) -> None:
 def test_cache_salt_precedence(fake_stub, fake_engine) -> None:
     fake_stub.CreateChatCompletion(chat_request(cache_salt="root"), timeout=10)
     assert fake_engine.requests[-1].cache_salt == "root"
-    fake_stub.CreateChatCompletion(chat_request(cache_salt="root", nvext={"cache_salt": "nv"}), timeout=10)
+    fake_stub.CreateChatCompletion(
+        chat_request(cache_salt="root", nvext={"cache_salt": "nv"}), timeout=10
+    )
     assert fake_engine.requests[-1].cache_salt == "nv"
     # x-tenant-id from a caller is ignored unless the server trusts the hop
     # that sets it (tests/unit/security/test_tenancy.py).
@@ -156,15 +174,26 @@ def test_nvext_fallbacks_and_greedy(fake_stub, fake_engine) -> None:
     fake_stub.CreateChatCompletion(
         chat_request(
             temperature=0.9,
-            nvext={"greed_sampling": True, "top_k": 5, "repetition_penalty": 1.2, "ignore_eos": True,
-                   "max_thinking_tokens": 7, "agent_hints": {"priority": 3}},
+            nvext={
+                "greed_sampling": True,
+                "top_k": 5,
+                "repetition_penalty": 1.2,
+                "ignore_eos": True,
+                "max_thinking_tokens": 7,
+                "agent_hints": {"priority": 3},
+            },
             max_tokens=4,
         ),
         timeout=10,
     )
     req = fake_engine.requests[-1]
     p = req.params
-    assert (p.temperature, p.top_k, p.repetition_penalty, p.ignore_eos) == (0.0, 5, pytest.approx(1.2), True)
+    assert (p.temperature, p.top_k, p.repetition_penalty, p.ignore_eos) == (
+        0.0,
+        5,
+        pytest.approx(1.2),
+        True,
+    )
     assert p.thinking_token_budget == 7 and req.priority == 3
     fake_stub.CreateChatCompletion(
         chat_request(top_k=9, nvext={"top_k": 5}, priority=1, max_tokens=2), timeout=10
@@ -185,7 +214,9 @@ def test_cancelled_stream_frees_engine_request(fake_server, fake_engine) -> None
             from tokenwire.v1 import service_pb2_grpc
 
             stub = service_pb2_grpc.TokenwireServiceStub(ch)
-            call = stub.StreamChatCompletion(chat_request(ignore_eos=True, max_tokens=400), timeout=30)
+            call = stub.StreamChatCompletion(
+                chat_request(ignore_eos=True, max_tokens=400), timeout=30
+            )
             got = 0
             for _ in call:
                 got += 1
@@ -208,7 +239,9 @@ def test_deadline_aborts_engine_request(fake_stub, fake_engine) -> None:
     fake_engine.token_delay = 0.02
     try:
         with pytest.raises(grpc.RpcError) as exc_info:
-            fake_stub.CreateChatCompletion(chat_request(ignore_eos=True, max_tokens=400), timeout=0.3)
+            fake_stub.CreateChatCompletion(
+                chat_request(ignore_eos=True, max_tokens=400), timeout=0.3
+            )
         assert exc_info.value.code() == grpc.StatusCode.DEADLINE_EXCEEDED
         deadline = time.monotonic() + 5
         while fake_engine.num_unfinished_requests() and time.monotonic() < deadline:
@@ -222,7 +255,9 @@ def test_concurrent_streams(fake_stub) -> None:
     results: list[list[int]] = []
 
     def one() -> None:
-        chunks = list(fake_stub.StreamChatCompletion(chat_request(return_token_ids=True), timeout=20))
+        chunks = list(
+            fake_stub.StreamChatCompletion(chat_request(return_token_ids=True), timeout=20)
+        )
         results.append(stream_ids(chunks)[0])
 
     threads = [threading.Thread(target=one) for _ in range(8)]
@@ -253,7 +288,9 @@ def test_generate_unary_and_stream(fake_stub, fake_engine) -> None:
 
 
 def test_tokenize_detokenize_models(fake_stub, fake_engine) -> None:
-    tok = fake_stub.Tokenize(tokenize_pb2.TokenizeRequest(prompt="hey", return_token_strs=True), timeout=5)
+    tok = fake_stub.Tokenize(
+        tokenize_pb2.TokenizeRequest(prompt="hey", return_token_strs=True), timeout=5
+    )
     assert list(tok.tokens) == fake_engine.encode("hey", add_special_tokens=True)
     assert tok.count == len(tok.tokens) and tok.max_model_len == 512
     assert list(tok.token_strs)[1:] == ["h", "e", "y"]
@@ -277,12 +314,16 @@ def test_tokenize_next_turn_is_the_session_continuation_suffix(fake_stub) -> Non
     s = RawSession(fake_stub)
     s.send(start_chat("t1", max_tokens=4, return_token_ids=True))
     first = s.until_terminal("t1")[0].chat_result
-    s.send(start_chat("t2", max_tokens=2, continuation={"previous_request_id": "t1", "messages": nxt}))
+    s.send(
+        start_chat("t2", max_tokens=2, continuation={"previous_request_id": "t1", "messages": nxt})
+    )
     done = s.until_terminal("t2")[-1].done
     s.close()
     completion = list(first.choices[0].token_ids)
-    req = json_format.ParseDict({"messages": nxt, "next_turn": True,
-                                 "previous_completion_ids": completion}, tokenize_pb2.TokenizeRequest())
+    req = json_format.ParseDict(
+        {"messages": nxt, "next_turn": True, "previous_completion_ids": completion},
+        tokenize_pb2.TokenizeRequest(),
+    )
     suffix = list(fake_stub.Tokenize(req, timeout=5).tokens)
     assert suffix == list(done.suffix_token_ids) and suffix
     # The end-of-turn id is added only when the completion lacks it.
@@ -298,12 +339,15 @@ def test_tokenize_next_turn_is_the_session_continuation_suffix(fake_stub) -> Non
 def test_integer_stop_entries_are_token_ids(fake_stub, fake_engine) -> None:
     """Dynamo's 2026 wire: integers in `stop` are token ids, merged with
     stop_token_ids; the strings stay stop strings."""
-    fake_stub.CreateChatCompletion(chat_request(max_tokens=2, stop=["END", 65], stop_token_ids=[66]),
-                                   timeout=10)
+    fake_stub.CreateChatCompletion(
+        chat_request(max_tokens=2, stop=["END", 65], stop_token_ids=[66]), timeout=10
+    )
     params = fake_engine.requests[-1].params
     assert params.stop == ["END"] and sorted(params.stop_token_ids) == [65, 66]
-    gen = json_format.ParseDict({"token_ids": [5, 6], "sampling_params": {"max_tokens": 2, "stop": [67]}},
-                                generate_pb2.GenerateRequest())
+    gen = json_format.ParseDict(
+        {"token_ids": [5, 6], "sampling_params": {"max_tokens": 2, "stop": [67]}},
+        generate_pb2.GenerateRequest(),
+    )
     fake_stub.Generate(gen, timeout=10)
     assert fake_engine.requests[-1].params.stop_token_ids == [67]
     with pytest.raises(grpc.RpcError) as info:

@@ -68,7 +68,9 @@ def test_batch_choices_are_indexed_prompt_major(fake_stub) -> None:
 
 
 def test_string_batch(fake_stub) -> None:
-    resp = fake_stub.CreateCompletion(body(prompt=["a b", "c d e"], return_token_ids=True), timeout=10)
+    resp = fake_stub.CreateCompletion(
+        body(prompt=["a b", "c d e"], return_token_ids=True), timeout=10
+    )
     assert [list(c.prompt_token_ids) for c in resp.choices] == [
         ids_of(fake_stub, "a b"), ids_of(fake_stub, "c d e")]
 
@@ -112,7 +114,9 @@ def test_return_tokens_as_token_ids(fake_stub) -> None:
 
 
 def test_echo_with_logprobs_has_a_null_first_position(fake_stub) -> None:
-    resp = fake_stub.CreateCompletion(body(echo=True, logprobs=1, return_token_ids=True), timeout=10)
+    resp = fake_stub.CreateCompletion(
+        body(echo=True, logprobs=1, return_token_ids=True), timeout=10
+    )
     out = as_json(resp)["choices"][0]
     prompt_ids = out["prompt_token_ids"]
     lp = out["logprobs"]
@@ -131,8 +135,9 @@ def test_stream_concatenates_to_the_unary_result(fake_stub) -> None:
     text = "".join(ch.text for c in chunks for ch in c.choices)
     assert ids == list(unary.choices[0].token_ids)
     assert text == unary.choices[0].text
-    assert [list(ch.prompt_token_ids) for c in chunks for ch in c.choices if ch.prompt_token_ids] == [
-        list(unary.choices[0].prompt_token_ids)]
+    assert [
+        list(ch.prompt_token_ids) for c in chunks for ch in c.choices if ch.prompt_token_ids
+    ] == [list(unary.choices[0].prompt_token_ids)]
     assert chunks[-1].usage.completion_tokens == unary.usage.completion_tokens
     finishes = [ch.finish_reason for c in chunks for ch in c.choices if ch.finish_reason]
     assert finishes == ["length"]

@@ -34,7 +34,9 @@ def test_chat_extra_field_prompt_logprobs(fake_stub) -> None:
 
 
 def test_extra_field_alone_asks_for_the_prompt_token(fake_stub) -> None:
-    req = chat_request(max_tokens=2, return_token_ids=True, nvext={"extra_fields": ["prompt_logprobs"]})
+    req = chat_request(
+        max_tokens=2, return_token_ids=True, nvext={"extra_fields": ["prompt_logprobs"]}
+    )
     resp = fake_stub.CreateChatCompletion(req, timeout=10)
     check_native(native(resp.nvext.prompt_logprobs), list(resp.prompt_token_ids), 0)
 

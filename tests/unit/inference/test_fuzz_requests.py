@@ -63,7 +63,9 @@ def chat_requests(draw):
     req = chat_pb2.CreateChatCompletionRequest()
     req.model = draw(st.sampled_from(["", "fake", "SmolLM2-135M-Instruct", "x" * 300]))
     for _ in range(draw(st.integers(0, 3))):
-        m = req.messages.add(role=draw(st.sampled_from(["user", "assistant", "system", "tool", "bad", ""])))
+        m = req.messages.add(
+            role=draw(st.sampled_from(["user", "assistant", "system", "tool", "bad", ""]))
+        )
         m.content.CopyFrom(_value(draw(json_value)))
     for name in ("temperature", "top_p", "presence_penalty", "frequency_penalty", "min_p",
                  "repetition_penalty"):
@@ -85,7 +87,9 @@ def chat_requests(draw):
     req.nvext.extra_fields.extend(draw(st.lists(st.sampled_from(
         ["engine_data", "timing", "bogus", "completion_token_ids", ""]), max_size=3)))
     if draw(st.booleans()):
-        req.response_format.type = draw(st.sampled_from(["text", "json_object", "json_schema", "xml"]))
+        req.response_format.type = draw(
+            st.sampled_from(["text", "json_object", "json_schema", "xml"])
+        )
     if draw(st.booleans()):
         t = req.tools.add(type=draw(st.sampled_from(["function", "code", ""])))
         t.function.name = draw(st.text(max_size=10))
@@ -100,7 +104,9 @@ def chat_requests(draw):
 @given(chat_requests())
 def test_chat_conversion_raises_only_validation_errors(req) -> None:
     try:
-        plan = build_chat_plan(req, ENGINE, SETTINGS, served_model="fake", caller=Caller(), stream=False)
+        plan = build_chat_plan(
+            req, ENGINE, SETTINGS, served_model="fake", caller=Caller(), stream=False
+        )
     except EXPECTED as exc:
         assert exc.message
         return
@@ -108,7 +114,10 @@ def test_chat_conversion_raises_only_validation_errors(req) -> None:
     assert 1 <= p.n <= SETTINGS.max_n
     assert math.isfinite(p.temperature) and p.temperature >= 0
     assert 0 < p.top_p <= 1
-    assert 1 <= p.max_tokens and len(plan.request.prompt_token_ids) + p.max_tokens <= ENGINE.max_model_len
+    assert (
+        1 <= p.max_tokens
+        and len(plan.request.prompt_token_ids) + p.max_tokens <= ENGINE.max_model_len
+    )
     assert all(t < ENGINE.vocab_size for t in plan.request.prompt_token_ids)
 
 
@@ -121,7 +130,9 @@ def test_generate_conversion(token_ids, max_tokens, temperature, mode) -> None:
     if temperature is not None:
         req.sampling_params.temperature = temperature
     try:
-        plan = build_generate_plan(req, ENGINE, SETTINGS, served_model="fake", caller=Caller(), stream=False)
+        plan = build_generate_plan(
+            req, ENGINE, SETTINGS, served_model="fake", caller=Caller(), stream=False
+        )
     except EXPECTED as exc:
         assert exc.message and exc.param
         return

@@ -12,8 +12,14 @@ PROMPT = [1, 75, 104, 33]
 
 
 def _generate(stub, **extra):
-    req = json_format.ParseDict({"token_ids": PROMPT, "sampling_params": {
-        "max_tokens": 4, "logprobs": 2, "ignore_eos": True}, **extra}, generate_pb2.GenerateRequest())
+    req = json_format.ParseDict(
+        {
+            "token_ids": PROMPT,
+            "sampling_params": {"max_tokens": 4, "logprobs": 2, "ignore_eos": True},
+            **extra,
+        },
+        generate_pb2.GenerateRequest(),
+    )
     resp = stub.Generate(req, timeout=10)
     return resp, json_format.MessageToDict(resp, preserving_proto_field_name=True)
 

@@ -44,5 +44,7 @@ def test_render_validates_like_chat(fake_stub) -> None:
         fake_stub.RenderChatCompletion(chat_request(n=0), timeout=10)
     assert error_info(info.value).metadata["param"] == "n"
     with pytest.raises(grpc.RpcError) as info:
-        fake_stub.RenderChatCompletion(chat_request(response_format={"type": "json_object"}), timeout=10)
+        fake_stub.RenderChatCompletion(
+            chat_request(response_format={"type": "json_object"}), timeout=10
+        )
     assert error_info(info.value).metadata["param"] == "response_format"

@@ -44,7 +44,9 @@ def test_chat_unary_and_stream(moe_stub) -> None:
     resp = moe_stub.CreateChatCompletion(req, timeout=10)
     check(resp.choices[0].routed_experts, len(resp.prompt_token_ids), 4)
     as_json = json_format.MessageToDict(resp, preserving_proto_field_name=True)
-    assert base64.b64decode(as_json["choices"][0]["routed_experts"]) == resp.choices[0].routed_experts
+    assert (
+        base64.b64decode(as_json["choices"][0]["routed_experts"]) == resp.choices[0].routed_experts
+    )
     chunks = list(moe_stub.StreamChatCompletion(req, timeout=10))
     carrying = [ch for c in chunks for ch in c.choices if ch.routed_experts]
     assert len(carrying) == 1 and carrying[0].finish_reason
@@ -52,8 +54,12 @@ def test_chat_unary_and_stream(moe_stub) -> None:
 
 
 def test_completion_and_generate(moe_stub) -> None:
-    comp = moe_stub.CreateCompletion(json_format.ParseDict(
-        {"prompt": [70, 71, 72], "max_tokens": 3}, completion_pb2.CreateCompletionRequest()), timeout=10)
+    comp = moe_stub.CreateCompletion(
+        json_format.ParseDict(
+            {"prompt": [70, 71, 72], "max_tokens": 3}, completion_pb2.CreateCompletionRequest()
+        ),
+        timeout=10,
+    )
     check(comp.choices[0].routed_experts, 3, 3)
     gen = moe_stub.Generate(generate_pb2.GenerateRequest(
         token_ids=[70, 71, 72], sampling_params={"max_tokens": 3}), timeout=10)

@@ -8,13 +8,17 @@ from tests.rpc import chat_request, stream_ids
 from tokenwire.server.inference.tool_calls import StreamParser, parse_text
 
 CALL = '<tool_call>{"name": "get_weather", "arguments": {"city": "Paris"}}</tool_call>'
-TOOLS = [{"type": "function", "function": {"name": "get_weather", "parameters": {"type": "object"}}}]
+TOOLS = [
+    {"type": "function", "function": {"name": "get_weather", "parameters": {"type": "object"}}}
+]
 
 
 def test_parse_text_splits_content_and_calls() -> None:
     content, calls = parse_text("Sure." + CALL)
     assert content == "Sure."
-    assert [(c.name, json.loads(c.arguments)) for c in calls] == [("get_weather", {"city": "Paris"})]
+    assert [(c.name, json.loads(c.arguments)) for c in calls] == [
+        ("get_weather", {"city": "Paris"})
+    ]
     content, calls = parse_text("<tool_call>not json</tool_call>")
     assert calls == [] and content == "<tool_call>not json</tool_call>"
 
@@ -33,7 +37,9 @@ def test_stream_parser_any_split() -> None:
 
 
 def test_unary_tool_calls(fake_stub) -> None:
-    resp = fake_stub.CreateChatCompletion(chat_request(tools=TOOLS, return_token_ids=True), timeout=10)
+    resp = fake_stub.CreateChatCompletion(
+        chat_request(tools=TOOLS, return_token_ids=True), timeout=10
+    )
     c = resp.choices[0]
     assert c.finish_reason == "tool_calls"
     assert c.message.content == "Let me check."

@@ -12,7 +12,9 @@ from tokenwire.v1 import generate_pb2, models_pb2, tokenize_pb2
 
 USER = [{"role": "user", "content": "hi"}]
 
-@pytest.mark.parametrize(("fields", "code", "param"), [c[1:] for c in CHAT_CASES], ids=[c[0] for c in CHAT_CASES])
+@pytest.mark.parametrize(
+    ("fields", "code", "param"), [c[1:] for c in CHAT_CASES], ids=[c[0] for c in CHAT_CASES]
+)
 @pytest.mark.parametrize("rpc", ["CreateChatCompletion", "StreamChatCompletion"])
 def test_chat_rejects(fake_stub, fake_engine, rpc, fields, code, param) -> None:
     before = len(fake_engine.requests)
@@ -41,7 +43,9 @@ def test_chat_rejects(fake_stub, fake_engine, rpc, fields, code, param) -> None:
     assert ok.choices[0].finish_reason == "length"
 
 
-@pytest.mark.parametrize(("fields", "param"), [c[1:] for c in GENERATE_CASES], ids=[c[0] for c in GENERATE_CASES])
+@pytest.mark.parametrize(
+    ("fields", "param"), [c[1:] for c in GENERATE_CASES], ids=[c[0] for c in GENERATE_CASES]
+)
 def test_generate_rejects(fake_stub, fields, param) -> None:
     from google.protobuf import json_format
 

@@ -82,7 +82,9 @@ def test_a_pinned_request_straddling_a_keep_mode_update_ends_at_the_update(stubs
     _update(control, tmp_path, "v2")
     final = _final(reader)
     assert final.finish_reason == "abort"
-    assert final.stop_reason.string_value.startswith("WEIGHT_VERSION_CHANGED: weight version 'v1' -> 'v2'")
+    assert final.stop_reason.string_value.startswith(
+        "WEIGHT_VERSION_CHANGED: weight version 'v1' -> 'v2'"
+    )
     ids = reader.ids()
     assert 5 <= len(ids) < 400
     assert _spans(final) == [("v1", 0, len(ids))], "no token of another version"
@@ -202,26 +204,36 @@ def test_body_fields_bound_chat_generate_and_completion(stubs, tmp_path) -> None
         assert final.finish_reason == "abort"
         assert final.stop_reason.string_value.startswith(why + ":")
     state = control.GetControlState(control_pb2.GetControlStateRequest(), timeout=5).state
-    assert dict(state.requests_ended_by_bound) == {"WEIGHT_VERSION_CHANGED": 2, "WEIGHT_LAG_EXCEEDED": 1}
+    assert dict(state.requests_ended_by_bound) == {
+        "WEIGHT_VERSION_CHANGED": 2,
+        "WEIGHT_LAG_EXCEEDED": 1,
+    }
     assert state.bounded_requests == 0
 
 
 def test_the_body_wins_over_the_metadata(stubs) -> None:
     service, _, _ = stubs
-    ok = service.CreateChatCompletion(chat_request(max_tokens=4, nvext={"exact_weight_version": "v1"}),
-                                      metadata=((EXACT_VERSION_HEADER, "v0"),), timeout=10)
+    ok = service.CreateChatCompletion(
+        chat_request(max_tokens=4, nvext={"exact_weight_version": "v1"}),
+        metadata=((EXACT_VERSION_HEADER, "v0"),),
+        timeout=10,
+    )
     assert ok.choices[0].finish_reason == "length"
 
 
 @pytest.mark.parametrize(("nvext", "param", "reason"), [
     ({"max_weight_lag": -1}, "nvext.max_weight_lag", "VALUE_OUT_OF_RANGE"),
     ({"exact_weight_version": ""}, "nvext.exact_weight_version", "EMPTY_VALUE"),
-    ({"exact_weight_version": "v1", "max_weight_lag": 0}, "nvext.max_weight_lag", "FIELDS_CONFLICT"),
+    ({"exact_weight_version": "v1", "max_weight_lag": 0}, "nvext.max_weight_lag",
+     "FIELDS_CONFLICT"),
 ])
 def test_bad_bounds_in_the_body_name_the_field(stubs, nvext, param, reason) -> None:
     service, _, _ = stubs
-    err = _refused(lambda: service.CreateChatCompletion(chat_request(max_tokens=4, nvext=nvext), timeout=10),
-                   grpc.StatusCode.INVALID_ARGUMENT, reason)
+    err = _refused(
+        lambda: service.CreateChatCompletion(chat_request(max_tokens=4, nvext=nvext), timeout=10),
+        grpc.StatusCode.INVALID_ARGUMENT,
+        reason,
+    )
     assert error_info(err).metadata["param"] == param
 
 
@@ -233,8 +245,15 @@ def test_a_session_start_carries_its_bound(stubs, tmp_path) -> None:
                                     sampling_params={"max_tokens": 4}))
         error = session.until_terminal("wrong")[-1].error
         assert (error.reason, error.param) == ("WEIGHT_VERSION_MISMATCH", "exact_weight_version")
-        session.send(start_generate("pinned", token_ids=[5, 6], exact_weight_version="v1", stream=True,
-                                    sampling_params={"max_tokens": 400, "ignore_eos": True}))
+        session.send(
+            start_generate(
+                "pinned",
+                token_ids=[5, 6],
+                exact_weight_version="v1",
+                stream=True,
+                sampling_params={"max_tokens": 400, "ignore_eos": True},
+            )
+        )
         session.until(lambda ev: ev.request_id == "pinned" and ev.generate_chunk.choices)
         _update(control, tmp_path, "v2")
         events = session.until_terminal("pinned")
@@ -258,7 +277,9 @@ def test_salting_by_version_makes_a_cached_prefix_miss_after_an_update(salted, t
             prompt = chat_request(max_tokens=2, messages=[{"role": "user", "content": "x" * 200}])
 
             def cached() -> int:
-                return service.CreateChatCompletion(prompt, timeout=10).usage.prompt_tokens_details.cached_tokens
+                return service.CreateChatCompletion(
+                    prompt, timeout=10
+                ).usage.prompt_tokens_details.cached_tokens
 
             cached()
             assert cached() > 0, "the prefix is cached on one version"
@@ -284,17 +305,29 @@ def test_an_announced_version_fences_lag_0_until_committed(stubs, tmp_path) -> N
         chat_request(max_tokens=2, nvext={"max_weight_lag": 0}), timeout=10),
         grpc.StatusCode.UNAVAILABLE, "WEIGHT_LAG_BEHIND")
     assert (RETRY_SAFE_TRAILER, "1") in (err.trailing_metadata() or ())
-    lag1 = service.CreateChatCompletion(chat_request(max_tokens=2, nvext={"max_weight_lag": 1}), timeout=10)
+    lag1 = service.CreateChatCompletion(
+        chat_request(max_tokens=2, nvext={"max_weight_lag": 1}), timeout=10
+    )
     assert lag1.choices[0].finish_reason == "length", "one behind is within a lag of 1"
     _update(control, tmp_path, "v2")
     state = control.GetControlState(control_pb2.GetControlStateRequest(), timeout=5).state
-    assert (state.announced_version, state.weight_version) == ("", "v2"), "committed: no longer pending"
-    ok = service.CreateChatCompletion(chat_request(max_tokens=2, nvext={"max_weight_lag": 0}), timeout=10)
+    assert (state.announced_version, state.weight_version) == ("", "v2"), (
+        "committed: no longer pending"
+    )
+    ok = service.CreateChatCompletion(
+        chat_request(max_tokens=2, nvext={"max_weight_lag": 0}), timeout=10
+    )
     assert ok.choices[0].finish_reason == "length"
     # An announce withdrawn (a rolled-back fleet update) fences nothing.
-    control.AnnounceWeightVersion(control_pb2.AnnounceWeightVersionRequest(weight_version="v3"), timeout=5)
-    control.AnnounceWeightVersion(control_pb2.AnnounceWeightVersionRequest(weight_version=""), timeout=5)
-    ok = service.CreateChatCompletion(chat_request(max_tokens=2, nvext={"max_weight_lag": 0}), timeout=10)
+    control.AnnounceWeightVersion(
+        control_pb2.AnnounceWeightVersionRequest(weight_version="v3"), timeout=5
+    )
+    control.AnnounceWeightVersion(
+        control_pb2.AnnounceWeightVersionRequest(weight_version=""), timeout=5
+    )
+    ok = service.CreateChatCompletion(
+        chat_request(max_tokens=2, nvext={"max_weight_lag": 0}), timeout=10
+    )
     assert ok.choices[0].finish_reason == "length"
 
 
@@ -310,7 +343,9 @@ def test_salting_by_version_per_request(server_salts, request_salts, tmp_path) -
                                   nvext={"salt_cache_by_version": request_salts})
 
             def cached() -> int:
-                return service.CreateChatCompletion(prompt, timeout=10).usage.prompt_tokens_details.cached_tokens
+                return service.CreateChatCompletion(
+                    prompt, timeout=10
+                ).usage.prompt_tokens_details.cached_tokens
 
             cached()
             assert cached() > 0

@@ -16,7 +16,9 @@ def test_generated_code_is_fresh(tmp_path: pathlib.Path) -> None:
     )
     fresh = sorted(p.relative_to(tmp_path) for p in tmp_path.rglob("*") if p.is_file())
     assert fresh, "generator wrote nothing"
-    stale = [str(rel) for rel in fresh if (ROOT / rel).read_bytes() != (tmp_path / rel).read_bytes()]
+    stale = [
+        str(rel) for rel in fresh if (ROOT / rel).read_bytes() != (tmp_path / rel).read_bytes()
+    ]
     assert not stale, f"generated files are stale, run `make proto`: {stale}"
     committed = sorted(
         p.relative_to(ROOT) for p in (ROOT / "client" / "tokenwire" / "v1").glob("*_pb2*")

@@ -16,7 +16,9 @@ from tokenwire.v1 import service_pb2_grpc
 
 
 def test_sigterm_lets_inflight_stream_finish_then_exits_zero() -> None:
-    server = ProcessServer(["--engine", "fake", "--fake-token-delay", "0.01", "--grace-seconds", "10"])
+    server = ProcessServer(
+        ["--engine", "fake", "--fake-token-delay", "0.01", "--grace-seconds", "10"]
+    )
     server.start(timeout=60)
     try:
         with grpc.insecure_channel(server.address) as ch:
@@ -82,7 +84,9 @@ def _health(address: str) -> int:
     from grpc_health.v1 import health_pb2, health_pb2_grpc
 
     with grpc.insecure_channel(address) as ch:
-        return health_pb2_grpc.HealthStub(ch).Check(health_pb2.HealthCheckRequest(), timeout=5).status
+        return (
+            health_pb2_grpc.HealthStub(ch).Check(health_pb2.HealthCheckRequest(), timeout=5).status
+        )
 
 
 def _until(check) -> None:
@@ -130,7 +134,8 @@ def test_serving_process_freezes_its_startup_heap() -> None:
         "from tokenwire.server.runtime import app\n"
         "from tokenwire.server.core.settings import ServerSettings\n"
         "async def main():\n"
-        "    task = asyncio.create_task(app.serve(ServerSettings(engine='fake', port=0, max_model_len=256)))\n"
+        "    task = asyncio.create_task(app.serve(ServerSettings(engine='fake', port=0, "
+        "max_model_len=256)))\n"
         "    while gc.get_freeze_count() == 0 and not task.done():\n"
         "        await asyncio.sleep(0.05)\n"
         "    print('frozen', gc.get_freeze_count(), flush=True)\n"
@@ -139,6 +144,10 @@ def test_serving_process_freezes_its_startup_heap() -> None:
         "asyncio.run(main())\n"
     )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
-    lines = dict(line.split(" ", 1) for line in out.stdout.splitlines() if line.startswith(("frozen", "exit")))
+    lines = dict(
+        line.split(" ", 1)
+        for line in out.stdout.splitlines()
+        if line.startswith(("frozen", "exit"))
+    )
     assert int(lines["frozen"]) > 10_000, out.stdout + out.stderr  # the whole startup heap
     assert lines["exit"] == "0"

@@ -20,7 +20,9 @@ from tokenwire.v1 import models_pb2, service_pb2_grpc
 
 def _server(**kw) -> ThreadServer:
     settings = ServerSettings(engine="fake", port=0, max_model_len=512, **kw)
-    return ThreadServer(settings, FakeEngine(max_model_len=512, token_delay=kw.pop("delay", 0.0))).start()
+    return ThreadServer(
+        settings, FakeEngine(max_model_len=512, token_delay=kw.pop("delay", 0.0))
+    ).start()
 
 
 def test_admission_limit_refuses_with_retry_hint() -> None:
@@ -28,8 +30,10 @@ def test_admission_limit_refuses_with_retry_hint() -> None:
     with fake_serving(engine, max_concurrent_requests=2) as server:
         with grpc.insecure_channel(server.address) as ch:
             stub = service_pb2_grpc.TokenwireServiceStub(ch)
-            calls = [stub.StreamChatCompletion(chat_request(ignore_eos=True, max_tokens=100), timeout=30)
-                     for _ in range(2)]
+            calls = [
+                stub.StreamChatCompletion(chat_request(ignore_eos=True, max_tokens=100), timeout=30)
+                for _ in range(2)
+            ]
             for c in calls:
                 next(c)
             with pytest.raises(grpc.RpcError) as exc_info:
@@ -53,10 +57,14 @@ def test_admission_limit_refuses_with_retry_hint() -> None:
 
 
 def test_admitted_tokens_limit() -> None:
-    with fake_serving(FakeEngine(max_model_len=512, token_delay=0.02), max_admitted_tokens=300) as server:
+    with fake_serving(
+        FakeEngine(max_model_len=512, token_delay=0.02), max_admitted_tokens=300
+    ) as server:
         with grpc.insecure_channel(server.address) as ch:
             stub = service_pb2_grpc.TokenwireServiceStub(ch)
-            first = stub.StreamChatCompletion(chat_request(ignore_eos=True, max_tokens=200), timeout=30)
+            first = stub.StreamChatCompletion(
+                chat_request(ignore_eos=True, max_tokens=200), timeout=30
+            )
             next(first)
             with pytest.raises(grpc.RpcError) as exc_info:
                 stub.CreateChatCompletion(chat_request(max_tokens=200), timeout=10)
@@ -78,7 +86,9 @@ def test_api_key() -> None:
                 list(stub.StreamChatCompletion(chat_request(max_tokens=2), timeout=10))
             assert exc_info.value.code() == grpc.StatusCode.UNAUTHENTICATED
             ok = stub.CreateChatCompletion(
-                chat_request(max_tokens=2), metadata=(("authorization", "Bearer s3cret"),), timeout=10
+                chat_request(max_tokens=2),
+                metadata=(("authorization", "Bearer s3cret"),),
+                timeout=10,
             )
             assert ok.choices
             # probes stay open by default, and say nothing but the status ...
@@ -135,12 +145,18 @@ def test_metrics_endpoint() -> None:
             with pytest.raises(grpc.RpcError):
                 stub.CreateChatCompletion(chat_request(n=0), timeout=10)
         ok = 'tokenwire_requests_total{code="OK",method="CreateChatCompletion"} 1.0'
-        refused = 'tokenwire_requests_total{code="INVALID_ARGUMENT",method="CreateChatCompletion"} 1.0'
+        refused = (
+            'tokenwire_requests_total{code="INVALID_ARGUMENT",method="CreateChatCompletion"} 1.0'
+        )
         # The interceptor counts a call when its handler has ended, which for
         # an aborted call can be just after the client saw the status.
         deadline = time.monotonic() + 10
         while True:
-            text = urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=5).read().decode()
+            text = (
+                urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=5)
+                .read()
+                .decode()
+            )
             if (ok in text and refused in text) or time.monotonic() > deadline:
                 break
             time.sleep(0.05)

@@ -55,7 +55,9 @@ def stub(tenant_server):
 
 def _salt(stub, engine, key: str, salt: str = "", **headers: str) -> str | None:
     metadata = _auth(key) + tuple(headers.items())
-    stub.CreateChatCompletion(chat_request(max_tokens=1, cache_salt=salt), metadata=metadata, timeout=10)
+    stub.CreateChatCompletion(
+        chat_request(max_tokens=1, cache_salt=salt), metadata=metadata, timeout=10
+    )
     return engine.requests[-1].cache_salt
 
 
@@ -82,7 +84,9 @@ def test_no_caller_can_name_another_tenants_salt(tenant_server, stub) -> None:
 
 def test_unknown_keys_are_refused(stub) -> None:
     with pytest.raises(grpc.RpcError) as info:
-        stub.CreateChatCompletion(chat_request(max_tokens=1), metadata=_auth("sk-nobody-00"), timeout=10)
+        stub.CreateChatCompletion(
+            chat_request(max_tokens=1), metadata=_auth("sk-nobody-00"), timeout=10
+        )
     assert info.value.code() == grpc.StatusCode.UNAUTHENTICATED
 
 
@@ -93,10 +97,15 @@ def test_unknown_keys_are_refused(stub) -> None:
 ])
 def test_priority_is_clamped_to_the_keys_range(tenant_server, stub, key, asked, got) -> None:
     engine = tenant_server[1]
-    stub.CreateChatCompletion(chat_request(max_tokens=1, priority=asked), metadata=_auth(key), timeout=10)
+    stub.CreateChatCompletion(
+        chat_request(max_tokens=1, priority=asked), metadata=_auth(key), timeout=10
+    )
     assert engine.requests[-1].priority == got
-    stub.Generate(generate_pb2.GenerateRequest(token_ids=[5, 6], priority=asked), metadata=_auth(key),
-                  timeout=10)
+    stub.Generate(
+        generate_pb2.GenerateRequest(token_ids=[5, 6], priority=asked),
+        metadata=_auth(key),
+        timeout=10,
+    )
     assert engine.requests[-1].priority == got
 
 
@@ -195,8 +204,9 @@ def test_a_tenant_named_by_a_trusted_hop_gets_its_caps(tmp_path) -> None:
                                              metadata=named, timeout=60)
             next(long)
             with pytest.raises(grpc.RpcError) as info:
-                stub.CreateChatCompletion(chat_request(max_tokens=1), metadata=_auth("sk-alpha-two"),
-                                          timeout=10)
+                stub.CreateChatCompletion(
+                    chat_request(max_tokens=1), metadata=_auth("sk-alpha-two"), timeout=10
+                )
             assert error_info(info.value).reason == "TENANT_TOO_MANY_REQUESTS"
             long.cancel()
 
