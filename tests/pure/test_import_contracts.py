@@ -32,7 +32,9 @@ def test_the_contracts_are_kept(tmp_path: pathlib.Path) -> None:
     assert "Contracts: 7 kept, 0 broken." in result.stdout
 
 
-def test_an_upward_import_a_stray_vllm_import_a_picked_adapter_a_cycle_and_a_borrowing_kind_are_caught(tmp_path: pathlib.Path) -> None:
+def test_an_upward_import_a_stray_vllm_import_a_picked_adapter_a_cycle_and_a_borrowing_kind_are_caught(  # noqa: E501
+    tmp_path: pathlib.Path,
+) -> None:
     view = lint_imports.build_view(tmp_path / "view")
     server = view / "tokenwire" / "server"
     server.unlink()  # a copy to break, not the source tree
@@ -40,9 +42,15 @@ def test_an_upward_import_a_stray_vllm_import_a_picked_adapter_a_cycle_and_a_bor
     (server / "core" / "upward.py").write_text("from tokenwire.server.api import servicer\n")
     (server / "inference" / "stray.py").write_text("import vllm\n")
     (server / "api" / "picks.py").write_text("from tokenwire.server.engine.fake import engine\n")
-    (server / "inference" / "loop_a.py").write_text("from tokenwire.server.inference import loop_b\n")
-    (server / "inference" / "loop_b.py").write_text("from tokenwire.server.inference import loop_a\n")
-    (server / "inference" / "completion" / "borrows.py").write_text("from tokenwire.server.inference.chat import request\n")
+    (server / "inference" / "loop_a.py").write_text(
+        "from tokenwire.server.inference import loop_b\n"
+    )
+    (server / "inference" / "loop_b.py").write_text(
+        "from tokenwire.server.inference import loop_a\n"
+    )
+    (server / "inference" / "completion" / "borrows.py").write_text(
+        "from tokenwire.server.inference.chat import request\n"
+    )
     (server / "inference" / "shared" / "leans.py").write_text(
         "from tokenwire.server.inference.generate import service\n")
     result = lint_imports.lint_imports(view)

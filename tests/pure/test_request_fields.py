@@ -75,7 +75,8 @@ def test_generate_enforces_the_cache_salt_length_like_chat() -> None:
         _chat_plan(_chat(cache_salt=long_salt))
     assert gen.value.param == chat.value.param == "cache_salt"
     assert gen.value.message == chat.value.message
-    gen_ok = _gen_plan(generate_pb2.GenerateRequest(token_ids=[5, 6], cache_salt="s"), caller=TENANT_T)
+    gen_ok = _gen_plan(generate_pb2.GenerateRequest(token_ids=[5, 6], cache_salt="s"),
+                       caller=TENANT_T)
     chat_ok = _chat_plan(_chat(cache_salt="s"), caller=TENANT_T)
     assert gen_ok.request.cache_salt == chat_ok.request.cache_salt == "tenant-t:s"
 
@@ -194,7 +195,8 @@ def test_stop_strings() -> None:
     many.list_value.extend(["a", "b"])
     assert stop_strings("stop", many, four) == (["a", "b"], [])
     with pytest.raises(InvalidArgument) as exc:
-        stop_strings("sampling_params.stop", many, ServerSettings(engine="fake", max_stop_strings=1))
+        stop_strings("sampling_params.stop", many,
+                     ServerSettings(engine="fake", max_stop_strings=1))
     assert exc.value.param == "sampling_params.stop"
     with pytest.raises(InvalidArgument) as exc:
         stop_strings("stop", struct_pb2.Value(string_value="x" * 9), four)

@@ -29,7 +29,9 @@ def test_a_generate_that_straddled_an_update_reports_every_span(tmp_path) -> Non
             "rid": "slime-1", "input_ids": [70, 71, 72],
             "sampling_params": {"max_new_tokens": 120, "ignore_eos": True},
         }, sglang_pb2.SglangGenerateRequest())
-        answer = service_pb2_grpc.TokenwireServiceStub(ch).SglangGenerate.future(request, timeout=60)
+        answer = service_pb2_grpc.TokenwireServiceStub(ch).SglangGenerate.future(
+            request, timeout=60
+        )
         deadline = time.monotonic() + 30
         while engine.progress.get("slime-1", 0) < 5:
             assert time.monotonic() < deadline, "the request did not start"

@@ -74,7 +74,8 @@ def _refused(call, *args):
 def test_a_huge_prompt_is_refused_before_any_tokenizer_work(server, stub) -> None:
     engine = server[1]
     before = (engine.rendered, engine.encoded)
-    info = _refused(stub.CreateChatCompletion, chat_request(messages=[{"role": "user", "content": HUGE}]))
+    info = _refused(stub.CreateChatCompletion,
+                    chat_request(messages=[{"role": "user", "content": HUGE}]))
     assert (info.reason, info.metadata["param"]) == ("PROMPT_TOO_LONG", "messages")
     info = _refused(stub.Tokenize, tokenize_pb2.TokenizeRequest(prompt=HUGE))
     assert (info.reason, info.metadata["param"]) == ("PROMPT_TOO_LONG", "prompt")
@@ -85,7 +86,8 @@ def test_id_lists_are_measured_before_they_are_walked(stub) -> None:
     ids = [5] * 600 + [10**6]  # too long, and the last id is not in the vocabulary
     info = _refused(stub.CreateChatCompletion, chat_request(nvext={"token_data": ids}))
     assert info.reason == "PROMPT_TOO_LONG"
-    info = _refused(stub.Generate, json_format.ParseDict({"token_ids": ids}, generate_pb2.GenerateRequest()))
+    info = _refused(stub.Generate,
+                    json_format.ParseDict({"token_ids": ids}, generate_pb2.GenerateRequest()))
     assert info.reason == "PROMPT_TOO_LONG"
     info = _refused(stub.Detokenize, tokenize_pb2.DetokenizeRequest(tokens=ids))
     assert (info.reason, info.metadata["param"]) == ("TOO_MANY_ITEMS", "tokens")
@@ -113,18 +115,23 @@ TOOL = {"type": "function", "function": {"name": "get_weather", "parameters": {
 
 
 def _big_tools() -> list[dict]:
-    schema = {"type": "object", "properties": {"city": {"type": "string", "description": "x" * BIG}}}
+    schema = {"type": "object",
+              "properties": {"city": {"type": "string", "description": "x" * BIG}}}
     return [{"type": "function", "function": {"name": "get_weather", "parameters": schema}}]
 
 
 @pytest.mark.parametrize(("fields", "param"), [
     ({"tools": _big_tools()}, "tools"),
-    ({"tools": [{"type": "function", "function": {"name": "f", "description": "d" * BIG}}]}, "tools"),
+    ({"tools": [{"type": "function", "function": {"name": "f", "description": "d" * BIG}}]},
+     "tools"),
     ({"chat_template_kwargs": {"notes": "n" * BIG}}, "chat_template_kwargs"),
     ({"messages": [{"role": "user", "content": "hi"}, {
-        "role": "assistant", "content": None, "tool_calls": [{"id": "c1", "type": "function", "function": {
-            "name": "get_weather", "arguments": "{\"city\": \"" + "p" * BIG + "\"}"}}]}]}, "messages"),
-    ({"messages": [{"role": "assistant", "content": "ok", "reasoning_content": "r" * BIG}]}, "messages"),
+        "role": "assistant", "content": None,
+        "tool_calls": [{"id": "c1", "type": "function", "function": {
+            "name": "get_weather",
+            "arguments": "{\"city\": \"" + "p" * BIG + "\"}"}}]}]}, "messages"),
+    ({"messages": [{"role": "assistant", "content": "ok", "reasoning_content": "r" * BIG}]},
+     "messages"),
     ({"messages": [{"role": "user", "content": "hi", "name": "n" * BIG}]}, "messages"),
 ])
 def test_every_rendered_field_counts_before_rendering(server, stub, fields, param) -> None:
