@@ -9,9 +9,8 @@ import os
 
 from tokenwire.server.core.domain import PAUSE_MODES, is_folder
 from tokenwire.server.core.errors import AlreadyExists, InvalidArgument, NotFound, PermissionDenied
+from tokenwire.server.core.weight_versions import MAX_VERSION_CHARS
 
-MAX_VERSION_CHARS = 256
-FAILED_LOAD_SUFFIX = "+failed-load"  # the version of weights a failed load may have mixed
 LORA_WEIGHTS = "adapter_model.safetensors"  # what vLLM loads first (before .bin / .pt)
 
 
@@ -116,11 +115,6 @@ def check_version(version: str, param: str) -> str:
             reason="VALUE_TOO_LONG",
         )
     return version
-
-
-def failed_label(version: str) -> str:
-    """The version of weights a failed load may have mixed (suffixed once)."""
-    return version if version.endswith(FAILED_LOAD_SUFFIX) else version + FAILED_LOAD_SUFFIX
 
 
 def real_path(path: str) -> str:

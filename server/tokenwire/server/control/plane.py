@@ -38,8 +38,12 @@ Rules it keeps (docs/control.md says why):
 - An allowed collective_rpc runs under the control timeout, so a worker
   method that hangs releases the lock (COLLECTIVE_RPC_TIMEOUT).
 - Every weight change adds one to the update generation (ServingState).
-- The operations that change the weights (reloads, transfers) and their
-  bookkeeping are in weights.py; this module adds the rest.
+- ControlPlane holds the parts it is made of and delegates to them: one
+  OperationRunner (runner.py: the lock, deadlines, shielded engine work,
+  the recorded paused flag and version), the WeightUpdates (weights.py:
+  the operations that change the weights) and what they record
+  (records.WeightRecord), the allowed worker methods (workers.py). The
+  other operations are here.
 - The version and the paused flag are mirrored on ServingState, where the
   data plane (system_fingerprint) and GetStats read them.
 """
@@ -51,28 +55,30 @@ import logging
 from collections.abc import Awaitable, Callable
 from typing import Any
 
-from tokenwire.server.control.checkpoint import tensor_names
 from tokenwire.server.control.checks import (
     LORA_WEIGHTS,
     check_folder,
     check_lora_known,
     check_lora_name,
     check_mode,
-    check_rpc_allowed,
     check_version,
-    real_path,
 )
-from tokenwire.server.control.fingerprint import fingerprint
-from tokenwire.server.control.records import ControlSnapshot
-from tokenwire.server.control.weights import WeightLoads
+from tokenwire.server.control.records import ControlSnapshot, UpdateResult, WeightRecord
+from tokenwire.server.control.runner import OperationRunner
+from tokenwire.server.control.weights import WeightUpdates
+from tokenwire.server.control.workers import WorkerMethods
 from tokenwire.server.core.domain import EngineControl
 from tokenwire.server.core.errors import FailedPrecondition, InvalidArgument
 from tokenwire.server.core.serving_state import ServingState
+from tokenwire.server.core.weight_bounds import WeightBounds
 
 log = logging.getLogger("tokenwire.control")
 
 
-class ControlPlane(WeightLoads):
+class ControlPlane:
+    """The control operations, over one OperationRunner (`runner`), the
+    weight updates (`weights`) and their record (`record`)."""
+
     def __init__(
         self, engine: EngineControl, state: ServingState, *, timeout: float,
         engine_requests: Callable[[], int],
@@ -80,9 +86,16 @@ class ControlPlane(WeightLoads):
         weights_root: str = "", collective_rpc_allow: tuple[str, ...] = (),
         served_names: tuple[str, ...] = (),
     ):
-        super().__init__(engine, state, timeout=timeout, on_paused=on_paused,
-                         weights_root=weights_root)
-        self._rpc_allow = frozenset(collective_rpc_allow)  # --collective-rpc-allow
+        self._engine = engine
+        self._state = state
+        self._timeout = timeout
+        self._weights_root = weights_root  # "": any folder (docs/control.md)
+        self.record = WeightRecord()
+        self.runner = OperationRunner(engine, state, timeout=timeout, on_error=self.record.error,
+                                      on_paused=on_paused)
+        self._workers = WorkerMethods(engine, collective_rpc_allow, timeout=timeout)
+        self.weights = WeightUpdates(self.runner, engine, state, self.record, self._workers,
+                                     weights_root=weights_root)
         self._engine_requests = engine_requests
         self.sleeping = False
         self._served_names = frozenset(served_names)  # a LoRA adapter may not take one
@@ -93,9 +106,7 @@ class ControlPlane(WeightLoads):
         if initial_version:
             await self._engine.set_weight_version(check_version(initial_version, "weight_version"))
         self._state.weight_version = await self._engine.weight_version()
-        self.weight_path = self._model_path = real_path(self._engine.model_path)
-        self.weight_fingerprint = fingerprint(self._model_path, self._engine.weight_files)
-        self._served_tensors = tensor_names(self._model_path, self._engine.weight_files)
+        self.weights.start()
         if not self._weights_root:
             log.warning("control: no --weights-root: weight and LoRA loads may read any folder "
                         "this process can read")
@@ -103,7 +114,8 @@ class ControlPlane(WeightLoads):
     # -- operations -------------------------------------------------------
     async def pause(self, mode: str, clear_cache: bool, deadline: float | None) -> None:
         mode = check_mode(mode, "mode", "abort")
-        await self._run(f"pause ({mode})", lambda: self._pause(mode, clear_cache), deadline)
+        await self.runner.run(f"pause ({mode})",
+                              lambda: self.runner.pause_engine(mode, clear_cache), deadline)
 
     async def resume(self, deadline: float | None, *, force: bool = False) -> None:
         async def op() -> None:
@@ -115,14 +127,13 @@ class ControlPlane(WeightLoads):
                         "work, or Resume with force to serve them anyway",
                         reason="WEIGHTS_FAILED_LOAD",
                     )
-                self._no_transfer_running()
-            await self._abandon_transfer()  # forced during a transfer: abandoned part-way
-            await self._resume()
+                self.weights.check_no_transfer()
+            await self.weights.abandon_transfer()  # forced during a transfer: abandoned part-way
+            await self.runner.resume_engine()
             if force:  # the failed load's error is cleared; the label stays until a load succeeds
-                self._failed_load_error = False
-                self.last_error = ""
+                self.record.clear_failed_load_error()
 
-        await self._run("resume", op, deadline)
+        await self.runner.run("resume", op, deadline)
 
     async def set_version(self, version: str, deadline: float | None) -> None:
         if not version:
@@ -140,22 +151,45 @@ class ControlPlane(WeightLoads):
                 )
             if version != self._state.weight_version:
                 self._state.generation += 1
-            await self._set_version(version)
+            await self.runner.set_engine_version(version)
 
-        await self._run("set weight version", op, deadline)
+        await self.runner.run("set weight version", op, deadline)
 
     async def reset_prefix_cache(self, reset_running: bool, deadline: float | None) -> bool:
-        return await self._run(
+        return await self.runner.run(
             "reset prefix cache",
-            lambda: self._call("reset prefix cache", self._engine.reset_prefix_cache(reset_running)),
+            lambda: self.runner.call("reset prefix cache",
+                                     self._engine.reset_prefix_cache(reset_running)),
             deadline,
         )
 
+    # The weight updates (weights.py).
+    async def update_from_path(
+        self, path: str, version: str, *, pause_mode: str, clear_cache: bool,
+        deadline: float | None, path_param: str = "path", worker_method: str = "",
+        expected_fingerprint: str = "",
+    ) -> UpdateResult:
+        """Load the checkpoint folder `path` (WeightUpdates.update_from_path)."""
+        return await self.weights.update_from_path(
+            path, version, pause_mode=pause_mode, clear_cache=clear_cache, deadline=deadline,
+            path_param=path_param, worker_method=worker_method,
+            expected_fingerprint=expected_fingerprint)
+
+    async def start_update(self, deadline: float | None) -> None:
+        await self.weights.start_update(deadline)
+
+    async def update_weights(self, info: dict[str, Any], deadline: float | None) -> None:
+        await self.weights.update_weights(info, deadline)
+
+    async def finish_update(self, version: str, deadline: float | None) -> None:
+        await self.weights.finish_update(version, deadline)
+
     # Weight transfer (trainer -> engine over NCCL/IPC/...).
     async def init_transfer(self, info: dict[str, Any], deadline: float | None) -> None:
-        await self._run(
+        await self.runner.run(
             "init weight transfer",
-            lambda: self._call("init weight transfer", self._engine.init_weight_transfer(info)),
+            lambda: self.runner.call("init weight transfer",
+                                     self._engine.init_weight_transfer(info)),
             deadline,
         )
 
@@ -166,25 +200,26 @@ class ControlPlane(WeightLoads):
         mode = check_mode(mode, "mode", "abort")
 
         async def op() -> None:
-            await self._call("sleep", self._engine.sleep(level, mode))
+            await self.runner.call("sleep", self._engine.sleep(level, mode))
             self.sleeping = True
             if level == 2:  # the weights are discarded: after WakeUp, garbage until a load
-                await self._load_failed("Sleep(level=2) discarded the weights: load weights "
-                                        "(after WakeUp) before serving")
+                await self.weights.mark_failed_load(
+                    "Sleep(level=2) discarded the weights: load weights (after WakeUp) before "
+                    "serving")
 
-        await self._run("sleep", op, deadline)
+        await self.runner.run("sleep", op, deadline)
 
     async def wake_up(self, tags: list[str], deadline: float | None) -> bool:
         async def op() -> bool:
-            awake = await self._call("wake up", self._engine.wake_up(tags or None))
+            awake = await self.runner.call("wake up", self._engine.wake_up(tags or None))
             self.sleeping = not awake
             if awake and (self.load_failed or self._state.paused):
                 # vLLM resumes scheduling once fully awake: keep the recorded pause,
                 # and sample nothing from weights Sleep(level=2) or a failed load left.
-                await self._pause("keep", clear_cache=False)
+                await self.runner.pause_engine("keep", clear_cache=False)
             return awake
 
-        return await self._run("wake up", op, deadline)
+        return await self.runner.run("wake up", op, deadline)
 
     async def abort(self, request_ids: list[str], deadline: float | None) -> int:
         # Not under the lock: aborting must work while an update waits.
@@ -199,7 +234,8 @@ class ControlPlane(WeightLoads):
 
     async def load_lora(self, name: str, path: str, inplace: bool, deadline: float | None) -> None:
         if not name:
-            raise InvalidArgument("lora_name is required", param="lora_name", reason="FIELD_REQUIRED")
+            raise InvalidArgument("lora_name is required", param="lora_name",
+                                  reason="FIELD_REQUIRED")
         if name in self._served_names:
             raise InvalidArgument(
                 f"lora_name: {name!r} is the served model's name: a request naming it gets the "
@@ -209,19 +245,55 @@ class ControlPlane(WeightLoads):
 
         async def op() -> None:  # checked under the lock: the loaded set cannot change meanwhile
             check_lora_name(name, inplace, self._engine.lora_names())
-            await self._call("load LoRA adapter", self._engine.add_lora(name, real, inplace))
+            await self.runner.call("load LoRA adapter", self._engine.add_lora(name, real, inplace))
             if name in self._loras_loaded:  # vLLM's cache keys name + folder, not the load
-                await self._call("reset prefix cache", self._engine.reset_prefix_cache(True))
+                await self.runner.call("reset prefix cache",
+                                       self._engine.reset_prefix_cache(True))
             self._loras_loaded.add(name)
 
-        await self._run("load LoRA adapter", op, deadline)
+        await self.runner.run("load LoRA adapter", op, deadline)
 
     async def unload_lora(self, name: str, deadline: float | None) -> None:
         async def op() -> None:
             check_lora_known(name, self._engine.lora_names())
-            await self._call("unload LoRA adapter", self._engine.remove_lora(name))
+            await self.runner.call("unload LoRA adapter", self._engine.remove_lora(name))
 
-        await self._run("unload LoRA adapter", op, deadline)
+        await self.runner.run("unload LoRA adapter", op, deadline)
+
+    async def collective_rpc(self, method: str, args: list[Any], kwargs: dict[str, Any],
+                             rpc_timeout: float | None, deadline: float | None) -> list[Any]:
+        """A worker method the operator allowed (--collective-rpc-allow), on every worker."""
+        what = f"collective_rpc {self._workers.check(method)}"
+        return await self.runner.run(
+            what,
+            lambda: self.runner.call(what, self._workers.call(method, args, kwargs, rpc_timeout)),
+            deadline)
+
+    # -- weight bounds (core/weight_bounds.py) ----------------------------
+    def announce(self, version: str) -> None:
+        """The version a fleet update is about to load (OperationRunner.announce)."""
+        self.runner.announce(version)
+
+    async def follow_bounds(self) -> None:
+        """A serving process that mirrors process 0's state (control/relay.py):
+        end its own requests whose bound the weights now served break."""
+        await self.runner.follow_bounds()
+
+    @property
+    def bounds(self) -> WeightBounds:
+        """The running requests bounded in weight version or lag, and how
+        many a bound ended (core/weight_bounds.py)."""
+        return self.runner.bounds
+
+    @property
+    def on_weights_changed(self) -> Callable[[], Awaitable[None]] | None:
+        """Told of every weight change before generation resumes (process 0
+        of several serving processes: control/relay.py tell_followers)."""
+        return self.runner.on_weights_changed
+
+    @on_weights_changed.setter
+    def on_weights_changed(self, tell: Callable[[], Awaitable[None]] | None) -> None:
+        self.runner.on_weights_changed = tell
 
     # -- state ------------------------------------------------------------
     @property
@@ -229,16 +301,41 @@ class ControlPlane(WeightLoads):
         """The engine's read-only facts (world size, configuration)."""
         return self._engine
 
-    async def collective_rpc(self, method: str, args: list[Any], kwargs: dict[str, Any],
-                             rpc_timeout: float | None, deadline: float | None) -> list[Any]:
-        """A worker method the operator allowed (--collective-rpc-allow), on every worker."""
-        what = f"collective_rpc {check_rpc_allowed(method, self._rpc_allow)}"
-        return await self._run(
-            what, lambda: self._call(what, self._worker_call(method, args, kwargs, rpc_timeout)),
-            deadline)
-
     def rpc_allowed(self, method: str) -> bool:
-        return method in self._rpc_allow
+        return self._workers.allowed(method)
+
+    @property
+    def pause_mode(self) -> str:
+        return self.runner.pause_mode
+
+    @property
+    def load_failed(self) -> bool:
+        return self.record.load_failed
+
+    @property
+    def failed_load(self) -> str:
+        return self.record.failed_load
+
+    @property
+    def updates(self) -> int:
+        return self.record.updates
+
+    @property
+    def last_error(self) -> str:
+        return self.record.last_error
+
+    @property
+    def weight_path(self) -> str:
+        """The checkpoint folder the weights served came from ("": unknown)."""
+        return self.record.path
+
+    @weight_path.setter
+    def weight_path(self, path: str) -> None:
+        self.record.path = path
+
+    @property
+    def weight_fingerprint(self) -> str:
+        return self.record.fingerprint
 
     async def is_sleeping(self) -> bool:
         return await self._engine.is_sleeping()
@@ -258,5 +355,3 @@ class ControlPlane(WeightLoads):
             load_failed=self.load_failed,
             weight_fingerprint=self.weight_fingerprint,
         )
-
-

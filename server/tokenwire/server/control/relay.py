@@ -166,7 +166,8 @@ class ControlRelay:
     def _channel(self, index: int) -> grpc.aio.Channel:
         channel = self._channels.get(index)
         if channel is None:
-            channel = self._channels[index] = grpc.aio.insecure_channel(f"unix:{self.sockets[index]}")
+            channel = grpc.aio.insecure_channel(f"unix:{self.sockets[index]}")
+            self._channels[index] = channel
         return channel
 
     async def _relay(self, index: int, name: str, raw: bytes, context: grpc.aio.ServicerContext,

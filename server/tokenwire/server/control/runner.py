@@ -2,7 +2,11 @@
 engine's work shielded: a call that stops waiting (deadline, cancel) leaves
 its engine work pending; the next operation (or a settler task) waits for
 it, runs its follow-up and reads the engine's state back before anything
-else runs. ControlPlane (plane.py) is built on this."""
+else runs. ControlPlane (plane.py) and the weight updates (weights.py)
+run their operations through one OperationRunner: `run` serialises and
+bounds an operation, `call` shields the engine work inside it, and the
+steps pause_engine, resume_engine and set_engine_version record what they
+change."""
 
 from __future__ import annotations
 
@@ -37,16 +41,18 @@ class Pending:
 class OperationRunner:
     """The lock, the deadline and the pending engine work of control
     operations, and the engine state every operation records (paused flag
-    and mode, weight version; mirrored on ServingState). Subclasses say how
-    an error is remembered (_error)."""
+    and mode, weight version; mirrored on ServingState). An operation's
+    error is told to `on_error` (the control plane's WeightRecord.error)."""
 
     def __init__(
         self, engine: EngineControl, state: ServingState, *, timeout: float,
+        on_error: Callable[[str], None],
         on_paused: Callable[[bool], Awaitable[None]] | None = None,
     ):
         self._engine = engine
         self._state = state
         self._timeout = timeout
+        self._error = on_error  # remembers an operation's error
         self._on_paused = on_paused  # told when generation pauses (True) and resumes
         self.pause_mode = ""
         self._lock = asyncio.Lock()
@@ -56,9 +62,6 @@ class OperationRunner:
         self.on_weights_changed: Callable[[], Awaitable[None]] | None = None
         self._told_generation = state.generation
         self._settler: asyncio.Task[None] | None = None
-
-    def _error(self, message: str) -> None:
-        raise NotImplementedError
 
     def announce(self, version: str) -> None:
         """The version a fleet update is about to load (empty: withdrawn):
@@ -73,7 +76,7 @@ class OperationRunner:
         many a bound ended (core/weight_bounds.py)."""
         return self._state.bounds
 
-    async def _run(self, what: str, op: Callable[[], Awaitable[T]], deadline: float | None) -> T:
+    async def run(self, what: str, op: Callable[[], Awaitable[T]], deadline: float | None) -> T:
         """One control operation: serialised, bounded, errors remembered."""
         budget = self._timeout if deadline is None else min(deadline, self._timeout)
         try:
@@ -85,7 +88,8 @@ class OperationRunner:
                     finally:  # whatever the weights now are, no bound is broken
                         await self._end_out_of_bounds()
         except TimeoutError:
-            busy = f" (the engine is still busy with: {self._pending.what})" if self._pending else ""
+            busy = (f" (the engine is still busy with: {self._pending.what})"
+                    if self._pending else "")
             self._error(f"{what}: no result within {budget:.1f} s{busy}")
             log.error("control %s: no result within %.1f s%s", what, budget, busy)
             self._settle_later()
@@ -103,7 +107,7 @@ class OperationRunner:
             raise
         return result
 
-    async def _call(
+    async def call(
         self, what: str, work: Awaitable[T],
         then: Callable[[BaseException | None], Awaitable[None]] | None = None, mode: str = "",
     ) -> T:
@@ -183,8 +187,9 @@ class OperationRunner:
         if self._on_paused is not None:
             await self._on_paused(paused)
 
-    async def _pause(self, mode: str, clear_cache: bool) -> None:
-        await self._call(f"pause ({mode})", self._engine.pause(mode, clear_cache), mode=mode)
+    async def pause_engine(self, mode: str, clear_cache: bool) -> None:
+        """A step of an operation: pause generation, and record it."""
+        await self.call(f"pause ({mode})", self._engine.pause(mode, clear_cache), mode=mode)
         await self._paused(True, mode)
 
     async def follow_bounds(self) -> None:
@@ -216,12 +221,17 @@ class OperationRunner:
         except Exception:  # a dead engine runs nothing more
             log.exception("control: aborting requests out of their weight bound failed")
 
-    async def _resume(self) -> None:
+    async def resume_engine(self) -> None:
+        """A step of an operation: end the requests out of their bound,
+        resume generation, and record it."""
         await self._end_out_of_bounds()
-        await self._call("resume", self._engine.resume())
+        await self.call("resume", self._engine.resume())
         await self._paused(False, "")
 
-    async def _set_version(self, version: str) -> None:
-        await self._end_out_of_bounds()  # under the old label (SetWeightVersion bumped the generation)
-        await self._call("set weight version", self._engine.set_weight_version(version))
+    async def set_engine_version(self, version: str) -> None:
+        """A step of an operation: the weights' version label, in the engine
+        and recorded."""
+        # Under the old label (SetWeightVersion bumped the generation).
+        await self._end_out_of_bounds()
+        await self.call("set weight version", self._engine.set_weight_version(version))
         self._state.weight_version = version

@@ -104,17 +104,23 @@ class ControlServicer(control_pb2_grpc.ControlServiceServicer):
         return control_pb2.AnnounceWeightVersionResponse(state=self._state())
 
     @unary_errors
-    async def Pause(self, request: control_pb2.PauseRequest, context: Ctx) -> control_pb2.PauseResponse:
+    async def Pause(
+        self, request: control_pb2.PauseRequest, context: Ctx
+    ) -> control_pb2.PauseResponse:
         await self.plane.pause(request.mode, _opt(request, "clear_cache", True), _deadline(context))
         return control_pb2.PauseResponse(status="paused", state=self._state())
 
     @unary_errors
-    async def Resume(self, request: control_pb2.ResumeRequest, context: Ctx) -> control_pb2.ResumeResponse:
+    async def Resume(
+        self, request: control_pb2.ResumeRequest, context: Ctx
+    ) -> control_pb2.ResumeResponse:
         await self.plane.resume(_deadline(context), force=request.force)
         return control_pb2.ResumeResponse(status="resumed", state=self._state())
 
     @unary_errors
-    async def IsPaused(self, request: control_pb2.IsPausedRequest, context: Ctx) -> control_pb2.IsPausedResponse:
+    async def IsPaused(
+        self, request: control_pb2.IsPausedRequest, context: Ctx
+    ) -> control_pb2.IsPausedResponse:
         return control_pb2.IsPausedResponse(is_paused=self.plane.snapshot().paused)
 
     @unary_errors
@@ -194,8 +200,9 @@ class ControlServicer(control_pb2_grpc.ControlServiceServicer):
                 message=f"Weights loaded from {request.weight_dir}", applied="weight_dir",
                 state=self._state())
         if not request.HasField("update_info"):
-            raise InvalidArgument("update_weights needs update_info (vLLM) or weight_dir (prime-rl)",
-                                  param="update_info", reason="FIELD_REQUIRED")
+            raise InvalidArgument(
+                "update_weights needs update_info (vLLM) or weight_dir (prime-rl)",
+                param="update_info", reason="FIELD_REQUIRED")
         info = json_format.MessageToDict(request.update_info)
         await self.plane.update_weights(info, _deadline(context))
         return control_pb2.UpdateWeightsResponse(message="Weights updated", applied="update_info")
@@ -205,7 +212,8 @@ class ControlServicer(control_pb2_grpc.ControlServiceServicer):
         self, request: control_pb2.FinishWeightUpdateRequest, context: Ctx
     ) -> control_pb2.FinishWeightUpdateResponse:
         await self.plane.finish_update(request.weight_version, _deadline(context))
-        return control_pb2.FinishWeightUpdateResponse(message="Weight update finished", state=self._state())
+        return control_pb2.FinishWeightUpdateResponse(message="Weight update finished",
+                                                      state=self._state())
 
     @unary_errors
     async def SetWeightVersion(
@@ -218,7 +226,8 @@ class ControlServicer(control_pb2_grpc.ControlServiceServicer):
     async def GetWeightInfo(
         self, request: control_pb2.GetWeightInfoRequest, context: Ctx
     ) -> control_pb2.GetWeightInfoResponse:
-        return control_pb2.GetWeightInfoResponse(weight_version=self.plane.snapshot().weight_version)
+        return control_pb2.GetWeightInfoResponse(
+            weight_version=self.plane.snapshot().weight_version)
 
     @unary_errors
     async def ResetPrefixCache(
@@ -230,15 +239,20 @@ class ControlServicer(control_pb2_grpc.ControlServiceServicer):
         return control_pb2.ResetPrefixCacheResponse(success=ok)
 
     @unary_errors
-    async def Sleep(self, request: control_pb2.SleepRequest, context: Ctx) -> control_pb2.SleepResponse:
+    async def Sleep(
+        self, request: control_pb2.SleepRequest, context: Ctx
+    ) -> control_pb2.SleepResponse:
         level = request.level if request.HasField("level") else 1
         await self.plane.sleep(level, request.mode, _deadline(context))
         return control_pb2.SleepResponse(status="sleeping", level=level)
 
     @unary_errors
-    async def WakeUp(self, request: control_pb2.WakeUpRequest, context: Ctx) -> control_pb2.WakeUpResponse:
+    async def WakeUp(
+        self, request: control_pb2.WakeUpRequest, context: Ctx
+    ) -> control_pb2.WakeUpResponse:
         awake = await self.plane.wake_up(list(request.tags), _deadline(context))
-        return control_pb2.WakeUpResponse(status="awake" if awake else "sleeping", tags=request.tags)
+        return control_pb2.WakeUpResponse(status="awake" if awake else "sleeping",
+                                          tags=request.tags)
 
     @unary_errors
     async def IsSleeping(
@@ -332,7 +346,8 @@ class ControlServicer(control_pb2_grpc.ControlServiceServicer):
                 param="method", reason="WEIGHT_CHANGE_ROUTE_REQUIRED")
         args = json_format.MessageToDict(request.args) if request.HasField("args") else []
         kwargs = json_format.MessageToDict(request.kwargs) if request.HasField("kwargs") else {}
-        results = await self.plane.collective_rpc(request.method, args, kwargs, timeout, _deadline(context))
+        results = await self.plane.collective_rpc(request.method, args, kwargs, timeout,
+                                                  _deadline(context))
         resp = control_pb2.CollectiveRpcResponse()
         for result in results:
             json_format.ParseDict(_json_safe(result), resp.results.add())

@@ -1,95 +1,78 @@
-"""Weight loads, the control plane's operations that change the weights:
-a reload from a checkpoint folder and a weight transfer (Start .. Update ..
-Finish), with the bookkeeping every weight change keeps (generation,
-failed-load label, the folder served). ControlPlane (plane.py) is built on
-this; docs/control.md says why each rule is kept."""
+"""Weight updates, the control plane's operations that change the weights:
+a reload from a checkpoint folder (through vLLM, or an allowed worker
+method's loader) and a weight transfer (Start .. Update .. Finish), with
+the bookkeeping every weight change keeps (generation, failed-load label,
+the folder served: records.WeightRecord). ControlPlane (plane.py) holds one
+and runs its operations through the plane's OperationRunner (runner.py);
+docs/control.md says why each rule is kept."""
 
 from __future__ import annotations
 
 import asyncio
 import logging
 import time
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable
 from typing import Any
 
-from tokenwire.server.control.checkpoint import check_complete
-from tokenwire.server.control.checks import (
-    check_folder,
-    check_mode,
-    check_rpc_allowed,
-    check_version,
-    failed_label,
-)
+from tokenwire.server.control.checkpoint import check_complete, tensor_names
+from tokenwire.server.control.checks import check_folder, check_mode, check_version, real_path
 from tokenwire.server.control.fingerprint import fingerprint
-from tokenwire.server.control.records import Transfer, UpdateResult
+from tokenwire.server.control.records import Transfer, UpdateResult, WeightRecord
 from tokenwire.server.control.runner import OperationRunner
+from tokenwire.server.control.workers import WorkerMethods
 from tokenwire.server.core.domain import EngineControl
-from tokenwire.server.core.errors import DeadlineExceeded, FailedPrecondition, TokenwireError
+from tokenwire.server.core.errors import FailedPrecondition, TokenwireError
 from tokenwire.server.core.serving_state import ServingState
 
 log = logging.getLogger("tokenwire.control")
 
+FAILED_LOAD_SUFFIX = "+failed-load"  # the version of weights a failed load may have mixed
 
-class WeightLoads(OperationRunner):
-    """The weight-changing operations and the state they record."""
+
+def failed_label(version: str) -> str:
+    """The version of weights a failed load may have mixed (suffixed once)."""
+    return version if version.endswith(FAILED_LOAD_SUFFIX) else version + FAILED_LOAD_SUFFIX
+
+
+class WeightUpdates:
+    """The weight-changing operations and what they record (`record`)."""
 
     def __init__(
-        self, engine: EngineControl, state: ServingState, *, timeout: float,
-        on_paused: Callable[[bool], Awaitable[None]] | None = None, weights_root: str = "",
+        self, runner: OperationRunner, engine: EngineControl, state: ServingState,
+        record: WeightRecord, workers: WorkerMethods, *, weights_root: str = "",
     ):
-        super().__init__(engine, state, timeout=timeout, on_paused=on_paused)
+        self._runner = runner
+        self._engine = engine
+        self._state = state
+        self.record = record
+        self._workers = workers
         self._weights_root = weights_root  # "": any folder (docs/control.md)
-        self.updates = 0
-        self.last_error = ""
-        # The checkpoint folder the weights served now came from ("" when
-        # unknown: after a transfer or a failed load).
-        self.weight_path = ""
-        # What weight_path's files were when it was loaded ("" unknown):
-        # a rollback's expected_fingerprint is checked against the folder.
-        self.weight_fingerprint = ""
         self._model_path = ""  # the start-up model's folder: always loadable (rollback)
         # The served model's tensor names (control/checkpoint.py; None: unknown).
         self._served_tensors: frozenset[str] | None = None
-        # The last load failed (its description while so): the weights may be mixed.
-        self.failed_load = ""
-        self._failed_load_error = False  # last_error is the failed load's (kept until cleared)
-        self._transfer = None
+        self._transfer: Transfer | None = None  # the open weight transfer (Start .. Finish)
 
-    _rpc_allow: frozenset[str] = frozenset()  # --collective-rpc-allow (set by ControlPlane)
-    _transfer: Transfer | None  # the open weight transfer (Start .. Finish)
-
-    @property
-    def load_failed(self) -> bool:
-        return bool(self.failed_load)
-
-    def _error(self, message: str) -> None:
-        """Remember the last error, unless a failed load's is kept."""
-        if not self._failed_load_error:
-            self.last_error = message
+    def start(self) -> None:
+        """At start-up: the weights served are the start-up model's folder."""
+        self.record.path = self._model_path = real_path(self._engine.model_path)
+        self.record.fingerprint = fingerprint(self._model_path, self._engine.weight_files)
+        self._served_tensors = tensor_names(self._model_path, self._engine.weight_files)
 
     def _weights_changed(self, path: str, files: str = "") -> None:
         """The engine now holds other weights, loaded whole from `path` ("":
         not from a folder) whose files had the fingerprint `files`."""
-        self.updates += 1
         self._state.generation += 1
-        self.weight_path = path
-        self.weight_fingerprint = files
-        self.failed_load = ""
-        self._failed_load_error = False
-        self.last_error = ""
+        self.record.changed(path, files)
 
-    async def _load_failed(self, what: str) -> None:
+    async def mark_failed_load(self, what: str) -> None:
         """A load failed part-way (or its caller did not see it end): the
         weights may be mixed. Label them so that every token says so."""
         self._state.generation += 1
-        self.weight_path = self.weight_fingerprint = ""
-        self.failed_load = what
-        self.last_error = what
-        self._failed_load_error = True
+        self.record.failed(what)
         label = failed_label(self._state.weight_version)
         self._state.weight_version = label
         try:
-            await self._call("set weight version", self._engine.set_weight_version(label))
+            await self._runner.call("set weight version", self._engine.set_weight_version(label))
         except asyncio.CancelledError:
             raise
         except Exception as exc:  # a dead engine samples nothing more
@@ -97,7 +80,8 @@ class WeightLoads(OperationRunner):
         log.error("control: %s; the weights may be mixed: version %r, paused until a load "
                   "succeeds or a forced Resume", what, label)
 
-    def _no_transfer_running(self) -> None:
+    def check_no_transfer(self) -> None:
+        """FAILED_PRECONDITION while a weight transfer is open."""
         if self._transfer is not None:
             raise FailedPrecondition(
                 "a weight transfer is in progress (StartWeightUpdate was called): "
@@ -105,30 +89,10 @@ class WeightLoads(OperationRunner):
                 reason="WEIGHT_TRANSFER_IN_PROGRESS",
             )
 
-    def _worker_call(self, method: str, args: list[Any], kwargs: dict[str, Any],
-                     rpc_timeout: float | None) -> Awaitable[list[Any]]:
-        """A worker method the operator allowed (--collective-rpc-allow),
-        bounded by the control timeout (or the caller's shorter rpc timeout):
-        a method that hangs ends DEADLINE_EXCEEDED and releases the control
-        lock instead of holding it for good (the worker may still run it)."""
-        check_rpc_allowed(method, self._rpc_allow)
-        limit = self._timeout if rpc_timeout is None else min(rpc_timeout, self._timeout)
-
-        async def bounded() -> list[Any]:
-            try:
-                return await asyncio.wait_for(
-                    self._engine.collective_rpc(method, args, kwargs, limit), limit)
-            except TimeoutError:
-                raise DeadlineExceeded(
-                    f"collective_rpc {method}: no result within {limit:.1f} s (the control "
-                    "timeout); the control lock is released, the workers may still run it",
-                    param="method", reason="COLLECTIVE_RPC_TIMEOUT") from None
-
-        return bounded()
-
     async def update_from_path(
-        self, path: str, version: str, *, pause_mode: str, clear_cache: bool, deadline: float | None,
-        path_param: str = "path", worker_method: str = "", expected_fingerprint: str = "",
+        self, path: str, version: str, *, pause_mode: str, clear_cache: bool,
+        deadline: float | None, path_param: str = "path", worker_method: str = "",
+        expected_fingerprint: str = "",
     ) -> UpdateResult:
         """Load the checkpoint folder `path`: with vLLM's reload_weights, or
         with `worker_method` (a worker extension's loader the operator allowed,
@@ -140,14 +104,14 @@ class WeightLoads(OperationRunner):
         # Before pausing: bad input harms nothing. A worker method reads what
         # it reads (a broadcast marker, safetensors): the folder is checked, not its files.
         if worker_method:
-            check_rpc_allowed(worker_method, self._rpc_allow)
+            self._workers.check(worker_method)
         real = check_folder(path, path_param, root=self._weights_root, also=self._model_path,
                             files="" if worker_method else self._engine.weight_files)
         check_version(version, "weight_version")
         mode = check_mode(pause_mode, "pause_mode", "keep")
 
         async def op() -> UpdateResult:
-            self._no_transfer_running()
+            self.check_no_transfer()
             files = fingerprint(real, "" if worker_method else self._engine.weight_files)
             if expected_fingerprint and files != expected_fingerprint:
                 raise FailedPrecondition(
@@ -161,7 +125,7 @@ class WeightLoads(OperationRunner):
             paused_by_us = not self._state.paused
             t0 = time.monotonic()
             if paused_by_us:
-                await self._pause(mode, clear_cache=False)
+                await self._runner.pause_engine(mode, clear_cache=False)
             # Speculative prefills would warm the cache with old weights.
             await self._state.cancel_background()
             t1 = time.monotonic()
@@ -170,44 +134,43 @@ class WeightLoads(OperationRunner):
 
             async def late(error: BaseException | None) -> None:
                 outcome = "it ended" if error is None else f"it failed: {error}"
-                await self._load_failed(f"{what}: its caller stopped waiting; {outcome} later")
+                await self.mark_failed_load(f"{what}: its caller stopped waiting; {outcome} later")
 
-            load: Awaitable[Any] = (self._worker_call(worker_method, [real], {}, None)
+            load: Awaitable[Any] = (self._workers.call(worker_method, [real], {}, None)
                                     if worker_method else self._engine.reload_weights(real))
             try:
-                await self._call(what, load, late)
+                await self._runner.call(what, load, late)
             except asyncio.CancelledError:
                 raise
             except Exception as exc:  # stay paused, labelled as mixed
-                message = exc.message if isinstance(exc, TokenwireError) else f"{type(exc).__name__}: {exc}"
-                await self._load_failed(message)
+                await self.mark_failed_load(_described(exc))
                 raise
             t2 = time.monotonic()
             if version:
-                await self._set_version(version)
+                await self._runner.set_engine_version(version)
             if clear_cache:
-                await self._call("reset prefix cache", self._engine.reset_prefix_cache(True))
+                await self._runner.call("reset prefix cache", self._engine.reset_prefix_cache(True))
             # Files that changed while loading: what was loaded is unknown.
             now = fingerprint(real, "" if worker_method else self._engine.weight_files)
             self._weights_changed(real, files if now == files else "")
             if tensors:
                 self._served_tensors = tensors
             if paused_by_us:
-                await self._resume()
+                await self._runner.resume_engine()
             log.info("weights reloaded from %s (version %s) in %.0f ms", real,
                      self._state.weight_version, (t2 - t1) * 1000)
             return UpdateResult(load_ms=(t2 - t1) * 1000, paused_ms=(time.monotonic() - t0) * 1000)
 
-        return await self._run("update weights from path", op, deadline)
+        return await self._runner.run("update weights from path", op, deadline)
 
     async def start_update(self, deadline: float | None) -> None:
         """Pause ("keep") unless paused already, so no token is sampled from
         half-transferred weights; Finish resumes if this paused."""
         async def op() -> None:
-            self._no_transfer_running()
+            self.check_no_transfer()
             paused_by_us = not self._state.paused
             if paused_by_us:
-                await self._pause("keep", clear_cache=False)
+                await self._runner.pause_engine("keep", clear_cache=False)
             await self._state.cancel_background()
 
             async def late(error: BaseException | None) -> None:
@@ -215,23 +178,24 @@ class WeightLoads(OperationRunner):
                     self._transfer = Transfer(paused_by_us)
 
             try:
-                await self._call("start weight update", self._engine.start_weight_update(), late)
+                await self._runner.call("start weight update",
+                                        self._engine.start_weight_update(), late)
             except asyncio.CancelledError:
                 raise
             except Exception:
                 if paused_by_us:  # nothing changed: back as it was
-                    await self._resume()
+                    await self._runner.resume_engine()
                 raise
             self._transfer = Transfer(paused_by_us)
 
-        await self._run("start weight update", op, deadline)
+        await self._runner.run("start weight update", op, deadline)
 
     async def update_weights(self, info: dict[str, Any], deadline: float | None) -> None:
         async def op() -> None:
             self._transfer_started("UpdateWeights")
             await self._transfer_step("update weights", self._engine.update_weights(info))
 
-        await self._run("update weights", op, deadline)
+        await self._runner.run("update weights", op, deadline)
 
     async def finish_update(self, version: str, deadline: float | None) -> None:
         check_version(version, "weight_version")
@@ -243,14 +207,14 @@ class WeightLoads(OperationRunner):
             if transfer.failed:
                 await self._transfer_incomplete(version)
             if version:
-                await self._set_version(version)
+                await self._runner.set_engine_version(version)
             # Cached blocks hold KV of the old weights; kept requests recompute theirs.
-            await self._call("reset prefix cache", self._engine.reset_prefix_cache(True))
+            await self._runner.call("reset prefix cache", self._engine.reset_prefix_cache(True))
             self._weights_changed("")
             if transfer.paused_by_us:
-                await self._resume()
+                await self._runner.resume_engine()
 
-        await self._run("finish weight update", op, deadline)
+        await self._runner.run("finish weight update", op, deadline)
 
     async def _transfer_incomplete(self, version: str) -> None:
         """Finish after a failed step: the engine's transfer is ended, but
@@ -259,20 +223,20 @@ class WeightLoads(OperationRunner):
         stays paused; only a transfer with no failed step since Start, or
         a checkpoint load, clears it."""
         self._state.generation += 1  # the engine's finish may have changed them again
-        await self._call("reset prefix cache", self._engine.reset_prefix_cache(True))
+        await self._runner.call("reset prefix cache", self._engine.reset_prefix_cache(True))
         given = f" (weight_version {version!r} is not applied)" if version else ""
         raise FailedPrecondition(
-            f"a step of this weight transfer failed ({self.failed_load}): the weights may be "
-            f"mixed, so they keep the version {self._state.weight_version!r}{given} and "
+            f"a step of this weight transfer failed ({self.record.failed_load}): the weights "
+            f"may be mixed, so they keep the version {self._state.weight_version!r}{given} and "
             "generation stays paused; send the whole transfer again (StartWeightUpdate .. "
             "FinishWeightUpdate) or load a checkpoint (Resume with force serves them as they are)",
             reason="WEIGHT_TRANSFER_INCOMPLETE")
 
-    async def _abandon_transfer(self) -> None:
+    async def abandon_transfer(self) -> None:
         """A forced Resume during a transfer: the weights are part-transferred."""
         if self._transfer is not None:
             self._transfer = None
-            await self._load_failed("weight transfer abandoned by a forced Resume")
+            await self.mark_failed_load("weight transfer abandoned by a forced Resume")
 
     def _transfer_started(self, call: str) -> Transfer:
         if self._transfer is None:
@@ -288,15 +252,19 @@ class WeightLoads(OperationRunner):
         async def late(error: BaseException | None) -> None:
             if transfer is not None:
                 transfer.failed = True
-            await self._load_failed(f"{what}: its caller stopped waiting")
+            await self.mark_failed_load(f"{what}: its caller stopped waiting")
 
         try:
-            await self._call(what, work, late)
+            await self._runner.call(what, work, late)
         except asyncio.CancelledError:
             raise
         except Exception as exc:
             if transfer is not None:
                 transfer.failed = True
-            message = exc.message if isinstance(exc, TokenwireError) else f"{type(exc).__name__}: {exc}"
-            await self._load_failed(f"{what}: {message}")
+            await self.mark_failed_load(f"{what}: {_described(exc)}")
             raise
+
+
+def _described(exc: Exception) -> str:
+    """An engine error as a failed load's description."""
+    return exc.message if isinstance(exc, TokenwireError) else f"{type(exc).__name__}: {exc}"
