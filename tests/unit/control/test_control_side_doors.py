@@ -114,10 +114,13 @@ def test_a_worker_weight_dir_outside_the_root_is_refused_before_anything(stubs, 
     assert engine.rpcs == [] and not _state(control).paused
 
 
+@pytest.mark.parametrize("served", [{"collective_rpc_allow": (
+    PRIME_RL_UPDATE, "reload_weights", "add_lora", "probe")}], indirect=True)
 def test_a_raw_collective_rpc_of_a_weight_changing_method_is_refused(stubs, root: Path) -> None:
     """The worker's loader, allowed for /update_weights {weight_dir}, is not
     callable through /collective_rpc, where it would change the weights with
-    no pause, label, generation or cache reset."""
+    no pause, label, generation or cache reset; nor is any other allowed
+    weight-changing method."""
     _, control, engine = stubs
     before = _state(control)
     details = {}
@@ -129,6 +132,10 @@ def test_a_raw_collective_rpc_of_a_weight_changing_method_is_refused(stubs, root
         assert error_info(err).metadata["param"] == "method"
         details[method] = err.details()
     assert "/update_weights {weight_dir}" in details[PRIME_RL_UPDATE]
+    # One the operator did not allow is refused as before, for that.
+    _refused(lambda: control.CollectiveRpc(control_pb2.CollectiveRpcRequest(method="load_model"),
+                                           timeout=5),
+             grpc.StatusCode.PERMISSION_DENIED, "COLLECTIVE_RPC_NOT_ALLOWED")
     after = _state(control)
     assert engine.rpcs == [] and after.generation == before.generation and not after.paused
     # An allowed method that changes nothing still runs.

@@ -35,8 +35,9 @@ def _opt(msg: object, name: str, default: bool) -> bool:
 PRIME_RL_UPDATE = "update_weights_from_path"
 # Worker methods that change what the engine samples with. Through a raw
 # CollectiveRpc they would skip a weight change's bookkeeping (pause, label,
-# generation, cache reset), so that route refuses them, allowed or not, and
-# names the route that runs them as a weight change.
+# generation, cache reset), so that route refuses them even when allowed
+# (for the weight routes' own use), naming the route that runs them as a
+# weight change.
 WEIGHT_CHANGING_METHODS = {
     PRIME_RL_UPDATE: "/update_weights {weight_dir} (UpdateWeights)",
     "reload_weights": "/update_weights_from_disk (UpdateWeightsFromDisk)",
@@ -338,7 +339,8 @@ class ControlServicer(control_pb2_grpc.ControlServiceServicer):
         if timeout is not None and not 0 < timeout < float("inf"):
             raise InvalidArgument("timeout must be a positive number of seconds", param="timeout",
                                   reason="VALUE_OUT_OF_RANGE")
-        if request.method in WEIGHT_CHANGING_METHODS:
+        # (A method the operator did not allow stays PERMISSION_DENIED.)
+        if request.method in WEIGHT_CHANGING_METHODS and self.plane.rpc_allowed(request.method):
             raise FailedPrecondition(
                 f"{request.method} changes the weights: call "
                 f"{WEIGHT_CHANGING_METHODS[request.method]}, which pauses, labels the version, "
