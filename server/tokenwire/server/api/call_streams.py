@@ -1,5 +1,5 @@
 """The inference calls of every request kind (inference/kinds.py) as one
-unary response and one chunk generator: admitted on the serving state,
+unary response and one streamed call: admitted on the serving state,
 planned by the kind on the data plane, run and built (response, chunks) by
 the kind's own modules, with no per-kind branch here. TokenwireService returns the
 response or sends the chunks as typed messages (every streaming RPC's
@@ -10,7 +10,7 @@ each servicer maps them."""
 from __future__ import annotations
 
 from collections.abc import AsyncGenerator, AsyncIterator, Callable
-from contextlib import aclosing
+from contextlib import AbstractAsyncContextManager, aclosing, asynccontextmanager
 from typing import Any, TypeVar
 
 import grpc
@@ -38,17 +38,21 @@ async def response(
         return resp
 
 
-async def chunks(
+@asynccontextmanager
+async def streamed(
     kind: RequestKind[Any, Any, Any, C], plane: DataPlane, request: Any,
     context: grpc.aio.ServicerContext,
-) -> AsyncGenerator[C]:
-    """The chunks of a streamed call of `kind`."""
+) -> AsyncIterator[AsyncGenerator[C]]:
+    """A streamed call of `kind`: admitted and planned on entry; the body
+    gets the kind's own chunk generator (closed on exit) and iterates it
+    directly, so each chunk passes through no layer of this module; a body
+    that ends normally (the stream finished) runs the kind's after-hook."""
     with plane.state.call():
         plan = await kind.plan(plane, request, caller=await caller_of(plane, context), stream=True,
                                dp_rank=dp_rank_of(context), session_id=session_of(context))
         outcome = kind.call_outcome()
-        async for chunk in kind.stream(plane, plan, outcome):
-            yield chunk
+        async with aclosing(kind.stream(plane, plan, outcome)) as stream:
+            yield stream
         kind.after(plane, plan, outcome)
 
 
@@ -61,8 +65,9 @@ def stream_rpc(kind: RequestKind[Any, Any, Any, C]
     @stream_errors
     async def handler(self: Any, request: Any, context: grpc.aio.ServicerContext
                       ) -> AsyncIterator[C]:
-        source: AsyncGenerator[C] = chunks(kind, self.plane, request, context)
-        async with aclosing(source) as stream:
+        call: AbstractAsyncContextManager[AsyncGenerator[C]] = streamed(
+            kind, self.plane, request, context)
+        async with call as stream:
             async for chunk in stream:
                 yield chunk
 

@@ -14,7 +14,6 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import AsyncGenerator, Callable
-from contextlib import aclosing
 from typing import Any
 
 import grpc
@@ -45,7 +44,7 @@ def _events(kind: RequestKind[Any, Any, Any, Any],
                       context: grpc.aio.ServicerContext) -> AsyncGenerator[HttpBody]:
         started = False
         try:
-            async with aclosing(call_streams.chunks(kind, self.plane, request, context)) as chunks:
+            async with call_streams.streamed(kind, self.plane, request, context) as chunks:
                 async for chunk in chunks:
                     yield _body(render(chunk), not started)
                     started = True

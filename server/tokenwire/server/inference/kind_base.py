@@ -20,7 +20,7 @@ class attributes (`routing_prefix`, `dp_rank_field`, `max_tokens_param`,
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator
+from collections.abc import AsyncGenerator
 from typing import Any, ClassVar, Generic, TypeVar
 
 from tokenwire.server.core import validation as v
@@ -107,7 +107,7 @@ class RequestKind(Generic[Req, P, R, C]):
         raise NotImplementedError
 
     def stream(self, plane: DataPlane, plan: P, outcome: RunOutcome | None = None
-               ) -> AsyncIterator[C]:
+               ) -> AsyncGenerator[C]:
         """The chunks of `plan`, built as the engine's outputs arrive: the
         kind's own stream generator (e.g. chat/service.py's stream_chat over
         ChatStreamBuilder), returned as is — no wrapping layer per chunk;

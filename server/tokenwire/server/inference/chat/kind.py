@@ -7,7 +7,7 @@ inference/kind_base.py's; chat's routing fields are in nvext."""
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator
+from collections.abc import AsyncGenerator
 
 from tokenwire.server.core.domain import Caller, RenderOptions, RunOutcome
 from tokenwire.server.core.errors import InvalidArgument
@@ -41,7 +41,7 @@ class ChatKind(RequestKind[chat_pb2.CreateChatCompletionRequest, ChatPlan,
         return await run_chat(plane.engine, plan, worker_id=plane.worker_id, outcome=outcome)
 
     def stream(self, plane: DataPlane, plan: ChatPlan, outcome: RunOutcome | None = None
-               ) -> AsyncIterator[chat_pb2.StreamChatCompletionResponse]:
+               ) -> AsyncGenerator[chat_pb2.StreamChatCompletionResponse]:
         return stream_chat(plane.engine, plan, worker_id=plane.worker_id, outcome=outcome,
                            message_limit=plane.settings.max_message_bytes)
 

@@ -7,7 +7,7 @@ in nvext."""
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator
+from collections.abc import AsyncGenerator
 
 from tokenwire.server.core.domain import Caller, EngineRequest, RenderOptions, RunOutcome
 from tokenwire.server.core.errors import InvalidArgument
@@ -44,7 +44,7 @@ class CompletionKind(RequestKind[completion_pb2.CreateCompletionRequest, Complet
                                     outcome=outcome)
 
     def stream(self, plane: DataPlane, plan: CompletionPlan, outcome: RunOutcome | None = None
-               ) -> AsyncIterator[completion_pb2.StreamCompletionResponse]:
+               ) -> AsyncGenerator[completion_pb2.StreamCompletionResponse]:
         return stream_completion(plane.engine, plan, worker_id=plane.worker_id, outcome=outcome,
                                  message_limit=plane.settings.max_message_bytes)
 

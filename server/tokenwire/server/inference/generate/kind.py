@@ -7,7 +7,7 @@ only: nothing heavy to prepare)."""
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator
+from collections.abc import AsyncGenerator
 
 from tokenwire.server.core.domain import Caller, RenderOptions, RunOutcome
 from tokenwire.server.core.errors import InvalidArgument
@@ -41,7 +41,7 @@ class GenerateKind(RequestKind[generate_pb2.GenerateRequest, GeneratePlan,
         return await run_generate(plane.engine, plan, outcome=outcome)
 
     def stream(self, plane: DataPlane, plan: GeneratePlan, outcome: RunOutcome | None = None
-               ) -> AsyncIterator[generate_pb2.GenerateResponse]:
+               ) -> AsyncGenerator[generate_pb2.GenerateResponse]:
         return stream_generate(plane.engine, plan, outcome=outcome,
                                message_limit=plane.settings.max_message_bytes)
 
