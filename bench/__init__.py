@@ -1,0 +1,1 @@
+"""Performance measurements of the serving layer (docs/bench.md)."""

@@ -1,5 +1,6 @@
-"""docs/architecture.md stays true of the code: every module it names
-exists, and every server package is described."""
+"""docs/architecture.md stays true of the code, both ways: every module it
+names exists, every server module is named in it, and every server package
+is described."""
 
 from __future__ import annotations
 
@@ -23,6 +24,10 @@ TOP = (
     "proto/",
 )
 NAMED = sorted(set(re.findall(r"`([\w./-]+\.py)`", DOC)))
+MODULES = sorted(
+    "/".join(p.relative_to(SERVER).parts) for p in SERVER.rglob("*.py")
+    if p.name != "__init__.py"
+)
 PACKAGES = sorted(
     "/".join(p.parent.relative_to(SERVER).parts) + "/"
     for p in SERVER.rglob("__init__.py") if p.parent != SERVER
@@ -54,3 +59,13 @@ def test_there_are_packages() -> None:
 @pytest.mark.parametrize("package", PACKAGES)
 def test_every_package_is_described(package: str) -> None:
     assert f"`{package}`" in DOC, f"docs/architecture.md does not describe {package}"
+
+
+def test_there_are_modules() -> None:
+    assert {"inference/data_plane.py", "control/plane.py", "api/servicer.py"} <= set(MODULES)
+
+
+@pytest.mark.parametrize("module", MODULES)
+def test_every_server_module_is_named(module: str) -> None:
+    assert f"`{module}`" in DOC, (
+        f"docs/architecture.md does not name {module}: give it a row in its package's table")
