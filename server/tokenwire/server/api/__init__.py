@@ -1,1 +1,2 @@
-"""The gRPC surface of inference: TokenwireService, the Session stream, EventStreamService (SSE bytes), call metadata."""
+"""The gRPC surface of inference: TokenwireService, the Session stream,
+EventStreamService (SSE bytes), call metadata."""

@@ -98,8 +98,9 @@ def _scalar_converter(field: FieldDescriptor) -> Converter | None:
         assert field.enum_type is not None
         names = {v.number: v.name for v in field.enum_type.values}
         return lambda number: names.get(number, number)
-    if kind in (FieldDescriptor.TYPE_INT64, FieldDescriptor.TYPE_UINT64, FieldDescriptor.TYPE_SINT64,
-                FieldDescriptor.TYPE_FIXED64, FieldDescriptor.TYPE_SFIXED64):
+    if kind in (FieldDescriptor.TYPE_INT64, FieldDescriptor.TYPE_UINT64,
+                FieldDescriptor.TYPE_SINT64, FieldDescriptor.TYPE_FIXED64,
+                FieldDescriptor.TYPE_SFIXED64):
         return _int64
     if kind == FieldDescriptor.TYPE_FLOAT:
         return _float

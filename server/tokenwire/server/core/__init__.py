@@ -1,1 +1,3 @@
-"""The bottom layer: errors, engine-neutral domain types, settings, serving state, metrics, admission bounds, validation helpers, model paths. Imports nothing else of the server."""
+"""The bottom layer: errors, engine-neutral domain types, settings, serving
+state, metrics, admission bounds, validation helpers, model paths. Imports
+nothing else of the server."""

@@ -192,7 +192,9 @@ def stream_errors(
     """Map exceptions of a server-streaming handler to a status."""
 
     @functools.wraps(fn)
-    async def wrapper(self: Any, request: Any, context: grpc.aio.ServicerContext) -> AsyncIterator[T]:
+    async def wrapper(
+        self: Any, request: Any, context: grpc.aio.ServicerContext,
+    ) -> AsyncIterator[T]:
         try:
             async for item in fn(self, request, context):
                 yield item

@@ -134,7 +134,8 @@ class MetricsInterceptor(grpc.aio.ServerInterceptor):
                 finally:
                     counter.labels(method, _code(context, failed)).inc()
 
-            make = grpc.unary_unary_rpc_method_handler if handler.unary_unary else grpc.stream_unary_rpc_method_handler
+            make = (grpc.unary_unary_rpc_method_handler if handler.unary_unary
+                    else grpc.stream_unary_rpc_method_handler)
             return make(unary, **kwargs)
         inner_stream = handler.unary_stream or handler.stream_stream
 
@@ -149,5 +150,6 @@ class MetricsInterceptor(grpc.aio.ServerInterceptor):
             finally:
                 counter.labels(method, _code(context, failed)).inc()
 
-        make_s = grpc.unary_stream_rpc_method_handler if handler.unary_stream else grpc.stream_stream_rpc_method_handler
+        make_s = (grpc.unary_stream_rpc_method_handler if handler.unary_stream
+                  else grpc.stream_stream_rpc_method_handler)
         return make_s(stream, **kwargs)

@@ -87,7 +87,8 @@ class ServingState:
 
     def admit(self) -> None:
         if not self.serving:
-            raise Unavailable("the server is not serving (starting up or shutting down)", reason="NOT_SERVING")
+            raise Unavailable("the server is not serving (starting up or shutting down)",
+                              reason="NOT_SERVING")
 
     @contextlib.contextmanager
     def call(self) -> Iterator[None]:

@@ -38,7 +38,8 @@ class ServerSettings:
     vLLM's AsyncEngineArgs) with the few facts the serving layer needs
     mirrored in the ENGINE fields."""
 
-    engine: Literal["vllm", "fake"] = _own("vllm", "vllm (default), or fake: a deterministic test engine, no vLLM")
+    engine: Literal["vllm", "fake"] = _own(
+        "vllm", "vllm (default), or fake: a deterministic test engine, no vLLM")
     fake_token_delay: float = _own(0.0, "seconds per token of the fake engine")
 
     # Engine facts (vLLM's flags on the command line).
@@ -58,7 +59,8 @@ class ServerSettings:
     enable_control: bool = _own(
         False, "serve the ControlService (pause/resume, weight updates, cache reset, LoRA)")
     admin_api_key: str = _own(
-        "", "key for the ControlService (also $TOKENWIRE_ADMIN_API_KEY); empty: loopback callers only")
+        "", "key for the ControlService (also $TOKENWIRE_ADMIN_API_KEY); "
+            "empty: loopback callers only")
     control_timeout_seconds: float = _own(
         600.0, "longest a control call runs when the caller set no deadline (seconds)")
     weight_version: str = _own(
@@ -90,7 +92,8 @@ class ServerSettings:
     max_top_logprobs: int = _own(20, "largest `top_logprobs` / `prompt_logprobs` (with only vLLM's "
                                      "--max-logprobs given, that cap; this one sets vLLM's)")
     request_template_timeout_seconds: float = _own(
-        10.0, "longest a request's own chat template may render (with --trust-request-chat-template)")
+        10.0, "longest a request's own chat template may render "
+              "(with --trust-request-chat-template)")
     trust_request_chat_template: bool = _own(
         False, "accept `chat_template` in requests (Jinja runs on the server: trusted callers "
                "only; vLLM's flag of the same name)")
@@ -140,7 +143,8 @@ class ServerSettings:
     tls_cert: str = _own("", "PEM certificate chain: serve gRPC over TLS")
     tls_key: str = _own("", "PEM private key of --tls-cert")
     metrics_port: int = _own(0, "Prometheus /metrics on --metrics-host:PORT (0: off)")
-    metrics_host: str = _own("127.0.0.1", "metrics address (loopback by default: /metrics needs no key)")
+    metrics_host: str = _own(
+        "127.0.0.1", "metrics address (loopback by default: /metrics needs no key)")
     health_check_seconds: float = _own(2.0, "engine liveness probe period (seconds)")
 
     # gRPC server.

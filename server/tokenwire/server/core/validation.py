@@ -12,7 +12,8 @@ from tokenwire.server.core.errors import InvalidArgument
 
 def finite(param: str, value: float) -> float:
     if not math.isfinite(value):
-        raise InvalidArgument(f"{param} must be a finite number, got {value}", param=param, reason="VALUE_NOT_FINITE")
+        raise InvalidArgument(f"{param} must be a finite number, got {value}",
+                              param=param, reason="VALUE_NOT_FINITE")
     return float(value)
 
 
@@ -27,17 +28,21 @@ def in_range(
     finite(param, value)
     if lo is not None and (value <= lo if lo_open else value < lo):
         rule = f"> {lo}" if lo_open else f">= {lo}"
-        raise InvalidArgument(f"{param} must be {rule}, got {value}", param=param, reason="VALUE_OUT_OF_RANGE")
+        raise InvalidArgument(f"{param} must be {rule}, got {value}",
+                              param=param, reason="VALUE_OUT_OF_RANGE")
     if hi is not None and value > hi:
-        raise InvalidArgument(f"{param} must be <= {hi}, got {value}", param=param, reason="VALUE_OUT_OF_RANGE")
+        raise InvalidArgument(f"{param} must be <= {hi}, got {value}",
+                              param=param, reason="VALUE_OUT_OF_RANGE")
     return float(value)
 
 
 def int_range(param: str, value: int, lo: int | None = None, hi: int | None = None) -> int:
     if lo is not None and value < lo:
-        raise InvalidArgument(f"{param} must be >= {lo}, got {value}", param=param, reason="VALUE_OUT_OF_RANGE")
+        raise InvalidArgument(f"{param} must be >= {lo}, got {value}",
+                              param=param, reason="VALUE_OUT_OF_RANGE")
     if hi is not None and value > hi:
-        raise InvalidArgument(f"{param} must be <= {hi}, got {value}", param=param, reason="VALUE_OUT_OF_RANGE")
+        raise InvalidArgument(f"{param} must be <= {hi}, got {value}",
+                              param=param, reason="VALUE_OUT_OF_RANGE")
     return int(value)
 
 
@@ -55,7 +60,8 @@ def token_ids(param: str, ids: Iterable[int], vocab_size: int) -> list[int]:
 
 def prompt_fits(param: str, prompt_len: int, max_model_len: int) -> None:
     if prompt_len == 0:
-        raise InvalidArgument(f"{param}: the prompt is empty (0 tokens)", param=param, reason="PROMPT_EMPTY")
+        raise InvalidArgument(f"{param}: the prompt is empty (0 tokens)",
+                              param=param, reason="PROMPT_EMPTY")
     if prompt_len >= max_model_len:
         raise InvalidArgument(
             f"{param}: the prompt is {prompt_len} tokens; the context window is "
@@ -149,7 +155,8 @@ def max_tokens(param: str, requested: int | None, prompt_len: int, max_model_len
     if requested is None:
         return room
     if requested < 1:
-        raise InvalidArgument(f"{param} must be >= 1, got {requested}", param=param, reason="VALUE_OUT_OF_RANGE")
+        raise InvalidArgument(f"{param} must be >= 1, got {requested}",
+                              param=param, reason="VALUE_OUT_OF_RANGE")
     if requested > room:
         raise InvalidArgument(
             f"{param} = {requested} does not fit: the prompt is {prompt_len} tokens and "
@@ -166,4 +173,5 @@ def stream_interval(options: Any) -> int | None:
     """`stream_options.stream_interval`: tokens per chunk, 1..1024 (None: unset)."""
     if not options.HasField("stream_interval"):
         return None
-    return int_range("stream_options.stream_interval", options.stream_interval, 1, STREAM_INTERVAL_MAX)
+    return int_range("stream_options.stream_interval", options.stream_interval,
+                     1, STREAM_INTERVAL_MAX)

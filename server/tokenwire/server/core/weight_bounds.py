@@ -130,7 +130,8 @@ class WeightBounds:
         if bound.exact_version is not None and bound.exact_version != version:
             raise Unavailable(
                 f"this replica serves weight version '{version}'; the request runs only on "
-                f"'{bound.exact_version}'", param=bound.exact_param, reason="WEIGHT_VERSION_MISMATCH")
+                f"'{bound.exact_version}'",
+                param=bound.exact_param, reason="WEIGHT_VERSION_MISMATCH")
         if bound.max_lag is not None and self.behind(version) > bound.max_lag:
             raise Unavailable(
                 f"this replica serves weight version '{version}', {self.behind(version)} update(s) "
@@ -153,13 +154,16 @@ class WeightBounds:
         for request_id, r in self._running.items():
             if r.ended:
                 continue
-            change = f"{r.version!r} -> {version!r} (update generation {r.generation} -> {generation})"
+            change = (f"{r.version!r} -> {version!r} "
+                      f"(update generation {r.generation} -> {generation})")
             b = r.bound
-            if b.exact_version is not None and (generation != r.generation or version != b.exact_version):
-                r.ended = f"{ENDED_VERSION_CHANGED}: weight version {change}; the request ran only on {b.exact_version!r}"
+            if b.exact_version is not None and (
+                    generation != r.generation or version != b.exact_version):
+                r.ended = (f"{ENDED_VERSION_CHANGED}: weight version {change}; "
+                           f"the request ran only on {b.exact_version!r}")
             elif b.max_lag is not None and generation - r.generation > b.max_lag:
-                r.ended = (f"{ENDED_LAG_EXCEEDED}: weight version {change}; the request allows a lag of "
-                           f"{b.max_lag} update(s)")
+                r.ended = (f"{ENDED_LAG_EXCEEDED}: weight version {change}; "
+                           f"the request allows a lag of {b.max_lag} update(s)")
             else:
                 continue
             self.ended[r.ended.split(":", 1)[0]] += 1

@@ -71,7 +71,8 @@ class GuardedEngine:
             state.engine_ids.release(engine_id)
             raise
         start = state.generation
-        salted = self.salt_by_version if request.salt_by_version is None else request.salt_by_version
+        salted = (self.salt_by_version if request.salt_by_version is None
+                  else request.salt_by_version)
         if salted:
             request = dataclasses.replace(request, request_id=engine_id, cache_salt=version_salt(
                 request.cache_salt, state.weight_version, start))

@@ -141,7 +141,8 @@ def check_exposure(settings: ServerSettings) -> None:
     """Refuse settings that would expose control or misname proxies:
     ValueError naming the flags."""
     proxies_of(settings.trusted_proxy)
-    if settings.enable_control and not settings.admin_api_key and not is_loopback_host(settings.host):
+    if (settings.enable_control and not settings.admin_api_key
+            and not is_loopback_host(settings.host)):
         raise ValueError(
             f"--enable-control on --host {settings.host or '(every address)'} needs "
             "--admin-api-key (or $TOKENWIRE_ADMIN_API_KEY): without an admin key, control is "
@@ -197,11 +198,13 @@ class ControlAccessInterceptor(grpc.aio.ServerInterceptor):
         metadata = details.invocation_metadata
         if details.method.startswith(CONTROL_PREFIX):
             if self._key:
-                return handler if bearer_ok(metadata, self._key) else _deny_like(handler, _NO_ADMIN_KEY)
+                return (handler if bearer_ok(metadata, self._key)
+                        else _deny_like(handler, _NO_ADMIN_KEY))
             return _local_only(handler, self._proxies)
         if details.method == STATS_METHOD:
             if self._key:
-                return handler if bearer_ok(metadata, self._key) else _deny_like(handler, _STATS_ADMIN)
+                return (handler if bearer_ok(metadata, self._key)
+                        else _deny_like(handler, _STATS_ADMIN))
             if self._tenant_keys and bearer_ok(metadata, *self._tenant_keys):
                 return _deny_like(handler, _STATS_NOT_FOR_TENANTS)
         return handler

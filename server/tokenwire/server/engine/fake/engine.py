@@ -82,7 +82,8 @@ class FakeEngine(FakeControl):
         experts = (tokens[:, None, None] + np.arange(layers)[None, :, None]
                    + np.arange(top_k)[None, None, :]) % 8
         buffer = io.BytesIO()
-        np.save(buffer, experts.astype(np.uint8), allow_pickle=False)  # vLLM: uint8 up to 256 experts
+        # vLLM: uint8 up to 256 experts
+        np.save(buffer, experts.astype(np.uint8), allow_pickle=False)
         return buffer.getvalue()
 
     def sampling_defaults(self) -> dict[str, Any]:
@@ -157,8 +158,8 @@ class FakeEngine(FakeControl):
         if options.add_generation_prompt:
             text += "<|im_start|>assistant\n"
         if options.max_text_chars is not None and len(text) > options.max_text_chars:
-            raise errors.InvalidArgument("the chat template rendered too much text", param="messages",
-                                  reason="PROMPT_TOO_LONG")
+            raise errors.InvalidArgument("the chat template rendered too much text",
+                                         param="messages", reason="PROMPT_TOO_LONG")
         return self.encode(text, add_special_tokens=False)
 
     # -- generation -------------------------------------------------------
@@ -193,7 +194,8 @@ class FakeEngine(FakeControl):
             reply_text = "<think>The user wants a greeting.</think>\n\nHello!"
         if "tools: " in prompt_text:  # answer with a Hermes-style call of the first tool
             name = prompt_text.split("tools: ", 1)[1].split(",", 1)[0].split("<", 1)[0]
-            reply_text = f'Let me check.<tool_call>{{"name": "{name}", "arguments": {{"city": "Paris"}}}}</tool_call>'
+            reply_text = ('Let me check.<tool_call>'
+                          f'{{"name": "{name}", "arguments": {{"city": "Paris"}}}}</tool_call>')
         reply = self.encode(reply_text, add_special_tokens=False)
         ids = reply + ([] if p.ignore_eos else [EOS])
         while len(ids) < max(p.max_tokens, 0) and p.ignore_eos:
@@ -206,7 +208,8 @@ class FakeEngine(FakeControl):
         if not self.healthy:
             raise errors.Unavailable("the engine died: fake engine is down", reason="ENGINE_DEAD")
         if request.request_id in self.running:
-            raise errors.InvalidArgument(f"request id {request.request_id} is in use", param="request_id", reason="DUPLICATE_REQUEST_ID")
+            raise errors.InvalidArgument(f"request id {request.request_id} is in use",
+                                         param="request_id", reason="DUPLICATE_REQUEST_ID")
         self.requests.append(request)
         self.running.add(request.request_id)
         p = request.params
@@ -259,7 +262,8 @@ class FakeEngine(FakeControl):
                     for s in p.stop:
                         cut = full[i].find(s)
                         if cut >= 0:
-                            visible = full[i][: cut + (len(s) if p.include_stop_str_in_output else 0)]
+                            kept = len(s) if p.include_stop_str_in_output else 0
+                            visible = full[i][: cut + kept]
                             finish, stop_reason = "stop", s
                             break
                     if finish is None and emitted[i] >= p.max_tokens:
@@ -269,7 +273,8 @@ class FakeEngine(FakeControl):
                     upto = max(len(texts[i]), len(visible) - hold)
                     text = visible[len(texts[i]):upto]
                     texts[i] += text
-                    lps = [self._logprob(step, p.logprobs + 1, tid)] if p.logprobs is not None else None
+                    lps = ([self._logprob(step, p.logprobs + 1, tid)]
+                           if p.logprobs is not None else None)
                     out = ChoiceOutput(i, [tid], text, lps, finish, stop_reason)
                     if finish is not None:
                         out.weight_versions = self._spans(spans[i])
@@ -306,7 +311,8 @@ class FakeEngine(FakeControl):
                         yield EngineOutput(out_deltas, [], cached, finished)
                     sent += 1
             if not request.stream:
-                yield self._final(request, plans, emitted, texts, done, cached, arrival, first_token)
+                yield self._final(request, plans, emitted, texts, done, cached, arrival,
+                                  first_token)
         except (asyncio.CancelledError, GeneratorExit):  # like vLLM: both abort
             if request.request_id not in self.aborted:  # once, however it was closed
                 self.aborted.append(request.request_id)

@@ -156,7 +156,8 @@ class VllmEngine(VllmControl):
         try:
             await self._llm.check_health()
         except Exception as exc:
-            raise errors.Unavailable(f"engine is not healthy: {exc}", reason="ENGINE_UNHEALTHY") from exc
+            raise errors.Unavailable(f"engine is not healthy: {exc}",
+                                     reason="ENGINE_UNHEALTHY") from exc
 
     def shutdown(self) -> None:
         self._llm.shutdown()

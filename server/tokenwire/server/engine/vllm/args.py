@@ -102,7 +102,9 @@ def _config_keys(path: str) -> list[str]:
     return [str(k).replace("_", "-") for k in data] if isinstance(data, dict) else []
 
 
-def resolve(ns: argparse.Namespace, given: set[str], demo_model: Callable[[], str]) -> dict[str, Any]:
+def resolve(
+    ns: argparse.Namespace, given: set[str], demo_model: Callable[[], str],
+) -> dict[str, Any]:
     """AsyncEngineArgs keywords: vLLM's parse, tokenwire's and the platform's
     defaults where the user gave no flag."""
     from vllm.engine.arg_utils import AsyncEngineArgs

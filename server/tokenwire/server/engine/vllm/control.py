@@ -37,7 +37,8 @@ class VllmControl:
         return bool(await self._llm.is_paused())
 
     async def reset_prefix_cache(self, reset_running_requests: bool) -> bool:
-        return bool(await self._llm.reset_prefix_cache(reset_running_requests=reset_running_requests))
+        return bool(await self._llm.reset_prefix_cache(
+            reset_running_requests=reset_running_requests))
 
     async def reload_weights(self, path: str) -> None:
         try:  # (the folder was checked by the control plane)

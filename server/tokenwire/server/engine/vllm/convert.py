@@ -109,7 +109,8 @@ def convert_output(out: Any, wall_offset: float, full: bool) -> EngineOutput:
             lps = [_position(tid, c.logprobs[i]) for i, tid in enumerate(ids)]
         spans = None
         if c.weight_versions:  # set on the output that finishes the choice
-            spans = [WeightSpan(str(w.version), int(w.start), int(w.end)) for w in c.weight_versions]
+            spans = [WeightSpan(str(w.version), int(w.start), int(w.end))
+                     for w in c.weight_versions]
         routed = getattr(c, "routed_experts", None)  # with --enable-return-routed-experts
         choices.append(
             ChoiceOutput(c.index, ids, c.text or "", lps, c.finish_reason, c.stop_reason, spans,
@@ -157,13 +158,16 @@ def map_engine_error(exc: BaseException) -> errors.TokenwireError:
     if isinstance(exc, EngineDeadError):
         return errors.Unavailable(f"the engine died: {exc}", reason="ENGINE_DEAD")
     if isinstance(exc, VLLMValidationError):
-        return errors.InvalidArgument(f"rejected by the engine: {exc}", param=exc.parameter, reason="ENGINE_REJECTED")
+        return errors.InvalidArgument(f"rejected by the engine: {exc}", param=exc.parameter,
+                                      reason="ENGINE_REJECTED")
     if isinstance(exc, VLLMClientError):
         return errors.InvalidArgument(f"rejected by the engine: {exc}", reason="ENGINE_REJECTED")
     if isinstance(exc, GracefulHTTPError):
         if int(exc.http_status) in (429, 503):
-            return errors.ResourceExhausted(f"the engine is full: {exc.message}", reason="ENGINE_FULL")
+            return errors.ResourceExhausted(f"the engine is full: {exc.message}",
+                                            reason="ENGINE_FULL")
         return errors.Unavailable(exc.message, reason="ENGINE_UNAVAILABLE")
     incident = uuid.uuid4().hex[:12]
     log.error("engine error %s: %s: %s", incident, type(exc).__name__, exc)
-    return errors.Internal(f"engine error (incident {incident}; details are in the server log)", reason="INTERNAL")
+    return errors.Internal(f"engine error (incident {incident}; details are in the server log)",
+                           reason="INTERNAL")

@@ -8,8 +8,9 @@ call fails with that error.
 The merge is bounded: a prompt whose output cannot be queued stops pulling
 from its engine stream, so a caller that stops reading holds at most two
 outputs per prompt of the batch here (a queue as long as the batch, and
-one output waiting per prompt), whatever n and max_tokens are. Back-pressure reaches the engine: vLLM merges the deltas of
-a request nobody pulls into one output (ids concatenated, never dropped)."""
+one output waiting per prompt), whatever n and max_tokens are.
+Back-pressure reaches the engine: vLLM merges the deltas of a request
+nobody pulls into one output (ids concatenated, never dropped)."""
 
 from __future__ import annotations
 
@@ -82,7 +83,8 @@ async def run_completion(
             finals[index] = out
     done = [f for f in finals if f is not None and f.finished]
     if len(done) != len(finals):
-        raise Internal("the engine ended a request without a final output", reason="ENGINE_OUTPUT_INCOMPLETE")
+        raise Internal("the engine ended a request without a final output",
+                       reason="ENGINE_OUTPUT_INCOMPLETE")
     if outcome is not None and len(done) == 1:  # a batch is not one turn
         outcome.fill(done[0].prompt_token_ids or plan.request.prompt_token_ids,
                      {c.index: [] if plan.echo_only else c.token_ids for c in done[0].choices})
@@ -107,7 +109,8 @@ async def stream_completion(
                 if chunk is not None:
                     yield chunk
     if finished != len(plan.requests):
-        raise Internal("the engine ended the stream without finishing the request", reason="ENGINE_OUTPUT_INCOMPLETE")
+        raise Internal("the engine ended the stream without finishing the request",
+                       reason="ENGINE_OUTPUT_INCOMPLETE")
     if outcome is not None and len(plan.requests) == 1:  # a batch is not one turn
         outcome.fill(builder.prompt_ids[0],
                      {i: s.acc.token_ids for i, s in builder.states.items()})
