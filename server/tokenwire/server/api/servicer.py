@@ -129,14 +129,15 @@ class TokenwireServicer(service_pb2_grpc.TokenwireServiceServicer):
         self, request: models_pb2.ListModelsRequest, context: grpc.aio.ServicerContext
     ) -> models_pb2.ListModelsResponse:
         resp = models_pb2.ListModelsResponse(object="list")
-        resp.data.add(
-            id=self.plane.served_model,
-            object="model",
-            created=self.state.started,
-            owned_by="tokenwire",
-            root=self.plane.served_model,  # not the server's file system path
-            max_model_len=self.engine.max_model_len,
-        )
+        for served in self.plane.settings.served_names():  # vLLM lists each served name
+            resp.data.add(
+                id=served,
+                object="model",
+                created=self.state.started,
+                owned_by="tokenwire",
+                root=self.plane.served_model,  # the reported name, not a path the server chose
+                max_model_len=self.engine.max_model_len,
+            )
         for name in self.engine.lora_names():
             resp.data.add(id=name, object="model", created=self.state.started,
                           owned_by="tokenwire", parent=self.plane.served_model,

@@ -44,7 +44,10 @@ class ServerSettings:
 
     # Engine facts (vLLM's flags on the command line).
     model: str | None = _engine(None)  # None: the demo model built by `make model`
-    served_model_name: str = _engine("")  # "" : the model folder's name
+    # The first name of --served-model-name (reported); "": --model as given
+    # (vLLM's default), or the demo model's folder name when no --model is given.
+    served_model_name: str = _engine("")
+    more_served_names: tuple[str, ...] = _engine(())  # the rest of --served-model-name
     max_model_len: int = _engine(2048)
     block_size: int = _engine(32)
     scheduling_policy: str = _engine("priority")  # "priority" is needed for `priority`
@@ -174,9 +177,27 @@ class ServerSettings:
         return str(demo_model_path())
 
     def resolved_served_name(self) -> str:
+        """The model's name as vLLM reports it: the first --served-model-name,
+        else --model as given (a path or hub id); with no --model (the demo
+        model), its folder's name."""
         if self.served_model_name:
             return self.served_model_name
+        return self.model or self.folder_name()
+
+    def folder_name(self) -> str:
+        """The model folder's (or hub id's) last part: the name tokenwire served
+        the model under before it named models as vLLM does, still accepted."""
         return pathlib.Path(self.resolved_model().rstrip("/")).name
+
+    def served_names(self) -> tuple[str, ...]:
+        """Every name of --served-model-name (vLLM's ListModels lists each),
+        the reported one first."""
+        return tuple(dict.fromkeys((self.resolved_served_name(), *self.more_served_names)))
+
+    def accepted_names(self) -> tuple[str, ...]:
+        """The names a request's `model` may give for the base model: the served
+        names and the folder-name alias."""
+        return tuple(dict.fromkeys((*self.served_names(), self.folder_name())))
 
     def resolved_worker_id(self) -> str:
         if self.worker_id:

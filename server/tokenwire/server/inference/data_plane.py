@@ -26,6 +26,7 @@ from tokenwire.server.core.settings import ServerSettings
 from tokenwire.server.inference.continuation_store import ContinuationStore
 from tokenwire.server.inference.offload import Offload
 from tokenwire.server.inference.prefill import Prefiller
+from tokenwire.server.inference.shared.identity import ServedModel
 from tokenwire.server.inference.tokenize_service import detokenize, tokenize
 from tokenwire.server.inference.turns import TurnTemplates
 from tokenwire.server.security.tenancy import Tenancy
@@ -53,7 +54,9 @@ class DataPlane:
         self.tenancy = tenancy
         self.offload = Offload(settings.request_template_timeout_seconds,
                                settings.max_offload_queue)
-        self.served_model = settings.resolved_served_name()
+        # Reported under vLLM's first served name; every name accepted.
+        self.served_model = ServedModel(settings.resolved_served_name(),
+                                        settings.accepted_names())
         self.worker_id = settings.resolved_worker_id()
 
     # -- tokenizer -------------------------------------------------------

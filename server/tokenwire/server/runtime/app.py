@@ -262,7 +262,7 @@ async def start(settings: ServerSettings, engine: Engine) -> RunningServer:
         engine_requests=engine.num_unfinished_requests,
         on_paused=paused_health, weights_root=settings.weights_root,
         collective_rpc_allow=settings.collective_rpc_allow,
-        served_names=(settings.resolved_served_name(),),
+        served_names=settings.accepted_names(),  # the served names and the folder alias
     )
     names = [SERVICE_NAME, EVENTS_SERVICE_NAME]
     relay: ControlRelay | None = None

@@ -37,7 +37,7 @@ def _fake_parser() -> argparse.ArgumentParser:
     facts = parser.add_argument_group("engine (the fake engine's subset of vLLM's flags)")
     defaults = ServerSettings()
     facts.add_argument("--model", default=None)
-    facts.add_argument("--served-model-name", default="")
+    facts.add_argument("--served-model-name", nargs="+", default=[])  # vLLM's: several names
     facts.add_argument("--max-model-len", type=int, default=defaults.max_model_len)
     facts.add_argument("--block-size", type=int, default=defaults.block_size)
     facts.add_argument("--scheduling-policy", default=defaults.scheduling_policy)
@@ -49,9 +49,12 @@ def _fake_parser() -> argparse.ArgumentParser:
 def parse_settings(argv: Sequence[str]) -> ServerSettings:
     if _engine_choice(argv) == "fake":
         ns = _fake_parser().parse_args(list(argv))
-        facts = {k: getattr(ns, k) for k in ("model", "served_model_name", "max_model_len",
-                                              "block_size", "scheduling_policy", "reasoning_parser",
+        facts = {k: getattr(ns, k) for k in ("model", "max_model_len", "block_size",
+                                              "scheduling_policy", "reasoning_parser",
                                               "enable_lora")}
+        names = list(ns.served_model_name)
+        facts.update(served_model_name=names[0] if names else "",
+                     more_served_names=tuple(names[1:]))
         return from_namespace(ns, **facts)
     from tokenwire.server.core.models import demo_model_path
     from tokenwire.server.engine.vllm.args import parse_serve_args

@@ -122,16 +122,19 @@ def resolve(
             setattr(args, name, value)
     if "model" not in given:
         args.model = demo_model()
+        if "served_model_name" not in given:  # no --model to name it by: the demo's folder
+            args.served_model_name = [os.path.basename(args.model.rstrip("/"))]
     return {f.name: getattr(args, f.name) for f in dataclasses.fields(args)}
 
 
 def engine_facts(kwargs: dict[str, Any]) -> dict[str, Any]:
     """The ServerSettings engine fields mirrored from the resolved arguments."""
     names = kwargs.get("served_model_name")
-    served = names[0] if isinstance(names, list) and names else (names or "")
+    served = list(names) if isinstance(names, list | tuple) else ([names] if names else [])
     return {
         "model": kwargs["model"],
-        "served_model_name": served,
+        "served_model_name": served[0] if served else "",  # "": --model as given (vLLM's)
+        "more_served_names": tuple(served[1:]),
         "max_model_len": kwargs.get("max_model_len") or 0,
         "block_size": kwargs.get("block_size") or 0,
         "scheduling_policy": kwargs.get("scheduling_policy") or "fcfs",
@@ -187,7 +190,7 @@ def programmatic_engine_args(settings: ServerSettings) -> dict[str, Any]:
             "--block-size", str(settings.block_size),
             "--scheduling-policy", settings.scheduling_policy]
     if settings.served_model_name:
-        argv += ["--served-model-name", settings.served_model_name]
+        argv += ["--served-model-name", *settings.served_names()]
     if settings.reasoning_parser:
         argv += ["--reasoning-parser", settings.reasoning_parser]
     parser = build_parser(add_arguments)

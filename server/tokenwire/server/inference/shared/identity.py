@@ -16,13 +16,28 @@ MAX_REQUEST_ID = 256
 MAX_SESSION_ID = 256
 
 
+class ServedModel(str):
+    """The name the base model is reported under (vLLM's first served name),
+    carrying the other names a request may give for it (`aliases`: the rest
+    of --served-model-name, the model folder's name)."""
+
+    aliases: tuple[str, ...]
+
+    def __new__(cls, name: str, aliases: Collection[str] = ()) -> ServedModel:
+        self = super().__new__(cls, name)
+        self.aliases = tuple(a for a in aliases if a != name)
+        return self
+
+
 def check_model(requested: str, served: str, adapters: Collection[str] = ()) -> str:
-    """The model a request names: the served model (also when empty) or a
-    loaded LoRA adapter's name (vLLM's rule: `model` selects the adapter)."""
-    if requested and requested != served:
+    """The model a request names: the served model (also when empty, or named
+    by any of its aliases: reported under its first name) or a loaded LoRA
+    adapter's name (vLLM's rule: `model` selects the adapter)."""
+    aliases = served.aliases if isinstance(served, ServedModel) else ()
+    if requested and requested != served and requested not in aliases:
         if requested in adapters:
             return requested
-        known = ", ".join(repr(n) for n in (served, *sorted(adapters)))
+        known = ", ".join(repr(n) for n in (served, *aliases, *sorted(adapters)))
         raise NotFound(
             f"model '{requested}' is not served here; this server serves {known}",
             param="model",
