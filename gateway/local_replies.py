@@ -2,7 +2,9 @@
 types rejected by the transcoder, upstream down) in OpenAI's error shape:
 the connection manager's ``local_reply_config`` mappers. Native gRPC calls
 keep Envoy's plain gRPC status reply. The error ``type`` of a status is
-:func:`tokenwire.wire.error_type`, as for the server's own errors."""
+:func:`tokenwire.wire.error_type`, as for the server's own errors. On the
+Anthropic Messages routes (/v1/messages*) the replies take Anthropic's
+shape (``{"type": "error", "error": {"type", "message"}}``)."""
 
 from __future__ import annotations
 
@@ -80,8 +82,39 @@ def _strict_type_mapper() -> dict:
     }
 
 
+# A request of the Anthropic Messages API (its path, or its path before the
+# transcoder rewrote it): Envoy's own replies take Anthropic's error shape.
+_ANTHROPIC_PATH = {
+    "or_filter": {
+        "filters": [
+            {"header_filter": {"header": {
+                "name": name, "string_match": {"prefix": wire.ANTHROPIC_PATH_PREFIX}}}}
+            for name in (":path", "x-envoy-original-path")
+        ]
+    }
+}
+
+
+def _anthropic_mapper(status_filter: dict, http: int | None, message: str) -> dict:
+    """Envoy's own reply on a Messages route: {"type": "error", "error":
+    {"type", "message"}} (the status's Anthropic type; `http` None: the default)."""
+    kind = wire.anthropic_error_type(http) if http else wire.ANTHROPIC_DEFAULT_ERROR_TYPE
+    return {
+        "filter": {"and_filter": {"filters": [status_filter, _ANTHROPIC_PATH]}},
+        "body_format_override": {
+            "json_format": {"type": "error", "error": {"type": kind, "message": message}},
+            "content_type": "application/json",
+        },
+    }
+
+
 def local_reply_mappers(settings: GatewaySettings) -> list[dict]:
-    mappers = [_strict_type_mapper()]
+    mappers = []
+    for status, (_, message) in LOCAL_REPLIES.items():
+        text = message.format(limit=settings.max_request_bytes)
+        mappers.append(_anthropic_mapper(_status_filter("EQ", status), status, text))
+    mappers.append(_anthropic_mapper(_status_filter("GE", 400), None, FALLBACK_REPLY[2]))
+    mappers.append(_strict_type_mapper())
     for status, (code, message) in LOCAL_REPLIES.items():
         reply = (wire.error_type(status), code, message.format(limit=settings.max_request_bytes))
         mappers.append(_mapper(_status_filter("EQ", status), reply))

@@ -29,8 +29,8 @@ from tokenwire.gateway.settings import PACKAGE_DIR, GatewaySettings, services
 
 LUA_DIR = PACKAGE_DIR / "lua"
 # Lua modules bundled with each filter's entry file (see lua_source).
-LUA_MODULES = ("affinity_key", "json_scan", "json_text", "list_body", "openai_error",
-               "stream_select", "strict_types")
+LUA_MODULES = ("affinity_key", "anthropic_error", "json_scan", "json_text", "list_body",
+               "openai_error", "stream_select", "strict_types")
 ENTRIES = ("openai_rest", "grpc_status")  # the filters' entry files
 
 # Names the Lua filters share with the config builder (gateway_names).

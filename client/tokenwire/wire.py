@@ -69,6 +69,16 @@ ERROR_TYPES = {
     429: "rate_limit_error",
 }
 DEFAULT_ERROR_TYPE = "server_error"
+# HTTP status -> Anthropic's error `type` (the Messages API's routes, /v1/messages*);
+# any other status: ANTHROPIC_DEFAULT_ERROR_TYPE.
+ANTHROPIC_ERROR_TYPES = {
+    400: "invalid_request_error", 409: "invalid_request_error", 422: "invalid_request_error",
+    401: "authentication_error", 403: "permission_error", 404: "not_found_error",
+    413: "request_too_large", 429: "rate_limit_error", 503: "overloaded_error",
+    529: "overloaded_error",
+}
+ANTHROPIC_DEFAULT_ERROR_TYPE = "api_error"
+ANTHROPIC_PATH_PREFIX = "/v1/messages"  # the routes whose errors take Anthropic's shape
 
 
 def http_status(grpc_code: int) -> int:
@@ -79,3 +89,8 @@ def http_status(grpc_code: int) -> int:
 def error_type(http: int) -> str:
     """OpenAI's error ``type`` for an HTTP status."""
     return ERROR_TYPES.get(http, DEFAULT_ERROR_TYPE)
+
+
+def anthropic_error_type(http: int) -> str:
+    """Anthropic's error ``type`` for an HTTP status."""
+    return ANTHROPIC_ERROR_TYPES.get(http, ANTHROPIC_DEFAULT_ERROR_TYPE)

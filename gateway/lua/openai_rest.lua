@@ -18,6 +18,7 @@
 -- server (EventStreamService) and pass through untouched.
 local stream_select = require("stream_select")
 local openai_error = require("openai_error")
+local anthropic_error = require("anthropic_error")
 local strict_types = require("strict_types")
 local list_body = require("list_body")
 local affinity_key = require("affinity_key")
@@ -82,10 +83,14 @@ function envoy_on_request(handle)
     handle:streamInfo():dynamicMetadata():set(NS, "list_field", list_body.field(full_path))
   end
   handle:streamInfo():dynamicMetadata():set(NS, "mode", mode)
+  if anthropic_error.applies(full_path) then -- the Messages API: Anthropic's error shape
+    handle:streamInfo():dynamicMetadata():set(NS, "anthropic", "1")
+  end
 end
 
 local function send_error(handle, rec)
-  local http, body, retry_ms = openai_error.render(rec)
+  local render = rec["anthropic"] ~= nil and anthropic_error.render or openai_error.render
+  local http, body, retry_ms = render(rec)
   handle:body(true):setBytes(body)
   local headers = handle:headers()
   headers:replace(":status", tostring(http))

@@ -9,6 +9,7 @@
 -- the server prints that JSON with `top_logprobs` on every logprob entry,
 -- which the transcoder would omit when empty.
 local json_scan = require("json_scan")
+local wire = require("wire") -- generated from tokenwire/wire.py
 
 local M = {}
 
@@ -19,12 +20,19 @@ M.STREAMABLE = {
   ["/v1/chat/completions/tokens"] = "/v1/chat/completions",
   ["/v1/completions"] = "/v1/completions",
   ["/inference/v1/generate"] = "/inference/v1/generate",
+  [wire.ANTHROPIC_PATH_PREFIX] = wire.ANTHROPIC_PATH_PREFIX, -- /v1/messages
 }
 
 -- The paths whose unary JSON the server prints when logprobs are asked.
 M.JSON_RENDERED = {
   ["/v1/chat/completions"] = "/v1/chat/completions",
   ["/v1/chat/completions/tokens"] = "/v1/chat/completions",
+}
+
+-- The paths whose unary JSON the server always prints (Anthropic's Message:
+-- `stop_sequence: null` and empty text, which the transcoder would omit).
+M.ALWAYS_JSON = {
+  [wire.ANTHROPIC_PATH_PREFIX] = wire.ANTHROPIC_PATH_PREFIX,
 }
 
 -- Whether JSON object text `s` has `"<name>": true` at its top level.
@@ -43,7 +51,8 @@ end
 
 -- The path a request should take and its mode: ("<base>:events", "sse") when
 -- it is a POST to a streamable route whose body asks to stream;
--- ("<base>:json", "json") for a unary chat asking for logprobs; else nil.
+-- ("<base>:json", "json") for a unary chat asking for logprobs or a unary
+-- Messages call; else nil.
 -- `body()` gives the body text (read only when it matters).
 function M.stream_path(method, path, body)
   local base, query = path:match("^([^?]*)(.*)$")
@@ -56,6 +65,9 @@ function M.stream_path(method, path, body)
   end
   if M.stream_requested(text) then
     return M.STREAMABLE[base] .. ":events" .. query, "sse"
+  end
+  if M.ALWAYS_JSON[base] then
+    return M.ALWAYS_JSON[base] .. ":json" .. query, "json"
   end
   if M.JSON_RENDERED[base] and M.flag_set(text, "logprobs") then
     return M.JSON_RENDERED[base] .. ":json" .. query, "json"

@@ -4,6 +4,7 @@ import grpc
 import warnings
 
 from google.api import httpbody_pb2 as google_dot_api_dot_httpbody__pb2
+from tokenwire.v1 import anthropic_pb2 as tokenwire_dot_v1_dot_anthropic__pb2
 from tokenwire.v1 import chat_pb2 as tokenwire_dot_v1_dot_chat__pb2
 from tokenwire.v1 import completion_pb2 as tokenwire_dot_v1_dot_completion__pb2
 from tokenwire.v1 import generate_pb2 as tokenwire_dot_v1_dot_generate__pb2
@@ -75,6 +76,16 @@ class EventStreamServiceStub:
                 request_serializer=tokenwire_dot_v1_dot_generate__pb2.GenerateRequest.SerializeToString,
                 response_deserializer=google_dot_api_dot_httpbody__pb2.HttpBody.FromString,
                 _registered_method=True)
+        self.CreateMessageJson = channel.unary_unary(
+                '/tokenwire.v1.EventStreamService/CreateMessageJson',
+                request_serializer=tokenwire_dot_v1_dot_anthropic__pb2.CreateMessageRequest.SerializeToString,
+                response_deserializer=google_dot_api_dot_httpbody__pb2.HttpBody.FromString,
+                _registered_method=True)
+        self.StreamMessageEvents = channel.unary_stream(
+                '/tokenwire.v1.EventStreamService/StreamMessageEvents',
+                request_serializer=tokenwire_dot_v1_dot_anthropic__pb2.CreateMessageRequest.SerializeToString,
+                response_deserializer=google_dot_api_dot_httpbody__pb2.HttpBody.FromString,
+                _registered_method=True)
 
 
 class EventStreamServiceServicer:
@@ -134,6 +145,27 @@ class EventStreamServiceServicer:
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
+    def CreateMessageJson(self, request, context):
+        """CreateMessage with the JSON printed by the server (one HttpBody,
+        "application/json"): Anthropic's Message with every field it requires
+        (`stop_sequence: null`, empty text). The gateway routes a unary
+        `POST /v1/messages` here. Errors: Anthropic's error body (gateway).
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def StreamMessageEvents(self, request, context):
+        """CreateMessage streamed as Anthropic's events (`event: <type>\ndata:
+        {json}\n\n`: message_start, content_block_start / _delta / _stop,
+        ping, message_delta, message_stop; no [DONE]). The gateway routes
+        `POST /v1/messages` with "stream": true here. An error after the first
+        event is an `event: error` with Anthropic's error object.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
 
 def add_EventStreamServiceServicer_to_server(servicer, server):
     rpc_method_handlers = {
@@ -155,6 +187,16 @@ def add_EventStreamServiceServicer_to_server(servicer, server):
             'StreamGenerateEvents': grpc.unary_stream_rpc_method_handler(
                     servicer.StreamGenerateEvents,
                     request_deserializer=tokenwire_dot_v1_dot_generate__pb2.GenerateRequest.FromString,
+                    response_serializer=google_dot_api_dot_httpbody__pb2.HttpBody.SerializeToString,
+            ),
+            'CreateMessageJson': grpc.unary_unary_rpc_method_handler(
+                    servicer.CreateMessageJson,
+                    request_deserializer=tokenwire_dot_v1_dot_anthropic__pb2.CreateMessageRequest.FromString,
+                    response_serializer=google_dot_api_dot_httpbody__pb2.HttpBody.SerializeToString,
+            ),
+            'StreamMessageEvents': grpc.unary_stream_rpc_method_handler(
+                    servicer.StreamMessageEvents,
+                    request_deserializer=tokenwire_dot_v1_dot_anthropic__pb2.CreateMessageRequest.FromString,
                     response_serializer=google_dot_api_dot_httpbody__pb2.HttpBody.SerializeToString,
             ),
     }
@@ -283,6 +325,60 @@ class EventStreamService:
             target,
             '/tokenwire.v1.EventStreamService/StreamGenerateEvents',
             tokenwire_dot_v1_dot_generate__pb2.GenerateRequest.SerializeToString,
+            google_dot_api_dot_httpbody__pb2.HttpBody.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def CreateMessageJson(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/tokenwire.v1.EventStreamService/CreateMessageJson',
+            tokenwire_dot_v1_dot_anthropic__pb2.CreateMessageRequest.SerializeToString,
+            google_dot_api_dot_httpbody__pb2.HttpBody.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def StreamMessageEvents(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_stream(
+            request,
+            target,
+            '/tokenwire.v1.EventStreamService/StreamMessageEvents',
+            tokenwire_dot_v1_dot_anthropic__pb2.CreateMessageRequest.SerializeToString,
             google_dot_api_dot_httpbody__pb2.HttpBody.FromString,
             options,
             channel_credentials,

@@ -3,6 +3,7 @@
 import grpc
 import warnings
 
+from tokenwire.v1 import anthropic_pb2 as tokenwire_dot_v1_dot_anthropic__pb2
 from tokenwire.v1 import chat_pb2 as tokenwire_dot_v1_dot_chat__pb2
 from tokenwire.v1 import completion_pb2 as tokenwire_dot_v1_dot_completion__pb2
 from tokenwire.v1 import generate_pb2 as tokenwire_dot_v1_dot_generate__pb2
@@ -127,6 +128,16 @@ class TokenwireServiceStub:
                 '/tokenwire.v1.TokenwireService/Session',
                 request_serializer=tokenwire_dot_v1_dot_session__pb2.SessionRequest.SerializeToString,
                 response_deserializer=tokenwire_dot_v1_dot_session__pb2.SessionResponse.FromString,
+                _registered_method=True)
+        self.CreateMessage = channel.unary_unary(
+                '/tokenwire.v1.TokenwireService/CreateMessage',
+                request_serializer=tokenwire_dot_v1_dot_anthropic__pb2.CreateMessageRequest.SerializeToString,
+                response_deserializer=tokenwire_dot_v1_dot_anthropic__pb2.CreateMessageResponse.FromString,
+                _registered_method=True)
+        self.CountMessageTokens = channel.unary_unary(
+                '/tokenwire.v1.TokenwireService/CountMessageTokens',
+                request_serializer=tokenwire_dot_v1_dot_anthropic__pb2.CountMessageTokensRequest.SerializeToString,
+                response_deserializer=tokenwire_dot_v1_dot_anthropic__pb2.CountMessageTokensResponse.FromString,
                 _registered_method=True)
 
 
@@ -273,6 +284,24 @@ class TokenwireServiceServicer:
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
+    def CreateMessage(self, request, context):
+        """Create a message (Anthropic `POST /v1/messages`), run as a chat. Over
+        REST the gateway routes `POST /v1/messages` to
+        EventStreamService.CreateMessageJson (unary) or StreamMessageEvents
+        ("stream": true), which print Anthropic's JSON in full.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def CountMessageTokens(self, request, context):
+        """Count the tokens of a Messages request's rendered prompt (Anthropic
+        `POST /v1/messages/count_tokens`); nothing is generated.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
 
 def add_TokenwireServiceServicer_to_server(servicer, server):
     rpc_method_handlers = {
@@ -355,6 +384,16 @@ def add_TokenwireServiceServicer_to_server(servicer, server):
                     servicer.Session,
                     request_deserializer=tokenwire_dot_v1_dot_session__pb2.SessionRequest.FromString,
                     response_serializer=tokenwire_dot_v1_dot_session__pb2.SessionResponse.SerializeToString,
+            ),
+            'CreateMessage': grpc.unary_unary_rpc_method_handler(
+                    servicer.CreateMessage,
+                    request_deserializer=tokenwire_dot_v1_dot_anthropic__pb2.CreateMessageRequest.FromString,
+                    response_serializer=tokenwire_dot_v1_dot_anthropic__pb2.CreateMessageResponse.SerializeToString,
+            ),
+            'CountMessageTokens': grpc.unary_unary_rpc_method_handler(
+                    servicer.CountMessageTokens,
+                    request_deserializer=tokenwire_dot_v1_dot_anthropic__pb2.CountMessageTokensRequest.FromString,
+                    response_serializer=tokenwire_dot_v1_dot_anthropic__pb2.CountMessageTokensResponse.SerializeToString,
             ),
     }
     generic_handler = grpc.method_handlers_generic_handler(
@@ -797,6 +836,60 @@ class TokenwireService:
             '/tokenwire.v1.TokenwireService/Session',
             tokenwire_dot_v1_dot_session__pb2.SessionRequest.SerializeToString,
             tokenwire_dot_v1_dot_session__pb2.SessionResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def CreateMessage(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/tokenwire.v1.TokenwireService/CreateMessage',
+            tokenwire_dot_v1_dot_anthropic__pb2.CreateMessageRequest.SerializeToString,
+            tokenwire_dot_v1_dot_anthropic__pb2.CreateMessageResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def CountMessageTokens(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/tokenwire.v1.TokenwireService/CountMessageTokens',
+            tokenwire_dot_v1_dot_anthropic__pb2.CountMessageTokensRequest.SerializeToString,
+            tokenwire_dot_v1_dot_anthropic__pb2.CountMessageTokensResponse.FromString,
             options,
             channel_credentials,
             insecure,

@@ -24,4 +24,7 @@ return {
   GRPC_CODE_NAMES = { [0] = "ok", [1] = "cancelled", [2] = "unknown", [3] = "invalid_argument", [4] = "deadline_exceeded", [5] = "not_found", [6] = "already_exists", [7] = "permission_denied", [8] = "resource_exhausted", [9] = "failed_precondition", [10] = "aborted", [11] = "out_of_range", [12] = "unimplemented", [13] = "internal", [14] = "unavailable", [15] = "data_loss", [16] = "unauthenticated" },
   ERROR_TYPES = { [400] = "invalid_request_error", [404] = "invalid_request_error", [409] = "invalid_request_error", [413] = "invalid_request_error", [401] = "authentication_error", [403] = "permission_error", [429] = "rate_limit_error" },
   DEFAULT_ERROR_TYPE = "server_error",
+  ANTHROPIC_ERROR_TYPES = { [400] = "invalid_request_error", [409] = "invalid_request_error", [422] = "invalid_request_error", [401] = "authentication_error", [403] = "permission_error", [404] = "not_found_error", [413] = "request_too_large", [429] = "rate_limit_error", [503] = "overloaded_error", [529] = "overloaded_error" },
+  ANTHROPIC_DEFAULT_ERROR_TYPE = "api_error",
+  ANTHROPIC_PATH_PREFIX = "/v1/messages",
 }

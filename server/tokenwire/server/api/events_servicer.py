@@ -20,13 +20,14 @@ import grpc
 from google.api.httpbody_pb2 import HttpBody
 from google.protobuf.message import Message
 
-from tokenwire.server.api import call_streams, sse
+from tokenwire.server.api import anthropic_sse, call_streams, sse
 from tokenwire.server.api.proto_json import encode_json, to_object
 from tokenwire.server.core.errors import abort_with, classify, unary_errors
+from tokenwire.server.inference.anthropic.response import message_object
 from tokenwire.server.inference.data_plane import DataPlane
 from tokenwire.server.inference.kind_base import RequestKind
-from tokenwire.server.inference.kinds import CHAT, COMPLETION, GENERATE
-from tokenwire.v1 import chat_pb2, events_pb2_grpc
+from tokenwire.server.inference.kinds import ANTHROPIC, CHAT, COMPLETION, GENERATE
+from tokenwire.v1 import anthropic_pb2, chat_pb2, events_pb2_grpc
 
 
 def _body(data: bytes, first: bool) -> HttpBody:
@@ -76,3 +77,29 @@ class EventStreamServicer(events_pb2_grpc.EventStreamServiceServicer):
         return HttpBody(content_type="application/json", data=encode_json(body))
     StreamCompletionEvents = _events(COMPLETION)
     StreamGenerateEvents = _events(GENERATE)
+
+    @unary_errors
+    async def CreateMessageJson(self, request: anthropic_pb2.CreateMessageRequest,
+                                context: grpc.aio.ServicerContext) -> HttpBody:
+        """A unary Messages call as Anthropic's Message JSON (every field it requires)."""
+        resp = await call_streams.response(ANTHROPIC, self.plane, request, context)
+        return HttpBody(content_type="application/json", data=encode_json(message_object(resp)))
+
+    async def StreamMessageEvents(self, request: anthropic_pb2.CreateMessageRequest,
+                                  context: grpc.aio.ServicerContext) -> AsyncGenerator[HttpBody]:
+        """A streamed Messages call as Anthropic's events (api/anthropic_sse.py):
+        an error before the first event ends the call with its status (the
+        gateway answers Anthropic's error body); after it, an error event."""
+        started = False
+        try:
+            async with call_streams.streamed(ANTHROPIC, self.plane, request, context) as events:
+                async for body in events:
+                    yield _body(anthropic_sse.event(body), not started)
+                    started = True
+        except (asyncio.CancelledError, grpc.aio.AbortError):
+            raise
+        except Exception as exc:
+            err = classify(exc)
+            if started:
+                yield _body(anthropic_sse.error_event(err), False)
+            await abort_with(context, err)

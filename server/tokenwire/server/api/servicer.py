@@ -18,8 +18,9 @@ from tokenwire.server.api.session import Session
 from tokenwire.server.core.errors import InvalidArgument, stream_errors, unary_errors
 from tokenwire.server.inference.data_plane import DataPlane
 from tokenwire.server.inference.generate.sglang import SGLANG
-from tokenwire.server.inference.kinds import CHAT, COMPLETION, GENERATE
+from tokenwire.server.inference.kinds import ANTHROPIC, CHAT, COMPLETION, GENERATE
 from tokenwire.v1 import (
+    anthropic_pb2,
     chat_pb2,
     completion_pb2,
     generate_pb2,
@@ -86,6 +87,22 @@ class TokenwireServicer(service_pb2_grpc.TokenwireServiceServicer):
         return await call_streams.response(SGLANG, self.plane, request, context)
 
     StreamGenerate = call_streams.stream_rpc(GENERATE)
+
+    @unary_errors
+    async def CreateMessage(
+        self, request: anthropic_pb2.CreateMessageRequest, context: grpc.aio.ServicerContext
+    ) -> anthropic_pb2.CreateMessageResponse:
+        """Anthropic's Messages API, run as a chat (inference/anthropic/)."""
+        return await call_streams.response(ANTHROPIC, self.plane, request, context)
+
+    @unary_errors
+    async def CountMessageTokens(
+        self, request: anthropic_pb2.CountMessageTokensRequest,
+        context: grpc.aio.ServicerContext,
+    ) -> anthropic_pb2.CountMessageTokensResponse:
+        with self.state.call():
+            return await ANTHROPIC.count_tokens(self.plane, request,
+                                                caller=await caller_of(self.plane, context))
 
     @stream_errors
     async def Session(

@@ -10,9 +10,14 @@ entry here."""
 
 from __future__ import annotations
 
+from tokenwire.server.inference.anthropic.kind import AnthropicKind
 from tokenwire.server.inference.chat.kind import CHAT
 from tokenwire.server.inference.completion.kind import COMPLETION
 from tokenwire.server.inference.generate.kind import GENERATE
 from tokenwire.server.inference.kind_base import AnyKind
 
 KINDS: dict[str, AnyKind] = {kind.name: kind for kind in (CHAT, COMPLETION, GENERATE)}
+
+# Anthropic's Messages API, run as a chat (the chat kind handed in: kinds
+# never import one another). Not a Session kind (not in KINDS).
+ANTHROPIC = AnthropicKind(CHAT)

@@ -119,14 +119,20 @@ def _digest(token: bytes) -> bytes:
 
 
 def bearer_token(metadata: Iterable[tuple[str, Any]] | None) -> bytes | None:
+    """The call's key: `authorization: Bearer <key>`, else `x-api-key: <key>`
+    (the anthropic SDK's header; the same credential)."""
+    api_key = None
     for name, value in metadata or ():
+        if name == "x-api-key":
+            text = value.decode() if isinstance(value, bytes) else str(value)
+            api_key = api_key or text.strip().encode()
         if name != "authorization":
             continue
         text = value.decode() if isinstance(value, bytes) else str(value)
         scheme, _, token = text.partition(" ")
         if scheme.lower() == "bearer":
             return token.strip().encode()
-    return None
+    return api_key or None
 
 
 class Tenancy:

@@ -1,0 +1,138 @@
+from google.protobuf import struct_pb2 as _struct_pb2
+from google.protobuf.internal import containers as _containers
+from google.protobuf import descriptor as _descriptor
+from google.protobuf import message as _message
+from collections.abc import Iterable as _Iterable, Mapping as _Mapping
+from typing import ClassVar as _ClassVar, Optional as _Optional, Union as _Union
+
+DESCRIPTOR: _descriptor.FileDescriptor
+
+class AnthropicMessage(_message.Message):
+    __slots__ = ("role", "content")
+    ROLE_FIELD_NUMBER: _ClassVar[int]
+    CONTENT_FIELD_NUMBER: _ClassVar[int]
+    role: str
+    content: _struct_pb2.Value
+    def __init__(self, role: _Optional[str] = ..., content: _Optional[_Union[_struct_pb2.Value, _Mapping]] = ...) -> None: ...
+
+class AnthropicTool(_message.Message):
+    __slots__ = ("name", "description", "input_schema", "type")
+    NAME_FIELD_NUMBER: _ClassVar[int]
+    DESCRIPTION_FIELD_NUMBER: _ClassVar[int]
+    INPUT_SCHEMA_FIELD_NUMBER: _ClassVar[int]
+    TYPE_FIELD_NUMBER: _ClassVar[int]
+    name: str
+    description: str
+    input_schema: _struct_pb2.Struct
+    type: str
+    def __init__(self, name: _Optional[str] = ..., description: _Optional[str] = ..., input_schema: _Optional[_Union[_struct_pb2.Struct, _Mapping]] = ..., type: _Optional[str] = ...) -> None: ...
+
+class AnthropicToolChoice(_message.Message):
+    __slots__ = ("type", "name", "disable_parallel_tool_use")
+    TYPE_FIELD_NUMBER: _ClassVar[int]
+    NAME_FIELD_NUMBER: _ClassVar[int]
+    DISABLE_PARALLEL_TOOL_USE_FIELD_NUMBER: _ClassVar[int]
+    type: str
+    name: str
+    disable_parallel_tool_use: bool
+    def __init__(self, type: _Optional[str] = ..., name: _Optional[str] = ..., disable_parallel_tool_use: _Optional[bool] = ...) -> None: ...
+
+class CreateMessageRequest(_message.Message):
+    __slots__ = ("model", "messages", "system", "max_tokens", "stop_sequences", "temperature", "top_p", "top_k", "stream", "tools", "tool_choice", "metadata", "thinking", "session_id")
+    MODEL_FIELD_NUMBER: _ClassVar[int]
+    MESSAGES_FIELD_NUMBER: _ClassVar[int]
+    SYSTEM_FIELD_NUMBER: _ClassVar[int]
+    MAX_TOKENS_FIELD_NUMBER: _ClassVar[int]
+    STOP_SEQUENCES_FIELD_NUMBER: _ClassVar[int]
+    TEMPERATURE_FIELD_NUMBER: _ClassVar[int]
+    TOP_P_FIELD_NUMBER: _ClassVar[int]
+    TOP_K_FIELD_NUMBER: _ClassVar[int]
+    STREAM_FIELD_NUMBER: _ClassVar[int]
+    TOOLS_FIELD_NUMBER: _ClassVar[int]
+    TOOL_CHOICE_FIELD_NUMBER: _ClassVar[int]
+    METADATA_FIELD_NUMBER: _ClassVar[int]
+    THINKING_FIELD_NUMBER: _ClassVar[int]
+    SESSION_ID_FIELD_NUMBER: _ClassVar[int]
+    model: str
+    messages: _containers.RepeatedCompositeFieldContainer[AnthropicMessage]
+    system: _struct_pb2.Value
+    max_tokens: int
+    stop_sequences: _containers.RepeatedScalarFieldContainer[str]
+    temperature: float
+    top_p: float
+    top_k: int
+    stream: bool
+    tools: _containers.RepeatedCompositeFieldContainer[AnthropicTool]
+    tool_choice: AnthropicToolChoice
+    metadata: _struct_pb2.Struct
+    thinking: _struct_pb2.Struct
+    session_id: str
+    def __init__(self, model: _Optional[str] = ..., messages: _Optional[_Iterable[_Union[AnthropicMessage, _Mapping]]] = ..., system: _Optional[_Union[_struct_pb2.Value, _Mapping]] = ..., max_tokens: _Optional[int] = ..., stop_sequences: _Optional[_Iterable[str]] = ..., temperature: _Optional[float] = ..., top_p: _Optional[float] = ..., top_k: _Optional[int] = ..., stream: _Optional[bool] = ..., tools: _Optional[_Iterable[_Union[AnthropicTool, _Mapping]]] = ..., tool_choice: _Optional[_Union[AnthropicToolChoice, _Mapping]] = ..., metadata: _Optional[_Union[_struct_pb2.Struct, _Mapping]] = ..., thinking: _Optional[_Union[_struct_pb2.Struct, _Mapping]] = ..., session_id: _Optional[str] = ...) -> None: ...
+
+class AnthropicContentBlock(_message.Message):
+    __slots__ = ("type", "text", "id", "name", "input", "thinking", "signature")
+    TYPE_FIELD_NUMBER: _ClassVar[int]
+    TEXT_FIELD_NUMBER: _ClassVar[int]
+    ID_FIELD_NUMBER: _ClassVar[int]
+    NAME_FIELD_NUMBER: _ClassVar[int]
+    INPUT_FIELD_NUMBER: _ClassVar[int]
+    THINKING_FIELD_NUMBER: _ClassVar[int]
+    SIGNATURE_FIELD_NUMBER: _ClassVar[int]
+    type: str
+    text: str
+    id: str
+    name: str
+    input: _struct_pb2.Struct
+    thinking: str
+    signature: str
+    def __init__(self, type: _Optional[str] = ..., text: _Optional[str] = ..., id: _Optional[str] = ..., name: _Optional[str] = ..., input: _Optional[_Union[_struct_pb2.Struct, _Mapping]] = ..., thinking: _Optional[str] = ..., signature: _Optional[str] = ...) -> None: ...
+
+class AnthropicUsage(_message.Message):
+    __slots__ = ("input_tokens", "output_tokens")
+    INPUT_TOKENS_FIELD_NUMBER: _ClassVar[int]
+    OUTPUT_TOKENS_FIELD_NUMBER: _ClassVar[int]
+    input_tokens: int
+    output_tokens: int
+    def __init__(self, input_tokens: _Optional[int] = ..., output_tokens: _Optional[int] = ...) -> None: ...
+
+class CreateMessageResponse(_message.Message):
+    __slots__ = ("id", "type", "role", "content", "model", "stop_reason", "stop_sequence", "usage")
+    ID_FIELD_NUMBER: _ClassVar[int]
+    TYPE_FIELD_NUMBER: _ClassVar[int]
+    ROLE_FIELD_NUMBER: _ClassVar[int]
+    CONTENT_FIELD_NUMBER: _ClassVar[int]
+    MODEL_FIELD_NUMBER: _ClassVar[int]
+    STOP_REASON_FIELD_NUMBER: _ClassVar[int]
+    STOP_SEQUENCE_FIELD_NUMBER: _ClassVar[int]
+    USAGE_FIELD_NUMBER: _ClassVar[int]
+    id: str
+    type: str
+    role: str
+    content: _containers.RepeatedCompositeFieldContainer[AnthropicContentBlock]
+    model: str
+    stop_reason: str
+    stop_sequence: str
+    usage: AnthropicUsage
+    def __init__(self, id: _Optional[str] = ..., type: _Optional[str] = ..., role: _Optional[str] = ..., content: _Optional[_Iterable[_Union[AnthropicContentBlock, _Mapping]]] = ..., model: _Optional[str] = ..., stop_reason: _Optional[str] = ..., stop_sequence: _Optional[str] = ..., usage: _Optional[_Union[AnthropicUsage, _Mapping]] = ...) -> None: ...
+
+class CountMessageTokensRequest(_message.Message):
+    __slots__ = ("model", "messages", "system", "tools", "tool_choice", "thinking")
+    MODEL_FIELD_NUMBER: _ClassVar[int]
+    MESSAGES_FIELD_NUMBER: _ClassVar[int]
+    SYSTEM_FIELD_NUMBER: _ClassVar[int]
+    TOOLS_FIELD_NUMBER: _ClassVar[int]
+    TOOL_CHOICE_FIELD_NUMBER: _ClassVar[int]
+    THINKING_FIELD_NUMBER: _ClassVar[int]
+    model: str
+    messages: _containers.RepeatedCompositeFieldContainer[AnthropicMessage]
+    system: _struct_pb2.Value
+    tools: _containers.RepeatedCompositeFieldContainer[AnthropicTool]
+    tool_choice: AnthropicToolChoice
+    thinking: _struct_pb2.Struct
+    def __init__(self, model: _Optional[str] = ..., messages: _Optional[_Iterable[_Union[AnthropicMessage, _Mapping]]] = ..., system: _Optional[_Union[_struct_pb2.Value, _Mapping]] = ..., tools: _Optional[_Iterable[_Union[AnthropicTool, _Mapping]]] = ..., tool_choice: _Optional[_Union[AnthropicToolChoice, _Mapping]] = ..., thinking: _Optional[_Union[_struct_pb2.Struct, _Mapping]] = ...) -> None: ...
+
+class CountMessageTokensResponse(_message.Message):
+    __slots__ = ("input_tokens",)
+    INPUT_TOKENS_FIELD_NUMBER: _ClassVar[int]
+    input_tokens: int
+    def __init__(self, input_tokens: _Optional[int] = ...) -> None: ...

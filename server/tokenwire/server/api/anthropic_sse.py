@@ -1,0 +1,38 @@
+"""Anthropic's Server-Sent Events and error objects, rendered once by the
+server (EventStreamService's Messages calls): an event is
+``event: <type>\\ndata: {json}\\n\\n`` (no ``[DONE]``: message_stop ends the
+stream), and a failure after the first event is an ``error`` event with
+Anthropic's error object, typed as gateway/lua/anthropic_error.lua types
+a failed call (tokenwire.wire's ANTHROPIC_ERROR_TYPES)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from tokenwire import wire
+from tokenwire.server.api.proto_json import encode_json
+from tokenwire.server.api.sse import HTTP_STATUS
+from tokenwire.server.core.errors import TokenwireError
+
+CONTENT_TYPE = "text/event-stream"
+
+
+def event(body: dict[str, Any]) -> bytes:
+    """One event: its `type` names it."""
+    return b"event: " + body["type"].encode() + b"\ndata: " + encode_json(body) + b"\n\n"
+
+
+def error_body(err: TokenwireError) -> dict[str, Any]:
+    """Anthropic's error object for `err` (the field at fault leads the
+    message when the message does not name it)."""
+    http = HTTP_STATUS.get(err.code, wire.UNKNOWN_HTTP_STATUS)
+    message = err.message
+    if err.param and err.param not in message:
+        message = f"{err.param}: {message}"
+    return {"type": "error",
+            "error": {"type": wire.anthropic_error_type(http), "message": message}}
+
+
+def error_event(err: TokenwireError) -> bytes:
+    """The error event that ends a started stream."""
+    return event(error_body(err))

@@ -1,0 +1,1 @@
+"""The Anthropic Messages kind (POST /v1/messages): a chat in Anthropic's shapes."""

@@ -1,0 +1,76 @@
+"""The Anthropic Messages kind (CreateMessage, StreamMessageEvents,
+CountMessageTokens): a Messages request becomes the chat request it runs
+as (request.py), which the chat kind — handed in by inference/kinds.py, as
+kinds never import one another — plans, runs and streams: rendering,
+admission, limits, tenancy, weight bounds, cancellation, metrics and the
+next turn's prefill are chat's. Its outputs become Anthropic's Message and
+events (response.py). Routing fields come from the call's metadata."""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import AsyncGenerator
+from contextlib import aclosing
+from typing import Any
+
+from tokenwire.server.core.domain import Caller, RunOutcome
+from tokenwire.server.inference.anthropic.request import count_to_chat, to_chat
+from tokenwire.server.inference.anthropic.response import Event, MessageEvents, build_message
+from tokenwire.server.inference.data_plane import DataPlane
+from tokenwire.server.inference.kind_base import AnyKind, RequestKind
+from tokenwire.v1 import anthropic_pb2
+
+
+@dataclasses.dataclass
+class MessagePlan:
+    """The chat plan a Messages request runs as."""
+
+    chat: Any  # the chat kind's plan
+    input_tokens: int
+
+    @property
+    def request(self) -> Any:
+        return self.chat.request
+
+
+class AnthropicKind(RequestKind[anthropic_pb2.CreateMessageRequest, MessagePlan,
+                                anthropic_pb2.CreateMessageResponse, Event]):
+    name = "anthropic"
+    routing_prefix = ""
+    max_tokens_param = "max_tokens"
+
+    def __init__(self, chat: AnyKind):
+        self.chat = chat
+
+    async def plan(self, plane: DataPlane, req: anthropic_pb2.CreateMessageRequest, *,
+                   caller: Caller, stream: bool, dp_rank: str | None = None,
+                   session_id: str | None = None) -> MessagePlan:
+        chat = await self.chat.plan(plane, to_chat(req, stream=stream), caller=caller,
+                                    stream=stream, dp_rank=dp_rank, session_id=session_id)
+        return MessagePlan(chat, len(chat.request.prompt_token_ids))
+
+    async def run(self, plane: DataPlane, plan: MessagePlan, outcome: RunOutcome | None = None
+                  ) -> anthropic_pb2.CreateMessageResponse:
+        return build_message(await self.chat.run(plane, plan.chat, outcome))
+
+    async def stream(self, plane: DataPlane, plan: MessagePlan,
+                     outcome: RunOutcome | None = None) -> AsyncGenerator[Event]:
+        events = MessageEvents(plan.input_tokens)
+        async with aclosing(self.chat.stream(plane, plan.chat, outcome)) as chunks:
+            async for chunk in chunks:
+                for event in events.on_chunk(chunk):
+                    yield event
+
+    def call_outcome(self) -> RunOutcome | None:
+        return self.chat.call_outcome()
+
+    def after(self, plane: DataPlane, plan: MessagePlan, outcome: RunOutcome | None) -> bool:
+        return self.chat.after(plane, plan.chat, outcome)
+
+    async def count_tokens(self, plane: DataPlane,
+                           req: anthropic_pb2.CountMessageTokensRequest, *, caller: Caller,
+                           ) -> anthropic_pb2.CountMessageTokensResponse:
+        """The tokens of the request's rendered prompt (nothing is generated)."""
+        chat = await self.chat.plan(plane, count_to_chat(req), caller=caller, stream=False)
+        return anthropic_pb2.CountMessageTokensResponse(
+            input_tokens=len(chat.request.prompt_token_ids))

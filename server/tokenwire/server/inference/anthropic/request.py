@@ -1,0 +1,249 @@
+"""CreateMessageRequest / CountMessageTokensRequest (Anthropic's Messages
+request) -> the chat request it runs as, every field validated with its
+Anthropic name: `system`, `messages` with text / tool_use / tool_result /
+thinking blocks (chat messages with tool_calls, tool messages,
+reasoning_content), `tools` (input_schema -> function parameters),
+`tool_choice` (auto / any / tool / none), `stop_sequences`, `max_tokens`,
+sampling, `metadata.user_id`, `thinking` (the template's enable_thinking).
+The chat kind then plans it: rendering, admission, limits, tenancy and
+weight bounds are chat's (anthropic/kind.py)."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+from google.protobuf import json_format, struct_pb2
+
+from tokenwire.server.core.errors import InvalidArgument
+from tokenwire.v1 import anthropic_pb2, chat_pb2
+
+ROLES = frozenset({"user", "assistant"})
+TOOL_CHOICES = {"auto": "auto", "any": "required", "none": "none"}
+
+
+def _bad(message: str, param: str, reason: str) -> InvalidArgument:
+    return InvalidArgument(message, param=param, reason=reason)
+
+
+def _to_py(value: struct_pb2.Value) -> Any:
+    return json_format.MessageToDict(value)
+
+
+def _text_of(param: str, value: Any) -> str:
+    """A string, or a list of text blocks joined (system, tool_result content)."""
+    if isinstance(value, str):
+        return value
+    if not isinstance(value, list):
+        raise _bad(f"{param} must be a string or a list of text blocks", param, "INVALID_TYPE")
+    texts = []
+    for i, block in enumerate(value):
+        if not isinstance(block, dict) or block.get("type") != "text":
+            raise _bad(f"{param}[{i}] must be a text block {{\"type\": \"text\", \"text\": ...}}",
+                       f"{param}[{i}].type", "VALUE_NOT_ALLOWED")
+        text = block.get("text")
+        if not isinstance(text, str):
+            raise _bad(f"{param}[{i}].text must be a string", f"{param}[{i}].text",
+                       "INVALID_TYPE")
+        texts.append(text)
+    return "\n".join(texts)
+
+
+def _blocks(param: str, content: struct_pb2.Value) -> list[dict[str, Any]]:
+    """A message's content as a list of blocks (a string is one text block)."""
+    kind = content.WhichOneof("kind")
+    if kind == "string_value":
+        return [{"type": "text", "text": content.string_value}]
+    if kind != "list_value":
+        raise _bad(f"{param} must be a string or a list of content blocks", param,
+                   "FIELD_REQUIRED" if kind is None else "INVALID_TYPE")
+    blocks = _to_py(content)
+    for i, block in enumerate(blocks):
+        if not isinstance(block, dict) or not isinstance(block.get("type"), str):
+            raise _bad(f"{param}[{i}] must be a content block with a type",
+                       f"{param}[{i}].type", "INVALID_TYPE")
+    return list(blocks)
+
+
+def _tool_use(param: str, block: dict[str, Any]) -> chat_pb2.ToolCall:
+    for key in ("id", "name"):
+        if not isinstance(block.get(key), str) or not block[key]:
+            raise _bad(f"{param}.{key} must be a non-empty string", f"{param}.{key}",
+                       "FIELD_REQUIRED")
+    args = block.get("input", {})
+    if not isinstance(args, dict):
+        raise _bad(f"{param}.input must be an object", f"{param}.input", "INVALID_TYPE")
+    return chat_pb2.ToolCall(id=block["id"], type="function", function=chat_pb2.FunctionCall(
+        name=block["name"], arguments=json.dumps(args, ensure_ascii=False)))
+
+
+def _user(param: str, blocks: list[dict[str, Any]]) -> list[chat_pb2.ChatMessage]:
+    """A user turn: its tool results as tool messages (first), its text as one
+    user message."""
+    tools: list[chat_pb2.ChatMessage] = []
+    parts: list[struct_pb2.Value] = []
+    for i, block in enumerate(blocks):
+        bparam, btype = f"{param}[{i}]", block["type"]
+        if btype == "text":
+            parts.append(_part(_text_of(param, [block])))
+        elif btype == "tool_result":
+            tid = block.get("tool_use_id")
+            if not isinstance(tid, str) or not tid:
+                raise _bad(f"{bparam}.tool_use_id must be a non-empty string",
+                           f"{bparam}.tool_use_id", "FIELD_REQUIRED")
+            text = _text_of(f"{bparam}.content", block.get("content", ""))
+            tools.append(chat_pb2.ChatMessage(
+                role="tool", tool_call_id=tid, content=struct_pb2.Value(string_value=text)))
+        else:
+            raise _bad(f"{bparam}.type '{btype}' is not supported in a user message "
+                       "(text and tool_result are)", f"{bparam}.type", "VALUE_NOT_ALLOWED")
+    out = tools
+    if parts:
+        content = struct_pb2.Value()
+        content.list_value.values.extend(parts)
+        out.append(chat_pb2.ChatMessage(role="user", content=content))
+    return out
+
+
+def _part(text: str) -> struct_pb2.Value:
+    part = struct_pb2.Value()
+    part.struct_value.update({"type": "text", "text": text})
+    return part
+
+
+def _assistant(param: str, blocks: list[dict[str, Any]]) -> chat_pb2.ChatMessage:
+    """An assistant turn: text, tool_use (tool_calls) and thinking (reasoning)."""
+    msg = chat_pb2.ChatMessage(role="assistant")
+    texts, thoughts = [], []
+    for i, block in enumerate(blocks):
+        bparam, btype = f"{param}[{i}]", block["type"]
+        if btype == "text":
+            texts.append(_text_of(param, [block]))
+        elif btype == "tool_use":
+            msg.tool_calls.append(_tool_use(bparam, block))
+        elif btype == "thinking":
+            if not isinstance(block.get("thinking"), str):
+                raise _bad(f"{bparam}.thinking must be a string", f"{bparam}.thinking",
+                           "INVALID_TYPE")
+            thoughts.append(block["thinking"])
+        elif btype != "redacted_thinking":  # (opaque: nothing to render)
+            raise _bad(f"{bparam}.type '{btype}' is not supported in an assistant message "
+                       "(text, tool_use and thinking are)", f"{bparam}.type",
+                       "VALUE_NOT_ALLOWED")
+    if texts or not msg.tool_calls:
+        msg.content.string_value = "".join(texts)
+    if thoughts:
+        msg.reasoning_content = "".join(thoughts)
+    return msg
+
+
+def _messages(req: Any) -> list[chat_pb2.ChatMessage]:
+    out: list[chat_pb2.ChatMessage] = []
+    if req.HasField("system"):
+        system = _to_py(req.system)
+        if system is not None:
+            out.append(chat_pb2.ChatMessage(role="system", content=struct_pb2.Value(
+                string_value=_text_of("system", system))))
+    if not req.messages:
+        raise _bad("messages must hold at least one message", "messages", "FIELD_REQUIRED")
+    for i, m in enumerate(req.messages):
+        param = f"messages[{i}]"
+        if m.role not in ROLES:
+            raise _bad(f"{param}.role '{m.role}' is not one of {sorted(ROLES)}",
+                       f"{param}.role", "VALUE_NOT_ALLOWED")
+        blocks = _blocks(f"{param}.content", m.content)
+        if m.role == "user":
+            out.extend(_user(f"{param}.content", blocks))
+        else:
+            out.append(_assistant(f"{param}.content", blocks))
+    return out
+
+
+def _tools(req: Any, chat: chat_pb2.CreateChatCompletionRequest) -> None:
+    names = set()
+    for i, tool in enumerate(req.tools):
+        param = f"tools[{i}]"
+        if tool.type not in ("", "custom"):
+            raise _bad(f"{param}.type '{tool.type}' is not supported (client tools only)",
+                       f"{param}.type", "VALUE_NOT_ALLOWED")
+        if not tool.name:
+            raise _bad(f"{param}.name is required", f"{param}.name", "FIELD_REQUIRED")
+        if not tool.HasField("input_schema"):
+            raise _bad(f"{param}.input_schema is required", f"{param}.input_schema",
+                       "FIELD_REQUIRED")
+        names.add(tool.name)
+        fn = chat_pb2.FunctionDefinition(name=tool.name, description=tool.description)
+        fn.parameters.CopyFrom(tool.input_schema)
+        chat.tools.add(type="function", function=fn)
+    if not req.HasField("tool_choice"):
+        return
+    choice = req.tool_choice
+    if choice.type == "tool":
+        if choice.name not in names:
+            raise _bad(f"tool_choice.name '{choice.name}' is not a tool of tools",
+                       "tool_choice.name", "VALUE_NOT_ALLOWED")
+        chat.tool_choice.struct_value.update(
+            {"type": "function", "function": {"name": choice.name}})
+    elif choice.type in TOOL_CHOICES:
+        if choice.type == "any" and not names:
+            raise _bad("tool_choice 'any' needs tools", "tool_choice.type", "MISSING_DEPENDENCY")
+        chat.tool_choice.string_value = TOOL_CHOICES[choice.type]
+    else:
+        raise _bad(f"tool_choice.type '{choice.type}' is not one of "
+                   "['any', 'auto', 'none', 'tool']", "tool_choice.type", "VALUE_NOT_ALLOWED")
+    if choice.HasField("disable_parallel_tool_use"):
+        chat.parallel_tool_calls = not choice.disable_parallel_tool_use
+
+
+def _thinking(req: Any, chat: chat_pb2.CreateChatCompletionRequest) -> None:
+    if not req.HasField("thinking"):
+        return
+    kind = req.thinking.fields["type"].string_value if "type" in req.thinking.fields else ""
+    if kind not in ("enabled", "disabled", "adaptive"):
+        raise _bad(f"thinking.type '{kind}' is not one of ['adaptive', 'disabled', 'enabled']",
+                   "thinking.type", "VALUE_NOT_ALLOWED")
+    chat.chat_template_kwargs.update({"enable_thinking": kind != "disabled"})
+
+
+def to_chat(req: anthropic_pb2.CreateMessageRequest, *, stream: bool
+            ) -> chat_pb2.CreateChatCompletionRequest:
+    """The chat request `req` runs as (validated here where chat's names differ)."""
+    chat = chat_pb2.CreateChatCompletionRequest(model=req.model, session_id=req.session_id)
+    chat.messages.extend(_messages(req))
+    if not req.HasField("max_tokens"):
+        raise _bad("max_tokens is required", "max_tokens", "FIELD_REQUIRED")
+    if req.max_tokens < 1:
+        raise _bad("max_tokens must be at least 1", "max_tokens", "VALUE_OUT_OF_RANGE")
+    chat.max_tokens = req.max_tokens
+    if req.stop_sequences:
+        for i, stop in enumerate(req.stop_sequences):
+            if not stop:
+                raise _bad(f"stop_sequences[{i}] is empty", f"stop_sequences[{i}]",
+                           "EMPTY_VALUE")
+        chat.stop.list_value.extend(list(req.stop_sequences))
+    for name in ("temperature", "top_p", "top_k"):
+        if req.HasField(name):
+            setattr(chat, name, getattr(req, name))
+    _tools(req, chat)
+    _thinking(req, chat)
+    if "user_id" in req.metadata.fields:
+        user = req.metadata.fields["user_id"]
+        if user.WhichOneof("kind") != "string_value":
+            raise _bad("metadata.user_id must be a string", "metadata.user_id", "INVALID_TYPE")
+        chat.user = user.string_value
+    if stream:
+        chat.stream = True
+        chat.stream_options.include_usage = True
+    return chat
+
+
+def count_to_chat(req: anthropic_pb2.CountMessageTokensRequest
+                  ) -> chat_pb2.CreateChatCompletionRequest:
+    """The chat request whose rendered prompt CountMessageTokens counts."""
+    full = anthropic_pb2.CreateMessageRequest(model=req.model, max_tokens=1)
+    full.messages.extend(req.messages)
+    full.tools.extend(req.tools)
+    for name in ("system", "tool_choice", "thinking"):
+        if req.HasField(name):
+            getattr(full, name).CopyFrom(getattr(req, name))
+    return to_chat(full, stream=False)
