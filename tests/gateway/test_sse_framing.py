@@ -13,6 +13,7 @@ import openai
 import pytest
 
 from tests.gateway.sse import DONE, chat_body, sse_events, sse_json
+from tokenwire.server.api import sse
 
 
 def test_sse_bytes_are_exact(rest) -> None:
@@ -146,6 +147,13 @@ def _without_call_details(chunk: dict) -> dict:
     return chunk
 
 
+STREAM_MESSAGES = {
+    "/v1/chat/completions": "tokenwire.v1.StreamChatCompletionResponse",
+    "/v1/completions": "tokenwire.v1.StreamCompletionResponse",
+    "/inference/v1/generate": "tokenwire.v1.GenerateResponse",
+}
+
+
 @pytest.mark.parametrize(("path", "body"), [
     ("/v1/chat/completions", chat_body(
         "ECHO<<caf\u00e9 \"q\" \\ ok>>", stream=True, n=2, temperature=1.0, seed=7,
@@ -162,11 +170,13 @@ def _without_call_details(chunk: dict) -> dict:
 def test_server_events_hold_the_transcoders_json(rest, path, body) -> None:
     """The events the server renders (EventStreamService) hold the JSON the
     transcoder prints for the typed stream of the same request
-    (`<path>:stream` over REST gives the typed chunks as one JSON array)."""
+    (`<path>:stream` over REST gives the typed chunks as one JSON array),
+    plus the choice keys vLLM prints null or empty (api/sse.py)."""
     events = sse_json(rest.post(path, json=body).content)
     typed = rest.post(f"{path}:stream", json={k: v for k, v in body.items() if k != "stream"})
     assert typed.status_code == 200, typed.text
-    expected = [{"choices": [], **c} for c in typed.json()]
+    keys = sse.STREAM_CHOICE_KEYS[STREAM_MESSAGES[path]]
+    expected = [sse.with_choice_keys({"choices": [], **c}, keys) for c in typed.json()]
     assert len(events) == len(expected) > 2
     assert [_without_call_details(e) for e in events] == [
         _without_call_details(c) for c in expected

@@ -326,7 +326,8 @@ class ControlServiceServicer:
 
     def AbortRequests(self, request, context):
         """Abort engine requests by the ids callers gave them (vLLM
-        `POST /abort_requests`); no ids aborts every request. Each ends with
+        `POST /abort_requests`, 0.33's `POST /inference/v1/abort_requests`);
+        no ids aborts every request. Each ends with
         finish_reason "abort" and every id sampled before it.
         """
         context.set_code(grpc.StatusCode.UNIMPLEMENTED)

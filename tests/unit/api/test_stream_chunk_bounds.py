@@ -114,7 +114,7 @@ def test_the_sse_event_stream_arrives_whole(server) -> None:
     ids = [t for c in chunks for ch in c["choices"] for t in ch.get("token_ids", [])]
     assert ids == expected
     entries = [e for c in chunks for ch in c["choices"]
-               for e in ch.get("logprobs", {}).get("content", [])]
+               for e in (ch.get("logprobs") or {}).get("content", [])]
     assert [e["token_id"] for e in entries] == expected
 
 

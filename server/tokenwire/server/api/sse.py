@@ -29,9 +29,40 @@ DONE = b"data: [DONE]\n\n"
 HTTP_STATUS = {code: wire.http_status(code.value[0]) for code in grpc.StatusCode}
 
 
+# The keys vLLM's server prints on every streamed choice, null (or "") until
+# set, which proto3 JSON omits when unset: per chunk message type. (A chat
+# choice's stop_reason comes with its finish_reason, as vLLM sends it.)
+STREAM_CHOICE_KEYS: dict[str, dict[str, Any]] = {
+    "tokenwire.v1.StreamChatCompletionResponse": {
+        "delta": {}, "logprobs": None, "finish_reason": None},
+    "tokenwire.v1.StreamCompletionResponse": {
+        "text": "", "logprobs": None, "finish_reason": None, "stop_reason": None},
+    "tokenwire.v1.GenerateResponse": {
+        "logprobs": None, "finish_reason": None, "stop_reason": None},
+}
+
+
+CHAT_CHUNK_KEYS = STREAM_CHOICE_KEYS["tokenwire.v1.StreamChatCompletionResponse"]
+
+
+def with_choice_keys(body: dict[str, Any], keys: dict[str, Any]) -> dict[str, Any]:
+    """`body` with `keys` on every choice that lacks them (OpenAI's schema
+    requires them, nullable; vLLM prints them)."""
+    for choice in body.get("choices", ()):
+        for key, value in keys.items():
+            if key not in choice:
+                choice[key] = {} if value == {} else value
+        if "finish_reason" in keys and choice["finish_reason"] is not None:
+            choice.setdefault("stop_reason", None)
+    return body
+
+
 def chunk_event(chunk: Message) -> bytes:
-    """The event for one stream chunk."""
+    """The event for one stream chunk (every required choice key present)."""
     body = to_object(chunk)
+    keys = STREAM_CHOICE_KEYS.get(chunk.DESCRIPTOR.full_name)
+    if keys is not None:
+        with_choice_keys(body, keys)
     if "choices" not in body:
         body = {"choices": [], **body}
     return b"data: " + encode_json(body) + b"\n\n"
@@ -42,14 +73,15 @@ def with_top_logprobs(body: dict[str, Any]) -> dict[str, Any]:
     entry (an empty list when no alternatives were asked): OpenAI's schema
     requires the key and vLLM prints it; proto JSON omits an empty list."""
     for choice in body.get("choices", ()):
-        for entry in choice.get("logprobs", {}).get("content", ()):
+        for entry in (choice.get("logprobs") or {}).get("content", ()):
             entry.setdefault("top_logprobs", [])
     return body
 
 
 def chat_chunk_event(chunk: Message) -> bytes:
-    """The event for one chat chunk (logprob entries with `top_logprobs`)."""
-    body = with_top_logprobs(to_object(chunk))
+    """The event for one chat chunk (logprob entries with `top_logprobs`,
+    every required choice key present)."""
+    body = with_choice_keys(with_top_logprobs(to_object(chunk)), CHAT_CHUNK_KEYS)
     if "choices" not in body:
         body = {"choices": [], **body}
     return b"data: " + encode_json(body) + b"\n\n"

@@ -1,0 +1,112 @@
+"""The OpenAI response shapes in full through the real Envoy (#34 items 7
+and 8): every key OpenAI's schema requires is present even when empty or
+null, as vLLM's server prints it, and vLLM 0.33's spellings
+(`return_weight_versions`, `POST /inference/v1/abort_requests`) work."""
+
+from __future__ import annotations
+
+import collections.abc
+
+import httpx
+import pytest
+
+from tests.gateway.conftest import MODEL
+from tests.gateway.envoy_fixture import start_gateway, stop_gateway
+from tests.gateway.sse import sse_json
+from tests.servers import fake_serving
+
+ADMIN_KEY = "admin-key-for-shapes"
+HI = [{"role": "user", "content": "Hi"}]
+
+
+def _first_char_stop(rest: httpx.Client) -> str:
+    """A stop string the fake engine's output starts with (the choice's
+    text is then empty)."""
+    r = rest.post("/v1/completions", json={"model": MODEL, "prompt": "hi", "max_tokens": 4})
+    text = r.json()["choices"][0]["text"]
+    assert text
+    return text[:1]
+
+
+def test_an_empty_completion_text_is_printed(rest: httpx.Client) -> None:
+    stop = _first_char_stop(rest)
+    r = rest.post("/v1/completions", json={
+        "model": MODEL, "prompt": "hi", "max_tokens": 4, "stop": [stop]})
+    assert r.status_code == 200, r.text
+    choice = r.json()["choices"][0]
+    assert choice["text"] == "" and choice["finish_reason"] == "stop"
+    assert {"index", "text", "finish_reason"} <= set(choice)
+
+
+def test_streamed_completion_choices_carry_every_required_key(rest: httpx.Client) -> None:
+    stop = _first_char_stop(rest)
+    for extra in ({}, {"stop": [stop]}):
+        r = rest.post("/v1/completions", json={
+            "model": MODEL, "prompt": "hi", "max_tokens": 3, "stream": True, **extra})
+        chunks = [c for c in sse_json(r.content) if c["choices"]]
+        assert chunks
+        for chunk in chunks:
+            for choice in chunk["choices"]:
+                assert {"index", "text", "logprobs", "finish_reason", "stop_reason"} <= set(choice)
+                assert choice["logprobs"] is None
+        assert chunks[-1]["choices"][0]["finish_reason"] in ("stop", "length")
+        assert all(c["choices"][0]["finish_reason"] is None for c in chunks[:-1])
+
+
+def test_streamed_chat_choices_carry_delta_logprobs_and_finish_reason(rest: httpx.Client) -> None:
+    r = rest.post("/v1/chat/completions", json={
+        "model": MODEL, "messages": HI, "max_tokens": 3, "stream": True,
+        "stream_options": {"include_usage": True}})
+    chunks = sse_json(r.content)
+    with_choices = [c for c in chunks if c["choices"]]
+    for chunk in with_choices:
+        choice = chunk["choices"][0]
+        assert {"index", "delta", "logprobs", "finish_reason"} <= set(choice)
+        assert choice["logprobs"] is None and isinstance(choice["delta"], dict)
+    assert with_choices[0]["choices"][0]["delta"].get("role") == "assistant"
+    last = with_choices[-1]["choices"][0]
+    assert last["finish_reason"] == "length" and "stop_reason" in last
+    usage = chunks[-1]["usage"]
+    assert {"prompt_tokens", "completion_tokens", "total_tokens"} <= set(usage)
+
+
+def test_unary_chat_shape(rest: httpx.Client) -> None:
+    r = rest.post("/v1/chat/completions", json={"model": MODEL, "messages": HI, "max_tokens": 3})
+    body = r.json()
+    assert {"id", "object", "created", "model", "choices", "usage"} <= set(body)
+    choice = body["choices"][0]
+    assert {"index", "message", "finish_reason"} <= set(choice)
+    assert choice["message"]["role"] == "assistant" and "content" in choice["message"]
+
+
+@pytest.mark.parametrize("path", ["/v1/chat/completions", "/v1/completions"])
+def test_return_weight_versions_is_accepted(rest: httpx.Client, path: str) -> None:
+    body = {"model": MODEL, "max_tokens": 3, "return_weight_versions": True}
+    body |= {"messages": HI} if "chat" in path else {"prompt": "hi"}
+    r = rest.post(path, json=body)
+    assert r.status_code == 200, r.text
+    spans = r.json()["choices"][0]["weight_versions"]
+    assert spans and {"version", "start", "end"} <= set(spans[0])  # the spans, as always
+    r = rest.post(path, json={**body, "return_weight_versions": "yes"})
+    assert r.status_code == 400 and r.json()["error"]["param"] == "return_weight_versions"
+
+
+@pytest.fixture(scope="module")
+def control_url() -> collections.abc.Iterator[str]:
+    with fake_serving(served_model_name=MODEL, enable_control=True,
+                      admin_api_key=ADMIN_KEY) as server:
+        envoy = start_gateway(server.address, control=True)
+        try:
+            yield envoy.url
+        finally:
+            stop_gateway(envoy)
+
+
+def test_abort_requests_at_vllm_033s_path(control_url: str) -> None:
+    with httpx.Client(base_url=control_url, timeout=30) as client:
+        r = client.post("/inference/v1/abort_requests", json={"request_ids": ["x"]})
+        assert r.status_code == 401  # admin-only, like the rest of control
+        r = client.post("/inference/v1/abort_requests", json={"request_ids": ["x"]},
+                        headers={"authorization": f"Bearer {ADMIN_KEY}"})
+        assert r.status_code == 200, r.text
+        assert r.json()["status"] == "aborted"
