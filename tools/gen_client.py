@@ -100,6 +100,8 @@ SERVICES = (
             "CreateMessage": "Anthropic's Messages API for agents (the anthropic SDK is its "
                              "client: docs/agents.md)",
             "CountMessageTokens": "Anthropic's /v1/messages/count_tokens (the anthropic SDK)",
+            "CreateResponse": "OpenAI's Responses API for agents (the openai SDK is its client: "
+                              "docs/agents.md)",
         },
     ),
     Service(

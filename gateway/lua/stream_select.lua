@@ -21,6 +21,7 @@ M.STREAMABLE = {
   ["/v1/completions"] = "/v1/completions",
   ["/inference/v1/generate"] = "/inference/v1/generate",
   [wire.ANTHROPIC_PATH_PREFIX] = wire.ANTHROPIC_PATH_PREFIX, -- /v1/messages
+  ["/v1/responses"] = "/v1/responses",
 }
 
 -- The paths whose unary JSON the server prints when logprobs are asked.
@@ -33,6 +34,7 @@ M.JSON_RENDERED = {
 -- `stop_sequence: null` and empty text, which the transcoder would omit).
 M.ALWAYS_JSON = {
   [wire.ANTHROPIC_PATH_PREFIX] = wire.ANTHROPIC_PATH_PREFIX,
+  ["/v1/responses"] = "/v1/responses", -- OpenAI's Response: nulls, empty lists
 }
 
 -- Whether JSON object text `s` has `"<name>": true` at its top level.

@@ -28,9 +28,10 @@ from tokenwire.v1 import anthropic_pb2 as tokenwire_dot_v1_dot_anthropic__pb2
 from tokenwire.v1 import chat_pb2 as tokenwire_dot_v1_dot_chat__pb2
 from tokenwire.v1 import completion_pb2 as tokenwire_dot_v1_dot_completion__pb2
 from tokenwire.v1 import generate_pb2 as tokenwire_dot_v1_dot_generate__pb2
+from tokenwire.v1 import responses_pb2 as tokenwire_dot_v1_dot_responses__pb2
 
 
-DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n\x19tokenwire/v1/events.proto\x12\x0ctokenwire.v1\x1a\x1cgoogle/api/annotations.proto\x1a\x19google/api/httpbody.proto\x1a\x1ctokenwire/v1/anthropic.proto\x1a\x17tokenwire/v1/chat.proto\x1a\x1dtokenwire/v1/completion.proto\x1a\x1btokenwire/v1/generate.proto2\xf7\x05\n\x12\x45ventStreamService\x12\x87\x01\n\x1aStreamChatCompletionEvents\x12).tokenwire.v1.CreateChatCompletionRequest\x1a\x14.google.api.HttpBody\"&\x82\xd3\xe4\x93\x02 \"\x1b/v1/chat/completions:events:\x01*0\x01\x12\x81\x01\n\x18\x43reateChatCompletionJson\x12).tokenwire.v1.CreateChatCompletionRequest\x1a\x14.google.api.HttpBody\"$\x82\xd3\xe4\x93\x02\x1e\"\x19/v1/chat/completions:json:\x01*\x12z\n\x16StreamCompletionEvents\x12%.tokenwire.v1.CreateCompletionRequest\x1a\x14.google.api.HttpBody\"!\x82\xd3\xe4\x93\x02\x1b\"\x16/v1/completions:events:\x01*0\x01\x12w\n\x14StreamGenerateEvents\x12\x1d.tokenwire.v1.GenerateRequest\x1a\x14.google.api.HttpBody\"(\x82\xd3\xe4\x93\x02\"\"\x1d/inference/v1/generate:events:\x01*0\x01\x12k\n\x11\x43reateMessageJson\x12\".tokenwire.v1.CreateMessageRequest\x1a\x14.google.api.HttpBody\"\x1c\x82\xd3\xe4\x93\x02\x16\"\x11/v1/messages:json:\x01*\x12q\n\x13StreamMessageEvents\x12\".tokenwire.v1.CreateMessageRequest\x1a\x14.google.api.HttpBody\"\x1e\x82\xd3\xe4\x93\x02\x18\"\x13/v1/messages:events:\x01*0\x01\x62\x06proto3')
+DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n\x19tokenwire/v1/events.proto\x12\x0ctokenwire.v1\x1a\x1cgoogle/api/annotations.proto\x1a\x19google/api/httpbody.proto\x1a\x1ctokenwire/v1/anthropic.proto\x1a\x17tokenwire/v1/chat.proto\x1a\x1dtokenwire/v1/completion.proto\x1a\x1btokenwire/v1/generate.proto\x1a\x1ctokenwire/v1/responses.proto2\xdd\x07\n\x12\x45ventStreamService\x12\x87\x01\n\x1aStreamChatCompletionEvents\x12).tokenwire.v1.CreateChatCompletionRequest\x1a\x14.google.api.HttpBody\"&\x82\xd3\xe4\x93\x02 \"\x1b/v1/chat/completions:events:\x01*0\x01\x12\x81\x01\n\x18\x43reateChatCompletionJson\x12).tokenwire.v1.CreateChatCompletionRequest\x1a\x14.google.api.HttpBody\"$\x82\xd3\xe4\x93\x02\x1e\"\x19/v1/chat/completions:json:\x01*\x12z\n\x16StreamCompletionEvents\x12%.tokenwire.v1.CreateCompletionRequest\x1a\x14.google.api.HttpBody\"!\x82\xd3\xe4\x93\x02\x1b\"\x16/v1/completions:events:\x01*0\x01\x12w\n\x14StreamGenerateEvents\x12\x1d.tokenwire.v1.GenerateRequest\x1a\x14.google.api.HttpBody\"(\x82\xd3\xe4\x93\x02\"\"\x1d/inference/v1/generate:events:\x01*0\x01\x12k\n\x11\x43reateMessageJson\x12\".tokenwire.v1.CreateMessageRequest\x1a\x14.google.api.HttpBody\"\x1c\x82\xd3\xe4\x93\x02\x16\"\x11/v1/messages:json:\x01*\x12q\n\x13StreamMessageEvents\x12\".tokenwire.v1.CreateMessageRequest\x1a\x14.google.api.HttpBody\"\x1e\x82\xd3\xe4\x93\x02\x18\"\x13/v1/messages:events:\x01*0\x01\x12n\n\x12\x43reateResponseJson\x12#.tokenwire.v1.CreateResponseRequest\x1a\x14.google.api.HttpBody\"\x1d\x82\xd3\xe4\x93\x02\x17\"\x12/v1/responses:json:\x01*\x12t\n\x14StreamResponseEvents\x12#.tokenwire.v1.CreateResponseRequest\x1a\x14.google.api.HttpBody\"\x1f\x82\xd3\xe4\x93\x02\x19\"\x14/v1/responses:events:\x01*0\x01\x62\x06proto3')
 
 _globals = globals()
 _builder.BuildMessageAndEnumDescriptors(DESCRIPTOR, _globals)
@@ -49,6 +50,10 @@ if not _descriptor._USE_C_DESCRIPTORS:
   _globals['_EVENTSTREAMSERVICE'].methods_by_name['CreateMessageJson']._serialized_options = b'\202\323\344\223\002\026\"\021/v1/messages:json:\001*'
   _globals['_EVENTSTREAMSERVICE'].methods_by_name['StreamMessageEvents']._loaded_options = None
   _globals['_EVENTSTREAMSERVICE'].methods_by_name['StreamMessageEvents']._serialized_options = b'\202\323\344\223\002\030\"\023/v1/messages:events:\001*'
-  _globals['_EVENTSTREAMSERVICE']._serialized_start=216
-  _globals['_EVENTSTREAMSERVICE']._serialized_end=975
+  _globals['_EVENTSTREAMSERVICE'].methods_by_name['CreateResponseJson']._loaded_options = None
+  _globals['_EVENTSTREAMSERVICE'].methods_by_name['CreateResponseJson']._serialized_options = b'\202\323\344\223\002\027\"\022/v1/responses:json:\001*'
+  _globals['_EVENTSTREAMSERVICE'].methods_by_name['StreamResponseEvents']._loaded_options = None
+  _globals['_EVENTSTREAMSERVICE'].methods_by_name['StreamResponseEvents']._serialized_options = b'\202\323\344\223\002\031\"\024/v1/responses:events:\001*'
+  _globals['_EVENTSTREAMSERVICE']._serialized_start=246
+  _globals['_EVENTSTREAMSERVICE']._serialized_end=1235
 # @@protoc_insertion_point(module_scope)

@@ -8,6 +8,7 @@ from tokenwire.v1 import anthropic_pb2 as tokenwire_dot_v1_dot_anthropic__pb2
 from tokenwire.v1 import chat_pb2 as tokenwire_dot_v1_dot_chat__pb2
 from tokenwire.v1 import completion_pb2 as tokenwire_dot_v1_dot_completion__pb2
 from tokenwire.v1 import generate_pb2 as tokenwire_dot_v1_dot_generate__pb2
+from tokenwire.v1 import responses_pb2 as tokenwire_dot_v1_dot_responses__pb2
 
 GRPC_GENERATED_VERSION = '1.85.1'
 GRPC_VERSION = grpc.__version__
@@ -84,6 +85,16 @@ class EventStreamServiceStub:
         self.StreamMessageEvents = channel.unary_stream(
                 '/tokenwire.v1.EventStreamService/StreamMessageEvents',
                 request_serializer=tokenwire_dot_v1_dot_anthropic__pb2.CreateMessageRequest.SerializeToString,
+                response_deserializer=google_dot_api_dot_httpbody__pb2.HttpBody.FromString,
+                _registered_method=True)
+        self.CreateResponseJson = channel.unary_unary(
+                '/tokenwire.v1.EventStreamService/CreateResponseJson',
+                request_serializer=tokenwire_dot_v1_dot_responses__pb2.CreateResponseRequest.SerializeToString,
+                response_deserializer=google_dot_api_dot_httpbody__pb2.HttpBody.FromString,
+                _registered_method=True)
+        self.StreamResponseEvents = channel.unary_stream(
+                '/tokenwire.v1.EventStreamService/StreamResponseEvents',
+                request_serializer=tokenwire_dot_v1_dot_responses__pb2.CreateResponseRequest.SerializeToString,
                 response_deserializer=google_dot_api_dot_httpbody__pb2.HttpBody.FromString,
                 _registered_method=True)
 
@@ -166,6 +177,28 @@ class EventStreamServiceServicer:
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
+    def CreateResponseJson(self, request, context):
+        """CreateResponse with the JSON printed by the server (one HttpBody,
+        "application/json"): OpenAI's Response with every field it requires
+        (null where unset). The gateway routes a unary `POST /v1/responses` here.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def StreamResponseEvents(self, request, context):
+        """CreateResponse streamed as OpenAI's typed events (`event: <type>\ndata:
+        {json}\n\n`: response.created, response.in_progress,
+        response.output_item.added, response.content_part.added,
+        response.output_text.delta, ... response.completed; each with
+        sequence_number; no [DONE]). The gateway routes `POST /v1/responses`
+        with "stream": true here. An error after the first event is an
+        `event: error` with OpenAI's error fields.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
 
 def add_EventStreamServiceServicer_to_server(servicer, server):
     rpc_method_handlers = {
@@ -197,6 +230,16 @@ def add_EventStreamServiceServicer_to_server(servicer, server):
             'StreamMessageEvents': grpc.unary_stream_rpc_method_handler(
                     servicer.StreamMessageEvents,
                     request_deserializer=tokenwire_dot_v1_dot_anthropic__pb2.CreateMessageRequest.FromString,
+                    response_serializer=google_dot_api_dot_httpbody__pb2.HttpBody.SerializeToString,
+            ),
+            'CreateResponseJson': grpc.unary_unary_rpc_method_handler(
+                    servicer.CreateResponseJson,
+                    request_deserializer=tokenwire_dot_v1_dot_responses__pb2.CreateResponseRequest.FromString,
+                    response_serializer=google_dot_api_dot_httpbody__pb2.HttpBody.SerializeToString,
+            ),
+            'StreamResponseEvents': grpc.unary_stream_rpc_method_handler(
+                    servicer.StreamResponseEvents,
+                    request_deserializer=tokenwire_dot_v1_dot_responses__pb2.CreateResponseRequest.FromString,
                     response_serializer=google_dot_api_dot_httpbody__pb2.HttpBody.SerializeToString,
             ),
     }
@@ -379,6 +422,60 @@ class EventStreamService:
             target,
             '/tokenwire.v1.EventStreamService/StreamMessageEvents',
             tokenwire_dot_v1_dot_anthropic__pb2.CreateMessageRequest.SerializeToString,
+            google_dot_api_dot_httpbody__pb2.HttpBody.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def CreateResponseJson(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/tokenwire.v1.EventStreamService/CreateResponseJson',
+            tokenwire_dot_v1_dot_responses__pb2.CreateResponseRequest.SerializeToString,
+            google_dot_api_dot_httpbody__pb2.HttpBody.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def StreamResponseEvents(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_stream(
+            request,
+            target,
+            '/tokenwire.v1.EventStreamService/StreamResponseEvents',
+            tokenwire_dot_v1_dot_responses__pb2.CreateResponseRequest.SerializeToString,
             google_dot_api_dot_httpbody__pb2.HttpBody.FromString,
             options,
             channel_credentials,

@@ -4,6 +4,7 @@ from tokenwire.v1 import chat_pb2 as _chat_pb2
 from tokenwire.v1 import completion_pb2 as _completion_pb2
 from tokenwire.v1 import generate_pb2 as _generate_pb2
 from tokenwire.v1 import models_pb2 as _models_pb2
+from tokenwire.v1 import responses_pb2 as _responses_pb2
 from tokenwire.v1 import session_pb2 as _session_pb2
 from tokenwire.v1 import sglang_pb2 as _sglang_pb2
 from tokenwire.v1 import tokenize_pb2 as _tokenize_pb2

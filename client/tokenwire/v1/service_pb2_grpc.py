@@ -8,6 +8,7 @@ from tokenwire.v1 import chat_pb2 as tokenwire_dot_v1_dot_chat__pb2
 from tokenwire.v1 import completion_pb2 as tokenwire_dot_v1_dot_completion__pb2
 from tokenwire.v1 import generate_pb2 as tokenwire_dot_v1_dot_generate__pb2
 from tokenwire.v1 import models_pb2 as tokenwire_dot_v1_dot_models__pb2
+from tokenwire.v1 import responses_pb2 as tokenwire_dot_v1_dot_responses__pb2
 from tokenwire.v1 import session_pb2 as tokenwire_dot_v1_dot_session__pb2
 from tokenwire.v1 import sglang_pb2 as tokenwire_dot_v1_dot_sglang__pb2
 from tokenwire.v1 import tokenize_pb2 as tokenwire_dot_v1_dot_tokenize__pb2
@@ -138,6 +139,11 @@ class TokenwireServiceStub:
                 '/tokenwire.v1.TokenwireService/CountMessageTokens',
                 request_serializer=tokenwire_dot_v1_dot_anthropic__pb2.CountMessageTokensRequest.SerializeToString,
                 response_deserializer=tokenwire_dot_v1_dot_anthropic__pb2.CountMessageTokensResponse.FromString,
+                _registered_method=True)
+        self.CreateResponse = channel.unary_unary(
+                '/tokenwire.v1.TokenwireService/CreateResponse',
+                request_serializer=tokenwire_dot_v1_dot_responses__pb2.CreateResponseRequest.SerializeToString,
+                response_deserializer=tokenwire_dot_v1_dot_responses__pb2.CreateResponseResponse.FromString,
                 _registered_method=True)
 
 
@@ -302,6 +308,16 @@ class TokenwireServiceServicer:
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
+    def CreateResponse(self, request, context):
+        """Create a model response (OpenAI `POST /v1/responses`), run as a chat.
+        Over REST the gateway routes `POST /v1/responses` to
+        EventStreamService.CreateResponseJson (unary) or StreamResponseEvents
+        ("stream": true), which print OpenAI's JSON in full.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
 
 def add_TokenwireServiceServicer_to_server(servicer, server):
     rpc_method_handlers = {
@@ -394,6 +410,11 @@ def add_TokenwireServiceServicer_to_server(servicer, server):
                     servicer.CountMessageTokens,
                     request_deserializer=tokenwire_dot_v1_dot_anthropic__pb2.CountMessageTokensRequest.FromString,
                     response_serializer=tokenwire_dot_v1_dot_anthropic__pb2.CountMessageTokensResponse.SerializeToString,
+            ),
+            'CreateResponse': grpc.unary_unary_rpc_method_handler(
+                    servicer.CreateResponse,
+                    request_deserializer=tokenwire_dot_v1_dot_responses__pb2.CreateResponseRequest.FromString,
+                    response_serializer=tokenwire_dot_v1_dot_responses__pb2.CreateResponseResponse.SerializeToString,
             ),
     }
     generic_handler = grpc.method_handlers_generic_handler(
@@ -890,6 +911,33 @@ class TokenwireService:
             '/tokenwire.v1.TokenwireService/CountMessageTokens',
             tokenwire_dot_v1_dot_anthropic__pb2.CountMessageTokensRequest.SerializeToString,
             tokenwire_dot_v1_dot_anthropic__pb2.CountMessageTokensResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def CreateResponse(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/tokenwire.v1.TokenwireService/CreateResponse',
+            tokenwire_dot_v1_dot_responses__pb2.CreateResponseRequest.SerializeToString,
+            tokenwire_dot_v1_dot_responses__pb2.CreateResponseResponse.FromString,
             options,
             channel_credentials,
             insecure,

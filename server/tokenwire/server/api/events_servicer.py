@@ -20,14 +20,15 @@ import grpc
 from google.api.httpbody_pb2 import HttpBody
 from google.protobuf.message import Message
 
-from tokenwire.server.api import anthropic_sse, call_streams, sse
+from tokenwire.server.api import anthropic_sse, call_streams, responses_sse, sse
 from tokenwire.server.api.proto_json import encode_json, to_object
 from tokenwire.server.core.errors import abort_with, classify, unary_errors
 from tokenwire.server.inference.anthropic.response import message_object
 from tokenwire.server.inference.data_plane import DataPlane
 from tokenwire.server.inference.kind_base import RequestKind
-from tokenwire.server.inference.kinds import ANTHROPIC, CHAT, COMPLETION, GENERATE
-from tokenwire.v1 import anthropic_pb2, chat_pb2, events_pb2_grpc
+from tokenwire.server.inference.kinds import ANTHROPIC, CHAT, COMPLETION, GENERATE, RESPONSES
+from tokenwire.server.inference.responses.response import response_object
+from tokenwire.v1 import anthropic_pb2, chat_pb2, events_pb2_grpc, responses_pb2
 
 
 def _body(data: bytes, first: bool) -> HttpBody:
@@ -102,4 +103,33 @@ class EventStreamServicer(events_pb2_grpc.EventStreamServiceServicer):
             err = classify(exc)
             if started:
                 yield _body(anthropic_sse.error_event(err), False)
+            await abort_with(context, err)
+
+    @unary_errors
+    async def CreateResponseJson(self, request: responses_pb2.CreateResponseRequest,
+                                 context: grpc.aio.ServicerContext) -> HttpBody:
+        """A unary Responses call as OpenAI's Response JSON (every field it requires)."""
+        resp = await call_streams.response(RESPONSES, self.plane, request, context)
+        return HttpBody(content_type="application/json", data=encode_json(response_object(resp)))
+
+    async def StreamResponseEvents(self, request: responses_pb2.CreateResponseRequest,
+                                   context: grpc.aio.ServicerContext
+                                   ) -> AsyncGenerator[HttpBody]:
+        """A streamed Responses call as OpenAI's typed events
+        (api/responses_sse.py): an error before the first event ends the
+        call with its status (the gateway answers OpenAI's error body);
+        after it, an `error` event."""
+        started, seq = False, 0
+        try:
+            async with call_streams.streamed(RESPONSES, self.plane, request, context) as events:
+                async for body in events:
+                    yield _body(responses_sse.event(body), not started)
+                    started, seq = True, body["sequence_number"] + 1
+        except (asyncio.CancelledError, grpc.aio.AbortError):
+            raise
+        except Exception as exc:
+            err = classify(exc)
+            if started:
+                yield _body(responses_sse.event({"type": "error", "sequence_number": seq,
+                                                 **responses_sse.error_fields(err)}), False)
             await abort_with(context, err)

@@ -18,13 +18,14 @@ from tokenwire.server.api.session import Session
 from tokenwire.server.core.errors import InvalidArgument, stream_errors, unary_errors
 from tokenwire.server.inference.data_plane import DataPlane
 from tokenwire.server.inference.generate.sglang import SGLANG
-from tokenwire.server.inference.kinds import ANTHROPIC, CHAT, COMPLETION, GENERATE
+from tokenwire.server.inference.kinds import ANTHROPIC, CHAT, COMPLETION, GENERATE, RESPONSES
 from tokenwire.v1 import (
     anthropic_pb2,
     chat_pb2,
     completion_pb2,
     generate_pb2,
     models_pb2,
+    responses_pb2,
     service_pb2_grpc,
     session_pb2,
     sglang_pb2,
@@ -103,6 +104,13 @@ class TokenwireServicer(service_pb2_grpc.TokenwireServiceServicer):
         with self.state.call():
             return await ANTHROPIC.count_tokens(self.plane, request,
                                                 caller=await caller_of(self.plane, context))
+
+    @unary_errors
+    async def CreateResponse(
+        self, request: responses_pb2.CreateResponseRequest, context: grpc.aio.ServicerContext
+    ) -> responses_pb2.CreateResponseResponse:
+        """OpenAI's Responses API, run as a chat (inference/responses/)."""
+        return await call_streams.response(RESPONSES, self.plane, request, context)
 
     @stream_errors
     async def Session(

@@ -15,9 +15,14 @@ from tokenwire.server.inference.chat.kind import CHAT
 from tokenwire.server.inference.completion.kind import COMPLETION
 from tokenwire.server.inference.generate.kind import GENERATE
 from tokenwire.server.inference.kind_base import AnyKind
+from tokenwire.server.inference.responses.kind import ResponsesKind
 
 KINDS: dict[str, AnyKind] = {kind.name: kind for kind in (CHAT, COMPLETION, GENERATE)}
 
 # Anthropic's Messages API, run as a chat (the chat kind handed in: kinds
 # never import one another). Not a Session kind (not in KINDS).
 ANTHROPIC = AnthropicKind(CHAT)
+
+# OpenAI's Responses API, run as a chat (the chat kind handed in, as for
+# ANTHROPIC). Not a Session kind (not in KINDS).
+RESPONSES = ResponsesKind(CHAT)

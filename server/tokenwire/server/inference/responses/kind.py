@@ -1,0 +1,83 @@
+"""The Responses kind (CreateResponse, CreateResponseJson,
+StreamResponseEvents): a Responses request becomes the chat request it
+runs as (request.py), which the chat kind — handed in by
+inference/kinds.py, as kinds never import one another — plans, runs and
+streams: rendering, validation, admission, limits, tenancy, weight bounds,
+cancellation and metrics are chat's (a chat error's field is renamed to
+the Responses field). Its outputs become the Response and its typed events
+(response.py). Routing fields come from the call's metadata or `nvext`."""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import AsyncGenerator
+from contextlib import aclosing
+from typing import Any
+
+from tokenwire.server.core.domain import Caller, RunOutcome
+from tokenwire.server.core.errors import InvalidArgument
+from tokenwire.server.inference.data_plane import DataPlane
+from tokenwire.server.inference.kind_base import AnyKind, RequestKind
+from tokenwire.server.inference.responses.request import chat_param, to_chat
+from tokenwire.server.inference.responses.response import Event, ResponseEvents, build_response
+from tokenwire.v1 import responses_pb2
+
+
+@dataclasses.dataclass
+class ResponsePlan:
+    """The chat plan a Responses request runs as, and the request (echoed)."""
+
+    chat: Any  # the chat kind's plan
+    req: responses_pb2.CreateResponseRequest
+
+    @property
+    def request(self) -> Any:
+        return self.chat.request
+
+
+class ResponsesKind(RequestKind[responses_pb2.CreateResponseRequest, ResponsePlan,
+                                responses_pb2.CreateResponseResponse, Event]):
+    name = "responses"
+    routing_prefix = "nvext."
+    max_tokens_param = "max_output_tokens"
+
+    def __init__(self, chat: AnyKind):
+        self.chat = chat
+
+    async def plan(self, plane: DataPlane, req: responses_pb2.CreateResponseRequest, *,
+                   caller: Caller, stream: bool, dp_rank: str | None = None,
+                   session_id: str | None = None) -> ResponsePlan:
+        try:
+            chat = await self.chat.plan(plane, to_chat(req, stream=stream), caller=caller,
+                                        stream=stream, dp_rank=dp_rank,
+                                        session_id=session_id)
+        except InvalidArgument as exc:
+            if exc.param:
+                renamed = chat_param(exc.param)
+                if renamed != exc.param:
+                    exc.message = exc.message.replace(exc.param, renamed)
+                    exc.param = renamed
+            raise
+        return ResponsePlan(chat, req)
+
+    async def run(self, plane: DataPlane, plan: ResponsePlan, outcome: RunOutcome | None = None
+                  ) -> responses_pb2.CreateResponseResponse:
+        return build_response(plan.req, await self.chat.run(plane, plan.chat, outcome))
+
+    async def stream(self, plane: DataPlane, plan: ResponsePlan,
+                     outcome: RunOutcome | None = None) -> AsyncGenerator[Event]:
+        events = ResponseEvents(plan.req, plan.chat.model)
+        for event in events.start():
+            yield event
+        async with aclosing(self.chat.stream(plane, plan.chat, outcome)) as chunks:
+            async for chunk in chunks:
+                for event in events.on_chunk(chunk):
+                    yield event
+        for event in events.end():
+            yield event
+
+    def call_outcome(self) -> RunOutcome | None:
+        return self.chat.call_outcome()
+
+    def after(self, plane: DataPlane, plan: ResponsePlan, outcome: RunOutcome | None) -> bool:
+        return self.chat.after(plane, plan.chat, outcome)

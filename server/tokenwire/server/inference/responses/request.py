@@ -1,0 +1,275 @@
+"""CreateResponseRequest (OpenAI's Responses request) -> the chat request it
+runs as, every field validated with its Responses name: `input` (a string,
+or message / function_call / function_call_output / reasoning items: chat
+messages, assistant tool_calls, tool messages, reasoning_content),
+`instructions` (a system message first), function `tools` (the flat shape
+-> chat's), `tool_choice`, `max_output_tokens`, `text.format` (chat's
+response_format), sampling and vLLM's extensions, `metadata`, `user`.
+Nothing is stored: `previous_response_id` and `background` are refused.
+The chat kind then plans it (responses/kind.py), and its errors are
+renamed to the Responses fields (`chat_param`)."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+from google.protobuf import json_format, struct_pb2
+
+from tokenwire.server.core.errors import InvalidArgument
+from tokenwire.v1 import chat_pb2, responses_pb2
+
+ROLES = frozenset({"user", "assistant", "system", "developer"})
+TOOL_CHOICES = frozenset({"auto", "none", "required"})
+# Fields with the same name and meaning in both requests (copied when set).
+SAME_OPTIONAL = ("temperature", "top_p", "top_logprobs", "parallel_tool_calls", "top_k",
+                 "min_p", "repetition_penalty", "seed", "presence_penalty",
+                 "frequency_penalty", "ignore_eos", "skip_special_tokens",
+                 "include_stop_str_in_output", "priority", "return_token_ids")
+SAME_PLAIN = ("model", "user", "cache_salt", "request_id", "session_id")
+# A chat field's name as the Responses request spells it (errors name it so).
+PARAMS = {"max_tokens": "max_output_tokens", "max_completion_tokens": "max_output_tokens",
+          "messages": "input", "response_format": "text.format",
+          "logprobs": "top_logprobs"}
+
+
+def _bad(message: str, param: str, reason: str) -> InvalidArgument:
+    return InvalidArgument(message, param=param, reason=reason)
+
+
+def chat_param(param: str) -> str:
+    """The Responses name of a chat request's field (`param` of an error)."""
+    head, dot, rest = param.partition(".")
+    base, bracket, index = head.partition("[")
+    if base in PARAMS:
+        return PARAMS[base] + bracket + index + dot + rest
+    return param
+
+
+def _text(param: str, value: Any) -> str:
+    """A string, or a list of text parts (input_text / output_text / text) joined."""
+    if isinstance(value, str):
+        return value
+    if not isinstance(value, list):
+        raise _bad(f"{param} must be a string or a list of content parts", param,
+                   "INVALID_TYPE")
+    texts = []
+    for i, part in enumerate(value):
+        ptype = part.get("type") if isinstance(part, dict) else None
+        if ptype not in ("input_text", "output_text", "text", "reasoning_text",
+                         "summary_text"):
+            raise _bad(f"{param}[{i}].type must be input_text or output_text (images, files "
+                       "and audio are not supported)", f"{param}[{i}].type",
+                       "VALUE_NOT_ALLOWED")
+        if not isinstance(part.get("text"), str):
+            raise _bad(f"{param}[{i}].text must be a string", f"{param}[{i}].text",
+                       "INVALID_TYPE")
+        texts.append(part["text"])
+    return "".join(texts)
+
+
+def _str_field(param: str, item: dict[str, Any], key: str) -> str:
+    value = item.get(key)
+    if not isinstance(value, str) or not value:
+        raise _bad(f"{param}.{key} must be a non-empty string", f"{param}.{key}",
+                   "FIELD_REQUIRED")
+    return value
+
+
+def _assistant(out: list[chat_pb2.ChatMessage]) -> chat_pb2.ChatMessage:
+    """The assistant message the next function_call / reasoning item joins
+    (the last message when it is an assistant's without text after calls)."""
+    if out and out[-1].role == "assistant":
+        return out[-1]
+    out.append(chat_pb2.ChatMessage(role="assistant"))
+    return out[-1]
+
+
+def _item(param: str, item: Any, out: list[chat_pb2.ChatMessage]) -> None:
+    if not isinstance(item, dict):
+        raise _bad(f"{param} must be an object (an input item)", param, "INVALID_TYPE")
+    itype = item.get("type", "message")
+    if itype == "message":
+        role = item.get("role")
+        if role not in ROLES:
+            raise _bad(f"{param}.role must be one of user, assistant, system, developer",
+                       f"{param}.role", "VALUE_NOT_ALLOWED")
+        text = _text(f"{param}.content", item.get("content"))
+        if role == "assistant" and out and out[-1].role == "assistant" \
+                and not out[-1].tool_calls and not out[-1].HasField("content"):
+            out[-1].content.string_value = text  # after its reasoning item
+            return
+        out.append(chat_pb2.ChatMessage(role=role, content=struct_pb2.Value(string_value=text)))
+    elif itype == "function_call":
+        call_id = _str_field(param, item, "call_id")
+        name = _str_field(param, item, "name")
+        args = item.get("arguments", "")
+        if not isinstance(args, str):
+            raise _bad(f"{param}.arguments must be a JSON string", f"{param}.arguments",
+                       "INVALID_TYPE")
+        _assistant(out).tool_calls.append(chat_pb2.ToolCall(
+            id=call_id, type="function",
+            function=chat_pb2.FunctionCall(name=name, arguments=args)))
+    elif itype == "function_call_output":
+        call_id = _str_field(param, item, "call_id")
+        output = item.get("output")
+        if not isinstance(output, str):
+            output = _text(f"{param}.output", output)
+        out.append(chat_pb2.ChatMessage(role="tool", tool_call_id=call_id,
+                                        content=struct_pb2.Value(string_value=output)))
+    elif itype == "reasoning":
+        parts = item.get("content") or item.get("summary") or []
+        text = _text(f"{param}.content", parts)
+        msg = _assistant(out)
+        msg.reasoning_content = (msg.reasoning_content or "") + text
+    else:
+        raise _bad(f"{param}.type '{itype}' is not supported (message, function_call, "
+                   "function_call_output and reasoning are)", f"{param}.type",
+                   "VALUE_NOT_ALLOWED")
+
+
+def _messages(req: responses_pb2.CreateResponseRequest) -> list[chat_pb2.ChatMessage]:
+    out: list[chat_pb2.ChatMessage] = []
+    if req.HasField("instructions"):
+        out.append(chat_pb2.ChatMessage(
+            role="system", content=struct_pb2.Value(string_value=req.instructions)))
+    kind = req.input.WhichOneof("kind") if req.HasField("input") else None
+    if kind == "string_value":
+        out.append(chat_pb2.ChatMessage(role="user", content=req.input))
+        return out
+    if kind != "list_value":
+        raise _bad("input must be a string or a list of input items", "input",
+                   "FIELD_REQUIRED" if kind in (None, "null_value") else "INVALID_TYPE")
+    items = json_format.MessageToDict(req.input)
+    if not items:
+        raise _bad("input must hold at least one item", "input", "FIELD_REQUIRED")
+    for i, item in enumerate(items):
+        _item(f"input[{i}]", item, out)
+    for msg in out:  # an assistant turn of calls only renders with null content
+        if msg.role == "assistant" and not msg.HasField("content") and not msg.tool_calls:
+            msg.content.string_value = ""
+    return out
+
+
+def _tools(req: responses_pb2.CreateResponseRequest) -> list[chat_pb2.Tool]:
+    tools = []
+    for i, tool in enumerate(req.tools):
+        if tool.type != "function":
+            raise _bad(f"tools[{i}].type must be 'function' (built-in tools are not "
+                       "supported)", f"tools[{i}].type", "VALUE_NOT_ALLOWED")
+        if not tool.name:
+            raise _bad(f"tools[{i}].name must be a non-empty string", f"tools[{i}].name",
+                       "FIELD_REQUIRED")
+        fn = chat_pb2.FunctionDefinition(name=tool.name, description=tool.description)
+        if tool.HasField("parameters"):
+            fn.parameters.CopyFrom(tool.parameters)
+        if tool.HasField("strict"):
+            fn.strict = tool.strict
+        tools.append(chat_pb2.Tool(type="function", function=fn))
+    return tools
+
+
+def _tool_choice(req: responses_pb2.CreateResponseRequest) -> struct_pb2.Value | None:
+    if not req.HasField("tool_choice"):
+        return None
+    choice = json_format.MessageToDict(req.tool_choice)
+    if isinstance(choice, str):
+        if choice not in TOOL_CHOICES:
+            raise _bad("tool_choice must be auto, none, required or a function",
+                       "tool_choice", "VALUE_NOT_ALLOWED")
+        return req.tool_choice
+    if isinstance(choice, dict) and choice.get("type") == "function":
+        name = choice.get("name") or (choice.get("function") or {}).get("name")
+        if not isinstance(name, str) or not name:
+            raise _bad("tool_choice.name must name a function", "tool_choice.name",
+                       "FIELD_REQUIRED")
+        out = struct_pb2.Value()
+        out.struct_value.update({"type": "function", "function": {"name": name}})
+        return out
+    raise _bad("tool_choice must be auto, none, required or {\"type\": \"function\", "
+               "\"name\"}", "tool_choice", "VALUE_NOT_ALLOWED")
+
+
+def _text_format(req: responses_pb2.CreateResponseRequest) -> chat_pb2.ResponseFormat | None:
+    fmt = json_format.MessageToDict(req.text).get("format") if req.HasField("text") else None
+    if fmt is None:
+        return None
+    ftype = fmt.get("type") if isinstance(fmt, dict) else None
+    if ftype == "text":
+        return None
+    if ftype == "json_object":
+        return chat_pb2.ResponseFormat(type="json_object")
+    if ftype == "json_schema":
+        schema = fmt.get("schema")
+        if not isinstance(schema, dict):
+            raise _bad("text.format.schema must be a JSON Schema object", "text.format.schema",
+                       "FIELD_REQUIRED")
+        out = chat_pb2.ResponseFormat(type="json_schema")
+        out.json_schema.name = str(fmt.get("name") or "response")
+        out.json_schema.schema.update(schema)
+        if isinstance(fmt.get("strict"), bool):
+            out.json_schema.strict = fmt["strict"]
+        return out
+    raise _bad("text.format.type must be text, json_object or json_schema",
+               "text.format.type", "VALUE_NOT_ALLOWED")
+
+
+def refuse_stateful(req: responses_pb2.CreateResponseRequest) -> None:
+    """Nothing is stored (bounded memory): no continuation from a stored
+    response, no background run."""
+    if req.previous_response_id:
+        raise _bad("previous_response_id is not supported: tokenwire stores no responses; "
+                   "send the earlier turns as input items", "previous_response_id",
+                   "FEATURE_DISABLED")
+    if req.background:
+        raise _bad("background is not supported: tokenwire stores no responses",
+                   "background", "FEATURE_DISABLED")
+
+
+def to_chat(req: responses_pb2.CreateResponseRequest, *, stream: bool
+            ) -> chat_pb2.CreateChatCompletionRequest:
+    """The chat request `req` runs as (every Responses field checked here
+    or, renamed, by the chat kind's plan)."""
+    refuse_stateful(req)
+    chat = chat_pb2.CreateChatCompletionRequest(stream=stream)
+    chat.messages.extend(_messages(req))
+    chat.tools.extend(_tools(req))
+    choice = _tool_choice(req)
+    if choice is not None:
+        chat.tool_choice.CopyFrom(choice)
+    fmt = _text_format(req)
+    if fmt is not None:
+        chat.response_format.CopyFrom(fmt)
+    if req.HasField("max_output_tokens"):
+        chat.max_tokens = req.max_output_tokens
+    for name in SAME_OPTIONAL:
+        if req.HasField(name):
+            setattr(chat, name, getattr(req, name))
+    for name in SAME_PLAIN:
+        setattr(chat, name, getattr(req, name))
+    if not chat.cache_salt and req.prompt_cache_key:
+        chat.cache_salt = req.prompt_cache_key
+    if req.HasField("top_logprobs") and req.top_logprobs > 0:
+        chat.logprobs = True
+    elif "message.output_text.logprobs" in req.include:
+        chat.logprobs = True
+    if req.HasField("stop"):
+        chat.stop.CopyFrom(req.stop)
+    chat.stop_token_ids.extend(req.stop_token_ids)
+    for key, bias in req.logit_bias.items():
+        chat.logit_bias[key] = bias
+    if req.HasField("chat_template_kwargs"):
+        chat.chat_template_kwargs.CopyFrom(req.chat_template_kwargs)
+    if req.HasField("nvext"):
+        chat.nvext.CopyFrom(req.nvext)
+    if stream:
+        chat.stream_options.include_usage = True  # response.completed carries usage
+    return chat
+
+
+def arguments_ok(arguments: str) -> bool:
+    """Whether a call's arguments are a JSON object's text (else echoed as is)."""
+    try:
+        return isinstance(json.loads(arguments), dict)
+    except (json.JSONDecodeError, TypeError):
+        return False

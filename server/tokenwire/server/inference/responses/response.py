@@ -1,0 +1,366 @@
+"""Chat outputs -> OpenAI's Responses shapes: the unary `Response`
+(CreateResponseResponse: reasoning, message and function_call output
+items, usage, incomplete_details) and the streamed typed events
+(response.created, response.in_progress, response.output_item.added,
+response.content_part.added, response.output_text.delta /
+reasoning_text.delta / function_call_arguments.delta, their .done events,
+response.output_item.done, response.completed; each numbered by
+`sequence_number`), as vLLM's Responses server shapes them
+(vllm/entrypoints/openai/responses/streaming_events.py). Events are dicts
+with their `type`; api/responses_sse.py writes them as SSE."""
+
+from __future__ import annotations
+
+import time
+import uuid
+from typing import Any
+
+from google.protobuf import json_format
+
+from tokenwire.v1 import chat_pb2, common_pb2, responses_pb2
+
+Event = dict[str, Any]
+ECHOED_OPTIONAL = ("instructions", "temperature", "top_p", "max_output_tokens",
+                   "top_logprobs", "max_tool_calls")
+
+
+def _uid() -> str:
+    return uuid.uuid4().hex
+
+
+def response_id(req: responses_pb2.CreateResponseRequest) -> str:
+    """`resp_` + the request id (or a fresh one)."""
+    return "resp_" + (req.request_id or _uid())
+
+
+def _logprobs(chat: common_pb2.ChoiceLogProbs) -> list[dict[str, Any]]:
+    out = []
+    for entry in chat.content:
+        out.append({
+            "token": entry.token, "logprob": entry.logprob, "bytes": list(entry.bytes),
+            "top_logprobs": [{"token": t.token, "logprob": t.logprob, "bytes": list(t.bytes)}
+                             for t in entry.top_logprobs],
+        })
+    return out
+
+
+def skeleton(req: responses_pb2.CreateResponseRequest, rid: str, model: str,
+             created_at: int) -> responses_pb2.CreateResponseResponse:
+    """The Response with the request's echoed fields, no output yet."""
+    resp = responses_pb2.CreateResponseResponse(
+        id=rid, object="response", created_at=created_at, status="in_progress", model=model,
+        user=req.user, truncation=req.truncation or "disabled",
+        service_tier=req.service_tier or "auto", store=False,
+        parallel_tool_calls=req.parallel_tool_calls if req.HasField("parallel_tool_calls")
+        else True, background=False,
+    )
+    for name in ECHOED_OPTIONAL:
+        if req.HasField(name):
+            setattr(resp, name, getattr(req, name))
+    resp.metadata.update(req.metadata)
+    resp.tools.extend(req.tools)
+    if req.HasField("tool_choice"):
+        resp.tool_choice.CopyFrom(req.tool_choice)
+    else:
+        resp.tool_choice.string_value = "auto"
+    if req.HasField("reasoning"):
+        resp.reasoning.CopyFrom(req.reasoning)
+    if req.HasField("text"):
+        resp.text.CopyFrom(req.text)
+    else:
+        resp.text.update({"format": {"type": "text"}})
+    return resp
+
+
+def _usage(resp: responses_pb2.CreateResponseResponse, usage: common_pb2.Usage | Any,
+           reasoning_tokens: int) -> None:
+    u = resp.usage
+    u.input_tokens = usage.prompt_tokens
+    u.output_tokens = usage.completion_tokens
+    u.total_tokens = usage.prompt_tokens + usage.completion_tokens
+    u.input_tokens_details.update(
+        {"cached_tokens": usage.prompt_tokens_details.cached_tokens})
+    u.output_tokens_details.update({"reasoning_tokens": reasoning_tokens})
+
+
+def _finish(resp: responses_pb2.CreateResponseResponse, finish_reason: str) -> None:
+    if finish_reason == "length":
+        resp.status = "incomplete"
+        resp.incomplete_details.reason = "max_output_tokens"
+    else:
+        resp.status = "completed"
+
+
+def _reasoning_item(text: str, status: str = "completed") -> responses_pb2.ResponseOutputItem:
+    item = responses_pb2.ResponseOutputItem(type="reasoning", id="rs_" + _uid(), status=status)
+    item.content.add(type="reasoning_text", text=text)
+    return item
+
+
+def _message_item(text: str, logprobs: list[dict[str, Any]] | None,
+                  status: str = "completed") -> responses_pb2.ResponseOutputItem:
+    item = responses_pb2.ResponseOutputItem(type="message", id="msg_" + _uid(),
+                                            status=status, role="assistant")
+    part = item.content.add(type="output_text", text=text)
+    for entry in logprobs or ():
+        part.logprobs.add().struct_value.update(entry)
+    return item
+
+
+def _call_item(call: chat_pb2.ToolCall, status: str = "completed"
+               ) -> responses_pb2.ResponseOutputItem:
+    return responses_pb2.ResponseOutputItem(
+        type="function_call", id="fc_" + _uid(), status=status,
+        call_id=call.id or "call_" + _uid(), name=call.function.name,
+        arguments=call.function.arguments)
+
+
+def build_response(req: responses_pb2.CreateResponseRequest,
+                   chat: chat_pb2.CreateChatCompletionResponse
+                   ) -> responses_pb2.CreateResponseResponse:
+    """The Response of a finished chat (its first choice)."""
+    resp = skeleton(req, response_id(req), chat.model, int(time.time()))
+    choice = chat.choices[0]
+    msg = choice.message
+    if msg.reasoning_content:
+        resp.output.append(_reasoning_item(msg.reasoning_content))
+    logprobs = _logprobs(choice.logprobs) if choice.HasField("logprobs") else None
+    if msg.content or not msg.tool_calls:
+        resp.output.append(_message_item(msg.content, logprobs))
+    for call in msg.tool_calls:
+        resp.output.append(_call_item(call))
+    _finish(resp, choice.finish_reason)
+    _usage(resp, chat.usage, 0)
+    resp.system_fingerprint = chat.system_fingerprint
+    resp.prompt_token_ids.extend(chat.prompt_token_ids or chat.nvext.prompt_token_ids)
+    resp.output_token_ids.extend(choice.token_ids or choice.nvext.completion_token_ids)
+    return resp
+
+
+def _item_object(item: responses_pb2.ResponseOutputItem) -> dict[str, Any]:
+    """An output item as OpenAI prints it (every required key)."""
+    if item.type == "function_call":
+        return {"type": "function_call", "id": item.id, "call_id": item.call_id,
+                "name": item.name, "arguments": item.arguments, "status": item.status}
+    if item.type == "reasoning":
+        return {"type": "reasoning", "id": item.id, "summary": [],
+                "content": [{"type": "reasoning_text", "text": c.text} for c in item.content],
+                "encrypted_content": None, "status": item.status}
+    return {"type": "message", "id": item.id, "role": "assistant", "status": item.status,
+            "content": [{"type": "output_text", "text": c.text, "annotations": [],
+                         "logprobs": [json_format.MessageToDict(v) for v in c.logprobs]}
+                        for c in item.content]}
+
+
+def response_object(resp: responses_pb2.CreateResponseResponse) -> dict[str, Any]:
+    """The Response as OpenAI prints it: every key its schema requires, null
+    where unset (the transcoder would omit them)."""
+    def opt(name: str) -> Any:
+        return getattr(resp, name) if resp.HasField(name) else None
+
+    out: dict[str, Any] = {
+        "id": resp.id, "object": "response", "created_at": resp.created_at,
+        "status": resp.status, "background": resp.background, "error": None,
+        "incomplete_details": ({"reason": resp.incomplete_details.reason}
+                               if resp.HasField("incomplete_details") else None),
+        "instructions": opt("instructions"),
+        "max_output_tokens": opt("max_output_tokens"), "max_tool_calls": opt("max_tool_calls"),
+        "metadata": dict(resp.metadata), "model": resp.model,
+        "output": [_item_object(item) for item in resp.output],
+        "parallel_tool_calls": resp.parallel_tool_calls, "previous_response_id": None,
+        "reasoning": (json_format.MessageToDict(resp.reasoning)
+                      if resp.HasField("reasoning") else None),
+        "service_tier": resp.service_tier, "store": resp.store,
+        "temperature": opt("temperature"),
+        "text": json_format.MessageToDict(resp.text),
+        "tool_choice": json_format.MessageToDict(resp.tool_choice),
+        "tools": [_tool_object(t) for t in resp.tools],
+        "top_logprobs": opt("top_logprobs"), "top_p": opt("top_p"),
+        "truncation": resp.truncation, "user": resp.user or None,
+        "usage": None,
+    }
+    if resp.HasField("usage"):
+        u = resp.usage
+        out["usage"] = {
+            "input_tokens": u.input_tokens,
+            "input_tokens_details": {
+                "cached_tokens": _count(u.input_tokens_details, "cached_tokens")},
+            "output_tokens": u.output_tokens,
+            "output_tokens_details": {
+                "reasoning_tokens": _count(u.output_tokens_details, "reasoning_tokens")},
+            "total_tokens": u.total_tokens,
+        }
+    if resp.system_fingerprint:
+        out["system_fingerprint"] = resp.system_fingerprint
+    if resp.prompt_token_ids:
+        out["prompt_token_ids"] = list(resp.prompt_token_ids)
+    if resp.output_token_ids:
+        out["output_token_ids"] = list(resp.output_token_ids)
+    return out
+
+
+def _count(details: Any, key: str) -> int:
+    value = details[key] if key in details else 0
+    return int(value) if isinstance(value, (int, float)) else 0
+
+
+def _tool_object(tool: responses_pb2.ResponseTool) -> dict[str, Any]:
+    return {"type": "function", "name": tool.name, "description": tool.description or None,
+            "parameters": json_format.MessageToDict(tool.parameters)
+            if tool.HasField("parameters") else None,
+            "strict": tool.strict if tool.HasField("strict") else None}
+
+
+class ResponseEvents:
+    """A chat stream's chunks -> the Responses events, in OpenAI's order:
+    each output item is added, its part added, its deltas, its part and
+    text done, the item done; then response.completed with the whole
+    Response (status "incomplete" and incomplete_details when cut by
+    max_output_tokens)."""
+
+    def __init__(self, req: responses_pb2.CreateResponseRequest, model: str):
+        self.resp = skeleton(req, response_id(req), model, int(time.time()))
+        self.seq = 0
+        self.item: responses_pb2.ResponseOutputItem | None = None
+        self.text: list[str] = []
+        self.calls: dict[int, responses_pb2.ResponseOutputItem] = {}
+        self.finish = ""
+        self.usage: common_pb2.Usage | None = None
+        self.reasoning_chars = 0
+
+    def _ev(self, etype: str, **fields: Any) -> Event:
+        event = {"type": etype, "sequence_number": self.seq, **fields}
+        self.seq += 1
+        return event
+
+    def start(self) -> list[Event]:
+        body = response_object(self.resp)
+        return [self._ev("response.created", response=body),
+                self._ev("response.in_progress", response=body)]
+
+    def _index(self) -> int:
+        return len(self.resp.output)
+
+    def _open(self, item: responses_pb2.ResponseOutputItem) -> list[Event]:
+        events = self._close()
+        self.item = item
+        self.text = []
+        added = _item_object(item)
+        if item.type == "message":
+            added["content"] = []
+        elif item.type == "reasoning":
+            added["content"] = []
+        events.append(self._ev("response.output_item.added", output_index=self._index(),
+                               item=added))
+        if item.type == "message":
+            events.append(self._ev(
+                "response.content_part.added", item_id=item.id, output_index=self._index(),
+                content_index=0,
+                part={"type": "output_text", "text": "", "annotations": [], "logprobs": []}))
+        elif item.type == "reasoning":
+            events.append(self._ev(
+                "response.content_part.added", item_id=item.id, output_index=self._index(),
+                content_index=0, part={"type": "reasoning_text", "text": ""}))
+        return events
+
+    def _close(self) -> list[Event]:
+        item, events = self.item, list[Event]()
+        if item is None:
+            return events
+        index = self._index()
+        text = "".join(self.text)
+        if item.type == "message":
+            item.content[0].text = text
+            part = _item_object(item)["content"][0]
+            events.append(self._ev("response.output_text.done", item_id=item.id,
+                                   output_index=index, content_index=0, text=text,
+                                   logprobs=part["logprobs"]))
+            events.append(self._ev("response.content_part.done", item_id=item.id,
+                                   output_index=index, content_index=0, part=part))
+        elif item.type == "reasoning":
+            item.content[0].text = text
+            events.append(self._ev("response.reasoning_text.done", item_id=item.id,
+                                   output_index=index, content_index=0, text=text))
+            events.append(self._ev("response.content_part.done", item_id=item.id,
+                                   output_index=index, content_index=0,
+                                   part={"type": "reasoning_text", "text": text}))
+        else:
+            item.arguments = text
+            events.append(self._ev("response.function_call_arguments.done", item_id=item.id,
+                                   output_index=index, name=item.name, arguments=text))
+        item.status = "completed"
+        events.append(self._ev("response.output_item.done", output_index=index,
+                               item=_item_object(item)))
+        self.resp.output.append(item)
+        self.item = None
+        return events
+
+    def on_chunk(self, chunk: chat_pb2.StreamChatCompletionResponse) -> list[Event]:
+        events: list[Event] = []
+        if chunk.HasField("usage"):
+            self.usage = chunk.usage
+        if chunk.system_fingerprint:
+            self.resp.system_fingerprint = chunk.system_fingerprint
+        self.resp.prompt_token_ids.extend(chunk.prompt_token_ids)
+        for choice in chunk.choices:
+            if choice.index:
+                continue  # (n is 1 for a Response)
+            delta = choice.delta
+            self.resp.output_token_ids.extend(choice.token_ids)
+            if delta.reasoning_content:
+                if self.item is None or self.item.type != "reasoning":
+                    events += self._open(_reasoning_item("", "in_progress"))
+                self.text.append(delta.reasoning_content)
+                self.reasoning_chars += len(delta.reasoning_content)
+                events.append(self._ev(
+                    "response.reasoning_text.delta", item_id=self.item.id,  # type: ignore
+                    output_index=self._index(), content_index=0,
+                    delta=delta.reasoning_content))
+            if delta.content:
+                if self.item is None or self.item.type != "message":
+                    events += self._open(_message_item("", None, "in_progress"))
+                self.text.append(delta.content)
+                logprobs = _logprobs(choice.logprobs) if choice.HasField("logprobs") else []
+                if logprobs:
+                    part = self.item.content[0]  # type: ignore[union-attr]
+                    for entry in logprobs:
+                        part.logprobs.add().struct_value.update(entry)
+                events.append(self._ev(
+                    "response.output_text.delta", item_id=self.item.id,  # type: ignore
+                    output_index=self._index(), content_index=0, delta=delta.content,
+                    logprobs=logprobs))
+            for call in delta.tool_calls:
+                events += self._tool_delta(call)
+            if choice.finish_reason:
+                self.finish = choice.finish_reason
+        return events
+
+    def _tool_delta(self, call: chat_pb2.ToolCall) -> list[Event]:
+        index = call.index if call.HasField("index") else len(self.calls)
+        events: list[Event] = []
+        if index not in self.calls:
+            item = _call_item(call, "in_progress")
+            item.arguments = ""
+            self.calls[index] = item
+            events += self._open(item)
+        item = self.calls[index]
+        if self.item is not item:
+            return events  # (a late delta of a closed call: not re-opened)
+        if call.function.arguments:
+            self.text.append(call.function.arguments)
+            events.append(self._ev("response.function_call_arguments.delta", item_id=item.id,
+                                   output_index=self._index(),
+                                   delta=call.function.arguments))
+        return events
+
+    def end(self) -> list[Event]:
+        events = self._close()
+        _finish(self.resp, self.finish)
+        if self.usage is not None:
+            _usage(self.resp, self.usage, 0)
+        events.append(self._ev("response.completed", response=response_object(self.resp)))
+        return events
+
+    def error(self, body: dict[str, Any]) -> Event:
+        """The error event that ends a started stream."""
+        return self._ev("error", **body)
