@@ -238,3 +238,16 @@ def test_return_token_ids_unary_and_stream(stubs) -> None:
     final = _events(stubs[1], _req(stream=True, return_token_ids=True))[-1]["response"]
     assert final["prompt_token_ids"] == list(resp.prompt_token_ids)
     assert final["output_token_ids"] == list(resp.output_token_ids)
+
+
+def test_top_logprobs_on_output_text(stubs) -> None:
+    body = json.loads(stubs[1].CreateResponseJson(_req(top_logprobs=2, max_output_tokens=3),
+                                                  timeout=10).data)
+    entries = body["output"][0]["content"][0]["logprobs"]
+    assert len(entries) == 3 and all(len(e["top_logprobs"]) == 2 for e in entries)
+    assert all(isinstance(b, int) for e in entries for b in e["bytes"])
+    events = _events(stubs[1], _req(stream=True, top_logprobs=2, max_output_tokens=3))
+    deltas = [e for e in events if e["type"] == "response.output_text.delta"]
+    assert sum(len(e["logprobs"]) for e in deltas) == 3
+    assert events[-1]["response"]["status"] == "incomplete"
+    assert events[-1]["response"]["incomplete_details"] == {"reason": "max_output_tokens"}

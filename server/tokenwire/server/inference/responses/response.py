@@ -137,6 +137,14 @@ def build_response(req: responses_pb2.CreateResponseRequest,
     return resp
 
 
+def _logprob_object(value: Any) -> dict[str, Any]:
+    """A stored logprob entry with its byte values as integers (a Struct holds doubles)."""
+    entry = json_format.MessageToDict(value)
+    for e in (entry, *entry.get("top_logprobs", ())):
+        e["bytes"] = [int(b) for b in e.get("bytes", ())]
+    return dict(entry)
+
+
 def _item_object(item: responses_pb2.ResponseOutputItem) -> dict[str, Any]:
     """An output item as OpenAI prints it (every required key)."""
     if item.type == "function_call":
@@ -148,7 +156,7 @@ def _item_object(item: responses_pb2.ResponseOutputItem) -> dict[str, Any]:
                 "encrypted_content": None, "status": item.status}
     return {"type": "message", "id": item.id, "role": "assistant", "status": item.status,
             "content": [{"type": "output_text", "text": c.text, "annotations": [],
-                         "logprobs": [json_format.MessageToDict(v) for v in c.logprobs]}
+                         "logprobs": [_logprob_object(v) for v in c.logprobs]}
                         for c in item.content]}
 
 
