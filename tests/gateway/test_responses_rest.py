@@ -77,3 +77,22 @@ def test_bad_field_is_a_400_in_openai_shape(client, rest, fields, param) -> None
                                                 "stream": True, **fields})
     assert streamed.status_code == 400
     assert json.loads(streamed.text)["error"]["param"] == param
+
+
+def test_midstream_failure_is_an_error_event(rest) -> None:
+    r = rest.post("/v1/responses", json={"model": MODEL, "input": "FAIL_MIDSTREAM",
+                                         "stream": True})
+    assert r.status_code == 200
+    frames = [f for f in r.text.split("\n\n") if f]
+    events = [json.loads(f.split("\ndata: ", 1)[1]) for f in frames]
+    assert events[0]["type"] == "response.created"
+    last = events[-1]
+    assert last["type"] == "error" and last["message"] and last["code"]
+    assert last["sequence_number"] == events[-2]["sequence_number"] + 1
+    assert "[DONE]" not in r.text
+
+
+def test_overload_before_start_is_an_http_error(client) -> None:
+    with pytest.raises(openai.APIStatusError) as info:
+        client.responses.create(model=MODEL, input="OVERLOAD", stream=True)
+    assert info.value.status_code in (429, 503)

@@ -66,13 +66,20 @@ class ResponsesKind(RequestKind[responses_pb2.CreateResponseRequest, ResponsePla
 
     async def stream(self, plane: DataPlane, plan: ResponsePlan,
                      outcome: RunOutcome | None = None) -> AsyncGenerator[Event]:
+        # response.created waits for the chat's first chunk, so a request the
+        # engine refuses up front (full, down) fails the call with its status.
         events = ResponseEvents(plan.req, plan.chat.model)
-        for event in events.start():
-            yield event
+        started = False
         async with aclosing(self.chat.stream(plane, plan.chat, outcome)) as chunks:
             async for chunk in chunks:
+                if not started:
+                    started = True
+                    for event in events.start():
+                        yield event
                 for event in events.on_chunk(chunk):
                     yield event
+        for event in [] if started else events.start():
+            yield event
         for event in events.end():
             yield event
 
