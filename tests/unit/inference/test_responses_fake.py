@@ -251,3 +251,18 @@ def test_top_logprobs_on_output_text(stubs) -> None:
     assert sum(len(e["logprobs"]) for e in deltas) == 3
     assert events[-1]["response"]["status"] == "incomplete"
     assert events[-1]["response"]["incomplete_details"] == {"reason": "max_output_tokens"}
+
+
+def test_chat_rules_apply(stubs) -> None:
+    """Model naming, weight bounds (nvext) and sampling ranges are chat's."""
+    with pytest.raises(grpc.RpcError) as info:
+        stubs[0].CreateResponse(_req(model="no-such-model"), timeout=10)
+    assert info.value.code() == grpc.StatusCode.NOT_FOUND
+    with pytest.raises(grpc.RpcError) as info:
+        stubs[0].CreateResponse(_req(temperature=-1), timeout=10)
+    assert info.value.code() == grpc.StatusCode.INVALID_ARGUMENT
+    assert "temperature" in info.value.details()
+    with pytest.raises(grpc.RpcError) as info:
+        stubs[0].CreateResponse(_req(nvext={"max_weight_lag": -1}), timeout=10)
+    assert info.value.code() == grpc.StatusCode.INVALID_ARGUMENT
+    assert "nvext.max_weight_lag" in info.value.details()
