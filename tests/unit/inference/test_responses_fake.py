@@ -266,3 +266,19 @@ def test_chat_rules_apply(stubs) -> None:
         stubs[0].CreateResponse(_req(nvext={"max_weight_lag": -1}), timeout=10)
     assert info.value.code() == grpc.StatusCode.INVALID_ARGUMENT
     assert "nvext.max_weight_lag" in info.value.details()
+
+
+def test_output_items_round_trip_as_input(stubs) -> None:
+    """An agent loop: the Response's output items (as the SDK sends them
+    back) plus the function's result are the next request's input."""
+    first = json.loads(stubs[1].CreateResponseJson(
+        _req(input="Think first.", tools=TOOLS), timeout=10).data)
+    call = next(o for o in first["output"] if o["type"] == "function_call")
+    items = [{"role": "user", "content": "Think first."}, *first["output"],
+             {"type": "function_call_output", "call_id": call["call_id"], "output": "sunny"}]
+    chat = to_chat(_req(input=items), stream=False)
+    roles = [m.role for m in chat.messages]
+    assert roles == ["user", "assistant", "tool"]
+    assert chat.messages[1].tool_calls[0].id == call["call_id"]
+    second = stubs[0].CreateResponse(_req(input=items), timeout=10)
+    assert second.status == "completed"
