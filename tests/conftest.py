@@ -49,9 +49,11 @@ def fake_engine() -> FakeEngine:
 
 @pytest.fixture(scope="session")
 def fake_server(fake_engine: FakeEngine) -> collections.abc.Iterator[ThreadServer]:
-    # reasoning_parser="fake" lets max_thinking_tokens through to the fake engine
+    # The fake engine's parsers (engine/fake/parsers.py): <think> reasoning
+    # (and max_thinking_tokens let through), Hermes-style tool calls.
     with fake_serving(
-        fake_engine, served_model_name="fake-model", reasoning_parser="fake"
+        fake_engine, served_model_name="fake-model", reasoning_parser="fake",
+        tool_call_parser="hermes", enable_auto_tool_choice=True,
     ) as server:
         yield server
 

@@ -1,33 +1,39 @@
-"""reasoning_content split from <think>...</think> text (with --reasoning-parser)."""
+"""reasoning_content split from <think>...</think> text (with --reasoning-parser),
+through the fake engine's parser double and the servicer."""
 
 from __future__ import annotations
 
 from tests.rpc import chat_request, stream_ids
-from tokenwire.server.inference.reasoning import ReasoningStream, split_text
+from tokenwire.server.core.parsing import ParserConfig, ParseSpec
+from tokenwire.server.engine.fake.parsers import FakeChatParsers, split_reasoning
 
-MARKERS = ("<think>", "</think>")
 THINK = [{"role": "user", "content": "Think first. Then greet me."}]
 
 
-def test_split_text() -> None:
-    assert split_text("<think>hmm</think>\n\nHi", MARKERS) == ("hmm", "Hi")
-    assert split_text("Hi <think>x</think>", MARKERS) == (None, "Hi <think>x</think>")
-    assert split_text("<think>cut off", MARKERS) == ("cut off", "")
+def test_split_reasoning() -> None:
+    assert split_reasoning("<think>hmm</think>\n\nHi") == ("hmm", "Hi")
+    assert split_reasoning("Hi <think>x</think>") == (None, "Hi <think>x</think>")
+    assert split_reasoning("<think>cut off") == ("cut off", "")
+
+
+def _stream(text: str, size: int) -> tuple[str, str]:
+    rp = FakeChatParsers(ParserConfig(reasoning_parser="qwen3")).for_request(ParseSpec())
+    assert rp is not None
+    parser = rp.stream_parser([])
+    thought, content = "", ""
+    pieces = [text[i : i + size] for i in range(0, len(text), size)]
+    for k, piece in enumerate(pieces):
+        d = parser.delta(piece, [], finished=k == len(pieces) - 1)
+        if d is not None:
+            thought, content = thought + (d.reasoning or ""), content + (d.content or "")
+    return thought, content
 
 
 def test_stream_any_split() -> None:
     text = "<think>The user wants a greeting.</think>\n\nHello!"
     for size in (1, 2, 5, 100):
-        r = ReasoningStream(MARKERS)
-        thought, content = "", ""
-        for i in range(0, len(text), size):
-            a, b = r.feed(text[i : i + size])
-            thought, content = thought + a, content + b
-        a, b = r.flush()
-        assert (thought + a, content + b) == ("The user wants a greeting.", "Hello!"), size
-    r = ReasoningStream(MARKERS)
-    assert r.feed("<th") == ("", "")
-    assert r.feed("ank you") == ("", "<thank you")
+        assert _stream(text, size) == ("The user wants a greeting.", "Hello!"), size
+    assert _stream("<thank you", 3) == ("", "<thank you")
 
 
 def test_unary_and_stream_reasoning_content(fake_stub) -> None:

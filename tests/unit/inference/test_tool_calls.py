@@ -1,39 +1,55 @@
-"""Hermes-style tool-call parsing, alone and through the servicer."""
+"""Tool calls through the configured parsers (the fake engine's Hermes-style
+double, engine/fake/parsers.py), alone and through the servicer; vLLM's
+shapes (ids, indices, finish reasons) and vLLM's 400s without the flags."""
 
 from __future__ import annotations
 
 import json
 
-from tests.rpc import chat_request, stream_ids
-from tokenwire.server.inference.tool_calls import StreamParser, parse_text
+import grpc
+import pytest
+
+from tests.rpc import chat_request, error_info, stream_ids
+from tests.servers import fake_serving
+from tokenwire.server.core.parsing import ParserConfig, ParseSpec
+from tokenwire.server.engine.fake.parsers import FakeChatParsers
+from tokenwire.v1 import service_pb2_grpc
 
 CALL = '<tool_call>{"name": "get_weather", "arguments": {"city": "Paris"}}</tool_call>'
 TOOLS = [
     {"type": "function", "function": {"name": "get_weather", "parameters": {"type": "object"}}}
 ]
+HERMES = ParserConfig("hermes", True, "")
 
 
-def test_parse_text_splits_content_and_calls() -> None:
-    content, calls = parse_text("Sure." + CALL)
-    assert content == "Sure."
-    assert [(c.name, json.loads(c.arguments)) for c in calls] == [
+def test_parse_splits_content_and_calls() -> None:
+    rp = FakeChatParsers(HERMES).for_request(ParseSpec(tools=TOOLS))
+    assert rp is not None
+    m = rp.parse("Sure." + CALL, [], [])
+    assert m.content == "Sure." and m.tool_finish
+    assert [(c.name, json.loads(c.arguments)) for c in m.tool_calls] == [
         ("get_weather", {"city": "Paris"})
     ]
-    content, calls = parse_text("<tool_call>not json</tool_call>")
-    assert calls == [] and content == "<tool_call>not json</tool_call>"
+    assert m.tool_calls[0].id.startswith("chatcmpl-tool-")
+    m = rp.parse("<tool_call>not json</tool_call>", [], [])
+    assert m.tool_calls == [] and m.content == "<tool_call>not json</tool_call>"
 
 
 def test_stream_parser_any_split() -> None:
     text = "Sure." + CALL + " done"
     for size in (1, 2, 3, 7, 100):
-        parser = StreamParser()
+        rp = FakeChatParsers(HERMES).for_request(ParseSpec(tools=TOOLS))
+        assert rp is not None
+        parser = rp.stream_parser([])
         content, names = "", []
-        for i in range(0, len(text), size):
-            delta, calls = parser.feed(text[i : i + size])
-            content += delta
-            names += [c.name for c in calls]
-        content += parser.flush()
+        pieces = [text[i : i + size] for i in range(0, len(text), size)]
+        for k, piece in enumerate(pieces):
+            d = parser.delta(piece, [], finished=k == len(pieces) - 1)
+            if d is not None:
+                content += d.content or ""
+                names += [c.name for c in d.tool_calls]
         assert content == "Sure. done" and names == ["get_weather"], size
+        assert parser.tool_finish
 
 
 def test_unary_tool_calls(fake_stub) -> None:
@@ -46,7 +62,7 @@ def test_unary_tool_calls(fake_stub) -> None:
     call = c.message.tool_calls[0]
     assert call.type == "function" and call.function.name == "get_weather"
     assert json.loads(call.function.arguments) == {"city": "Paris"}
-    assert call.id.startswith("call_")
+    assert call.id.startswith("chatcmpl-tool-")  # vLLM's ids
     # ids are untouched by parsing
     assert c.token_ids[-1] == 2
 
@@ -60,6 +76,7 @@ def test_stream_tool_calls_and_ids(fake_stub, fake_engine) -> None:
     calls = [tc for c in chunks for ch in c.choices for tc in ch.delta.tool_calls]
     assert text == "Let me check."
     assert len(calls) == 1 and calls[0].index == 0 and calls[0].function.name == "get_weather"
+    assert calls[0].id.startswith("chatcmpl-tool-") and calls[0].type == "function"
     finals = [ch.finish_reason for c in chunks for ch in c.choices if ch.finish_reason]
     assert finals == ["tool_calls"]
 
@@ -68,3 +85,31 @@ def test_tool_choice_none_leaves_text(fake_stub) -> None:
     resp = fake_stub.CreateChatCompletion(chat_request(tools=TOOLS, tool_choice="none"), timeout=10)
     assert "<tool_call>" in resp.choices[0].message.content
     assert resp.choices[0].finish_reason == "stop"
+
+
+def test_named_tool_choice_is_constrained_and_parsed(fake_stub, fake_engine) -> None:
+    """A named function: the output is constrained to its arguments' JSON
+    (structured outputs, as vLLM), and finish_reason stays "stop"."""
+    choice = {"type": "function", "function": {"name": "get_weather"}}
+    fake_stub.CreateChatCompletion(chat_request(tools=TOOLS, tool_choice=choice), timeout=10)
+    assert fake_engine.requests[-1].params.structured.json_schema == {"type": "object"}
+
+
+@pytest.mark.parametrize("choice, message", [
+    (None, '"auto" tool choice requires --enable-auto-tool-choice and --tool-call-parser'),
+    ("auto", '"auto" tool choice requires --enable-auto-tool-choice and --tool-call-parser'),
+    ("required", 'tool_choice="required" requires --tool-call-parser to be set'),
+])
+def test_tools_without_the_flags_are_refused_as_vllm_does(choice, message) -> None:
+    with fake_serving() as server, grpc.insecure_channel(server.address) as ch:
+        stub = service_pb2_grpc.TokenwireServiceStub(ch)
+        fields = {"tools": TOOLS} if choice is None else {"tools": TOOLS, "tool_choice": choice}
+        with pytest.raises(grpc.RpcError) as err:
+            stub.CreateChatCompletion(chat_request(**fields), timeout=10)
+        assert err.value.code() == grpc.StatusCode.INVALID_ARGUMENT
+        assert message in err.value.details()
+        assert error_info(err.value).metadata["param"] == "tool_choice"
+        # tool_choice "none" with tools: the text as generated
+        resp = stub.CreateChatCompletion(chat_request(tools=TOOLS, tool_choice="none"),
+                                         timeout=10)
+        assert "<tool_call>" in resp.choices[0].message.content

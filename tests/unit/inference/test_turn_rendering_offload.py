@@ -57,7 +57,9 @@ class ThreadEngine(FakeEngine):
 @pytest.fixture(scope="module")
 def server():
     engine = ThreadEngine()
-    with fake_serving(engine, max_model_len=WINDOW, max_offload_queue=1) as srv, \
+    # tools need a tool-call parser (as in vLLM: --enable-auto-tool-choice)
+    with fake_serving(engine, max_model_len=WINDOW, max_offload_queue=1,
+                      tool_call_parser="hermes", enable_auto_tool_choice=True) as srv, \
             grpc.insecure_channel(srv.address) as ch:
         yield service_pb2_grpc.TokenwireServiceStub(ch), engine
 

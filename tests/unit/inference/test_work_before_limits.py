@@ -169,17 +169,18 @@ async def test_large_legal_tools_are_prepared_off_the_event_loop() -> None:
 
     engine = CountingEngine()
     engine._max_model_len = 100_000
-    plane = build_data_plane(engine, ServerSettings(engine="fake", max_model_len=100_000),
-                             ServingState(), Tenancy())
+    settings = ServerSettings(engine="fake", max_model_len=100_000, tool_call_parser="hermes",
+                              enable_auto_tool_choice=True)
+    plane = build_data_plane(engine, settings, ServingState(), Tenancy())
     tools = [{"type": "function", "function": {"name": f"tool{i}", "description": "d" * 1000}}
              for i in range(OFFLOAD_CHARS // 1000 + 1)]
     try:
         plan = await CHAT.plan(plane, chat_request(tools=tools), caller=Caller(), stream=False)
-        assert plan.parse_tool_calls
+        assert plan.parsing is not None
         assert engine.threads[-1] != threading.current_thread().name
         small = await CHAT.plan(plane, chat_request(tools=[TOOL]), caller=Caller(),
                                 stream=False)
-        assert small.parse_tool_calls and engine.threads[-1] == threading.current_thread().name
+        assert small.parsing is not None and engine.threads[-1] == threading.current_thread().name
     finally:
         plane.offload.shutdown()
 

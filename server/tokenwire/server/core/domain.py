@@ -12,6 +12,7 @@ from collections.abc import AsyncIterator
 from typing import TYPE_CHECKING, Any, Protocol
 
 if TYPE_CHECKING:
+    from tokenwire.server.core.parsing import ChatParsers, ParserConfig
     from tokenwire.server.core.weight_bounds import WeightBound
 
 # Floor for non-finite logprobs: JSON has no -inf.
@@ -53,6 +54,7 @@ class StructuredOutput:
 
     json_schema: dict[str, Any] | None = None
     json_object: bool = False
+    structural_tag: str | None = None  # vLLM's structural tag (JSON text)
 
 
 @dataclasses.dataclass
@@ -204,9 +206,6 @@ class RenderOptions:
     max_text_chars: int | None = None  # refuse a rendered text longer than this before tokenizing
 
 
-DEFAULT_REASONING_MARKERS = ("<think>", "</think>")
-
-
 class Engine(Protocol):
     """What the serving layer needs from an engine (vLLM or a fake)."""
 
@@ -218,12 +217,6 @@ class Engine(Protocol):
 
     @property
     def vocab_size(self) -> int: ...
-
-    @property
-    def reasoning_markers(self) -> tuple[str, str]:
-        """Start and end markers of reasoning text (used with a reasoning parser;
-        DEFAULT_REASONING_MARKERS when the parser names none)."""
-        ...
 
     @property
     def max_token_chars(self) -> int:
@@ -275,6 +268,11 @@ class Engine(Protocol):
     def sampling_defaults(self) -> dict[str, Any]:
         """Sampling defaults for fields a request leaves unset (vLLM: the
         model's generation config and --override-generation-config)."""
+        ...
+
+    def chat_parsers(self, config: ParserConfig) -> ChatParsers | None:
+        """The parsers of `config` over this engine's tokenizer (made once,
+        then cached); None when it names none."""
         ...
 
     def shutdown(self) -> None: ...

@@ -8,6 +8,8 @@ import os
 import pathlib
 from typing import Any, Literal, get_args, get_origin, get_type_hints
 
+from tokenwire.server.core.parsing import ParserConfig
+
 # Field metadata: an engine fact. The serving layer reads these, but on the
 # command line they are vLLM's own flags (--model, --max-model-len, ...),
 # parsed by vLLM's argument machinery (engine/vllm/args.py); the fake engine takes
@@ -51,7 +53,12 @@ class ServerSettings:
     max_model_len: int = _engine(2048)
     block_size: int = _engine(32)
     scheduling_policy: str = _engine("priority")  # "priority" is needed for `priority`
-    reasoning_parser: str = _engine("")  # needed for max_thinking_tokens
+    reasoning_parser: str = _engine("")  # reasoning_content; needed for max_thinking_tokens
+    reasoning_parser_plugin: str = _engine("")  # a file registering more reasoning parsers
+    # vLLM's OpenAI-server flags for tool calls (engine/vllm/parsers.py).
+    enable_auto_tool_choice: bool = _engine(False)
+    tool_call_parser: str = _engine("")
+    tool_parser_plugin: str = _engine("")  # a file registering more tool-call parsers
     enable_lora: bool = _engine(False)
     # Every vLLM engine argument (AsyncEngineArgs keywords), resolved from
     # vLLM's flags, the platform defaults and tokenwire's defaults.
@@ -198,6 +205,12 @@ class ServerSettings:
         """The names a request's `model` may give for the base model: the served
         names and the folder-name alias."""
         return tuple(dict.fromkeys((*self.served_names(), self.folder_name())))
+
+    def parser_config(self) -> ParserConfig:
+        """The parser flags (--tool-call-parser, --enable-auto-tool-choice,
+        --reasoning-parser) for Engine.chat_parsers."""
+        return ParserConfig(self.tool_call_parser, self.enable_auto_tool_choice,
+                            self.reasoning_parser)
 
     def resolved_worker_id(self) -> str:
         if self.worker_id:

@@ -42,6 +42,10 @@ def _fake_parser() -> argparse.ArgumentParser:
     facts.add_argument("--block-size", type=int, default=defaults.block_size)
     facts.add_argument("--scheduling-policy", default=defaults.scheduling_policy)
     facts.add_argument("--reasoning-parser", default="")
+    facts.add_argument("--reasoning-parser-plugin", default="")
+    facts.add_argument("--enable-auto-tool-choice", action="store_true")
+    facts.add_argument("--tool-call-parser", default="")
+    facts.add_argument("--tool-parser-plugin", default="")
     facts.add_argument("--enable-lora", action=argparse.BooleanOptionalAction, default=False)
     return parser
 
@@ -51,6 +55,8 @@ def parse_settings(argv: Sequence[str]) -> ServerSettings:
         ns = _fake_parser().parse_args(list(argv))
         facts = {k: getattr(ns, k) for k in ("model", "max_model_len", "block_size",
                                               "scheduling_policy", "reasoning_parser",
+                                              "reasoning_parser_plugin", "enable_auto_tool_choice",
+                                              "tool_call_parser", "tool_parser_plugin",
                                               "enable_lora")}
         names = list(ns.served_model_name)
         facts.update(served_model_name=names[0] if names else "",

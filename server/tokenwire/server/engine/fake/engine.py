@@ -28,7 +28,9 @@ from tokenwire.server.core.domain import (
     RenderOptions,
     finite_logprob,
 )
+from tokenwire.server.core.parsing import ParserConfig
 from tokenwire.server.engine.fake.control import FakeControl
+from tokenwire.server.engine.fake.parsers import FakeChatParsers
 
 UNK, IM_START, IM_END = 0, 1, 2
 SPECIALS = {UNK: "<unk>", IM_START: "<|im_start|>", IM_END: "<|im_end|>"}
@@ -67,6 +69,7 @@ class FakeEngine(FakeControl):
         # (layers, top_k): return routed experts like a MoE with that router
         # (vLLM --enable-return-routed-experts); None: a dense model.
         self.routed_experts: tuple[int, int] | None = None
+        self._parsers: dict[ParserConfig, FakeChatParsers] = {}
 
     def _routed(self, request: EngineRequest, ids: list[int]) -> bytes | None:
         """Deterministic routed experts, [prompt + completion - 1, layers,
@@ -109,9 +112,13 @@ class FakeEngine(FakeControl):
     def vocab_size(self) -> int:
         return VOCAB
 
-    @property
-    def reasoning_markers(self) -> tuple[str, str]:
-        return ("<think>", "</think>")
+    def chat_parsers(self, config: ParserConfig) -> FakeChatParsers | None:
+        if not (config.tool_call_parser or config.reasoning_parser):
+            return None
+        made = self._parsers.get(config)
+        if made is None:
+            made = self._parsers[config] = FakeChatParsers(config)
+        return made
 
     @property
     def max_token_chars(self) -> int:

@@ -16,16 +16,17 @@ from typing import Any
 
 from tokenwire.server.core import errors
 from tokenwire.server.core.domain import (
-    DEFAULT_REASONING_MARKERS,
     EngineOutput,
     EngineRequest,
     RenderOptions,
 )
+from tokenwire.server.core.parsing import ParserConfig
 from tokenwire.server.core.settings import ServerSettings
 from tokenwire.server.engine.tokenizer_ops import TokenizerOps
 from tokenwire.server.engine.vllm.args import describe, engine_env, programmatic_engine_args
 from tokenwire.server.engine.vllm.control import VllmControl
 from tokenwire.server.engine.vllm.convert import convert_output, map_engine_error, sampling_params
+from tokenwire.server.engine.vllm.parsers import VllmChatParsers
 
 log = logging.getLogger("tokenwire.engine")
 
@@ -60,7 +61,8 @@ class VllmEngine(VllmControl):
         self._max_model_len = int(self._llm.model_config.max_model_len)
         self._tok = TokenizerOps(self._llm.get_tokenizer())
         self._vocab_size = max(int(self._llm.model_config.get_vocab_size()), self._tok.size)
-        self._reasoning_markers = _reasoning_markers(settings.reasoning_parser, self._tok.raw)
+        self._parsers: dict[ParserConfig, VllmChatParsers | None] = {}
+        self.chat_parsers(settings.parser_config())  # an unusable parser fails the start
         self._max_token_chars = self._tok.max_token_chars()
         self._loras: dict[str, Any] = {}
         self._sampling_defaults = dict(self._llm.model_config.get_diff_sampling_param())
@@ -101,9 +103,13 @@ class VllmEngine(VllmControl):
     def vocab_size(self) -> int:
         return self._vocab_size
 
-    @property
-    def reasoning_markers(self) -> tuple[str, str]:
-        return self._reasoning_markers
+    def chat_parsers(self, config: ParserConfig) -> VllmChatParsers | None:
+        if config not in self._parsers:
+            made = None
+            if config.tool_call_parser or config.reasoning_parser:
+                made = VllmChatParsers(config, self._tok.raw, self._llm.model_config)
+            self._parsers[config] = made
+        return self._parsers[config]
 
     @property
     def max_token_chars(self) -> int:
@@ -162,19 +168,3 @@ class VllmEngine(VllmControl):
     def shutdown(self) -> None:
         self._llm.shutdown()
 
-
-def _reasoning_markers(parser_name: str, tokenizer: Any) -> tuple[str, str]:
-    """The think markers of vLLM's reasoning parser, else <think>…</think>."""
-    if not parser_name:
-        return DEFAULT_REASONING_MARKERS
-    try:
-        from vllm.reasoning import ReasoningParserManager
-
-        parser = ReasoningParserManager.get_reasoning_parser(parser_name)(tokenizer)
-        start, end = getattr(parser, "start_token", None), getattr(parser, "end_token", None)
-    except Exception as exc:
-        log.warning("reasoning parser %s gives no markers (%s); using <think>", parser_name, exc)
-        return DEFAULT_REASONING_MARKERS
-    if isinstance(start, str) and isinstance(end, str) and start and end:
-        return (start, end)
-    return DEFAULT_REASONING_MARKERS

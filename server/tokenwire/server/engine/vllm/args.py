@@ -64,7 +64,44 @@ def build_parser(add_tokenwire: Callable[..., None], prog: str = "tokenwire serv
     alias.add_argument("--kv-cache-bytes", dest="kv_cache_bytes", type=int, default=None,
                        help="the same as vLLM's --kv-cache-memory-bytes")
     AsyncEngineArgs.add_cli_args(parser)
+    add_parser_flags(parser)
     return parser
+
+
+# vLLM's OpenAI-server flags for tool calls (its FrontendArgs), taken as
+# `vllm serve` takes them; --reasoning-parser(-plugin) are engine flags.
+FRONTEND_FLAGS = ("enable_auto_tool_choice", "tool_call_parser", "tool_parser_plugin")
+
+
+def add_parser_flags(parser: Any) -> None:
+    from vllm.engine.arg_utils import get_kwargs
+    from vllm.entrypoints.launchers.cli_args import FrontendArgs
+
+    kwargs = get_kwargs(FrontendArgs)
+    group = parser.add_argument_group("vLLM's tool-call flags (as `vllm serve` takes them)")
+    for name in FRONTEND_FLAGS:
+        group.add_argument("--" + name.replace("_", "-"), **kwargs[name])
+
+
+def parser_facts(ns: argparse.Namespace, kwargs: dict[str, Any]) -> dict[str, Any]:
+    """The parser flags as settings, checked as `vllm serve` checks them
+    (plugins imported first): an unknown name stops the start, listing
+    vLLM's names."""
+    from tokenwire.server.core.parsing import ParserConfig
+    from tokenwire.server.engine.vllm.parsers import check_names, import_plugins
+
+    facts = {
+        "enable_auto_tool_choice": bool(ns.enable_auto_tool_choice),
+        "tool_call_parser": ns.tool_call_parser or "",
+        "tool_parser_plugin": ns.tool_parser_plugin or "",
+        "reasoning_parser_plugin": kwargs.get("reasoning_parser_plugin") or "",
+    }
+    import_plugins(facts["tool_parser_plugin"], facts["reasoning_parser_plugin"])
+    why = check_names(ParserConfig(facts["tool_call_parser"], facts["enable_auto_tool_choice"],
+                                   kwargs.get("reasoning_parser") or ""))
+    if why is not None:
+        raise SystemExit(f"tokenwire serve: {why}")
+    return facts
 
 
 def given_dests(parser: argparse.ArgumentParser, argv: Sequence[str]) -> set[str]:
@@ -155,7 +192,7 @@ def parse_serve_args(argv: Sequence[str], add_tokenwire: Callable[..., None],
     given = given_dests(parser, argv)
     kwargs = resolve(ns, given, demo_model)
     link_logprob_caps(ns, kwargs, given)
-    return ns, engine_facts(kwargs)
+    return ns, {**engine_facts(kwargs), **parser_facts(ns, kwargs)}
 
 
 # --max-logprobs -1 (vLLM: no cap below the vocabulary) as tokenwire's cap.
@@ -193,6 +230,8 @@ def programmatic_engine_args(settings: ServerSettings) -> dict[str, Any]:
         argv += ["--served-model-name", *settings.served_names()]
     if settings.reasoning_parser:
         argv += ["--reasoning-parser", settings.reasoning_parser]
+    if settings.reasoning_parser_plugin:
+        argv += ["--reasoning-parser-plugin", settings.reasoning_parser_plugin]
     parser = build_parser(add_arguments)
     return resolve(parser.parse_args(argv), given_dests(parser, argv), settings.resolved_model)
 

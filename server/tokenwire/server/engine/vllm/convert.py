@@ -35,6 +35,8 @@ def sampling_params(p: GenerationParams, stream: bool) -> Any:
             structured = StructuredOutputsParams(json=p.structured.json_schema)
         elif p.structured.json_object:
             structured = StructuredOutputsParams(json_object=True)
+        elif p.structured.structural_tag is not None:
+            structured = StructuredOutputsParams(structural_tag=p.structured.structural_tag)
     return SamplingParams(
         n=p.n,
         temperature=p.temperature,

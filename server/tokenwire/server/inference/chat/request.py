@@ -25,6 +25,7 @@ from tokenwire.server.core.domain import (
     StructuredOutput,
 )
 from tokenwire.server.core.errors import InvalidArgument
+from tokenwire.server.core.parsing import ParseSpec, RequestParsers
 from tokenwire.server.core.settings import ServerSettings
 from tokenwire.server.inference.shared import sampling
 from tokenwire.server.inference.shared.identity import check_model, lora_of, new_request_id
@@ -58,9 +59,10 @@ class ChatPlan:
     include_usage: bool
     continuous_usage: bool
     speculative_prefill: bool
-    parse_tool_calls: bool = False
+    # The configured parsers of tool calls and reasoning, for this request
+    # (Engine.chat_parsers); None: the text goes out as generated.
+    parsing: RequestParsers | None = None
     as_token_ids: bool = False  # return_tokens_as_token_ids: logprob tokens spelled "token_id:N"
-    reasoning_markers: tuple[str, str] | None = None  # split reasoning_content when set
     received: float = dataclasses.field(default_factory=time.time)
     weight_version: str = ""  # the weight version current when the request was planned
 
@@ -105,6 +107,40 @@ def check_tool_choice(value: struct_pb2.Value, tools: list[dict[str, Any]] | Non
         return
     raise InvalidArgument("tool_choice must be a string or an object",
                           param="tool_choice", reason="INVALID_TYPE")
+
+
+def parsing_of(req: chat_pb2.CreateChatCompletionRequest, engine: Engine,
+               settings: ServerSettings, options: RenderOptions) -> RequestParsers | None:
+    """The request's parsing by the server's parsers; None without any (and
+    then tools with a tool_choice other than "none" are refused, as vLLM does)."""
+    choice: str | dict[str, Any] | None = None
+    kind = req.tool_choice.WhichOneof("kind") if req.HasField("tool_choice") else None
+    if kind == "string_value":
+        choice = req.tool_choice.string_value
+    elif kind == "struct_value":
+        choice = struct_to_dict(req.tool_choice.struct_value)
+    spec = ParseSpec(
+        tools=options.tools, tool_choice=choice,
+        parallel_tool_calls=(req.parallel_tool_calls if req.HasField("parallel_tool_calls")
+                             else None),
+        template_kwargs=options.template_kwargs,
+    )
+    parsers = engine.chat_parsers(settings.parser_config())
+    if parsers is None:
+        if options.tools and choice != "none":  # vLLM's answer without the flags
+            raise InvalidArgument(
+                '"auto" tool choice requires --enable-auto-tool-choice and --tool-call-parser '
+                "to be set" if choice in (None, "auto") else
+                f"tool_choice={_choice_text(choice)} requires --tool-call-parser to be set",
+                param="tool_choice", reason="FEATURE_DISABLED")
+        return None
+    return parsers.for_request(spec)
+
+
+def _choice_text(choice: str | dict[str, Any]) -> str:
+    if isinstance(choice, dict):
+        return f'function "{(choice.get("function") or {}).get("name")}"'
+    return f'"{choice}"'
 
 
 def structured_output(rf: chat_pb2.ResponseFormat) -> StructuredOutput | None:
@@ -185,13 +221,15 @@ def build_chat_plan(
     params, want_lp, top = sampling_from_chat(req, settings, engine.vocab_size,
                                               engine.sampling_defaults())
 
-    # Tool calls are parsed from the output when tools are offered and the
-    # tool choice is not "none" (whether or not the prompt was rendered here).
+    # Tool calls and reasoning are parsed from the output by the configured
+    # parsers (whether or not the prompt was rendered here), as vLLM does.
     options = render_options(req, trust_template=settings.trust_request_chat_template)
     tools = options.tools
     if req.HasField("tool_choice"):
         check_tool_choice(req.tool_choice, tools)
-    parse_tool_calls = bool(tools) and req.tool_choice.string_value != "none"
+    parsing = parsing_of(req, engine, settings, options)
+    if parsing is not None:
+        parsing.adjust(params)  # structured outputs for required / named; special tokens
 
     # The prompt: token ids as given, raw text, or the rendered template.
     if given_ids:
@@ -249,7 +287,6 @@ def build_chat_plan(
         include_usage=bool(req.stream_options.include_usage),
         continuous_usage=bool(req.stream_options.continuous_usage_stats),
         speculative_prefill=bool(nv.agent_hints.speculative_prefill),
-        parse_tool_calls=parse_tool_calls,
+        parsing=parsing,
         as_token_ids=bool(req.return_tokens_as_token_ids),
-        reasoning_markers=engine.reasoning_markers if settings.reasoning_parser else None,
     )

@@ -8,32 +8,42 @@ from collections.abc import Callable
 from typing import Any
 
 from tokenwire.server.core.domain import ChoiceOutput, Engine, EngineOutput, EngineTimes
+from tokenwire.server.core.parsing import ChoiceParser, ParsedToolCall, ToolCallDelta
 from tokenwire.server.inference.chat.request import ChatPlan
-from tokenwire.server.inference.reasoning import ReasoningStream, split_text
 from tokenwire.server.inference.shared.choices import ChoiceAccumulator, finish_choice
 from tokenwire.server.inference.shared.logprobs import add_prompt_logprobs, choice_logprobs
 from tokenwire.server.inference.shared.nvext import add_prompt_nvext, response_nvext
 from tokenwire.server.inference.shared.outputs import chunk_maker
 from tokenwire.server.inference.shared.usage import timing, usage
-from tokenwire.server.inference.tool_calls import ParsedCall, StreamParser, parse_text
 from tokenwire.v1 import chat_pb2, common_pb2
 
 
-def _finish_reason(reason: str | None, tool_calls: int = 0) -> str:
+def _finish_reason(reason: str | None, tool_finish: bool = False) -> str:
+    """vLLM's: a "stop" after tool calls (auto or required) is "tool_calls"."""
     if reason is None:
         return ""
-    if reason == "stop" and tool_calls:
+    if reason == "stop" and tool_finish:
         return "tool_calls"
     return reason
 
 
-def _add_calls(target: Any, calls: list[ParsedCall], first_index: int, *, indexed: bool) -> None:
-    for k, call in enumerate(calls):
+def _add_calls(target: Any, calls: list[ParsedToolCall]) -> None:
+    for call in calls:
         tc = target.add(id=call.id, type="function")
         tc.function.name = call.name
         tc.function.arguments = call.arguments
-        if indexed:
-            tc.index = first_index + k
+
+
+def _add_call_deltas(target: Any, calls: list[ToolCallDelta]) -> None:
+    """vLLM's DeltaToolCalls: id, type and name on a call's first piece only."""
+    for call in calls:
+        tc = target.add(index=call.index)
+        if call.id is not None:
+            tc.id, tc.type = call.id, "function"
+        if call.name is not None:
+            tc.function.name = call.name
+        if call.arguments is not None:
+            tc.function.arguments = call.arguments
 
 
 def build_chat_response(
@@ -53,21 +63,22 @@ def build_chat_response(
         acc = ChoiceAccumulator(out.index)
         acc.add(out)
         completion_len += len(out.token_ids)
-        reasoning, text = (
-            split_text(out.text, plan.reasoning_markers) if plan.reasoning_markers
-            else (None, out.text)
-        )
-        content, calls = parse_text(text) if plan.parse_tool_calls else (text, [])
         message = chat_pb2.ResponseMessage(role="assistant")
-        if content or not calls:
-            message.content = content
-        if reasoning is not None:
-            message.reasoning_content = reasoning
-        _add_calls(message.tool_calls, calls, 0, indexed=False)
+        tool_finish = False
+        if plan.parsing is None:
+            message.content = out.text
+        else:  # text only: the choice's ids, logprobs and spans go out as generated
+            parsed = plan.parsing.parse(out.text, out.token_ids, final.prompt_token_ids)
+            if parsed.content is not None:
+                message.content = parsed.content
+            if parsed.reasoning is not None:
+                message.reasoning_content = parsed.reasoning
+            _add_calls(message.tool_calls, parsed.tool_calls)
+            tool_finish = parsed.tool_finish
         choice = resp.choices.add(
             index=out.index,
             message=message,
-            finish_reason=_finish_reason(out.finish_reason, len(calls)),
+            finish_reason=_finish_reason(out.finish_reason, tool_finish),
         )
         if plan.logprobs:
             choice.logprobs.CopyFrom(choice_logprobs(engine, out.logprobs, plan.top_logprobs,
@@ -109,14 +120,8 @@ class ChatStreamBuilder:
         self.cached = 0
         self.times: EngineTimes | None = None
         self._mirror: chat_pb2.ChoiceNvExt | None = None
-        self.tool_parsers = (
-            {i: StreamParser() for i in range(plan.request.params.n)} if plan.parse_tool_calls
-            else {}
-        )
-        markers = plan.reasoning_markers
-        self.reasoners = (
-            {i: ReasoningStream(markers) for i in range(plan.request.params.n)} if markers else {}
-        )
+        # One parser per choice (stateful), made at its first output.
+        self.parsers: dict[int, ChoiceParser] = {}
 
     @functools.cached_property
     def _chunk(self) -> Callable[[], chat_pb2.StreamChatCompletionResponse]:
@@ -165,17 +170,24 @@ class ChatStreamBuilder:
             acc.add(c)
             if not c.token_ids and not c.text and c.finish_reason is None:
                 continue
+            if plan.parsing is None:
+                ch = chunk.choices.add(index=c.index)
+                ch.delta.content = c.text
+            else:
+                parsed = self._parsed(chunk, c)
+                if parsed is None:  # text held back, and nothing else to carry
+                    continue
+                ch = parsed
             send = True
-            ch = chunk.choices.add(index=c.index)
-            self._set_text(ch, c)
             if plan.ids_wanted:
                 ch.token_ids.extend(c.token_ids)
             if plan.logprobs:
                 ch.logprobs.CopyFrom(choice_logprobs(self.engine, c.logprobs, plan.top_logprobs,
                                                      plan.as_token_ids))
             if c.finish_reason is not None:
-                parser = self.tool_parsers.get(c.index)
-                ch.finish_reason = _finish_reason(c.finish_reason, parser.calls if parser else 0)
+                parser = self.parsers.get(c.index)
+                ch.finish_reason = _finish_reason(c.finish_reason,
+                                                  parser is not None and parser.tool_finish)
                 nv = finish_choice(ch, c, plan, acc, self.prompt_ids)
                 if nv is not None and c.index == 0:
                     self._mirror = nv
@@ -191,26 +203,32 @@ class ChatStreamBuilder:
                 send = True
         return chunk if send else None
 
-    def _set_text(self, ch: chat_pb2.ChatCompletionChunkChoice, c: ChoiceOutput) -> None:
-        text = c.text
-        reasoner = self.reasoners.get(c.index)
-        if reasoner is not None:
-            thought, text = reasoner.feed(text)
-            if c.finish_reason is not None:
-                more_thought, more_text = reasoner.flush()
-                thought, text = thought + more_thought, text + more_text
-            if thought:
-                ch.delta.reasoning_content = thought
-        parser = self.tool_parsers.get(c.index)
+    def _parsed(self, chunk: chat_pb2.StreamChatCompletionResponse, c: ChoiceOutput
+                ) -> chat_pb2.ChatCompletionChunkChoice | None:
+        """The choice's delta through its parser: text, reasoning and tool-call
+        pieces as the parser releases them; None when it holds everything back
+        and the chunk would carry nothing else (no ids or logprobs wanted, not
+        finished). Ids are never held: they go out in the chunk they came in."""
+        parser = self.parsers.get(c.index)
         if parser is None:
-            ch.delta.content = text
-            return
-        before = parser.calls
-        content, calls = parser.feed(text)
-        if c.finish_reason is not None:
-            content += parser.flush()
-        ch.delta.content = content
-        _add_calls(ch.delta.tool_calls, calls, before, indexed=True)
+            assert self.plan.parsing is not None
+            parser = self.parsers[c.index] = self.plan.parsing.stream_parser(self.prompt_ids)
+        finished = c.finish_reason is not None
+        parsed = parser.delta(c.text, c.token_ids, finished=finished)
+        if parsed is None:
+            if not (finished or self.plan.ids_wanted or self.plan.logprobs):
+                return None
+            ch = chunk.choices.add(index=c.index)
+            ch.delta.SetInParent()  # an empty delta, as vLLM's DeltaMessage()
+            return ch
+        ch = chunk.choices.add(index=c.index)
+        if parsed.content is not None:
+            ch.delta.content = parsed.content
+        if parsed.reasoning is not None:
+            ch.delta.reasoning_content = parsed.reasoning
+        if parsed.tool_calls:
+            _add_call_deltas(ch.delta.tool_calls, parsed.tool_calls)
+        return ch
 
     def _usage(self) -> common_pb2.Usage:
         completion = sum(len(a.token_ids) for a in self.accs.values())

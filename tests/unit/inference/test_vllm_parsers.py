@@ -1,0 +1,141 @@
+"""vLLM's own parsers behind engine/vllm/parsers.py, driven directly with the
+demo model's tokenizer: several families' formats, unary and streamed at
+awkward boundaries (inside a tag, inside the JSON), vLLM's call shapes."""
+
+from __future__ import annotations
+
+import json
+import pathlib
+
+import pytest
+
+from tokenwire.server.core.domain import GenerationParams
+from tokenwire.server.core.errors import InvalidArgument
+from tokenwire.server.core.parsing import ParserConfig, ParseSpec
+
+MODEL = pathlib.Path(__file__).resolve().parents[3] / ".models" / "SmolLM2-135M-Instruct"
+TOOLS = [{"type": "function", "function": {
+    "name": "get_weather",
+    "parameters": {"type": "object", "properties": {"city": {"type": "string"}}}}}]
+HERMES = ('<think>Paris, then.</think>Sure.<tool_call>\n{"name": "get_weather", '
+          '"arguments": {"city": "Paris"}}\n</tool_call>')
+KIMI = ("<|tool_calls_section_begin|><|tool_call_begin|>functions.get_weather:0"
+        '<|tool_call_argument_begin|>{"city": "Paris"}<|tool_call_end|>'
+        "<|tool_calls_section_end|>")
+
+
+@pytest.fixture(scope="module")
+def tokenizer():
+    if not (MODEL / "tokenizer.json").exists():
+        pytest.skip("the demo model is not built (make model)")
+    from vllm.tokenizers import get_tokenizer
+
+    return get_tokenizer(str(MODEL))
+
+
+def _parsers(tokenizer, tool: str, reasoning: str = "", auto: bool = True):
+    from tokenwire.server.engine.vllm.parsers import VllmChatParsers
+
+    return VllmChatParsers(ParserConfig(tool, auto, reasoning), tokenizer)
+
+
+def _stream(rp, tokenizer, text: str, step: int):
+    """Feed `text` as the engine would: `step` tokens per delta."""
+    ids = tokenizer.encode(text, add_special_tokens=False)
+    parser = rp.stream_parser([1, 2, 3])
+    reasoning, content, calls = "", "", {}
+    for k in range(0, len(ids), step):
+        chunk = ids[k : k + step]
+        d = parser.delta(tokenizer.decode(chunk), chunk, finished=k + step >= len(ids))
+        if d is None:
+            continue
+        reasoning += d.reasoning or ""
+        content += d.content or ""
+        for tc in d.tool_calls:
+            call = calls.setdefault(tc.index, {"id": None, "name": None, "arguments": ""})
+            if tc.id is not None:
+                assert call["id"] is None  # the id comes once, on the call's first piece
+                call["id"] = tc.id
+            if tc.name is not None:
+                call["name"] = tc.name
+            call["arguments"] += tc.arguments or ""
+    return reasoning, content, calls, parser.tool_finish
+
+
+@pytest.mark.parametrize("step", [1, 2, 3, 5, 1000])
+def test_hermes_with_qwen3_reasoning(tokenizer, step) -> None:
+    rp = _parsers(tokenizer, "hermes", "qwen3").for_request(ParseSpec(tools=TOOLS))
+    ids = tokenizer.encode(HERMES, add_special_tokens=False)
+    m = rp.parse(HERMES, ids, [1, 2, 3])
+    assert (m.reasoning, m.content, m.tool_finish) == ("Paris, then.", "Sure.", True)
+    [call] = m.tool_calls
+    assert call.name == "get_weather" and json.loads(call.arguments) == {"city": "Paris"}
+    assert call.id.startswith("chatcmpl-tool-")
+    reasoning, content, calls, finish = _stream(rp, tokenizer, HERMES, step)
+    assert (reasoning, content.strip(), finish) == ("Paris, then.", "Sure.", True)
+    assert list(calls) == [0] and calls[0]["name"] == "get_weather"
+    assert calls[0]["id"].startswith("chatcmpl-tool-")
+    assert json.loads(calls[0]["arguments"]) == {"city": "Paris"}
+
+
+@pytest.mark.parametrize("step", [1, 4, 1000])
+def test_kimi_k2_calls_and_ids(tokenizer, step) -> None:
+    rp = _parsers(tokenizer, "kimi_k2").for_request(ParseSpec(tools=TOOLS))
+    m = rp.parse(KIMI, [], [])
+    assert [(c.id, c.name, json.loads(c.arguments)) for c in m.tool_calls] == [
+        ("functions.get_weather:0", "get_weather", {"city": "Paris"})]
+    _, _, calls, finish = _stream(rp, tokenizer, KIMI, step)
+    assert finish and calls[0]["id"] == "functions.get_weather:0"
+    assert json.loads(calls[0]["arguments"]) == {"city": "Paris"}
+
+
+def test_parallel_tool_calls_false_keeps_the_first(tokenizer) -> None:
+    two = HERMES + '<tool_call>{"name": "get_weather", "arguments": {"city": "Rome"}}</tool_call>'
+    spec = ParseSpec(tools=TOOLS, parallel_tool_calls=False)
+    rp = _parsers(tokenizer, "hermes", "qwen3").for_request(spec)
+    assert [json.loads(c.arguments)["city"] for c in rp.parse(two, [], []).tool_calls] == [
+        "Paris"]
+    _, _, calls, _ = _stream(rp, tokenizer, two, 2)
+    assert list(calls) == [0]
+    rp = _parsers(tokenizer, "hermes", "qwen3").for_request(ParseSpec(tools=TOOLS))
+    assert len(rp.parse(two, [], []).tool_calls) == 2
+
+
+def test_required_and_named_are_constrained_as_vllm_does(tokenizer) -> None:
+    """vLLM 0.32 constrains hermes' "required" and named calls with a
+    structural tag of its own format (then parses that format)."""
+    ps = _parsers(tokenizer, "hermes")
+    call = '<tool_call>{"name": "get_weather", "arguments": {"city": "Paris"}}</tool_call>'
+    for choice in ("required", {"type": "function", "function": {"name": "get_weather"}}):
+        params = GenerationParams()
+        rp = ps.for_request(ParseSpec(tools=TOOLS, tool_choice=choice))
+        rp.adjust(params)
+        tag = params.structured.structural_tag
+        assert "<tool_call>" in tag and "get_weather" in tag and json.loads(tag), choice
+        m = rp.parse(call, [], [])
+        assert [(c.name, json.loads(c.arguments)) for c in m.tool_calls] == [
+            ("get_weather", {"city": "Paris"})], choice
+        assert m.tool_finish == (choice == "required")  # vLLM: a named call finishes "stop"
+    params = GenerationParams()
+    ps.for_request(ParseSpec(tools=TOOLS, tool_choice="none")).adjust(params)
+    assert params.structured is None
+
+
+def test_without_auto_tool_choice_tools_are_refused(tokenizer) -> None:
+    ps = _parsers(tokenizer, "hermes", "qwen3", auto=False)
+    with pytest.raises(InvalidArgument) as err:
+        ps.for_request(ParseSpec(tools=TOOLS))
+    assert "--enable-auto-tool-choice" in err.value.message
+    rp = ps.for_request(ParseSpec(tools=TOOLS, tool_choice="none"))  # reasoning only
+    m = rp.parse(HERMES, [], [])
+    assert m.reasoning == "Paris, then." and "<tool_call>" in m.content and not m.tool_calls
+
+
+def test_unknown_names_are_listed() -> None:
+    from tokenwire.server.engine.vllm.parsers import check_names
+
+    why = check_names(ParserConfig("nope", True, ""))
+    assert why is not None and "hermes" in why and "llama3_json" in why and "mistral" in why
+    assert "deepseek_r1" in (check_names(ParserConfig(reasoning_parser="nope")) or "")
+    assert check_names(ParserConfig("", True, "")) is not None
+    assert check_names(ParserConfig("hermes", True, "qwen3")) is None
