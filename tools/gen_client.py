@@ -102,6 +102,8 @@ SERVICES = (
             "CountMessageTokens": "Anthropic's /v1/messages/count_tokens (the anthropic SDK)",
             "CreateResponse": "OpenAI's Responses API for agents (the openai SDK is its client: "
                               "docs/agents.md)",
+            "StreamResponse": "the Responses API's typed events (the openai SDK streams them "
+                              "over REST: docs/agents.md)",
         },
     ),
     Service(

@@ -246,3 +246,33 @@ class CreateResponseResponse(_message.Message):
     prompt_token_ids: _containers.RepeatedScalarFieldContainer[int]
     output_token_ids: _containers.RepeatedScalarFieldContainer[int]
     def __init__(self, id: _Optional[str] = ..., object: _Optional[str] = ..., created_at: _Optional[int] = ..., status: _Optional[str] = ..., model: _Optional[str] = ..., output: _Optional[_Iterable[_Union[ResponseOutputItem, _Mapping]]] = ..., usage: _Optional[_Union[ResponseUsage, _Mapping]] = ..., incomplete_details: _Optional[_Union[ResponseIncompleteDetails, _Mapping]] = ..., instructions: _Optional[str] = ..., metadata: _Optional[_Mapping[str, str]] = ..., temperature: _Optional[float] = ..., top_p: _Optional[float] = ..., max_output_tokens: _Optional[int] = ..., parallel_tool_calls: _Optional[bool] = ..., tool_choice: _Optional[_Union[_struct_pb2.Value, _Mapping]] = ..., tools: _Optional[_Iterable[_Union[ResponseTool, _Mapping]]] = ..., user: _Optional[str] = ..., truncation: _Optional[str] = ..., service_tier: _Optional[str] = ..., store: _Optional[bool] = ..., reasoning: _Optional[_Union[_struct_pb2.Struct, _Mapping]] = ..., text: _Optional[_Union[_struct_pb2.Struct, _Mapping]] = ..., top_logprobs: _Optional[int] = ..., max_tool_calls: _Optional[int] = ..., background: _Optional[bool] = ..., system_fingerprint: _Optional[str] = ..., prompt_token_ids: _Optional[_Iterable[int]] = ..., output_token_ids: _Optional[_Iterable[int]] = ...) -> None: ...
+
+class ResponseStreamEvent(_message.Message):
+    __slots__ = ("type", "sequence_number", "response", "output_index", "item", "item_id", "content_index", "part", "delta", "text", "arguments", "name", "logprobs")
+    TYPE_FIELD_NUMBER: _ClassVar[int]
+    SEQUENCE_NUMBER_FIELD_NUMBER: _ClassVar[int]
+    RESPONSE_FIELD_NUMBER: _ClassVar[int]
+    OUTPUT_INDEX_FIELD_NUMBER: _ClassVar[int]
+    ITEM_FIELD_NUMBER: _ClassVar[int]
+    ITEM_ID_FIELD_NUMBER: _ClassVar[int]
+    CONTENT_INDEX_FIELD_NUMBER: _ClassVar[int]
+    PART_FIELD_NUMBER: _ClassVar[int]
+    DELTA_FIELD_NUMBER: _ClassVar[int]
+    TEXT_FIELD_NUMBER: _ClassVar[int]
+    ARGUMENTS_FIELD_NUMBER: _ClassVar[int]
+    NAME_FIELD_NUMBER: _ClassVar[int]
+    LOGPROBS_FIELD_NUMBER: _ClassVar[int]
+    type: str
+    sequence_number: int
+    response: CreateResponseResponse
+    output_index: int
+    item: ResponseOutputItem
+    item_id: str
+    content_index: int
+    part: ResponseContent
+    delta: str
+    text: str
+    arguments: str
+    name: str
+    logprobs: _containers.RepeatedCompositeFieldContainer[_struct_pb2.Value]
+    def __init__(self, type: _Optional[str] = ..., sequence_number: _Optional[int] = ..., response: _Optional[_Union[CreateResponseResponse, _Mapping]] = ..., output_index: _Optional[int] = ..., item: _Optional[_Union[ResponseOutputItem, _Mapping]] = ..., item_id: _Optional[str] = ..., content_index: _Optional[int] = ..., part: _Optional[_Union[ResponseContent, _Mapping]] = ..., delta: _Optional[str] = ..., text: _Optional[str] = ..., arguments: _Optional[str] = ..., name: _Optional[str] = ..., logprobs: _Optional[_Iterable[_Union[_struct_pb2.Value, _Mapping]]] = ...) -> None: ...

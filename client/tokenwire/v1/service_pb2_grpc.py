@@ -145,6 +145,11 @@ class TokenwireServiceStub:
                 request_serializer=tokenwire_dot_v1_dot_responses__pb2.CreateResponseRequest.SerializeToString,
                 response_deserializer=tokenwire_dot_v1_dot_responses__pb2.CreateResponseResponse.FromString,
                 _registered_method=True)
+        self.StreamResponse = channel.unary_stream(
+                '/tokenwire.v1.TokenwireService/StreamResponse',
+                request_serializer=tokenwire_dot_v1_dot_responses__pb2.CreateResponseRequest.SerializeToString,
+                response_deserializer=tokenwire_dot_v1_dot_responses__pb2.ResponseStreamEvent.FromString,
+                _registered_method=True)
 
 
 class TokenwireServiceServicer:
@@ -318,6 +323,15 @@ class TokenwireServiceServicer:
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
+    def StreamResponse(self, request, context):
+        """CreateResponse streamed as typed events (gRPC only: over REST the
+        gateway routes "stream": true to EventStreamService.StreamResponseEvents,
+        the same events as SSE).
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
 
 def add_TokenwireServiceServicer_to_server(servicer, server):
     rpc_method_handlers = {
@@ -415,6 +429,11 @@ def add_TokenwireServiceServicer_to_server(servicer, server):
                     servicer.CreateResponse,
                     request_deserializer=tokenwire_dot_v1_dot_responses__pb2.CreateResponseRequest.FromString,
                     response_serializer=tokenwire_dot_v1_dot_responses__pb2.CreateResponseResponse.SerializeToString,
+            ),
+            'StreamResponse': grpc.unary_stream_rpc_method_handler(
+                    servicer.StreamResponse,
+                    request_deserializer=tokenwire_dot_v1_dot_responses__pb2.CreateResponseRequest.FromString,
+                    response_serializer=tokenwire_dot_v1_dot_responses__pb2.ResponseStreamEvent.SerializeToString,
             ),
     }
     generic_handler = grpc.method_handlers_generic_handler(
@@ -938,6 +957,33 @@ class TokenwireService:
             '/tokenwire.v1.TokenwireService/CreateResponse',
             tokenwire_dot_v1_dot_responses__pb2.CreateResponseRequest.SerializeToString,
             tokenwire_dot_v1_dot_responses__pb2.CreateResponseResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def StreamResponse(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_stream(
+            request,
+            target,
+            '/tokenwire.v1.TokenwireService/StreamResponse',
+            tokenwire_dot_v1_dot_responses__pb2.CreateResponseRequest.SerializeToString,
+            tokenwire_dot_v1_dot_responses__pb2.ResponseStreamEvent.FromString,
             options,
             channel_credentials,
             insecure,

@@ -282,3 +282,15 @@ def test_output_items_round_trip_as_input(stubs) -> None:
     assert chat.messages[1].tool_calls[0].id == call["call_id"]
     second = stubs[0].CreateResponse(_req(input=items), timeout=10)
     assert second.status == "completed"
+
+
+def test_typed_stream_matches_sse(stubs) -> None:
+    typed = list(stubs[0].StreamResponse(_req(input="Think first."), timeout=10))
+    sse = _events(stubs[1], _req(stream=True, input="Think first."))
+    assert [e.type for e in typed] == [e["type"] for e in sse]
+    assert [e.sequence_number for e in typed] == list(range(len(typed)))
+    text = "".join(e.delta for e in typed if e.type == "response.output_text.delta")
+    final = typed[-1].response
+    assert final.status == "completed" and final.output[-1].content[0].text == text
+    assert [o.type for o in final.output] == ["reasoning", "message"]
+    assert final.usage.output_tokens > 0

@@ -19,6 +19,7 @@ from tokenwire.server.core.errors import InvalidArgument, stream_errors, unary_e
 from tokenwire.server.inference.data_plane import DataPlane
 from tokenwire.server.inference.generate.sglang import SGLANG
 from tokenwire.server.inference.kinds import ANTHROPIC, CHAT, COMPLETION, GENERATE, RESPONSES
+from tokenwire.server.inference.responses.response import typed_event
 from tokenwire.v1 import (
     anthropic_pb2,
     chat_pb2,
@@ -111,6 +112,15 @@ class TokenwireServicer(service_pb2_grpc.TokenwireServiceServicer):
     ) -> responses_pb2.CreateResponseResponse:
         """OpenAI's Responses API, run as a chat (inference/responses/)."""
         return await call_streams.response(RESPONSES, self.plane, request, context)
+
+    @stream_errors
+    async def StreamResponse(
+        self, request: responses_pb2.CreateResponseRequest, context: grpc.aio.ServicerContext
+    ) -> AsyncIterator[responses_pb2.ResponseStreamEvent]:
+        """CreateResponse's events, typed (the SSE servicer writes the same as SSE)."""
+        async with call_streams.streamed(RESPONSES, self.plane, request, context) as events:
+            async for event in events:
+                yield typed_event(event)
 
     @stream_errors
     async def Session(

@@ -372,3 +372,10 @@ class ResponseEvents:
     def error(self, body: dict[str, Any]) -> Event:
         """The error event that ends a started stream."""
         return self._ev("error", **body)
+
+
+def typed_event(event: Event) -> responses_pb2.ResponseStreamEvent:
+    """An event as the typed ResponseStreamEvent (StreamResponse, gRPC):
+    the same fields; keys the message has no field for are left out."""
+    return json_format.ParseDict(event, responses_pb2.ResponseStreamEvent(),
+                                 ignore_unknown_fields=True)
