@@ -5,6 +5,7 @@ errors naming the Responses field (gRPC, and the SSE rendering)."""
 from __future__ import annotations
 
 import json
+import time
 from typing import Any
 
 import grpc
@@ -13,7 +14,7 @@ from google.protobuf import json_format
 
 from tokenwire.server.core.errors import InvalidArgument
 from tokenwire.server.inference.responses.request import chat_param, to_chat
-from tokenwire.v1 import events_pb2_grpc, responses_pb2, service_pb2_grpc
+from tokenwire.v1 import events_pb2_grpc, models_pb2, responses_pb2, service_pb2_grpc
 
 TOOLS = [{"type": "function", "name": "get_weather", "description": "Weather of a city",
           "parameters": {"type": "object", "properties": {"city": {"type": "string"}}}}]
@@ -294,3 +295,25 @@ def test_typed_stream_matches_sse(stubs) -> None:
     assert final.status == "completed" and final.output[-1].content[0].text == text
     assert [o.type for o in final.output] == ["reasoning", "message"]
     assert final.usage.output_tokens > 0
+
+
+
+@pytest.mark.parametrize("rpc", ["StreamResponse", "StreamResponseEvents"])
+def test_cancelled_stream_frees_engine_request(stubs, fake_engine, rpc) -> None:
+    fake_engine.token_delay = 0.02
+    try:
+        stub = stubs[0] if rpc == "StreamResponse" else stubs[1]
+        call = getattr(stub, rpc)(_req(ignore_eos=True, max_output_tokens=400), timeout=30)
+        for got, _ in enumerate(call):
+            if got == 5:
+                break
+        assert fake_engine.num_unfinished_requests() == 1
+        call.cancel()
+        deadline = time.monotonic() + 5
+        while fake_engine.num_unfinished_requests() and time.monotonic() < deadline:
+            time.sleep(0.05)
+        assert fake_engine.num_unfinished_requests() == 0
+        stats = stubs[0].GetStats(models_pb2.GetStatsRequest(), timeout=5)
+        assert stats.engine_requests == 0 and stats.active_calls == 0
+    finally:
+        fake_engine.token_delay = 0.0
