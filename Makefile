@@ -40,14 +40,19 @@ proto: venv
 	$(PY) tools/gen_proto.py
 	$(PY) tools/gen_client.py
 
+# The demo model's parsers (vLLM's flags): Hermes-style tool calls and
+# <think> reasoning; `tokenwire serve` alone parses nothing, as `vllm serve`.
+# Another model: its family's parsers (docs/agents.md), or DEMO_PARSERS=.
+DEMO_PARSERS ?= --enable-auto-tool-choice --tool-call-parser hermes --reasoning-parser qwen3
+
 # Server on the demo model (gRPC on 127.0.0.1:50051).
 serve: setup
-	$(VENV)/bin/tokenwire serve $(SERVE_ARGS)
+	$(VENV)/bin/tokenwire serve $(DEMO_PARSERS) $(SERVE_ARGS)
 
 # Server + gateway: gRPC on 127.0.0.1:50051, OpenAI REST (and gRPC) through
 # Envoy on http://127.0.0.1:8080; Ctrl-C (or SIGTERM) stops both.
 run: setup
-	$(VENV)/bin/tokenwire up $(SERVE_ARGS)
+	$(VENV)/bin/tokenwire up $(DEMO_PARSERS) $(SERVE_ARGS)
 
 # The gateway alone, for a server already running on 127.0.0.1:50051.
 gateway: venv
