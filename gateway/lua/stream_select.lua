@@ -4,10 +4,10 @@
 -- transcoder then matches. A "stream" key inside a nested object does not
 -- count.
 --
--- A unary chat whose body has `"logprobs": true` at its top level goes to
--- the ":json" binding instead (EventStreamService.CreateChatCompletionJson):
--- the server prints that JSON with `top_logprobs` on every logprob entry,
--- which the transcoder would omit when empty.
+-- A unary chat, completion or Messages call goes to the ":json" binding
+-- instead (EventStreamService.CreateChatCompletionJson, ...): the server
+-- prints that JSON with every key the schema requires, null or empty
+-- included, which the transcoder would omit.
 local json_scan = require("json_scan")
 local wire = require("wire") -- generated from tokenwire/wire.py
 
@@ -24,15 +24,14 @@ M.STREAMABLE = {
   ["/v1/responses"] = "/v1/responses",
 }
 
--- The paths whose unary JSON the server prints when logprobs are asked.
-M.JSON_RENDERED = {
+-- The paths whose unary JSON the server always prints: the keys OpenAI's
+-- and Anthropic's schemas require that the transcoder would omit (`null`s:
+-- a chat or completion choice's `logprobs`, Anthropic's `stop_sequence`;
+-- empty text; a chat logprob entry's `top_logprobs: []`).
+M.ALWAYS_JSON = {
   ["/v1/chat/completions"] = "/v1/chat/completions",
   ["/v1/chat/completions/tokens"] = "/v1/chat/completions",
-}
-
--- The paths whose unary JSON the server always prints (Anthropic's Message:
--- `stop_sequence: null` and empty text, which the transcoder would omit).
-M.ALWAYS_JSON = {
+  ["/v1/completions"] = "/v1/completions",
   [wire.ANTHROPIC_PATH_PREFIX] = wire.ANTHROPIC_PATH_PREFIX,
   ["/v1/responses"] = "/v1/responses", -- OpenAI's Response: nulls, empty lists
 }
@@ -53,8 +52,8 @@ end
 
 -- The path a request should take and its mode: ("<base>:events", "sse") when
 -- it is a POST to a streamable route whose body asks to stream;
--- ("<base>:json", "json") for a unary chat asking for logprobs or a unary
--- Messages call; else nil.
+-- ("<base>:json", "json") for a unary chat, completion or Messages call;
+-- else nil.
 -- `body()` gives the body text (read only when it matters).
 function M.stream_path(method, path, body)
   local base, query = path:match("^([^?]*)(.*)$")
@@ -70,9 +69,6 @@ function M.stream_path(method, path, body)
   end
   if M.ALWAYS_JSON[base] then
     return M.ALWAYS_JSON[base] .. ":json" .. query, "json"
-  end
-  if M.JSON_RENDERED[base] and M.flag_set(text, "logprobs") then
-    return M.JSON_RENDERED[base] .. ":json" .. query, "json"
   end
   return nil
 end

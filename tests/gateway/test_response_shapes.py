@@ -35,7 +35,8 @@ def test_an_empty_completion_text_is_printed(rest: httpx.Client) -> None:
     assert r.status_code == 200, r.text
     choice = r.json()["choices"][0]
     assert choice["text"] == "" and choice["finish_reason"] == "stop"
-    assert {"index", "text", "finish_reason"} <= set(choice)
+    assert choice["logprobs"] is None and "stop_reason" in choice
+    assert {"index", "text", "logprobs", "finish_reason"} <= set(choice)
 
 
 def test_streamed_completion_choices_carry_every_required_key(rest: httpx.Client) -> None:
@@ -75,8 +76,30 @@ def test_unary_chat_shape(rest: httpx.Client) -> None:
     body = r.json()
     assert {"id", "object", "created", "model", "choices", "usage"} <= set(body)
     choice = body["choices"][0]
-    assert {"index", "message", "finish_reason"} <= set(choice)
-    assert choice["message"]["role"] == "assistant" and "content" in choice["message"]
+    assert {"index", "message", "logprobs", "finish_reason", "stop_reason"} <= set(choice)
+    assert choice["logprobs"] is None
+    message = choice["message"]
+    assert message["role"] == "assistant" and isinstance(message["content"], str)
+    assert message["refusal"] is None
+    assert "tool_calls" not in message  # vLLM drops an empty tool_calls list
+
+
+def test_unary_completion_with_logprobs_keeps_them(rest: httpx.Client) -> None:
+    r = rest.post("/v1/completions", json={
+        "model": MODEL, "prompt": "hi", "max_tokens": 2, "logprobs": 1})
+    choice = r.json()["choices"][0]
+    assert len(choice["logprobs"]["tokens"]) == 2 and choice["text"]
+    r = rest.post("/v1/chat/completions", json={
+        "model": MODEL, "messages": HI, "max_tokens": 2, "logprobs": True})
+    entries = r.json()["choices"][0]["logprobs"]["content"]
+    assert len(entries) == 2 and all(e["top_logprobs"] == [] for e in entries)
+
+
+def test_unary_usage_fields(rest: httpx.Client) -> None:
+    for path, extra in (("/v1/completions", {"prompt": "hi"}),
+                        ("/v1/chat/completions", {"messages": HI})):
+        usage = rest.post(path, json={"model": MODEL, "max_tokens": 2, **extra}).json()["usage"]
+        assert {"prompt_tokens", "completion_tokens", "total_tokens"} <= set(usage)
 
 
 @pytest.mark.parametrize("path", ["/v1/chat/completions", "/v1/completions"])

@@ -9,6 +9,7 @@ import pytest
 from google.protobuf import json_format
 
 from tests.gateway.sse import camel_case_keys, chat_body, sse_json
+from tokenwire.server.api import sse
 from tokenwire.v1 import chat_pb2, generate_pb2
 
 
@@ -121,15 +122,16 @@ def test_rest_json_is_the_grpc_message_printed_by_envoy(rest, flaky_stub) -> Non
     )
     for volatile in ("id", "created", "usage"):
         r.pop(volatile), g.pop(volatile)
-    # With logprobs the server prints the JSON (":json" binding), the
-    # transcoder's except that every logprob entry has `top_logprobs`
-    # (issue #28: OpenAI's schema requires it; proto JSON omits it empty).
+    # The server prints the JSON (":json" binding): the transcoder's, except
+    # that every logprob entry has `top_logprobs` (issue #28: OpenAI's schema
+    # requires it; proto JSON omits it empty) and the keys vLLM prints null
+    # (issue #34: api/sse.py).
     for choice in g["choices"]:
         for entry in choice["logprobs"]["content"]:
             assert "top_logprobs" not in entry
             entry["top_logprobs"] = []
-    assert r == g
-    body.pop("logprobs")  # without logprobs: the transcoder's own JSON
+    assert r == sse.with_choice_keys(_with_message_keys(g), UNARY_KEYS)
+    body.pop("logprobs")  # without logprobs: `"logprobs": null`
     r = rest.post("/v1/chat/completions", json=body).json()
     g = json_format.MessageToDict(
         flaky_stub.CreateChatCompletion(
@@ -139,7 +141,18 @@ def test_rest_json_is_the_grpc_message_printed_by_envoy(rest, flaky_stub) -> Non
     )
     for volatile in ("id", "created", "usage"):
         r.pop(volatile), g.pop(volatile)
-    assert r == g
+    assert r == sse.with_choice_keys(_with_message_keys(g), UNARY_KEYS)
+    assert r["choices"][0]["logprobs"] is None
+
+
+UNARY_KEYS = sse.UNARY_CHOICE_KEYS["tokenwire.v1.CreateChatCompletionResponse"]
+
+
+def _with_message_keys(body: dict) -> dict:
+    for choice in body["choices"]:
+        for key, value in sse.MESSAGE_KEYS.items():
+            choice["message"].setdefault(key, value)
+    return body
 
 
 def test_outside_callers_cannot_name_a_tenant(rest, flaky_engine) -> None:

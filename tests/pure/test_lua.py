@@ -65,17 +65,21 @@ def test_stream_path(lua) -> None:
         ("/v1/chat/completions:events?x=1", "sse")
     assert select.stream_path("POST", "/inference/v1/generate", body('{"stream":true}')) == \
         ("/inference/v1/generate:events", "sse")
-    assert select.stream_path("POST", "/v1/chat/completions", body('{"stream":false}')) is None
+    assert select.stream_path("POST", "/v1/chat/completions", body('{"stream":false}')) == \
+        ("/v1/chat/completions:json", "json")
+    assert select.stream_path("POST", "/inference/v1/generate", body('{"stream":false}')) is None
     # prime-rl's token route streams as a chat
     assert select.stream_path("POST", "/v1/chat/completions/tokens", body('{"stream":true}')) == \
         ("/v1/chat/completions:events", "sse")
-    # a unary chat asking for logprobs: the server prints its JSON (top_logprobs always)
+    # a unary chat or completion: the server prints its JSON (every required key)
     assert select.stream_path("POST", "/v1/chat/completions", body('{"logprobs": true}')) == \
         ("/v1/chat/completions:json", "json")
     assert select.stream_path("POST", "/v1/chat/completions/tokens", body('{"logprobs":true}')) == \
         ("/v1/chat/completions:json", "json")
-    assert select.stream_path("POST", "/v1/chat/completions", body('{"logprobs": false}')) is None
-    assert select.stream_path("POST", "/v1/completions", body('{"logprobs": true}')) is None
+    assert select.stream_path("POST", "/v1/chat/completions", body('{"logprobs": false}')) == \
+        ("/v1/chat/completions:json", "json")
+    assert select.stream_path("POST", "/v1/completions", body('{}')) == \
+        ("/v1/completions:json", "json")
     assert select.stream_path("GET", "/v1/chat/completions", body('{"stream":true}')) is None
 
     def never():

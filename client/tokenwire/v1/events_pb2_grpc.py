@@ -67,6 +67,11 @@ class EventStreamServiceStub:
                 request_serializer=tokenwire_dot_v1_dot_chat__pb2.CreateChatCompletionRequest.SerializeToString,
                 response_deserializer=google_dot_api_dot_httpbody__pb2.HttpBody.FromString,
                 _registered_method=True)
+        self.CreateCompletionJson = channel.unary_unary(
+                '/tokenwire.v1.EventStreamService/CreateCompletionJson',
+                request_serializer=tokenwire_dot_v1_dot_completion__pb2.CreateCompletionRequest.SerializeToString,
+                response_deserializer=google_dot_api_dot_httpbody__pb2.HttpBody.FromString,
+                _registered_method=True)
         self.StreamCompletionEvents = channel.unary_stream(
                 '/tokenwire.v1.EventStreamService/StreamCompletionEvents',
                 request_serializer=tokenwire_dot_v1_dot_completion__pb2.CreateCompletionRequest.SerializeToString,
@@ -130,11 +135,22 @@ class EventStreamServiceServicer:
 
     def CreateChatCompletionJson(self, request, context):
         """CreateChatCompletion with the JSON printed by the server (one HttpBody,
-        "application/json"): the transcoder's JSON, except that every logprob
-        entry carries `top_logprobs` (an empty array when no alternatives were
-        asked), as OpenAI's schema and vLLM have it and trainers read it. The
-        gateway routes a unary `POST /v1/chat/completions` whose body asks for
-        `"logprobs": true` here.
+        "application/json"): the transcoder's JSON plus every key OpenAI's
+        schema requires that proto3 JSON omits, as vLLM prints them: every
+        logprob entry's `top_logprobs` (an empty array when no alternatives were
+        asked), each choice's `logprobs` and `stop_reason` (null), the
+        message's `content` and `refusal` (null). The gateway routes a unary
+        `POST /v1/chat/completions` here.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def CreateCompletionJson(self, request, context):
+        """CreateCompletion with the JSON printed by the server (one HttpBody,
+        "application/json"): the transcoder's JSON plus each choice's
+        `logprobs` and `stop_reason` (null when unset), as vLLM prints them.
+        The gateway routes a unary `POST /v1/completions` here.
         """
         context.set_code(grpc.StatusCode.UNIMPLEMENTED)
         context.set_details('Method not implemented!')
@@ -210,6 +226,11 @@ def add_EventStreamServiceServicer_to_server(servicer, server):
             'CreateChatCompletionJson': grpc.unary_unary_rpc_method_handler(
                     servicer.CreateChatCompletionJson,
                     request_deserializer=tokenwire_dot_v1_dot_chat__pb2.CreateChatCompletionRequest.FromString,
+                    response_serializer=google_dot_api_dot_httpbody__pb2.HttpBody.SerializeToString,
+            ),
+            'CreateCompletionJson': grpc.unary_unary_rpc_method_handler(
+                    servicer.CreateCompletionJson,
+                    request_deserializer=tokenwire_dot_v1_dot_completion__pb2.CreateCompletionRequest.FromString,
                     response_serializer=google_dot_api_dot_httpbody__pb2.HttpBody.SerializeToString,
             ),
             'StreamCompletionEvents': grpc.unary_stream_rpc_method_handler(
@@ -314,6 +335,33 @@ class EventStreamService:
             target,
             '/tokenwire.v1.EventStreamService/CreateChatCompletionJson',
             tokenwire_dot_v1_dot_chat__pb2.CreateChatCompletionRequest.SerializeToString,
+            google_dot_api_dot_httpbody__pb2.HttpBody.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def CreateCompletionJson(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/tokenwire.v1.EventStreamService/CreateCompletionJson',
+            tokenwire_dot_v1_dot_completion__pb2.CreateCompletionRequest.SerializeToString,
             google_dot_api_dot_httpbody__pb2.HttpBody.FromString,
             options,
             channel_credentials,

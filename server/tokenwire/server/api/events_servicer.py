@@ -21,14 +21,20 @@ from google.api.httpbody_pb2 import HttpBody
 from google.protobuf.message import Message
 
 from tokenwire.server.api import anthropic_sse, call_streams, responses_sse, sse
-from tokenwire.server.api.proto_json import encode_json, to_object
+from tokenwire.server.api.proto_json import encode_json
 from tokenwire.server.core.errors import abort_with, classify, unary_errors
 from tokenwire.server.inference.anthropic.response import message_object
 from tokenwire.server.inference.data_plane import DataPlane
 from tokenwire.server.inference.kind_base import RequestKind
 from tokenwire.server.inference.kinds import ANTHROPIC, CHAT, COMPLETION, GENERATE, RESPONSES
 from tokenwire.server.inference.responses.response import response_object
-from tokenwire.v1 import anthropic_pb2, chat_pb2, events_pb2_grpc, responses_pb2
+from tokenwire.v1 import (
+    anthropic_pb2,
+    chat_pb2,
+    completion_pb2,
+    events_pb2_grpc,
+    responses_pb2,
+)
 
 
 def _body(data: bytes, first: bool) -> HttpBody:
@@ -72,10 +78,18 @@ class EventStreamServicer(events_pb2_grpc.EventStreamServiceServicer):
     @unary_errors
     async def CreateChatCompletionJson(self, request: chat_pb2.CreateChatCompletionRequest,
                                        context: grpc.aio.ServicerContext) -> HttpBody:
-        """A unary chat as the JSON body vLLM sends (top_logprobs on every entry)."""
+        """A unary chat as the JSON body vLLM sends (every required key,
+        top_logprobs on every entry: sse.response_json)."""
         resp = await call_streams.response(CHAT, self.plane, request, context)
-        body = sse.with_top_logprobs(to_object(resp))
-        return HttpBody(content_type="application/json", data=encode_json(body))
+        return HttpBody(content_type="application/json", data=sse.response_json(resp))
+
+    @unary_errors
+    async def CreateCompletionJson(self, request: completion_pb2.CreateCompletionRequest,
+                                   context: grpc.aio.ServicerContext) -> HttpBody:
+        """A unary completion as the JSON body vLLM sends (sse.response_json)."""
+        resp = await call_streams.response(COMPLETION, self.plane, request, context)
+        return HttpBody(content_type="application/json", data=sse.response_json(resp))
+
     StreamCompletionEvents = _events(COMPLETION)
     StreamGenerateEvents = _events(GENERATE)
 

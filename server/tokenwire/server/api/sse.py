@@ -57,6 +57,34 @@ def with_choice_keys(body: dict[str, Any], keys: dict[str, Any]) -> dict[str, An
     return body
 
 
+# The same for a unary answer's choices (the gateway's ":json" routes), and
+# the keys of a chat choice's message OpenAI's schema requires.
+UNARY_CHOICE_KEYS: dict[str, dict[str, Any]] = {
+    "tokenwire.v1.CreateChatCompletionResponse": {"logprobs": None, "stop_reason": None},
+    "tokenwire.v1.CreateCompletionResponse": {
+        "text": "", "logprobs": None, "stop_reason": None},
+}
+MESSAGE_KEYS = {"content": None, "refusal": None}
+
+
+def response_json(resp: Message) -> bytes:
+    """A unary chat or completion answer as the JSON vLLM prints: the
+    transcoder's, with every key OpenAI's schema requires (null or empty),
+    and `top_logprobs` on every chat logprob entry."""
+    body = to_object(resp)
+    name = resp.DESCRIPTOR.full_name
+    if name == "tokenwire.v1.CreateChatCompletionResponse":
+        with_top_logprobs(body)
+        for choice in body.get("choices", ()):
+            message = choice.setdefault("message", {"role": "assistant"})
+            for key, value in MESSAGE_KEYS.items():
+                message.setdefault(key, value)
+    with_choice_keys(body, UNARY_CHOICE_KEYS.get(name, {}))
+    if "choices" not in body:
+        body = {"choices": [], **body}
+    return encode_json(body)
+
+
 def chunk_event(chunk: Message) -> bytes:
     """The event for one stream chunk (every required choice key present)."""
     body = to_object(chunk)
