@@ -69,3 +69,18 @@ def test_requests_by_any_name_answer_under_the_first_and_list_models_lists_each(
                 model="/models/fake-dir",
                 messages=[HI]))
         assert err.value.code() == grpc.StatusCode.NOT_FOUND
+
+
+def test_vllms_flags_name_the_model_as_vllm_does() -> None:
+    """`tokenwire serve` on the vLLM engine: the same names from vLLM's own
+    argument parser (no engine starts)."""
+    pytest.importorskip("vllm")
+    demo = parse_settings(["--port", "0"])
+    assert demo.resolved_served_name() == "SmolLM2-135M-Instruct"
+    assert demo.engine_args["served_model_name"] == ["SmolLM2-135M-Instruct"]
+    given = parse_settings(["--model", "/models/x", "--port", "0"])
+    assert given.resolved_served_name() == "/models/x"
+    assert given.accepted_names() == ("/models/x", "x")
+    several = parse_settings(["--model", "/models/x", "--served-model-name", "a", "b"])
+    assert several.served_names() == ("a", "b")
+    assert several.accepted_names() == ("a", "b", "x")
