@@ -13,7 +13,7 @@ from google.protobuf import json_format
 
 from tokenwire.server.api import anthropic_sse
 from tokenwire.server.core.errors import InvalidArgument
-from tokenwire.server.inference.anthropic.request import to_chat
+from tokenwire.server.inference.anthropic.request import chat_param, to_chat
 from tokenwire.v1 import anthropic_pb2, events_pb2_grpc, service_pb2_grpc
 
 TOOLS = [{"name": "get_weather", "description": "Weather of a city",
@@ -221,3 +221,19 @@ def test_error_event_shape() -> None:
     body = json.loads(frame.split("data: ", 1)[1])
     assert body == {"type": "error", "error": {
         "type": "invalid_request_error", "message": "max_tokens: must be at least 1"}}
+
+
+def test_chat_errors_name_the_messages_field(stubs) -> None:
+    assert chat_param("stop") == "stop_sequences"
+    assert chat_param("stop[1]") == "stop_sequences[1]"
+    assert chat_param("user") == "metadata.user_id"
+    assert chat_param("chat_template_kwargs") == "thinking"
+    assert chat_param("messages[3].content") == "messages"
+    assert chat_param("tools[0].function.parameters") == "tools[0].function.parameters"
+    with pytest.raises(grpc.RpcError) as info:
+        stubs[0].CreateMessage(_req(temperature=-1.0), timeout=10)
+    assert info.value.code() == grpc.StatusCode.INVALID_ARGUMENT
+    assert dict(info.value.trailing_metadata()).get("tokenwire-param") == "temperature"
+    with pytest.raises(grpc.RpcError) as info:
+        stubs[0].CreateMessage(_req(max_tokens=100000), timeout=10)
+    assert dict(info.value.trailing_metadata()).get("tokenwire-param") == "max_tokens"

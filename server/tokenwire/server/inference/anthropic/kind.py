@@ -3,7 +3,8 @@ CountMessageTokens): a Messages request becomes the chat request it runs
 as (request.py), which the chat kind — handed in by inference/kinds.py, as
 kinds never import one another — plans, runs and streams: rendering,
 admission, limits, tenancy, weight bounds, cancellation, metrics and the
-next turn's prefill are chat's. Its outputs become Anthropic's Message and
+next turn's prefill are chat's (a chat error's field renamed to the
+Messages field). Its outputs become Anthropic's Message and
 events (response.py). Routing fields come from the call's metadata."""
 
 from __future__ import annotations
@@ -14,7 +15,8 @@ from contextlib import aclosing
 from typing import Any
 
 from tokenwire.server.core.domain import Caller, RunOutcome
-from tokenwire.server.inference.anthropic.request import count_to_chat, to_chat
+from tokenwire.server.core.errors import InvalidArgument
+from tokenwire.server.inference.anthropic.request import count_to_chat, renamed, to_chat
 from tokenwire.server.inference.anthropic.response import Event, MessageEvents, build_message
 from tokenwire.server.inference.data_plane import DataPlane
 from tokenwire.server.inference.kind_base import AnyKind, RequestKind
@@ -45,8 +47,12 @@ class AnthropicKind(RequestKind[anthropic_pb2.CreateMessageRequest, MessagePlan,
     async def plan(self, plane: DataPlane, req: anthropic_pb2.CreateMessageRequest, *,
                    caller: Caller, stream: bool, dp_rank: str | None = None,
                    session_id: str | None = None) -> MessagePlan:
-        chat = await self.chat.plan(plane, to_chat(req, stream=stream), caller=caller,
-                                    stream=stream, dp_rank=dp_rank, session_id=session_id)
+        try:
+            chat = await self.chat.plan(plane, to_chat(req, stream=stream), caller=caller,
+                                        stream=stream, dp_rank=dp_rank, session_id=session_id)
+        except InvalidArgument as exc:
+            renamed(exc)
+            raise
         return MessagePlan(chat, len(chat.request.prompt_token_ids))
 
     async def run(self, plane: DataPlane, plan: MessagePlan, outcome: RunOutcome | None = None
@@ -71,6 +77,10 @@ class AnthropicKind(RequestKind[anthropic_pb2.CreateMessageRequest, MessagePlan,
                            req: anthropic_pb2.CountMessageTokensRequest, *, caller: Caller,
                            ) -> anthropic_pb2.CountMessageTokensResponse:
         """The tokens of the request's rendered prompt (nothing is generated)."""
-        chat = await self.chat.plan(plane, count_to_chat(req), caller=caller, stream=False)
+        try:
+            chat = await self.chat.plan(plane, count_to_chat(req), caller=caller, stream=False)
+        except InvalidArgument as exc:
+            renamed(exc)
+            raise
         return anthropic_pb2.CountMessageTokensResponse(
             input_tokens=len(chat.request.prompt_token_ids))

@@ -22,6 +22,35 @@ ROLES = frozenset({"user", "assistant"})
 TOOL_CHOICES = {"auto": "auto", "any": "required", "none": "none"}
 
 
+# A chat request's field -> the Messages field it came from (an error from
+# the chat kind's validation names the Messages field). A chat message's
+# index does not map back (system first, tool results split out): "messages".
+PARAMS = {"stop": "stop_sequences", "user": "metadata.user_id",
+          "chat_template_kwargs": "thinking",
+          "parallel_tool_calls": "tool_choice.disable_parallel_tool_use"}
+
+
+def chat_param(param: str) -> str:
+    """The Messages name of a chat request's field (`param` of an error)."""
+    head, dot, rest = param.partition(".")
+    base, bracket, index = head.partition("[")
+    if base == "messages":
+        return "messages"
+    if base in PARAMS:
+        return PARAMS[base] + bracket + index + dot + rest
+    return param
+
+
+def renamed(exc: InvalidArgument) -> InvalidArgument:
+    """`exc` (from the chat kind) naming the Messages field instead."""
+    if exc.param:
+        name = chat_param(exc.param)
+        if name != exc.param:
+            exc.message = exc.message.replace(exc.param, name)
+            exc.param = name
+    return exc
+
+
 def _bad(message: str, param: str, reason: str) -> InvalidArgument:
     return InvalidArgument(message, param=param, reason=reason)
 
