@@ -11,7 +11,6 @@ renamed to the Responses fields (`chat_param`)."""
 
 from __future__ import annotations
 
-import json
 from typing import Any
 
 from google.protobuf import json_format, struct_pb2
@@ -266,10 +265,3 @@ def to_chat(req: responses_pb2.CreateResponseRequest, *, stream: bool
         chat.stream_options.include_usage = True  # response.completed carries usage
     return chat
 
-
-def arguments_ok(arguments: str) -> bool:
-    """Whether a call's arguments are a JSON object's text (else echoed as is)."""
-    try:
-        return isinstance(json.loads(arguments), dict)
-    except (json.JSONDecodeError, TypeError):
-        return False
