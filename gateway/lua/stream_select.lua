@@ -26,12 +26,13 @@ M.STREAMABLE = {
 
 -- The paths whose unary JSON the server always prints: the keys OpenAI's
 -- and Anthropic's schemas require that the transcoder would omit (`null`s:
--- a chat or completion choice's `logprobs`, Anthropic's `stop_sequence`;
+-- a chat, completion or generate choice's `logprobs`, Anthropic's `stop_sequence`;
 -- empty text; a chat logprob entry's `top_logprobs: []`).
 M.ALWAYS_JSON = {
   ["/v1/chat/completions"] = "/v1/chat/completions",
   ["/v1/chat/completions/tokens"] = "/v1/chat/completions",
   ["/v1/completions"] = "/v1/completions",
+  ["/inference/v1/generate"] = "/inference/v1/generate",
   [wire.ANTHROPIC_PATH_PREFIX] = wire.ANTHROPIC_PATH_PREFIX,
   ["/v1/responses"] = "/v1/responses", -- OpenAI's Response: nulls, empty lists
 }

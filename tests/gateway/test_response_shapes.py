@@ -133,3 +133,12 @@ def test_abort_requests_at_vllm_033s_path(control_url: str) -> None:
                         headers={"authorization": f"Bearer {ADMIN_KEY}"})
         assert r.status_code == 200, r.text
         assert r.json()["status"] == "aborted"
+
+
+def test_unary_generate_choices_carry_logprobs_and_stop_reason(rest: httpx.Client) -> None:
+    r = rest.post("/inference/v1/generate", json={
+        "model": MODEL, "token_ids": [1, 75, 80], "sampling_params": {"max_tokens": 2}})
+    assert r.status_code == 200, r.text
+    choice = r.json()["choices"][0]
+    assert choice["logprobs"] is None and choice["stop_reason"] is None
+    assert len(choice["token_ids"]) == 2 and choice["finish_reason"] == "length"

@@ -67,7 +67,8 @@ def test_stream_path(lua) -> None:
         ("/inference/v1/generate:events", "sse")
     assert select.stream_path("POST", "/v1/chat/completions", body('{"stream":false}')) == \
         ("/v1/chat/completions:json", "json")
-    assert select.stream_path("POST", "/inference/v1/generate", body('{"stream":false}')) is None
+    assert select.stream_path("POST", "/inference/v1/generate", body('{"stream":false}')) == \
+        ("/inference/v1/generate:json", "json")
     # prime-rl's token route streams as a chat
     assert select.stream_path("POST", "/v1/chat/completions/tokens", body('{"stream":true}')) == \
         ("/v1/chat/completions:events", "sse")

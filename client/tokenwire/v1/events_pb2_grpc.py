@@ -82,6 +82,11 @@ class EventStreamServiceStub:
                 request_serializer=tokenwire_dot_v1_dot_generate__pb2.GenerateRequest.SerializeToString,
                 response_deserializer=google_dot_api_dot_httpbody__pb2.HttpBody.FromString,
                 _registered_method=True)
+        self.GenerateJson = channel.unary_unary(
+                '/tokenwire.v1.EventStreamService/GenerateJson',
+                request_serializer=tokenwire_dot_v1_dot_generate__pb2.GenerateRequest.SerializeToString,
+                response_deserializer=google_dot_api_dot_httpbody__pb2.HttpBody.FromString,
+                _registered_method=True)
         self.CreateMessageJson = channel.unary_unary(
                 '/tokenwire.v1.EventStreamService/CreateMessageJson',
                 request_serializer=tokenwire_dot_v1_dot_anthropic__pb2.CreateMessageRequest.SerializeToString,
@@ -172,6 +177,16 @@ class EventStreamServiceServicer:
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
+    def GenerateJson(self, request, context):
+        """Generate with the JSON printed by the server (one HttpBody,
+        "application/json"): the transcoder's JSON plus each choice's
+        `logprobs` and `stop_reason` (null when unset), as vLLM prints them.
+        The gateway routes a unary `POST /inference/v1/generate` here.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
     def CreateMessageJson(self, request, context):
         """CreateMessage with the JSON printed by the server (one HttpBody,
         "application/json"): Anthropic's Message with every field it requires
@@ -240,6 +255,11 @@ def add_EventStreamServiceServicer_to_server(servicer, server):
             ),
             'StreamGenerateEvents': grpc.unary_stream_rpc_method_handler(
                     servicer.StreamGenerateEvents,
+                    request_deserializer=tokenwire_dot_v1_dot_generate__pb2.GenerateRequest.FromString,
+                    response_serializer=google_dot_api_dot_httpbody__pb2.HttpBody.SerializeToString,
+            ),
+            'GenerateJson': grpc.unary_unary_rpc_method_handler(
+                    servicer.GenerateJson,
                     request_deserializer=tokenwire_dot_v1_dot_generate__pb2.GenerateRequest.FromString,
                     response_serializer=google_dot_api_dot_httpbody__pb2.HttpBody.SerializeToString,
             ),
@@ -415,6 +435,33 @@ class EventStreamService:
             request,
             target,
             '/tokenwire.v1.EventStreamService/StreamGenerateEvents',
+            tokenwire_dot_v1_dot_generate__pb2.GenerateRequest.SerializeToString,
+            google_dot_api_dot_httpbody__pb2.HttpBody.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def GenerateJson(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/tokenwire.v1.EventStreamService/GenerateJson',
             tokenwire_dot_v1_dot_generate__pb2.GenerateRequest.SerializeToString,
             google_dot_api_dot_httpbody__pb2.HttpBody.FromString,
             options,

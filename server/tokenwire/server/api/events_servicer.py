@@ -33,6 +33,7 @@ from tokenwire.v1 import (
     chat_pb2,
     completion_pb2,
     events_pb2_grpc,
+    generate_pb2,
     responses_pb2,
 )
 
@@ -92,6 +93,13 @@ class EventStreamServicer(events_pb2_grpc.EventStreamServiceServicer):
 
     StreamCompletionEvents = _events(COMPLETION)
     StreamGenerateEvents = _events(GENERATE)
+
+    @unary_errors
+    async def GenerateJson(self, request: generate_pb2.GenerateRequest,
+                           context: grpc.aio.ServicerContext) -> HttpBody:
+        """A unary generate as the JSON body vLLM sends (sse.response_json)."""
+        resp = await call_streams.response(GENERATE, self.plane, request, context)
+        return HttpBody(content_type="application/json", data=sse.response_json(resp))
 
     @unary_errors
     async def CreateMessageJson(self, request: anthropic_pb2.CreateMessageRequest,

@@ -3,7 +3,10 @@
 A stream chunk becomes ``data: {json}\\n\\n`` with the JSON the gateway's
 transcoder would print for it (proto_json), plus ``"choices": []`` when the
 chunk has none (OpenAI always prints the key; the openai SDK reads a missing
-one as ``None``). The stream ends with ``data: [DONE]\\n\\n``; a failure after
+one as ``None``) and every choice key vLLM prints null or empty
+(STREAM_CHOICE_KEYS). Unary chat, completion and generate answers are
+printed here too (response_json, the gateway's ``:json`` bindings), with
+the keys OpenAI's schema requires. The stream ends with ``data: [DONE]\\n\\n``; a failure after
 the first event is an OpenAI error event before it, with the fields
 gateway/lua/openai_error.lua renders for a failed call (a test holds the two
 renderings equal for every status code).
@@ -63,12 +66,13 @@ UNARY_CHOICE_KEYS: dict[str, dict[str, Any]] = {
     "tokenwire.v1.CreateChatCompletionResponse": {"logprobs": None, "stop_reason": None},
     "tokenwire.v1.CreateCompletionResponse": {
         "text": "", "logprobs": None, "stop_reason": None},
+    "tokenwire.v1.GenerateResponse": {"logprobs": None, "stop_reason": None},
 }
 MESSAGE_KEYS = {"content": None, "refusal": None}
 
 
 def response_json(resp: Message) -> bytes:
-    """A unary chat or completion answer as the JSON vLLM prints: the
+    """A unary chat, completion or generate answer as the JSON vLLM prints: the
     transcoder's, with every key OpenAI's schema requires (null or empty),
     and `top_logprobs` on every chat logprob entry."""
     body = to_object(resp)
