@@ -237,3 +237,11 @@ def test_chat_errors_name_the_messages_field(stubs) -> None:
     with pytest.raises(grpc.RpcError) as info:
         stubs[0].CreateMessage(_req(max_tokens=100000), timeout=10)
     assert dict(info.value.trailing_metadata()).get("tokenwire-param") == "max_tokens"
+
+
+def test_own_errors_keep_their_field(stubs) -> None:
+    bad = _req(messages=[{"role": "user", "content": [{"type": "image", "source": {}}]}])
+    with pytest.raises(grpc.RpcError) as info:
+        stubs[0].CreateMessage(bad, timeout=10)
+    assert dict(info.value.trailing_metadata()).get(
+        "tokenwire-param") == "messages[0].content[0].type"

@@ -47,9 +47,10 @@ class AnthropicKind(RequestKind[anthropic_pb2.CreateMessageRequest, MessagePlan,
     async def plan(self, plane: DataPlane, req: anthropic_pb2.CreateMessageRequest, *,
                    caller: Caller, stream: bool, dp_rank: str | None = None,
                    session_id: str | None = None) -> MessagePlan:
+        chat_req = to_chat(req, stream=stream)  # (its errors name Messages fields already)
         try:
-            chat = await self.chat.plan(plane, to_chat(req, stream=stream), caller=caller,
-                                        stream=stream, dp_rank=dp_rank, session_id=session_id)
+            chat = await self.chat.plan(plane, chat_req, caller=caller, stream=stream,
+                                        dp_rank=dp_rank, session_id=session_id)
         except InvalidArgument as exc:
             renamed(exc)
             raise
@@ -77,8 +78,9 @@ class AnthropicKind(RequestKind[anthropic_pb2.CreateMessageRequest, MessagePlan,
                            req: anthropic_pb2.CountMessageTokensRequest, *, caller: Caller,
                            ) -> anthropic_pb2.CountMessageTokensResponse:
         """The tokens of the request's rendered prompt (nothing is generated)."""
+        chat_req = count_to_chat(req)
         try:
-            chat = await self.chat.plan(plane, count_to_chat(req), caller=caller, stream=False)
+            chat = await self.chat.plan(plane, chat_req, caller=caller, stream=False)
         except InvalidArgument as exc:
             renamed(exc)
             raise
