@@ -40,10 +40,11 @@ proto: venv
 	$(PY) tools/gen_proto.py
 	$(PY) tools/gen_client.py
 
-# The demo model's parsers (vLLM's flags): Hermes-style tool calls and
-# <think> reasoning; `tokenwire serve` alone parses nothing, as `vllm serve`.
-# Another model: its family's parsers (docs/agents.md), or DEMO_PARSERS=.
-DEMO_PARSERS ?= --enable-auto-tool-choice --tool-call-parser hermes --reasoning-parser qwen3
+# The demo model's parser (vLLM's flags): Hermes-style tool calls, as
+# before; `tokenwire serve` alone parses nothing, as `vllm serve`. A thinking
+# model adds its reasoning parser (--reasoning-parser qwen3, deepseek_r1, ...:
+# docs/agents.md); another family: its own flags, or DEMO_PARSERS=.
+DEMO_PARSERS ?= --enable-auto-tool-choice --tool-call-parser hermes
 
 # Server on the demo model (gRPC on 127.0.0.1:50051).
 serve: setup

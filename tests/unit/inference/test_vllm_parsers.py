@@ -139,3 +139,21 @@ def test_unknown_names_are_listed() -> None:
     assert "deepseek_r1" in (check_names(ParserConfig(reasoning_parser="nope")) or "")
     assert check_names(ParserConfig("", True, "")) is not None
     assert check_names(ParserConfig("hermes", True, "qwen3")) is None
+
+
+def test_a_plugin_registers_a_parser_name(tmp_path, tokenizer) -> None:
+    """--tool-parser-plugin FILE: its names are accepted, as `vllm serve` does."""
+    from tokenwire.server.engine.vllm.parsers import check_names, import_plugins
+
+    plugin = tmp_path / "my_parser.py"
+    plugin.write_text(
+        "from vllm.tool_parsers import ToolParserManager\n"
+        "from vllm.tool_parsers.hermes_tool_parser import Hermes2ProToolParser\n\n\n"
+        "@ToolParserManager.register_module('tw_plugin_hermes')\n"
+        "class MyParser(Hermes2ProToolParser):\n"
+        "    pass\n")
+    assert check_names(ParserConfig("tw_plugin_hermes", True, "")) is not None
+    import_plugins(str(plugin), "")
+    assert check_names(ParserConfig("tw_plugin_hermes", True, "")) is None
+    rp = _parsers(tokenizer, "tw_plugin_hermes").for_request(ParseSpec(tools=TOOLS))
+    assert [c.name for c in rp.parse(HERMES, [], []).tool_calls] == ["get_weather"]

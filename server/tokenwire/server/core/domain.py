@@ -101,6 +101,11 @@ class EngineRequest:
     tenant: str | None = None  # the caller's tenant, admitted under its caps (core/admission.py)
     weight_bound: WeightBound | None = None  # exact version or max lag (core/weight_bounds.py)
     salt_by_version: bool | None = None  # salt the cache by weight version; None: the server's
+    # With a reasoning parser (vLLM's generate arguments): structured outputs
+    # apply from the first token (True), after the reasoning (False), or as
+    # the engine's parser finds in the prompt (None); its keyword arguments.
+    reasoning_ended: bool | None = None
+    reasoning_kwargs: dict[str, Any] | None = None
 
 
 @dataclasses.dataclass

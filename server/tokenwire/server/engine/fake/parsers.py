@@ -112,6 +112,10 @@ class FakeRequestParsers:
             params.structured = StructuredOutput(
                 json_schema=tool["function"].get("parameters") or {"type": "object"})
 
+    def engine_reasoning(self, prompt_ids: list[int]
+                         ) -> tuple[bool | None, dict[str, Any] | None]:
+        return None, None
+
     def stream_parser(self, prompt_ids: list[int]) -> FakeStreamParser:
         return FakeStreamParser(self)
 

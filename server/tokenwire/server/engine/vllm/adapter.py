@@ -26,7 +26,7 @@ from tokenwire.server.engine.tokenizer_ops import TokenizerOps
 from tokenwire.server.engine.vllm.args import describe, engine_env, programmatic_engine_args
 from tokenwire.server.engine.vllm.control import VllmControl
 from tokenwire.server.engine.vllm.convert import convert_output, map_engine_error, sampling_params
-from tokenwire.server.engine.vllm.parsers import VllmChatParsers
+from tokenwire.server.engine.vllm.parsers import VllmChatParsers, import_plugins
 
 log = logging.getLogger("tokenwire.engine")
 
@@ -62,6 +62,9 @@ class VllmEngine(VllmControl):
         self._tok = TokenizerOps(self._llm.get_tokenizer())
         self._vocab_size = max(int(self._llm.model_config.get_vocab_size()), self._tok.size)
         self._parsers: dict[ParserConfig, VllmChatParsers | None] = {}
+        # The plugins' parsers, registered in this process too (a serving
+        # process of --api-server-count is a fresh one).
+        import_plugins(settings.tool_parser_plugin, settings.reasoning_parser_plugin)
         self.chat_parsers(settings.parser_config())  # an unusable parser fails the start
         self._max_token_chars = self._tok.max_token_chars()
         self._loras: dict[str, Any] = {}
@@ -147,6 +150,8 @@ class VllmEngine(VllmControl):
                 prompt, sp, request.request_id, priority=request.priority,
                 lora_request=self.lora_request(request.lora),
                 data_parallel_rank=request.data_parallel_rank,
+                reasoning_ended=request.reasoning_ended,
+                reasoning_parser_kwargs=request.reasoning_kwargs,
             ):
                 yield convert_output(out, wall_offset, full or out.finished)
                 full = False

@@ -157,6 +157,7 @@ class VllmRequestParsers:
             "spaces_between_special_tokens": params.spaces_between_special_tokens,
         })
         request = self.new_parser().adjust_request(request)
+        self.request = request  # resolve_reasoning_ended reads what adjust_request set
         params.skip_special_tokens = bool(request.skip_special_tokens)
         params.spaces_between_special_tokens = bool(request.spaces_between_special_tokens)
         so = request.structured_outputs
@@ -169,6 +170,15 @@ class VllmRequestParsers:
             params.structured = StructuredOutput(structural_tag=so.structural_tag)
         elif so.json_object:
             params.structured = StructuredOutput(json_object=True)
+
+    def engine_reasoning(self, prompt_ids: list[int]
+                         ) -> tuple[bool | None, dict[str, Any] | None]:
+        """As vLLM's chat serving's _engine_reasoning_kwargs."""
+        parser = self.new_parser()
+        if parser.reasoning_parser is None:
+            return self.request.resolve_reasoning_ended(parser, prompt_ids), None
+        kwargs = {"chat_template_kwargs": dict(self.template_kwargs)}
+        return self.request.resolve_reasoning_ended(parser, prompt_ids), kwargs
 
     def stream_parser(self, prompt_ids: list[int]) -> VllmStreamParser:
         return VllmStreamParser(self, self.new_parser(), prompt_ids)

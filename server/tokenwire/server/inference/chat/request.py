@@ -267,6 +267,7 @@ def build_chat_plan(
     params.stream_interval = v.stream_interval(req.stream_options)
 
     priority = body_priority(req, settings, caller)
+    ended, reasoning_kwargs = (None, None) if parsing is None else parsing.engine_reasoning(prompt)
 
     return ChatPlan(
         request=EngineRequest(
@@ -277,6 +278,8 @@ def build_chat_plan(
             priority=priority,
             stream=stream,
             lora=lora_of(model, served_model),
+            reasoning_ended=ended,
+            reasoning_kwargs=reasoning_kwargs,
         ),
         model=model,
         render=options,

@@ -1,0 +1,71 @@
+"""vLLM's parsers on the real engine (#34 items 2-4): the demo model served
+with `make run`'s parser flags (hermes tool calls, qwen3 reasoning);
+tool_choice "required" and a named function constrained with vLLM's
+structural tag and parsed back, unary and streamed, ids unchanged."""
+
+from __future__ import annotations
+
+import collections.abc
+import json
+
+import grpc
+import pytest
+
+from tests.conftest import REAL_SERVER_ARGS
+from tests.rpc import chat_request, stream_ids
+from tests.servers import ProcessServer
+from tokenwire.v1 import service_pb2_grpc
+
+PARSERS = ["--enable-auto-tool-choice", "--tool-call-parser", "hermes",
+           "--reasoning-parser", "qwen3"]
+TOOLS = [{"type": "function", "function": {
+    "name": "get_weather", "strict": True,
+    "parameters": {"type": "object", "properties": {"city": {"type": "string", "enum": ["Paris"]}},
+                   "required": ["city"], "additionalProperties": False}}}]
+ASK = [{"role": "user", "content": "What is the weather in Paris?"}]
+
+
+@pytest.fixture(scope="module")
+def stub() -> collections.abc.Iterator[service_pb2_grpc.TokenwireServiceStub]:
+    server = ProcessServer(REAL_SERVER_ARGS + PARSERS).start()
+    try:
+        with grpc.insecure_channel(server.address) as ch:
+            yield service_pb2_grpc.TokenwireServiceStub(ch)
+    finally:
+        server.stop()
+
+
+@pytest.mark.parametrize("choice", [
+    "required", {"type": "function", "function": {"name": "get_weather"}}])
+def test_forced_tool_calls_are_constrained_and_parsed(stub, choice) -> None:
+    # enable_thinking false reaches the engine's qwen3 parser (vLLM's
+    # reasoning_parser_kwargs): the constraint applies from the first token.
+    req = chat_request(messages=ASK, tools=TOOLS, tool_choice=choice, temperature=0,
+                       max_tokens=80, return_token_ids=True, logprobs=True,
+                       chat_template_kwargs={"enable_thinking": False})
+    resp = stub.CreateChatCompletion(req, timeout=300)
+    c = resp.choices[0]
+    assert len(c.message.tool_calls) == 1, c.message
+    call = c.message.tool_calls[0]
+    assert call.function.name == "get_weather" and call.id.startswith("chatcmpl-tool-")
+    json.loads(call.function.arguments)  # JSON, whatever the tiny model put in it
+    assert c.finish_reason == ("tool_calls" if choice == "required" else "stop")
+    chunks = list(stub.StreamChatCompletion(req, timeout=300))
+    assert stream_ids(chunks)[0] == list(c.token_ids)  # greedy: the same ids, all of them
+    pieces = [tc for k in chunks for ch in k.choices for tc in ch.delta.tool_calls]
+    assert pieces[0].function.name == "get_weather" and pieces[0].id.startswith("chatcmpl-tool")
+    assert "".join(p.function.arguments for p in pieces) == call.function.arguments
+    assert sum(len(ch.logprobs.content) for k in chunks for ch in k.choices) == len(c.token_ids)
+
+
+def test_qwen3_reasoning_and_enable_thinking(stub) -> None:
+    """vLLM's qwen3 parser: text before a </think> is reasoning (the template
+    opens the thought); enable_thinking false makes it all content."""
+    ask = {"messages": ASK, "tools": TOOLS, "temperature": 0, "max_tokens": 16,
+           "return_token_ids": True}
+    c = stub.CreateChatCompletion(chat_request(**ask), timeout=300).choices[0]
+    assert c.message.reasoning_content and not c.message.content
+    off = stub.CreateChatCompletion(chat_request(
+        chat_template_kwargs={"enable_thinking": False}, **ask), timeout=300).choices[0]
+    assert (off.message.content or off.message.tool_calls) and not off.message.reasoning_content
+    assert len(off.token_ids) > 0
