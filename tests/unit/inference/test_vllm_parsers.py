@@ -157,3 +157,61 @@ def test_a_plugin_registers_a_parser_name(tmp_path, tokenizer) -> None:
     assert check_names(ParserConfig("tw_plugin_hermes", True, "")) is None
     rp = _parsers(tokenizer, "tw_plugin_hermes").for_request(ParseSpec(tools=TOOLS))
     assert [c.name for c in rp.parse(HERMES, [], []).tool_calls] == ["get_weather"]
+
+
+def _ds(name: str) -> str:
+    """A DeepSeek marker: full-width bars around the name, U+2581 for spaces."""
+    return "<\uff5c" + name.replace(" ", "\u2581") + "\uff5c>"
+
+
+DS = {k: _ds(k) for k in ("tool calls begin", "tool calls end", "tool call begin",
+                          "tool call end", "tool sep")}
+FAMILY_TOKENS = ["<think>", "</think>", "<|python_tag|>", "[TOOL_CALLS]", "[ARGS]", *DS.values()]
+FAMILIES = {  # (tool parser, reasoning parser): what the family's model writes
+    ("llama3_json", ""): '{"name": "get_weather", "parameters": {"city": "Paris"}}',
+    ("mistral", ""): '[TOOL_CALLS]get_weather[ARGS]{"city": "Paris"}',
+    ("deepseek_v3", "deepseek_r1"): (
+        f"<think>hm</think>Ok.{DS['tool calls begin']}{DS['tool call begin']}function"
+        f'{DS["tool sep"]}get_weather\n```json\n{{"city": "Paris"}}\n```'
+        f"{DS['tool call end']}{DS['tool calls end']}"),
+}
+
+
+@pytest.fixture(scope="module")
+def family_tokenizer(tokenizer, tmp_path_factory):
+    """The demo tokenizer with the families' special tokens added (the
+    parsers check their markers are in the vocabulary)."""
+    import shutil
+
+    from transformers import AutoTokenizer
+    from vllm.tokenizers import get_tokenizer
+
+    folder = tmp_path_factory.mktemp("family-tokenizer")
+    hf = AutoTokenizer.from_pretrained(str(MODEL))
+    hf.add_special_tokens({"additional_special_tokens": FAMILY_TOKENS})
+    hf.save_pretrained(str(folder))
+    shutil.copy(MODEL / "config.json", folder / "config.json")
+    return get_tokenizer(str(folder))
+
+
+# Token by token, and 3 tokens a delta (stream_interval 3): splits inside the
+# markers and the JSON. (vLLM's legacy llama3_json and deepseek_r1 parsers
+# miss a call or keep <think> when a delta holds the whole output or starts
+# with the marker and its text; they get the deltas vLLM's server would give.)
+@pytest.mark.parametrize("step", [1, 3])
+@pytest.mark.parametrize("names", list(FAMILIES))
+def test_families_unary_and_streamed(family_tokenizer, names, step) -> None:
+    text = FAMILIES[names]
+    rp = _parsers(family_tokenizer, *names).for_request(ParseSpec(tools=TOOLS))
+    ids = family_tokenizer.encode(text, add_special_tokens=False)
+    m = rp.parse(text, ids, [1, 2, 3])
+    assert [(c.name, json.loads(c.arguments)) for c in m.tool_calls] == [
+        ("get_weather", {"city": "Paris"})]
+    assert m.tool_calls[0].id and m.tool_finish
+    if names[1]:
+        assert (m.reasoning, m.content) == ("hm", "Ok.")
+    reasoning, content, calls, finish = _stream(rp, family_tokenizer, text, step)
+    assert finish and list(calls) == [0] and calls[0]["name"] == "get_weather"
+    assert calls[0]["id"] and json.loads(calls[0]["arguments"]) == {"city": "Paris"}
+    if names[1]:
+        assert (reasoning, content) == ("hm", "Ok.")
