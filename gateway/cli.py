@@ -150,9 +150,12 @@ def run_up(ns: argparse.Namespace) -> int:
     probe = supervisor.Probe(
         tls_ca=gateway.upstream_tls_ca,
         tls_server_name=gateway.upstream_tls_server_name or "localhost",
-        api_key="" if ns.open_probes else (ns.api_key or os.environ.get("TOKENWIRE_API_KEY", "")),
+        api_key="" if ns.open_probes else server.api_key,
     )
-    env = {var: getattr(ns, name) for name, var in SECRET_FIELDS.items() if getattr(ns, name)}
+    env = {var: getattr(ns, name) for name, var in SECRET_FIELDS.items()
+           if getattr(ns, name) and name != "api_key"}
+    if server.api_keys():  # every --api-key (or $VLLM_API_KEY's), one a line
+        env[SECRET_FIELDS["api_key"]] = "\n".join(server.api_keys())
     replicas = plan_replicas(ns)
     if len(replicas) > 1:
         gateway = dataclasses.replace(gateway, upstreams=tuple(r.address for r in replicas))

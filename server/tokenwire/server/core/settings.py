@@ -108,6 +108,20 @@ class ServerSettings:
         False, "accept `chat_template` in requests (Jinja runs on the server: trusted callers "
                "only; vLLM's flag of the same name)")
 
+    # Chat templates (vLLM's flags).
+    chat_template: str = _own(
+        "", "the chat template: a file, or the Jinja text itself (vLLM's flag); empty: the "
+            "model's own")
+    default_chat_template_kwargs: str = _own(
+        "", "JSON object of chat-template arguments for every request, under each request's "
+            "chat_template_kwargs (vLLM's flag), e.g. '{\"enable_thinking\": false}'")
+    response_role: str = _own(
+        "assistant", "the role of the reply when the request has add_generation_prompt "
+                     "(vLLM's flag)")
+    chat_template_content_format: Literal["auto", "string", "openai"] = _own(
+        "auto", "how message content reaches the template (vLLM's flag): string, or openai "
+                "(a list of content parts); auto: string")
+
     # Sessions, continuation and speculative prefill.
     session_max_requests: int = _own(1024, "running requests one Session stream may hold")
     session_max_buffered_bytes: int = _own(
@@ -133,7 +147,10 @@ class ServerSettings:
             "request templates); beyond, RESOURCE_EXHAUSTED OFFLOAD_QUEUE_FULL (0: no limit)")
 
     # Access control and observability.
-    api_key: str = _own("", "inference API key (also $TOKENWIRE_API_KEY); empty: no key")
+    api_key: str = _own(
+        "", "inference API keys, one or several (vLLM's flag; each is accepted); without it, "
+            "$TOKENWIRE_API_KEY, else $VLLM_API_KEY (as vLLM reads it); none: no key")
+    more_api_keys: tuple[str, ...] = _internal((), "the other keys of --api-key")
     api_keys_file: str = _own(
         "", "TOML file of inference keys, each with its tenant (cache domain) and optional "
             "priority range (docs/hardening.md)")
@@ -212,6 +229,10 @@ class ServerSettings:
         return ParserConfig(self.tool_call_parser, self.enable_auto_tool_choice,
                             self.reasoning_parser)
 
+    def api_keys(self) -> tuple[str, ...]:
+        """Every inference key of --api-key (each accepted)."""
+        return tuple(k for k in (self.api_key, *self.more_api_keys) if k)
+
     def resolved_worker_id(self) -> str:
         if self.worker_id:
             return self.worker_id
@@ -237,6 +258,8 @@ def add_arguments(parser: Any, *, skip: frozenset[str] = frozenset()) -> None:
                 flag, dest=field.name, default=default, action=argparse.BooleanOptionalAction,
                 help=help,
             )
+        elif field.name == "api_key":  # vLLM's: several keys, each accepted
+            parser.add_argument(flag, dest=field.name, nargs="+", default=[], help=help)
         elif isinstance(default, tuple):
             parser.add_argument(flag, dest=field.name, nargs="*", default=default, help=help)
         elif get_origin(hints[field.name]) is Literal:  # a closed set: the CLI shows the choices
@@ -259,8 +282,22 @@ def from_namespace(ns: argparse.Namespace, **engine_facts: Any) -> ServerSetting
     values.update(engine_facts)
     values["lora_modules"] = tuple(values["lora_modules"])
     values["trusted_proxy"] = tuple(values["trusted_proxy"])
-    if not values["api_key"]:
-        values["api_key"] = os.environ.get("TOKENWIRE_API_KEY", "")
+    keys = api_keys_of(values["api_key"])
+    values["api_key"], values["more_api_keys"] = (keys[0], keys[1:]) if keys else ("", ())
     if not values["admin_api_key"]:
         values["admin_api_key"] = os.environ.get("TOKENWIRE_ADMIN_API_KEY", "")
     return ServerSettings(**values)
+
+
+# Several keys travel in one environment variable one a line (`tokenwire up`
+# hands the server its keys so): a key never holds a line break.
+def api_keys_of(given: str | list[str] | tuple[str, ...] | None) -> tuple[str, ...]:
+    """The inference keys: --api-key's values; without them $TOKENWIRE_API_KEY,
+    else vLLM's $VLLM_API_KEY (a vLLM deployment keyed by its environment
+    stays keyed)."""
+    keys = [given] if isinstance(given, str) else list(given or ())
+    keys = [k for k in keys if k]
+    if not keys:
+        env = os.environ.get("TOKENWIRE_API_KEY") or os.environ.get("VLLM_API_KEY") or ""
+        keys = env.splitlines()
+    return tuple(dict.fromkeys(k.strip() for k in keys if k.strip()))

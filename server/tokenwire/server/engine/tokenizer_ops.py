@@ -4,12 +4,18 @@ hands its tokenizer in."""
 
 from __future__ import annotations
 
+import dataclasses
 import functools
+import json
+import pathlib
 import re
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from tokenwire.server.core import errors
 from tokenwire.server.core.domain import RenderOptions
+
+if TYPE_CHECKING:
+    from tokenwire.server.core.settings import ServerSettings
 
 _BYTE_TOKEN = re.compile(r"^<0x([0-9A-Fa-f]{2})>$")
 
@@ -32,9 +38,59 @@ def _byte_decoder() -> dict[str, int]:
     return {chr(c): b for b, c in zip(printable, codes, strict=True)}
 
 
+def load_chat_template(given: str) -> str | None:
+    """--chat-template as vLLM takes it: a file's text, else the template
+    itself (text holding Jinja's "{", "}" or a line break); ValueError for
+    a name that is neither. Empty: None (the model's own template)."""
+    if not given:
+        return None
+    path = pathlib.Path(given)
+    try:
+        return path.read_text()
+    except OSError as err:
+        if any(c in given for c in "{}\n"):
+            return given
+        raise ValueError(f"--chat-template {given!r}: no such file ({err.strerror}), and not a "
+                         "template (give a file, or the Jinja text itself)") from None
+
+
+@dataclasses.dataclass(frozen=True)
+class ChatTemplateDefaults:
+    """The server's chat-template flags (vLLM's): --chat-template,
+    --default-chat-template-kwargs (under each request's
+    chat_template_kwargs) and --chat-template-content-format."""
+
+    template: str | None = None
+    kwargs: dict[str, Any] = dataclasses.field(default_factory=dict)
+    content_format: str = "auto"  # auto and string: text content; openai: content parts
+
+    @classmethod
+    def from_settings(cls, settings: ServerSettings) -> ChatTemplateDefaults:
+        """ValueError naming the flag at fault."""
+        kwargs: Any = settings.default_chat_template_kwargs or {}
+        if isinstance(kwargs, str):
+            try:
+                kwargs = json.loads(kwargs)
+            except json.JSONDecodeError as err:
+                raise ValueError(f"--default-chat-template-kwargs: not JSON ({err})") from None
+        if not isinstance(kwargs, dict):
+            raise ValueError("--default-chat-template-kwargs: give a JSON object, such as "
+                             '\'{"enable_thinking": false}\'')
+        return cls(load_chat_template(settings.chat_template), kwargs,
+                   settings.chat_template_content_format)
+
+
+def _as_parts(messages: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """--chat-template-content-format openai: each text content as one
+    content part, as vLLM hands such templates their messages."""
+    return [{**m, "content": [{"type": "text", "text": m["content"]}]}
+            if isinstance(m.get("content"), str) else m for m in messages]
+
+
 class TokenizerOps:
-    def __init__(self, tokenizer: Any):
+    def __init__(self, tokenizer: Any, defaults: ChatTemplateDefaults | None = None):
         self._tok = tokenizer
+        self._defaults = defaults or ChatTemplateDefaults()
         self.size = len(tokenizer)
         self._special_ids = set(getattr(tokenizer, "all_special_ids", []) or [])
         self._text_cache: dict[int, str] = {}
@@ -87,11 +143,16 @@ class TokenizerOps:
         return self.token_text(token_id).encode()
 
     def render_chat(self, messages: list[dict[str, Any]], options: RenderOptions) -> list[int]:
-        kwargs: dict[str, Any] = dict(options.template_kwargs)
+        defaults = self._defaults
+        # The server's --default-chat-template-kwargs under the request's own.
+        kwargs: dict[str, Any] = {**defaults.kwargs, **options.template_kwargs}
         if options.tools:
             kwargs["tools"] = options.tools
-        if options.chat_template:
-            kwargs["chat_template"] = options.chat_template
+        template = options.chat_template or defaults.template  # the request's (trusted) first
+        if template:
+            kwargs["chat_template"] = template
+        if defaults.content_format == "openai":
+            messages = _as_parts(messages)
         try:
             text = self._tok.apply_chat_template(
                 messages,

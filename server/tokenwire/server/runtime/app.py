@@ -230,7 +230,7 @@ async def start(settings: ServerSettings, engine: Engine) -> RunningServer:
     interceptors: list[grpc.aio.ServerInterceptor] = [MetricsInterceptor(metrics)]
     check_exposure(settings)
     tenancy = Tenancy.from_settings(settings)
-    inference_keys = [k for k in (settings.api_key, *(t.key for t in tenancy.keys)) if k]
+    inference_keys = [k for k in (*settings.api_keys(), *(t.key for t in tenancy.keys)) if k]
     if settings.admin_api_key and settings.admin_api_key in inference_keys:
         raise ValueError("--admin-api-key must differ from --api-key "
                          "(the inference key never grants control)")

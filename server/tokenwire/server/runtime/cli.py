@@ -73,8 +73,11 @@ def main(argv: Sequence[str] | None = None) -> int:
     from tokenwire.server.security.auth import check_exposure
 
     settings = parse_settings(sys.argv[1:] if argv is None else argv)
+    from tokenwire.server.engine.tokenizer_ops import ChatTemplateDefaults
+
     try:
         check_exposure(settings)
+        ChatTemplateDefaults.from_settings(settings)  # --chat-template's file, the JSON flags
     except ValueError as err:
         raise SystemExit(f"tokenwire serve: {err}") from None
     if settings.api_server_count > 1:

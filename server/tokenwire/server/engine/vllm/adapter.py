@@ -22,7 +22,7 @@ from tokenwire.server.core.domain import (
 )
 from tokenwire.server.core.parsing import ParserConfig
 from tokenwire.server.core.settings import ServerSettings
-from tokenwire.server.engine.tokenizer_ops import TokenizerOps
+from tokenwire.server.engine.tokenizer_ops import ChatTemplateDefaults, TokenizerOps
 from tokenwire.server.engine.vllm.args import describe, engine_env, programmatic_engine_args
 from tokenwire.server.engine.vllm.control import VllmControl
 from tokenwire.server.engine.vllm.convert import convert_output, map_engine_error, sampling_params
@@ -59,7 +59,8 @@ class VllmEngine(VllmControl):
                 client_addresses=config, client_count=count, client_index=index,
             )
         self._max_model_len = int(self._llm.model_config.max_model_len)
-        self._tok = TokenizerOps(self._llm.get_tokenizer())
+        self._tok = TokenizerOps(self._llm.get_tokenizer(),
+                                 ChatTemplateDefaults.from_settings(settings))
         self._vocab_size = max(int(self._llm.model_config.get_vocab_size()), self._tok.size)
         self._parsers: dict[ParserConfig, VllmChatParsers | None] = {}
         # The plugins' parsers, registered in this process too (a serving

@@ -65,6 +65,7 @@ class ChatPlan:
     as_token_ids: bool = False  # return_tokens_as_token_ids: logprob tokens spelled "token_id:N"
     received: float = dataclasses.field(default_factory=time.time)
     weight_version: str = ""  # the weight version current when the request was planned
+    role: str = "assistant"  # the reply's role: --response-role, or the last message's (vLLM's)
 
     @property
     def fingerprint(self) -> str:
@@ -292,4 +293,14 @@ def build_chat_plan(
         speculative_prefill=bool(nv.agent_hints.speculative_prefill),
         parsing=parsing,
         as_token_ids=bool(req.return_tokens_as_token_ids),
+        role=_reply_role(req, settings),
     )
+
+
+def _reply_role(req: chat_pb2.CreateChatCompletionRequest, settings: ServerSettings) -> str:
+    """vLLM's: --response-role when the request adds the generation prompt
+    (its default), else the role of the last message (which it continues)."""
+    add_gen = req.add_generation_prompt if req.HasField("add_generation_prompt") else True
+    if add_gen or not req.messages:
+        return settings.response_role
+    return req.messages[-1].role or settings.response_role

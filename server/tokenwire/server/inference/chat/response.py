@@ -63,7 +63,7 @@ def build_chat_response(
         acc = ChoiceAccumulator(out.index)
         acc.add(out)
         completion_len += len(out.token_ids)
-        message = chat_pb2.ResponseMessage(role="assistant")
+        message = chat_pb2.ResponseMessage(role=plan.role)
         tool_finish = False
         if plan.parsing is None:
             message.content = out.text
@@ -145,7 +145,8 @@ class ChatStreamBuilder:
                                 first.prompt_logprobs)
         for i in range(self.plan.request.params.n):
             chunk.choices.add(index=i,
-                              delta=chat_pb2.ChatCompletionDelta(role="assistant", content=""))
+                              delta=chat_pb2.ChatCompletionDelta(role=self.plan.role,
+                                                                    content=""))
         if self.plan.return_token_ids:
             chunk.prompt_token_ids.extend(self.prompt_ids)
         add_prompt_nvext(chunk.nvext, self.plan.extra_fields, self.prompt_ids,
