@@ -97,6 +97,8 @@ SERVICES = (
             "SglangGenerate": "SGLang's /generate shape for trainers (docs/trainers.md); "
                               "generate() is the client's",
             "FinishSession": "SkyRL's /finish_session, an acknowledgement (docs/trainers.md)",
+            "GetVersion": "vLLM's GET /version, for REST probes (docs/gateway.md)",
+            "GetServerLoad": "vLLM's GET /load, for REST load balancers; stats() has more",
             "CreateMessage": "Anthropic's Messages API for agents (the anthropic SDK is its "
                              "client: docs/agents.md)",
             "CountMessageTokens": "Anthropic's /v1/messages/count_tokens (the anthropic SDK)",

@@ -48,6 +48,16 @@ function envoy_on_request(handle)
     end
     return text
   end
+  if method == "POST" and full_path:match("^([^?]*)") == stream_select.INVOCATIONS then
+    -- SageMaker's /invocations: a chat or a completion, by the body's keys
+    local routed = stream_select.invocation_path(full_path, body_text())
+    if routed == nil then
+      handle:respond({ [":status"] = "400" }, stream_select.INVOCATION_ERROR)
+      return
+    end
+    full_path = routed
+    handle:headers():replace(":path", full_path)
+  end
   local rules = method == "POST" and strict_rules[full_path:match("^([^?]*)")] or nil
   if rules ~= nil then
     local key, kind = strict_types.violation(body_text(), rules)

@@ -37,6 +37,33 @@ M.ALWAYS_JSON = {
   ["/v1/responses"] = "/v1/responses", -- OpenAI's Response: nulls, empty lists
 }
 
+-- SageMaker's `POST /invocations`: vLLM runs the body as the first request
+-- type it validates as, a chat (`messages`) before a completion (`prompt`);
+-- here the body's top-level keys pick the route the same way.
+M.INVOCATIONS = "/invocations"
+M.INVOCATION_ROUTES = { { "messages", "/v1/chat/completions" }, { "prompt", "/v1/completions" } }
+M.INVOCATION_ERROR = "Cannot find suitable handler for request. Expected one of: "
+  .. "[ChatCompletionRequest (messages), CompletionRequest (prompt)]"
+
+-- The path an `/invocations` body goes to (its query kept), or nil when the
+-- body has neither key at its top level.
+function M.invocation_path(path, s)
+  local base, query = path:match("^([^?]*)(.*)$")
+  if base ~= M.INVOCATIONS then
+    return nil
+  end
+  local keys = {}
+  json_scan.each_key(s, function(key)
+    keys[key] = true
+  end)
+  for _, route in ipairs(M.INVOCATION_ROUTES) do
+    if keys[route[1]] then
+      return route[2] .. query
+    end
+  end
+  return nil
+end
+
 -- Whether JSON object text `s` has `"<name>": true` at its top level.
 function M.flag_set(s, name)
   return json_scan.each_key(s, function(key, after)

@@ -55,6 +55,17 @@ def test_stream_requested(lua, body, expected) -> None:
     assert module(lua, "stream_select").stream_requested(body) is expected
 
 
+def test_invocation_path(lua) -> None:
+    """SageMaker's /invocations: `messages` (before `prompt`) picks a chat,
+    `prompt` a completion; only top-level keys count."""
+    path = module(lua, "stream_select").invocation_path
+    assert path("/invocations", '{"prompt": "x", "messages": []}') == "/v1/chat/completions"
+    assert path("/invocations?a=1", '{"prompt": "x"}') == "/v1/completions?a=1"
+    assert path("/invocations", '{"input": {"messages": [], "prompt": 1}}') is None
+    assert path("/invocations", '[1]') is None
+    assert path("/v1/completions", '{"prompt": "x"}') is None
+
+
 def test_stream_path(lua) -> None:
     select = module(lua, "stream_select")
 

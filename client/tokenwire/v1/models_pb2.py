@@ -24,7 +24,7 @@ _sym_db = _symbol_database.Default()
 
 
 
-DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n\x19tokenwire/v1/models.proto\x12\x0ctokenwire.v1\"\x13\n\x11ListModelsRequest\"\x92\x01\n\x05Model\x12\n\n\x02id\x18\x01 \x01(\t\x12\x0e\n\x06object\x18\x02 \x01(\t\x12\x0f\n\x07\x63reated\x18\x03 \x01(\r\x12\x10\n\x08owned_by\x18\x04 \x01(\t\x12\x0c\n\x04root\x18\x05 \x01(\t\x12\x1a\n\rmax_model_len\x18\x06 \x01(\rH\x00\x88\x01\x01\x12\x0e\n\x06parent\x18\x07 \x01(\tB\x10\n\x0e_max_model_len\"G\n\x12ListModelsResponse\x12\x0e\n\x06object\x18\x01 \x01(\t\x12!\n\x04\x64\x61ta\x18\x02 \x03(\x0b\x32\x13.tokenwire.v1.Model\"\x12\n\x10GetHealthRequest\"#\n\x11GetHealthResponse\x12\x0e\n\x06status\x18\x01 \x01(\t\"\x11\n\x0fGetStatsRequest\"\xb9\x03\n\x10GetStatsResponse\x12\x1c\n\x0f\x65ngine_requests\x18\x01 \x01(\rH\x00\x88\x01\x01\x12\x19\n\x0c\x61\x63tive_calls\x18\x02 \x01(\rH\x01\x88\x01\x01\x12\x11\n\tworker_id\x18\x03 \x01(\t\x12\r\n\x05model\x18\x04 \x01(\t\x12\x14\n\x07serving\x18\x05 \x01(\x08H\x02\x88\x01\x01\x12\x15\n\x08sessions\x18\x06 \x01(\rH\x03\x88\x01\x01\x12!\n\x14speculative_prefills\x18\x07 \x01(\rH\x04\x88\x01\x01\x12 \n\x13\x63ontinuation_tokens\x18\x08 \x01(\rH\x05\x88\x01\x01\x12\x13\n\x06paused\x18\t \x01(\x08H\x06\x88\x01\x01\x12\x16\n\x0eweight_version\x18\n \x01(\t\x12\x31\n\rengine_config\x18\x0b \x01(\x0b\x32\x1a.tokenwire.v1.EngineConfigB\x12\n\x10_engine_requestsB\x0f\n\r_active_callsB\n\n\x08_servingB\x0b\n\t_sessionsB\x17\n\x15_speculative_prefillsB\x16\n\x14_continuation_tokensB\t\n\x07_paused\"\xe3\x03\n\x0c\x45ngineConfig\x12\r\n\x05model\x18\x01 \x01(\t\x12\r\n\x05\x64type\x18\x02 \x01(\t\x12!\n\x14tensor_parallel_size\x18\x03 \x01(\rH\x00\x88\x01\x01\x12#\n\x16pipeline_parallel_size\x18\x04 \x01(\rH\x01\x88\x01\x01\x12\x1f\n\x12\x64\x61ta_parallel_size\x18\x05 \x01(\rH\x02\x88\x01\x01\x12\x1a\n\rmax_model_len\x18\x06 \x01(\rH\x03\x88\x01\x01\x12\x17\n\nblock_size\x18\x07 \x01(\rH\x04\x88\x01\x01\x12\x19\n\x0cmax_num_seqs\x18\x08 \x01(\rH\x05\x88\x01\x01\x12\x18\n\x0b\x65nable_lora\x18\t \x01(\x08H\x06\x88\x01\x01\x12\x1a\n\rmax_lora_rank\x18\n \x01(\rH\x07\x88\x01\x01\x12\x15\n\rlogprobs_mode\x18\x0b \x01(\t\x12\x10\n\x08platform\x18\x0c \x01(\tB\x17\n\x15_tensor_parallel_sizeB\x19\n\x17_pipeline_parallel_sizeB\x15\n\x13_data_parallel_sizeB\x10\n\x0e_max_model_lenB\r\n\x0b_block_sizeB\x0f\n\r_max_num_seqsB\x0e\n\x0c_enable_loraB\x10\n\x0e_max_lora_rankb\x06proto3')
+DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n\x19tokenwire/v1/models.proto\x12\x0ctokenwire.v1\"\x13\n\x11ListModelsRequest\"\x92\x01\n\x05Model\x12\n\n\x02id\x18\x01 \x01(\t\x12\x0e\n\x06object\x18\x02 \x01(\t\x12\x0f\n\x07\x63reated\x18\x03 \x01(\r\x12\x10\n\x08owned_by\x18\x04 \x01(\t\x12\x0c\n\x04root\x18\x05 \x01(\t\x12\x1a\n\rmax_model_len\x18\x06 \x01(\rH\x00\x88\x01\x01\x12\x0e\n\x06parent\x18\x07 \x01(\tB\x10\n\x0e_max_model_len\"G\n\x12ListModelsResponse\x12\x0e\n\x06object\x18\x01 \x01(\t\x12!\n\x04\x64\x61ta\x18\x02 \x03(\x0b\x32\x13.tokenwire.v1.Model\"\x12\n\x10GetHealthRequest\"#\n\x11GetHealthResponse\x12\x0e\n\x06status\x18\x01 \x01(\t\"\x13\n\x11GetVersionRequest\"@\n\x12GetVersionResponse\x12\x0f\n\x07version\x18\x01 \x01(\t\x12\x19\n\x11tokenwire_version\x18\x02 \x01(\t\"\x16\n\x14GetServerLoadRequest\"A\n\x15GetServerLoadResponse\x12\x18\n\x0bserver_load\x18\x01 \x01(\rH\x00\x88\x01\x01\x42\x0e\n\x0c_server_load\"\x11\n\x0fGetStatsRequest\"\xb9\x03\n\x10GetStatsResponse\x12\x1c\n\x0f\x65ngine_requests\x18\x01 \x01(\rH\x00\x88\x01\x01\x12\x19\n\x0c\x61\x63tive_calls\x18\x02 \x01(\rH\x01\x88\x01\x01\x12\x11\n\tworker_id\x18\x03 \x01(\t\x12\r\n\x05model\x18\x04 \x01(\t\x12\x14\n\x07serving\x18\x05 \x01(\x08H\x02\x88\x01\x01\x12\x15\n\x08sessions\x18\x06 \x01(\rH\x03\x88\x01\x01\x12!\n\x14speculative_prefills\x18\x07 \x01(\rH\x04\x88\x01\x01\x12 \n\x13\x63ontinuation_tokens\x18\x08 \x01(\rH\x05\x88\x01\x01\x12\x13\n\x06paused\x18\t \x01(\x08H\x06\x88\x01\x01\x12\x16\n\x0eweight_version\x18\n \x01(\t\x12\x31\n\rengine_config\x18\x0b \x01(\x0b\x32\x1a.tokenwire.v1.EngineConfigB\x12\n\x10_engine_requestsB\x0f\n\r_active_callsB\n\n\x08_servingB\x0b\n\t_sessionsB\x17\n\x15_speculative_prefillsB\x16\n\x14_continuation_tokensB\t\n\x07_paused\"\xe3\x03\n\x0c\x45ngineConfig\x12\r\n\x05model\x18\x01 \x01(\t\x12\r\n\x05\x64type\x18\x02 \x01(\t\x12!\n\x14tensor_parallel_size\x18\x03 \x01(\rH\x00\x88\x01\x01\x12#\n\x16pipeline_parallel_size\x18\x04 \x01(\rH\x01\x88\x01\x01\x12\x1f\n\x12\x64\x61ta_parallel_size\x18\x05 \x01(\rH\x02\x88\x01\x01\x12\x1a\n\rmax_model_len\x18\x06 \x01(\rH\x03\x88\x01\x01\x12\x17\n\nblock_size\x18\x07 \x01(\rH\x04\x88\x01\x01\x12\x19\n\x0cmax_num_seqs\x18\x08 \x01(\rH\x05\x88\x01\x01\x12\x18\n\x0b\x65nable_lora\x18\t \x01(\x08H\x06\x88\x01\x01\x12\x1a\n\rmax_lora_rank\x18\n \x01(\rH\x07\x88\x01\x01\x12\x15\n\rlogprobs_mode\x18\x0b \x01(\t\x12\x10\n\x08platform\x18\x0c \x01(\tB\x17\n\x15_tensor_parallel_sizeB\x19\n\x17_pipeline_parallel_sizeB\x15\n\x13_data_parallel_sizeB\x10\n\x0e_max_model_lenB\r\n\x0b_block_sizeB\x0f\n\r_max_num_seqsB\x0e\n\x0c_enable_loraB\x10\n\x0e_max_lora_rankb\x06proto3')
 
 _globals = globals()
 _builder.BuildMessageAndEnumDescriptors(DESCRIPTOR, _globals)
@@ -41,10 +41,18 @@ if not _descriptor._USE_C_DESCRIPTORS:
   _globals['_GETHEALTHREQUEST']._serialized_end=304
   _globals['_GETHEALTHRESPONSE']._serialized_start=306
   _globals['_GETHEALTHRESPONSE']._serialized_end=341
-  _globals['_GETSTATSREQUEST']._serialized_start=343
-  _globals['_GETSTATSREQUEST']._serialized_end=360
-  _globals['_GETSTATSRESPONSE']._serialized_start=363
-  _globals['_GETSTATSRESPONSE']._serialized_end=804
-  _globals['_ENGINECONFIG']._serialized_start=807
-  _globals['_ENGINECONFIG']._serialized_end=1290
+  _globals['_GETVERSIONREQUEST']._serialized_start=343
+  _globals['_GETVERSIONREQUEST']._serialized_end=362
+  _globals['_GETVERSIONRESPONSE']._serialized_start=364
+  _globals['_GETVERSIONRESPONSE']._serialized_end=428
+  _globals['_GETSERVERLOADREQUEST']._serialized_start=430
+  _globals['_GETSERVERLOADREQUEST']._serialized_end=452
+  _globals['_GETSERVERLOADRESPONSE']._serialized_start=454
+  _globals['_GETSERVERLOADRESPONSE']._serialized_end=519
+  _globals['_GETSTATSREQUEST']._serialized_start=521
+  _globals['_GETSTATSREQUEST']._serialized_end=538
+  _globals['_GETSTATSRESPONSE']._serialized_start=541
+  _globals['_GETSTATSRESPONSE']._serialized_end=982
+  _globals['_ENGINECONFIG']._serialized_start=985
+  _globals['_ENGINECONFIG']._serialized_end=1468
 # @@protoc_insertion_point(module_scope)

