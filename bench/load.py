@@ -199,7 +199,7 @@ def main(argv: list[str] | None = None) -> int:
     server = systems.spawn("load-server", [
         systems.PY, "-m", "tokenwire.cli", "serve", "--model", ns.model, "--port", str(port),
         "--metrics-port", str(mport), "--kv-cache-bytes", str(512 << 20), "--max-num-seqs", "256",
-        "--log-level", "WARNING",
+        "--log-level", "WARNING", "--disable-log-stats",  # as measured before issue #35
     ], logs, env)
     address = f"127.0.0.1:{port}"
     gateway = None

@@ -23,7 +23,12 @@ from tokenwire.server.core.domain import (
 from tokenwire.server.core.parsing import ParserConfig
 from tokenwire.server.core.settings import ServerSettings
 from tokenwire.server.engine.tokenizer_ops import ChatTemplateDefaults, TokenizerOps
-from tokenwire.server.engine.vllm.args import describe, engine_env, programmatic_engine_args
+from tokenwire.server.engine.vllm.args import (
+    describe,
+    engine_env,
+    programmatic_engine_args,
+    stats_for_tracing,
+)
 from tokenwire.server.engine.vllm.control import VllmControl
 from tokenwire.server.engine.vllm.convert import convert_output, map_engine_error, sampling_params
 from tokenwire.server.engine.vllm.parsers import VllmChatParsers, import_plugins
@@ -43,7 +48,7 @@ class VllmEngine(VllmControl):
         from vllm.v1.engine.async_llm import AsyncLLM
 
         self._settings = settings
-        kwargs = dict(settings.engine_args) or programmatic_engine_args(settings)
+        kwargs = stats_for_tracing(dict(settings.engine_args) or programmatic_engine_args(settings))
         self._model_path = str(kwargs["model"])
         log.info("engine configuration: %s", describe(kwargs))
         args = AsyncEngineArgs(**kwargs)

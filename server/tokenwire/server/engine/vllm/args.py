@@ -8,8 +8,10 @@ vLLM's environment (engine_env) and the flags of settings built in Python
 Defaults, applied only to flags the user did not give:
 - everywhere (tokenwire's choices): `--logprobs-mode processed_logprobs`
   (the distribution tokens were sampled from, what RL ratios need),
-  `--scheduling-policy priority` (request priorities), `--disable-log-stats`,
-  and the demo model when no `--model` is given;
+  `--scheduling-policy priority` (request priorities), and the demo model
+  when no `--model` is given (log stats stay on, vLLM's default: its
+  `vllm:*` metrics, served beside tokenwire's; `--disable-log-stats` turns
+  them off, and is refused with `--otlp-traces-endpoint`, which needs them);
 - on the CPU platform only: `--dtype float32`, `--kv-cache-memory-bytes`
   256 MiB, `--block-size 32`, `--max-model-len 2048`,
   `--no-enable-chunked-prefill`, `--enforce-eager` (see docs/engine.md for why).
@@ -31,7 +33,6 @@ if TYPE_CHECKING:
 TOKENWIRE_DEFAULTS: dict[str, Any] = {
     "logprobs_mode": "processed_logprobs",
     "scheduling_policy": "priority",
-    "disable_log_stats": True,
 }
 CPU_DEFAULTS: dict[str, Any] = {
     "dtype": "float32",
@@ -65,6 +66,9 @@ def build_parser(add_tokenwire: Callable[..., None], prog: str = "tokenwire serv
                        help="the same as vLLM's --kv-cache-memory-bytes")
     AsyncEngineArgs.add_cli_args(parser)
     add_parser_flags(parser)
+    from tokenwire.server.engine.vllm.frontend_flags import add_frontend_flags
+
+    add_frontend_flags(parser)  # the rest of vLLM's server flags: honoured or refused
     return parser
 
 
@@ -157,11 +161,28 @@ def resolve(
     for name, value in defaults.items():
         if name not in given:
             setattr(args, name, value)
+    if args.otlp_traces_endpoint and args.disable_log_stats and "disable_log_stats" in given:
+        raise SystemExit(TRACING_NEEDS_STATS)
     if "model" not in given:
         args.model = demo_model()
         if "served_model_name" not in given:  # no --model to name it by: the demo's folder
             args.served_model_name = [os.path.basename(args.model.rstrip("/"))]
-    return {f.name: getattr(args, f.name) for f in dataclasses.fields(args)}
+    return stats_for_tracing({f.name: getattr(args, f.name) for f in dataclasses.fields(args)})
+
+
+TRACING_NEEDS_STATS = (
+    "tokenwire serve: --otlp-traces-endpoint needs vLLM's per-request stats: drop "
+    "--disable-log-stats (with both, vLLM's tracing fails at the first finished request "
+    "and the engine dies)")
+
+
+def stats_for_tracing(kwargs: dict[str, Any]) -> dict[str, Any]:
+    """Engine arguments that cannot kill the engine: vLLM's tracing reads
+    every request's stats (its output processor asserts them), so with
+    --otlp-traces-endpoint log stats stay on whatever the defaults said."""
+    if kwargs.get("otlp_traces_endpoint") and kwargs.get("disable_log_stats"):
+        return {**kwargs, "disable_log_stats": False}
+    return kwargs
 
 
 def engine_facts(kwargs: dict[str, Any]) -> dict[str, Any]:
@@ -190,6 +211,9 @@ def parse_serve_args(argv: Sequence[str], add_tokenwire: Callable[..., None],
     ns = parser.parse_args(list(argv))
     ns.log_level = str(getattr(ns, "log_level", None) or "INFO")  # vLLM's --log-level, shared
     given = given_dests(parser, argv)
+    from tokenwire.server.engine.vllm.frontend_flags import refuse_frontend_flags
+
+    refuse_frontend_flags(parser, ns, given)
     kwargs = resolve(ns, given, demo_model)
     link_logprob_caps(ns, kwargs, given)
     return ns, {**engine_facts(kwargs), **parser_facts(ns, kwargs)}
