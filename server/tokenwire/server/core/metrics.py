@@ -1,16 +1,21 @@
-"""Prometheus metrics, served on their own HTTP port (--metrics-port)."""
+"""Prometheus metrics, served on their own HTTP port (--metrics-port):
+tokenwire's own (`tokenwire_*`, this module) and, on the same page, the
+engine's from the process's default registry (vLLM's `vllm:*`, which its
+stat loggers register there; EngineMetrics)."""
 
 from __future__ import annotations
 
 import asyncio
 import bisect
 import itertools
-from collections.abc import Awaitable, Callable
+import os
+from collections.abc import Awaitable, Callable, Iterator
 from typing import Any
 
 import grpc
 import prometheus_client as prom
-from prometheus_client.core import HistogramMetricFamily
+from prometheus_client import multiprocess
+from prometheus_client.core import HistogramMetricFamily, Metric
 from prometheus_client.utils import floatToGoString
 
 
@@ -60,10 +65,45 @@ class Metrics:
             "their sampling.", buckets=(0, 1, 2, 3, 4, 8, 16), registry=r,
         )
 
-    def serve(self, host: str, port: int) -> int:
-        """Start the /metrics HTTP endpoint; returns the bound port."""
-        server, _thread = prom.start_http_server(port, addr=host, registry=self.registry)
+    def serve(self, host: str, port: int, engine: bool = True) -> int:
+        """Start the /metrics HTTP endpoint; returns the bound port.
+        `engine`: the engine's metrics (EngineMetrics) on the same page."""
+        served = prom.CollectorRegistry()
+        served.register(_Joined([self.registry, *([EngineMetrics()] if engine else [])]))
+        server, _thread = prom.start_http_server(port, addr=host, registry=served)
         return int(server.server_address[1])
+
+
+class EngineMetrics:
+    """The engine's metrics: the families of the process's default registry
+    (prometheus_client's REGISTRY: vLLM's `vllm:*`, which its
+    PrometheusStatLogger registers there, and the process_* / python_*
+    collectors), as vLLM's own /metrics serves them. With several serving
+    processes (PROMETHEUS_MULTIPROC_DIR set, as vLLM's multi-API-server mode
+    does), their aggregate from that folder, as vLLM's get_prometheus_registry
+    reads it. tokenwire's own names are left out (served from Metrics)."""
+
+    def __init__(self) -> None:
+        self.source: Any = prom.REGISTRY
+        if os.environ.get("PROMETHEUS_MULTIPROC_DIR"):
+            self.source = prom.CollectorRegistry()
+            multiprocess.MultiProcessCollector(self.source)
+
+    def collect(self) -> Iterator[Metric]:
+        for family in self.source.collect():
+            if not family.name.startswith("tokenwire_"):
+                yield family
+
+
+class _Joined:
+    """Several registries as one collector (one page, one scrape)."""
+
+    def __init__(self, sources: list[Any]):
+        self.sources = sources
+
+    def collect(self) -> Iterator[Metric]:
+        for source in self.sources:
+            yield from source.collect()
 
 
 class CountHistogram:

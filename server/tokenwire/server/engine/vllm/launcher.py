@@ -6,7 +6,11 @@ from __future__ import annotations
 from typing import Any
 
 from tokenwire.server.core.settings import ServerSettings
-from tokenwire.server.engine.vllm.args import engine_env, programmatic_engine_args
+from tokenwire.server.engine.vllm.args import (
+    engine_env,
+    programmatic_engine_args,
+    stats_for_tracing,
+)
 
 
 def run_shared_engine(settings: ServerSettings, worker: Any) -> None:
@@ -20,11 +24,17 @@ def run_shared_engine(settings: ServerSettings, worker: Any) -> None:
     from vllm.engine.arg_utils import AsyncEngineArgs
     from vllm.v1.engine.utils import bind_engine_zmq_listeners, launch_core_engines
     from vllm.v1.executor import Executor
+    from vllm.v1.metrics.prometheus import setup_multiprocess_prometheus
     from vllm.v1.utils import APIServerProcessManager, wait_for_completion_or_failure
 
     engine_env()
+    # vLLM's metrics of every serving process in one folder (as `vllm serve
+    # --api-server-count N` does), read back as one aggregate by process 0's
+    # /metrics (core/metrics.py EngineMetrics).
+    setup_multiprocess_prometheus()
     count = settings.api_server_count
-    args = AsyncEngineArgs(**(dict(settings.engine_args) or programmatic_engine_args(settings)))
+    args = AsyncEngineArgs(**stats_for_tracing(
+        dict(settings.engine_args) or programmatic_engine_args(settings)))
     args._api_process_count, args._api_process_rank = count, -1
     config = args.create_engine_config()
     listeners = bind_engine_zmq_listeners(config, count)
