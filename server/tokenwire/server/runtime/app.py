@@ -291,7 +291,10 @@ async def start(settings: ServerSettings, engine: Engine) -> RunningServer:
                             offload=plane.offload, relay=relay)
     await running.set_serving(False)
     if settings.metrics_port:
-        running.metrics_port = metrics.serve(settings.metrics_host, settings.metrics_port)
+        # The engine's metrics (vLLM's vllm:*, of every serving process) on
+        # process 0's port only: summing the ports counts them once.
+        running.metrics_port = metrics.serve(settings.metrics_host, settings.metrics_port,
+                                             engine=settings.process_index == 0)
     if relay is not None and not relay.leader:
         await control.start("")  # process 0 sets the initial version
         running.mirror = asyncio.create_task(relay.mirror())
