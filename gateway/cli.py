@@ -166,6 +166,14 @@ def run_up(ns: argparse.Namespace) -> int:
     return supervisor.run(replicas, gateway, probe=probe, server_env=env)
 
 
+def _model_first(extra: list[str]) -> list[str]:
+    """`tokenwire up MODEL ...` (vLLM's positional model) as `--model MODEL`
+    for each replica's `tokenwire serve`."""
+    if extra and not extra[0].startswith("-"):
+        return ["--model", extra[0], *extra[1:]]
+    return list(extra)
+
+
 def plan_replicas(ns: argparse.Namespace) -> list[Any]:
     """The `tokenwire serve` of each replica: ports (and metrics ports) one
     after another from the given ones, devices split with --gpus-per-replica.
@@ -184,7 +192,7 @@ def plan_replicas(ns: argparse.Namespace) -> list[Any]:
         if ns.gpus_per_replica > 0:
             k = ns.gpus_per_replica
             env["CUDA_VISIBLE_DEVICES"] = ",".join(str(d) for d in range(i * k, (i + 1) * k))
-        replicas.append(Replica(serve_argv(ns) + list(getattr(ns, "extra", [])),
+        replicas.append(Replica(serve_argv(ns) + _model_first(getattr(ns, "extra", [])),
                                 f"{ns.host}:{ns.port}", env))
     ns.port, ns.metrics_port = base_port, base_metrics
     return replicas

@@ -50,7 +50,21 @@ def _fake_parser() -> argparse.ArgumentParser:
     return parser
 
 
+def positional_model(argv: Sequence[str]) -> list[str]:
+    """`tokenwire serve MODEL ...` (vLLM's positional model, first, as
+    `vllm serve MODEL`) as `--model MODEL ...`."""
+    args = list(argv)
+    if args and not args[0].startswith("-"):
+        return ["--model", args[0], *args[1:]]
+    return args
+
+
 def parse_settings(argv: Sequence[str]) -> ServerSettings:
+    argv = positional_model(argv)
+    if "--grpc" in argv:  # vLLM's (a plugin of vLLM's parser would take it over)
+        from tokenwire.server.engine.vllm.frontend_flags import FRONTEND
+
+        raise SystemExit(f"tokenwire serve: --grpc is vLLM's, not taken here: {FRONTEND['grpc']}")
     if _engine_choice(argv) == "fake":
         ns = _fake_parser().parse_args(list(argv))
         facts = {k: getattr(ns, k) for k in ("model", "max_model_len", "block_size",

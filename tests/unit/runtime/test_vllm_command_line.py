@@ -1,0 +1,127 @@
+"""`vllm serve`'s command line on `tokenwire serve`: the positional model,
+a vLLM YAML --config with frontend keys, and every vLLM frontend flag
+(walked from vLLM's own parser) honoured or refused with a message that
+names what to use instead."""
+
+from __future__ import annotations
+
+import argparse
+
+import pytest
+
+from tokenwire.server.core.settings import add_arguments
+from tokenwire.server.runtime.cli import parse_settings
+
+pytest.importorskip("vllm")
+
+from tokenwire.server.engine.vllm.args import build_parser, given_dests
+from tokenwire.server.engine.vllm.frontend_flags import (
+    FRONTEND,
+    HONOURED,
+    refuse_frontend_flags,
+    vllm_frontend_actions,
+)
+
+NOT_ACTIONS = {"model_tag", "config"}  # the positional model; --config is vLLM's parser's own
+
+
+def _off_default(parser: argparse.ArgumentParser, action: argparse.Action) -> list[str]:
+    """A command line giving `action` a value other than vLLM's default."""
+    flag = action.option_strings[0]
+    if isinstance(action, argparse.BooleanOptionalAction):
+        return ["--no-" + flag[2:]] if action.default else [flag]
+    if action.nargs == 0:  # store_true
+        return [flag]
+    if action.choices:
+        return [flag, next(str(c) for c in action.choices if c != action.default)]
+    for value in ("7", '["https://example.com"]', "x"):  # the first its type takes
+        try:
+            parser.parse_args([flag, value])
+        except SystemExit:
+            continue
+        return [flag, value]
+    raise AssertionError(f"no value for {flag}")
+
+
+def test_every_vllm_frontend_flag_is_honoured_or_refused() -> None:
+    parser = build_parser(add_arguments)
+    ours = parser._option_string_actions
+    missing, wrong = [], []
+    for action in vllm_frontend_actions():
+        why = FRONTEND.get(action.dest)
+        if why is None:
+            missing.append(action.dest)
+            continue
+        if why == HONOURED or action.dest not in parser.tokenwire_refused:
+            # honoured: tokenwire's own flag of that name (or the positional model, --config)
+            if action.dest not in NOT_ACTIONS and action.option_strings[0] not in ours:
+                wrong.append(f"{action.dest}: honoured but not in tokenwire's parser")
+            continue
+        argv = _off_default(parser, action)
+        if argv[0] == "--grpc":
+            with pytest.raises(SystemExit, match="drop --grpc"):
+                parse_settings(argv)
+            continue
+        ns = parser.parse_args(argv)
+        with pytest.raises(SystemExit) as exc_info:
+            refuse_frontend_flags(parser, ns, given_dests(parser, argv))
+        msg = str(exc_info.value)
+        if why not in msg or "--" + action.dest.replace("_", "-") not in msg:
+            wrong.append(f"{action.dest}: {msg}")
+    assert not missing, f"vLLM frontend flags neither honoured nor refused: {missing}"
+    assert not wrong, wrong
+
+
+def test_refused_flag_names_what_to_use_and_exits_before_loading() -> None:
+    with pytest.raises(SystemExit, match=r"--ssl-keyfile is vLLM's.*--tls-key"):
+        parse_settings(["--ssl-keyfile", "key.pem"])
+    with pytest.raises(SystemExit, match=r"--allowed-origins.*gateway"):
+        parse_settings(["--allowed-origins", '["*"]'])
+    # At vLLM's own default a refused flag changes nothing, and passes.
+    s = parse_settings(["--enable-log-deltas", "--allowed-methods", '["*"]'])
+    assert s.model
+
+
+def test_positional_model_as_vllm_serve_takes_it() -> None:
+    s = parse_settings(["Qwen/X", "--max-model-len", "512"])
+    assert s.model == "Qwen/X" and s.max_model_len == 512
+    assert s.engine_args["model"] == "Qwen/X"
+    fake = parse_settings(["Qwen/Y", "--engine", "fake"])
+    assert fake.model == "Qwen/Y" and fake.resolved_served_name() == "Qwen/Y"
+
+
+def test_vllm_yaml_config_with_frontend_keys(tmp_path, monkeypatch) -> None:
+    monkeypatch.delenv("TOKENWIRE_API_KEY", raising=False)
+    monkeypatch.delenv("VLLM_API_KEY", raising=False)
+    config = tmp_path / "serve.yaml"
+    config.write_text("max-model-len: 1024\n"
+                      "chat-template-content-format: string\n"
+                      "response-role: assistant\n"
+                      "api-key: [sk-a, sk-b]\n"
+                      "enable-auto-tool-choice: true\n"
+                      "tool-call-parser: hermes\n"
+                      "enable-log-deltas: true\n"
+                      "uvicorn-log-level: info\n")
+    s = parse_settings(["Qwen/X", "--config", str(config), "--max-model-len", "512"])
+    assert (s.model, s.max_model_len, s.chat_template_content_format) == ("Qwen/X", 512, "string")
+    assert s.api_keys() == ("sk-a", "sk-b")
+    assert s.enable_auto_tool_choice and s.tool_call_parser == "hermes"
+    config.write_text("ssl-certfile: cert.pem\n")
+    with pytest.raises(SystemExit, match=r"--ssl-certfile.*--tls-cert"):
+        parse_settings(["Qwen/X", "--config", str(config)])
+
+
+def test_up_takes_the_positional_model_and_several_keys(monkeypatch) -> None:
+    from tokenwire.cli import build_parser as top_parser
+    from tokenwire.gateway.cli import plan_replicas
+    from tokenwire.server.core.settings import from_namespace
+
+    monkeypatch.delenv("TOKENWIRE_API_KEY", raising=False)
+    monkeypatch.delenv("VLLM_API_KEY", raising=False)
+    ns, extra = top_parser().parse_known_args(
+        ["up", "Qwen/X", "--max-model-len", "512", "--api-key", "sk-a", "sk-b"])
+    ns.extra = extra
+    (replica,) = plan_replicas(ns)
+    argv = list(replica.argv)
+    assert argv[argv.index("--model") + 1] == "Qwen/X" and "sk-a" not in argv  # keys: env
+    assert from_namespace(ns).api_keys() == ("sk-a", "sk-b")
