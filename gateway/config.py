@@ -19,7 +19,7 @@ import pathlib
 from typing import Any
 
 from tokenwire import wire
-from tokenwire.gateway import control_routes, lua_bundle
+from tokenwire.gateway import control_routes, cors_routes, lua_bundle
 from tokenwire.gateway.control_routes import CONTROL_PREFIX  # noqa: F401 (config.CONTROL_PREFIX)
 from tokenwire.gateway.local_replies import local_reply_mappers
 from tokenwire.gateway.settings import (
@@ -112,10 +112,14 @@ def _http_filters(
     # --inject-admin-key: the caller's content type, recorded before the
     # transcoder replaces it (control_routes.py reads it).
     facts = [control_routes.request_facts_filter()] if settings.inject_admin_key else []
+    cors = [cors_routes.cors_filter()] if settings.allowed_origins else []
     return [
         *facts,
         _lua_filter("tokenwire.openai_rest", "openai_rest", settings, lua_dir),
         {"name": "envoy.filters.http.grpc_json_transcoder", "typed_config": transcoder},
+        # After the transcoder: a REST call's route (and so its CORS policy)
+        # is the one of the gRPC method it became (control: none).
+        *cors,
         _lua_filter("tokenwire.grpc_status", "grpc_status", settings, lua_dir),
         {"name": "envoy.filters.http.router", "typed_config": {
             _TYPE: "type.googleapis.com/envoy.extensions.filters.http.router.v3.Router"}},
@@ -142,7 +146,8 @@ def _connection_manager(settings: GatewaySettings, lua_dir: pathlib.PurePath | N
     # else is an unknown REST path: no route, 404.
     grpc = control_routes.GRPC
 
-    def route(cluster: str, *present: str, prefix: str = "/") -> dict[str, Any]:
+    def route(cluster: str, *present: str, prefix: str = "/",
+              cors: bool = False) -> dict[str, Any]:
         headers = [grpc, *({"name": h, "present_match": True} for h in present)]
         action: dict[str, Any] = {
             "cluster": cluster, "timeout": "0s", "idle_timeout": idle,  # never cut a generation
@@ -151,19 +156,28 @@ def _connection_manager(settings: GatewaySettings, lua_dir: pathlib.PurePath | N
         if cluster == AFFINITY_CLUSTER:  # the caller's credential and its key, hashed together
             action["hash_policy"] = [{"header": {"header_name": h}}
                                      for h in (wire.AUTHORIZATION_HEADER, *present)]
-        return {"match": {"prefix": prefix, "headers": headers}, "route": action}
+        made = {"match": {"prefix": prefix, "headers": headers}, "route": action}
+        if cors:  # --allowed-origins: the inference routes only, never control
+            made["typed_per_filter_config"] = cors_routes.per_route(settings)
+        return made
 
     # A call with an affinity key (X-Session-ID, else the body's key) goes by
     # consistent hash (a conversation's turns land where its prefix is
     # cached); one without, to the least-loaded replica. A Session stream is
     # one call: one replica.
+    cors = bool(settings.allowed_origins)
+
     def routes_for(prefix: str) -> list[dict[str, Any]]:
-        return ([route(AFFINITY_CLUSTER, SESSION_HEADER, prefix=prefix),
-                 route(AFFINITY_CLUSTER, AFFINITY_HEADER, prefix=prefix),
-                 route(CLUSTER, prefix=prefix)] if settings.affinity
-                else [route(CLUSTER, prefix=prefix)])
+        return ([route(AFFINITY_CLUSTER, SESSION_HEADER, prefix=prefix, cors=cors),
+                 route(AFFINITY_CLUSTER, AFFINITY_HEADER, prefix=prefix, cors=cors),
+                 route(CLUSTER, prefix=prefix, cors=cors)] if settings.affinity
+                else [route(CLUSTER, prefix=prefix, cors=cors)])
 
     routes = routes_for("/")
+    if cors:  # preflights of the inference paths; control calls on a route without CORS
+        passing = route(CLUSTER, prefix=control_routes.CONTROL_PREFIX)
+        passing["match"]["case_sensitive"] = False
+        routes = [*cors_routes.preflight_routes(settings, CLUSTER), passing, *routes]
     if admin_key:  # --inject-admin-key: the key only where a browser cannot have sent the call
         routes = [*control_routes.injecting_routes(settings, admin_key, lambda: route(CLUSTER)),
                   *routes]

@@ -6,6 +6,7 @@ import argparse
 import collections.abc
 import dataclasses
 import ipaddress
+import json
 import os
 import pathlib
 
@@ -59,6 +60,12 @@ class GatewaySettings:
     # cannot have sent (control_routes.py), over whatever the caller sent:
     # every program on this host has control (trainers that send no key).
     inject_admin_key: bool = False
+    # CORS, as vLLM's flags spell it (JSON lists), in Envoy's CORS filter: off
+    # unless allowed_origins is given; never on the ControlService's routes.
+    allowed_origins: tuple[str, ...] = ()
+    allowed_methods: tuple[str, ...] = ("*",)
+    allowed_headers: tuple[str, ...] = ("*",)
+    allow_credentials: bool = False
 
 
 HELPS = {
@@ -113,7 +120,29 @@ HELPS = {
                         "sent, so trainers that send no key (TRL, SkyRL, slime, AReaL) have "
                         "control through it; other control calls get 403. Any program on this "
                         "host then has control",
+    "allowed_origins": "CORS (vLLM's flag): the origins browsers may call the inference routes "
+                       "from, a JSON list ('[\"https://app.example\"]', '[\"*\"]'); default: no "
+                       "CORS. Control routes never answer a browser",
+    "allowed_methods": "CORS (vLLM's flag): the methods a preflight allows, a JSON list",
+    "allowed_headers": "CORS (vLLM's flag): the headers a preflight allows, a JSON list ('*' "
+                       "also lists Authorization, which a wildcard does not cover)",
+    "allow_credentials": "CORS (vLLM's flag): allow credentials (cookies, HTTP auth)",
 }
+CORS_LISTS = ("allowed_origins", "allowed_methods", "allowed_headers")
+
+
+def json_list(text: str) -> list[str]:
+    """vLLM's spelling of a list flag: a JSON list of strings (a bare string
+    is a list of one)."""
+    try:
+        value = json.loads(text)
+    except json.JSONDecodeError:
+        value = [text]
+    if isinstance(value, str):
+        value = [value]
+    if not isinstance(value, list) or not all(isinstance(v, str) for v in value):
+        raise argparse.ArgumentTypeError(f"not a JSON list of strings: {text!r}")
+    return value
 
 
 def add_arguments(
@@ -134,6 +163,11 @@ def add_arguments(
                                 action=argparse.BooleanOptionalAction,
                                 help=HELPS.get(field.name, ""))
             continue
+        if field.name in CORS_LISTS:
+            parser.add_argument(flag, dest="gateway_" + field.name, type=json_list,
+                                default=default, metavar="JSON_LIST",
+                                help=HELPS.get(field.name, ""))
+            continue
         if isinstance(default, tuple):
             parser.add_argument(flag, dest="gateway_" + field.name, nargs="+", default=default,
                                 metavar="HOST:PORT", help=HELPS.get(field.name, ""))
@@ -146,7 +180,8 @@ def add_arguments(
 
 def from_namespace(ns: argparse.Namespace) -> GatewaySettings:
     values = {f.name: getattr(ns, "gateway_" + f.name) for f in dataclasses.fields(GatewaySettings)}
-    values["upstreams"] = tuple(values["upstreams"])
+    for name in ("upstreams", *CORS_LISTS):
+        values[name] = tuple(values[name])
     return GatewaySettings(**values)
 
 
