@@ -6,6 +6,7 @@ names what to use instead."""
 from __future__ import annotations
 
 import argparse
+import json
 
 import pytest
 
@@ -101,11 +102,13 @@ def test_vllm_yaml_config_with_frontend_keys(tmp_path, monkeypatch) -> None:
                       "enable-auto-tool-choice: true\n"
                       "tool-call-parser: hermes\n"
                       "enable-log-deltas: true\n"
-                      "uvicorn-log-level: info\n")
+                      "uvicorn-log-level: info\n"
+                      "default-chat-template-kwargs:\n  enable_thinking: false\n")
     s = parse_settings(["Qwen/X", "--config", str(config), "--max-model-len", "512"])
     assert (s.model, s.max_model_len, s.chat_template_content_format) == ("Qwen/X", 512, "string")
     assert s.api_keys() == ("sk-a", "sk-b")
     assert s.enable_auto_tool_choice and s.tool_call_parser == "hermes"
+    assert json.loads(s.default_chat_template_kwargs) == {"enable_thinking": False}
     config.write_text("ssl-certfile: cert.pem\n")
     with pytest.raises(SystemExit, match=r"--ssl-certfile.*--tls-cert"):
         parse_settings(["Qwen/X", "--config", str(config)])
