@@ -123,7 +123,7 @@ def add_frontend_flags(parser: Any) -> None:
     have = set(parser._option_string_actions)
     kwargs = FrontendArgs._customize_cli_kwargs(get_kwargs(FrontendArgs))
     group = parser.add_argument_group(
-        "vLLM's server flags tokenwire refuses (each says what to use instead)")
+        "vLLM's other server flags (a refused one says what to use instead; docs/engine.md)")
     refused: set[str] = set()
     for dest, spec in kwargs.items():
         flag = "--" + dest.replace("_", "-")
