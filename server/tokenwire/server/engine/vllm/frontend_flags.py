@@ -14,6 +14,8 @@ HONOURED = "honoured"
 
 _GATEWAY = "the REST side is tokenwire's Envoy gateway (`tokenwire up` / `tokenwire gateway`, "
 _FLEET = "use `tokenwire up --replicas N` or a fleet gateway (docs/fleet.md)"
+_CORS = ("CORS is the gateway's: `tokenwire gateway --{0}`, or `tokenwire up "
+         "--gateway-{0}` (docs/gateway.md)")
 _NO_LOG = "tokenwire logs no prompts or outputs (set --log-level)"
 
 # dest -> HONOURED, or why it is refused and what to use instead.
@@ -80,10 +82,10 @@ FRONTEND: dict[str, str] = {
     "disable_access_log_for_endpoints": "no uvicorn: " + _GATEWAY + "its access log)",
     "h11_max_incomplete_event_size": "no uvicorn: " + _GATEWAY + "its limits)",
     "h11_max_header_count": "no uvicorn: " + _GATEWAY + "its limits)",
-    "allow_credentials": "CORS is the gateway's: " + _GATEWAY + "docs/gateway.md)",
-    "allowed_origins": "CORS is the gateway's: " + _GATEWAY + "docs/gateway.md)",
-    "allowed_methods": "CORS is the gateway's: " + _GATEWAY + "docs/gateway.md)",
-    "allowed_headers": "CORS is the gateway's: " + _GATEWAY + "docs/gateway.md)",
+    "allow_credentials": _CORS.format("allow-credentials"),
+    "allowed_origins": _CORS.format("allowed-origins"),
+    "allowed_methods": _CORS.format("allowed-methods"),
+    "allowed_headers": _CORS.format("allowed-headers"),
     "ssl_keyfile": "use --tls-key (with --tls-cert)",
     "ssl_certfile": "use --tls-cert (with --tls-key)",
     "ssl_ca_certs": "client certificates are not checked here: terminate mTLS in front",
