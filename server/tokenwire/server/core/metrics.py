@@ -1,14 +1,19 @@
 """Prometheus metrics, served on their own HTTP port (--metrics-port):
 tokenwire's own (`tokenwire_*`, this module) and, on the same page, the
 engine's from the process's default registry (vLLM's `vllm:*`, which its
-stat loggers register there; EngineMetrics)."""
+stat loggers register there; EngineMetrics). Also the access log: one INFO
+line per finished RPC on the `tokenwire.access` logger (AccessRecord)."""
 
 from __future__ import annotations
 
 import asyncio
 import bisect
+import contextvars
+import dataclasses
 import itertools
+import logging
 import os
+import time
 from collections.abc import Awaitable, Callable, Iterator
 from typing import Any
 
@@ -132,6 +137,55 @@ class CountHistogram:
         return [family]
 
 
+access_log = logging.getLogger("tokenwire.access")
+# Services left out of the access log: probes and discovery, not requests.
+QUIET_SERVICES = ("grpc.health.", "grpc.reflection.")
+
+
+@dataclasses.dataclass
+class AccessRecord:
+    """One RPC's access-log line, filled while it runs: the interceptor
+    opens it, the guarded engine (engine/guarded.py) adds each engine
+    request's id, tenant and tokens through the current context."""
+
+    method: str
+    request_id: str = ""  # x-request-id metadata, else the (first) engine request's id
+    tenant: str = ""
+    prompt_tokens: int = 0
+    completion_tokens: int = 0
+    started: float = dataclasses.field(default_factory=time.monotonic)
+
+    def add_request(self, request_id: str, tenant: str | None, prompt_tokens: int) -> None:
+        self.request_id = self.request_id or request_id
+        self.tenant = self.tenant or (tenant or "")
+        self.prompt_tokens += prompt_tokens
+
+    def write(self, code: str) -> None:
+        access_log.info(
+            "%s %s request_id=%s tenant=%s prompt_tokens=%d completion_tokens=%d "
+            "latency_ms=%.1f", self.method, code, self.request_id or "-", self.tenant or "-",
+            self.prompt_tokens, self.completion_tokens,
+            (time.monotonic() - self.started) * 1000)
+
+
+# The running RPC's record (None outside an RPC, or with the log off).
+current_access: contextvars.ContextVar[AccessRecord | None] = contextvars.ContextVar(
+    "current_access", default=None)
+
+
+def _open_access(details: grpc.HandlerCallDetails, method: str) -> AccessRecord | None:
+    if not access_log.isEnabledFor(logging.INFO) or details.method.lstrip("/").startswith(
+            QUIET_SERVICES):
+        return None
+    request_id = ""
+    for key, value in details.invocation_metadata or ():
+        if key == "x-request-id":
+            request_id = value if isinstance(value, str) else value.decode(errors="replace")
+    record = AccessRecord(method, request_id)
+    current_access.set(record)
+    return record
+
+
 def _code(context: grpc.aio.ServicerContext, failed: BaseException | None) -> str:
     if isinstance(failed, asyncio.CancelledError):
         return "CANCELLED"
@@ -166,13 +220,17 @@ class MetricsInterceptor(grpc.aio.ServerInterceptor):
 
             async def unary(request: Any, context: grpc.aio.ServicerContext) -> Any:
                 failed: BaseException | None = None
+                record = _open_access(details, method)
                 try:
                     return await inner(request, context)
                 except BaseException as exc:
                     failed = exc
                     raise
                 finally:
-                    counter.labels(method, _code(context, failed)).inc()
+                    code = _code(context, failed)
+                    counter.labels(method, code).inc()
+                    if record is not None:
+                        record.write(code)
 
             make = (grpc.unary_unary_rpc_method_handler if handler.unary_unary
                     else grpc.stream_unary_rpc_method_handler)
@@ -181,6 +239,7 @@ class MetricsInterceptor(grpc.aio.ServerInterceptor):
 
         async def stream(request: Any, context: grpc.aio.ServicerContext) -> Any:
             failed: BaseException | None = None
+            record = _open_access(details, method)
             try:
                 async for item in inner_stream(request, context):
                     yield item
@@ -188,7 +247,10 @@ class MetricsInterceptor(grpc.aio.ServerInterceptor):
                 failed = exc
                 raise
             finally:
-                counter.labels(method, _code(context, failed)).inc()
+                code = _code(context, failed)
+                counter.labels(method, code).inc()
+                if record is not None:
+                    record.write(code)
 
         make_s = (grpc.unary_stream_rpc_method_handler if handler.unary_stream
                   else grpc.stream_stream_rpc_method_handler)

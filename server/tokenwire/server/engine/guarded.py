@@ -24,7 +24,7 @@ from tokenwire.server.core.domain import (
     RenderOptions,
     adapter_spans,
 )
-from tokenwire.server.core.metrics import Metrics
+from tokenwire.server.core.metrics import Metrics, current_access
 from tokenwire.server.core.serving_state import ServingState
 from tokenwire.server.core.weight_bounds import version_salt
 
@@ -84,6 +84,10 @@ class GuardedEngine:
             stack.enter_context(self.admission.hold(need, request.tenant))
             m.in_flight.inc()
             m.prompt_tokens.inc(len(request.prompt_token_ids))
+            access = current_access.get()  # the RPC's access-log line (core/metrics.py)
+            if access is not None:
+                access.add_request(state.engine_ids.label(engine_id) or engine_id, request.tenant,
+                                   len(request.prompt_token_ids))
             if request.session_id is not None:
                 m.session_requests.inc()
                 log.debug("request %s session %s", request.request_id, request.session_id)
@@ -124,6 +128,8 @@ class GuardedEngine:
                 lags[at - start] += produced - mark
                 m.completion_tokens.inc(produced)
                 m.in_flight.dec()
+                if access is not None:
+                    access.completion_tokens += produced
 
     def _why_ended(self, request_id: str, out: EngineOutput) -> None:
         """A request the control plane ended at an update (its bound broke):
