@@ -39,7 +39,8 @@ def add_gateway_parsers(sub: argparse._SubParsersAction) -> None:  # type: ignor
                          "i*K .. i*K+K-1 (CUDA_VISIBLE_DEVICES); 0 leaves devices alone")
     up.set_defaults(accepts_extra=True)
     gw_settings.add_arguments(up, prefix="gateway-",
-                              exclude=("upstream_host", "upstream_port", "control"))
+                              exclude=("upstream_host", "upstream_port", "control",
+                                       "upstream_metrics_port"))
     up.set_defaults(func=run_up)
 
 
@@ -118,6 +119,9 @@ def run_up(ns: argparse.Namespace) -> int:
     # resolve to two) would stand for several replicas to --control.
     ns.gateway_upstream_host = "127.0.0.1" if ns.host == "localhost" else ns.host
     ns.gateway_upstream_port = ns.port
+    # GET /metrics on the REST port: the server's metrics port (one replica:
+    # a fleet's replicas are scraped one by one on their own ports).
+    ns.gateway_upstream_metrics_port = ns.metrics_port if ns.replicas == 1 else 0
     # The server refuses control that came through a proxy unless it carries
     # the admin key, so the gateway exposes control only when there is one,
     # and only in front of one replica (each call would reach one of several).

@@ -19,7 +19,7 @@ import pathlib
 from typing import Any
 
 from tokenwire import wire
-from tokenwire.gateway import control_routes, cors_routes, lua_bundle
+from tokenwire.gateway import control_routes, cors_routes, lua_bundle, metrics_route
 from tokenwire.gateway.control_routes import CONTROL_PREFIX  # noqa: F401 (config.CONTROL_PREFIX)
 from tokenwire.gateway.local_replies import local_reply_mappers
 from tokenwire.gateway.settings import (
@@ -181,6 +181,8 @@ def _connection_manager(settings: GatewaySettings, lua_dir: pathlib.PurePath | N
     if admin_key:  # --inject-admin-key: the key only where a browser cannot have sent the call
         routes = [*control_routes.injecting_routes(settings, admin_key, lambda: route(CLUSTER)),
                   *routes]
+    if settings.upstream_metrics_port:  # GET /metrics: the server's Prometheus port
+        routes = [metrics_route.route(settings), *routes]
     if not settings.control:
         routes = control_routes.refused_routes() + routes
     return {
@@ -347,6 +349,7 @@ def build(settings: GatewaySettings, lua_dir: pathlib.PurePath | None = None,
     (settings.injected_admin_key; ValueError when missing, and when
     --control or --inject-admin-key cannot be honoured: check_control)."""
     check_control(settings)
+    metrics_route.check(settings)
     if admin_key is None:
         admin_key = injected_admin_key(settings)
     elif not settings.inject_admin_key:
@@ -356,6 +359,8 @@ def build(settings: GatewaySettings, lua_dir: pathlib.PurePath | None = None,
         "static_resources": {"listeners": [_listener(settings, lua_dir, admin_key)], "clusters": [
             _cluster(settings, CLUSTER), _cluster(settings, AFFINITY_CLUSTER)]},
     }
+    if settings.upstream_metrics_port:
+        bootstrap["static_resources"]["clusters"].append(metrics_route.cluster(settings))
     if settings.admin_port >= 0:
         bootstrap["admin"] = {"address": _address(settings.admin_host, settings.admin_port)}
     return bootstrap

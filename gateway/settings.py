@@ -66,6 +66,9 @@ class GatewaySettings:
     allowed_methods: tuple[str, ...] = ("*",)
     allowed_headers: tuple[str, ...] = ("*",)
     allow_credentials: bool = False
+    # The server's --metrics-port: GET /metrics on the REST port is proxied
+    # there (metrics_route.py); 0: no /metrics route.
+    upstream_metrics_port: int = 0
 
 
 HELPS = {
@@ -127,6 +130,9 @@ HELPS = {
     "allowed_headers": "CORS (vLLM's flag): the headers a preflight allows, a JSON list ('*' "
                        "also lists Authorization, which a wildcard does not cover)",
     "allow_credentials": "CORS (vLLM's flag): allow credentials (cookies, HTTP auth)",
+    "upstream_metrics_port": "the server's --metrics-port: GET /metrics on the gateway's port is "
+                             "proxied there (vLLM's vllm:* and tokenwire_* metrics); one upstream "
+                             "only; 0: no /metrics",
 }
 CORS_LISTS = ("allowed_origins", "allowed_methods", "allowed_headers")
 
