@@ -45,7 +45,9 @@ def wait_rest(url: str, proc: subprocess.Popen, timeout: float = 60, headers=Non
     """Wait until `tokenwire up` (proc) answers GET {url}/health with 200."""
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
-        assert proc.poll() is None, f"tokenwire up exited with {proc.returncode}"
+        if proc.poll() is not None:
+            out = proc.stdout.read().decode(errors="replace")[-4000:] if proc.stdout else ""
+            raise AssertionError(f"tokenwire up exited with {proc.returncode}:\n{out}")
         try:
             if httpx.get(f"{url}/health", timeout=2, headers=headers).status_code == 200:
                 return
