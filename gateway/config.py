@@ -175,9 +175,10 @@ def _connection_manager(settings: GatewaySettings, lua_dir: pathlib.PurePath | N
 
     routes = routes_for("/")
     if cors:  # preflights of the inference paths; control calls on a route without CORS
-        passing = route(CLUSTER, prefix=control_routes.CONTROL_PREFIX)
-        passing["match"]["case_sensitive"] = False
-        routes = [*cors_routes.preflight_routes(settings, CLUSTER), passing, *routes]
+        passing = [route(CLUSTER, prefix=prefix) for prefix in cors_routes.NO_CORS_PREFIXES]
+        for item in passing:
+            item["match"]["case_sensitive"] = False
+        routes = [*cors_routes.preflight_routes(settings, CLUSTER), *passing, *routes]
     if admin_key:  # --inject-admin-key: the key only where a browser cannot have sent the call
         routes = [*control_routes.injecting_routes(settings, admin_key, lambda: route(CLUSTER)),
                   *routes]

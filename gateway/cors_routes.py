@@ -11,9 +11,15 @@ from __future__ import annotations
 from typing import Any
 
 from tokenwire import wire
+from tokenwire.gateway.control_routes import CONTROL_PREFIX
 from tokenwire.gateway.settings import GatewaySettings
 
 _TYPE = "@type"
+# The operator's (admin key) method on the inference service: no preflight.
+OPERATOR_METHODS = ("GetStats",)
+# The gRPC paths whose calls take a route without the CORS policy.
+NO_CORS_PREFIXES = (CONTROL_PREFIX,
+                    *(f"/tokenwire.v1.TokenwireService/{m}" for m in OPERATOR_METHODS))
 CORS_FILTER = "envoy.filters.http.cors"
 INFERENCE_SERVICES = ("tokenwire.v1.TokenwireService", "tokenwire.v1.EventStreamService")
 
@@ -40,7 +46,8 @@ def cors_policy(settings: GatewaySettings) -> dict[str, Any]:
 def inference_paths() -> list[str]:
     """Every REST path of the inference services (their google.api.http
     bindings) and SageMaker's /invocations: the paths a CORS preflight may
-    be granted on. The ControlService's are not among them."""
+    be granted on. The ControlService's and the operator's GetStats are not
+    among them."""
     from google.api import annotations_pb2
 
     from tokenwire.v1 import events_pb2, service_pb2
@@ -52,7 +59,8 @@ def inference_paths() -> list[str]:
                 continue
             for method in service.methods:
                 options = method.GetOptions()
-                if not options.HasExtension(annotations_pb2.http):
+                if method.name in OPERATOR_METHODS or not options.HasExtension(
+                        annotations_pb2.http):
                     continue
                 http = options.Extensions[annotations_pb2.http]
                 for rule in (http, *http.additional_bindings):

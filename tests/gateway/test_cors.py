@@ -64,7 +64,8 @@ def test_calls_from_an_allowed_origin_carry_the_allow_header(cors_rest) -> None:
     assert r.status_code == 200 and ALLOW not in r.headers
 
 
-@pytest.mark.parametrize("path", ["/pause", "/is_paused", "/update_weights", "/flush_cache"])
+@pytest.mark.parametrize("path", ["/pause", "/is_paused", "/update_weights", "/flush_cache",
+                                  "/tokenwire/v1/stats"])
 def test_control_routes_never_get_cors(cors_rest, path) -> None:
     r = preflight(cors_rest, path, ORIGIN)
     assert r.status_code == 404, r.text  # no preflight route: refused
