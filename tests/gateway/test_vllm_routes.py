@@ -106,3 +106,27 @@ def test_load_counts_requests_in_flight(rest) -> None:
     thread.join()
     assert seen == 1
     assert rest.get("/load").json() == {"server_load": 0}
+
+
+def test_probes_need_no_key_as_in_vllm() -> None:
+    """vLLM guards only /v1/*: /ping, /version and /load answer without the
+    key on a keyed server (tokenwire's open probes), inference needs it."""
+    import httpx
+
+    from tests.gateway.envoy_fixture import start_gateway, stop_gateway
+    from tests.servers import fake_serving
+
+    with fake_serving(api_key="k3-key", served_model_name="fake-model") as server:
+        envoy = start_gateway(server.address)
+        try:
+            with httpx.Client(base_url=envoy.url, timeout=30) as client:
+                assert client.get("/version").json()["version"] == vllm_version()
+                assert client.get("/load").json() == {"server_load": 0}
+                assert client.get("/ping").status_code == 200
+                r = client.post("/invocations", json=chat_body(max_tokens=2))
+                assert r.status_code == 401, r.text
+                r = client.post("/invocations", json=chat_body(max_tokens=2),
+                                headers={"authorization": "Bearer k3-key"})
+                assert r.status_code == 200, r.text
+        finally:
+            stop_gateway(envoy)
