@@ -122,6 +122,14 @@ class ServerSettings:
         "auto", "how message content reaches the template (vLLM's flag): string, or openai "
                 "(a list of content parts); auto: string")
 
+    # Server-wide defaults of per-request options (vLLM's flags).
+    return_tokens_as_token_ids: bool = _own(
+        False, "spell logprob tokens \"token_id:N\" when a chat or completions request does "
+               "not set return_tokens_as_token_ids itself (vLLM's flag)")
+    enable_force_include_usage: bool = _own(
+        False, "every chat and completions stream carries usage, on each chunk and a final "
+               "usage chunk, as if stream_options asked for both (vLLM's flag)")
+
     # Sessions, continuation and speculative prefill.
     session_max_requests: int = _own(1024, "running requests one Session stream may hold")
     session_max_buffered_bytes: int = _own(

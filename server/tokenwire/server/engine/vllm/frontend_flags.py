@@ -42,10 +42,10 @@ FRONTEND: dict[str, str] = {
     "host": HONOURED,
     "port": HONOURED,
     "enable_prompt_tokens_details": HONOURED,  # usage.prompt_tokens_details: always reported
+    "return_tokens_as_token_ids": HONOURED,  # the default of the request field
+    "enable_force_include_usage": HONOURED,  # usage on every chat / completions stream
     # refused
     "trust_request_mm_kwargs": "tokenwire serves text only (no multimodal inputs): drop it",
-    "return_tokens_as_token_ids": "not a server default here: set return_tokens_as_token_ids "
-                                  "in each request (tokenwire honours the request field)",
     "exclude_tools_when_tool_choice_none": "not supported: leave `tools` out of requests whose "
                                            "tool_choice is none",
     "tool_strict_level": "not supported: tool calls follow the configured --tool-call-parser "
@@ -55,8 +55,6 @@ FRONTEND: dict[str, str] = {
     "enable_per_request_metrics": "not supported: tokenwire's metrics are on --metrics-port",
     "enable_server_load_tracking": "not supported: the in-flight count is on --metrics-port "
                                    "and in GetStats",
-    "enable_force_include_usage": "not a server default here: ask per request "
-                                  "(stream_options.include_usage; unary responses carry usage)",
     "sse_keep_alive_interval": "not supported: " + _GATEWAY + "its stream timeouts)",
     "enable_tokenizer_info_endpoint": "not served: use the Tokenize / Detokenize RPCs",
     "enable_log_outputs": _NO_LOG,

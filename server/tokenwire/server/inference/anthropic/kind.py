@@ -54,6 +54,7 @@ class AnthropicKind(RequestKind[anthropic_pb2.CreateMessageRequest, MessagePlan,
         except InvalidArgument as exc:
             renamed(exc)
             raise
+        chat.continuous_usage = False  # (--enable-force-include-usage): usage ends the stream
         return MessagePlan(chat, len(chat.request.prompt_token_ids))
 
     async def run(self, plane: DataPlane, plan: MessagePlan, outcome: RunOutcome | None = None

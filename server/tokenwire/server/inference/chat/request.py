@@ -29,6 +29,7 @@ from tokenwire.server.core.parsing import ParseSpec, RequestParsers
 from tokenwire.server.core.settings import ServerSettings
 from tokenwire.server.inference.shared import sampling
 from tokenwire.server.inference.shared.identity import check_model, lora_of, new_request_id
+from tokenwire.server.inference.shared.logprobs import as_token_ids
 from tokenwire.server.inference.shared.messages import (
     check_render_flags,
     messages_to_dicts,
@@ -268,6 +269,7 @@ def build_chat_plan(
     params.stream_interval = v.stream_interval(req.stream_options)
 
     priority = body_priority(req, settings, caller)
+    force_usage = settings.enable_force_include_usage  # vLLM's: both, on every stream
     ended, reasoning_kwargs = (None, None) if parsing is None else parsing.engine_reasoning(prompt)
 
     return ChatPlan(
@@ -288,11 +290,11 @@ def build_chat_plan(
         top_logprobs=top,
         return_token_ids=bool(req.return_token_ids) if req.HasField("return_token_ids") else False,
         extra_fields=extra_fields,
-        include_usage=bool(req.stream_options.include_usage),
-        continuous_usage=bool(req.stream_options.continuous_usage_stats),
+        include_usage=force_usage or bool(req.stream_options.include_usage),
+        continuous_usage=force_usage or bool(req.stream_options.continuous_usage_stats),
         speculative_prefill=bool(nv.agent_hints.speculative_prefill),
         parsing=parsing,
-        as_token_ids=bool(req.return_tokens_as_token_ids),
+        as_token_ids=as_token_ids(req, settings.return_tokens_as_token_ids),
         role=_reply_role(req, settings),
     )
 

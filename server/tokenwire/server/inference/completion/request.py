@@ -20,6 +20,7 @@ from tokenwire.server.core.errors import InvalidArgument
 from tokenwire.server.core.settings import ServerSettings
 from tokenwire.server.inference.shared import sampling
 from tokenwire.server.inference.shared.identity import check_model, lora_of, new_request_id
+from tokenwire.server.inference.shared.logprobs import as_token_ids
 from tokenwire.server.inference.shared.nvext import check_extra_fields
 from tokenwire.server.inference.shared.sampling import sampling_from_body
 from tokenwire.server.inference.shared.tenant_policy import body_priority, pick_cache_salt
@@ -244,9 +245,12 @@ def build_completion_plan(
         echo_only=echo_only,
         logprobs=params.logprobs if req.HasField("logprobs") else None,
         return_token_ids=bool(req.return_token_ids),
-        as_token_ids=bool(req.return_tokens_as_token_ids),
+        as_token_ids=as_token_ids(req, settings.return_tokens_as_token_ids),
         extra_fields=extra_fields,
-        include_usage=bool(req.stream_options.include_usage),
-        continuous_usage=bool(req.stream_options.continuous_usage_stats),
+        # --enable-force-include-usage: both, on every stream (vLLM's)
+        include_usage=settings.enable_force_include_usage
+        or bool(req.stream_options.include_usage),
+        continuous_usage=settings.enable_force_include_usage
+        or bool(req.stream_options.continuous_usage_stats),
     )
 

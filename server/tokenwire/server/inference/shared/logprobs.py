@@ -47,6 +47,14 @@ def native_prompt_logprobs(
             entry.fields["decoded_token"].string_value = engine.token_text(cand.token_id)
 
 
+def as_token_ids(req: Any, server_default: bool) -> bool:
+    """A request's return_tokens_as_token_ids when it sets one, else the
+    server's (--return-tokens-as-token-ids), as vLLM."""
+    if req.HasField("return_tokens_as_token_ids"):
+        return bool(req.return_tokens_as_token_ids)
+    return server_default
+
+
 def _spelled(engine: Engine, token_id: int, as_ids: bool) -> tuple[str, bytes]:
     """A logprob entry's token and bytes: the token's text, or with
     return_tokens_as_token_ids "token_id:N" and its bytes (as vLLM)."""
