@@ -8,19 +8,26 @@ chunk. An error before the first event ends the call with its status (the
 gateway answers an HTTP error, as for the typed stream); after it, the
 stream gets an OpenAI error event and ``[DONE]``, and the call still ends
 with the error's status.
+
+With --sse-keep-alive-interval (vLLM's flag), a chat, completion or
+generate stream idle that long gets an SSE comment (api/sse_keep_alive.py),
+as vLLM sends one, from the time the call is admitted: an engine error
+after a keep-alive went out is then an error event in the stream (as in
+vLLM), not an HTTP status; bad input is still refused before any byte.
 """
 
 from __future__ import annotations
 
 import asyncio
 from collections.abc import AsyncGenerator, Callable
+from contextlib import aclosing
 from typing import Any
 
 import grpc
 from google.api.httpbody_pb2 import HttpBody
 from google.protobuf.message import Message
 
-from tokenwire.server.api import anthropic_sse, call_streams, responses_sse, sse
+from tokenwire.server.api import anthropic_sse, call_streams, responses_sse, sse, sse_keep_alive
 from tokenwire.server.api.proto_json import encode_json
 from tokenwire.server.core.errors import abort_with, classify, unary_errors
 from tokenwire.server.inference.anthropic.response import message_object
@@ -54,9 +61,16 @@ def _events(kind: RequestKind[Any, Any, Any, Any],
         started = False
         try:
             async with call_streams.streamed(kind, self.plane, request, context) as chunks:
-                async for chunk in chunks:
-                    yield _body(render(chunk), not started)
-                    started = True
+                if self.keep_alive:  # --sse-keep-alive-interval (api/sse_keep_alive.py)
+                    async with aclosing(sse_keep_alive.beats(chunks, self.keep_alive)) as beats:
+                        async for beat in beats:
+                            yield _body(sse_keep_alive.COMMENT if beat is None else render(beat),
+                                        not started)
+                            started = True
+                else:
+                    async for chunk in chunks:
+                        yield _body(render(chunk), not started)
+                        started = True
         except (asyncio.CancelledError, grpc.aio.AbortError):
             raise
         except Exception as exc:
@@ -73,6 +87,8 @@ def _events(kind: RequestKind[Any, Any, Any, Any],
 class EventStreamServicer(events_pb2_grpc.EventStreamServiceServicer):
     def __init__(self, plane: DataPlane):
         self.plane = plane
+        # Seconds of silence before an SSE keep-alive comment (0: none).
+        self.keep_alive = plane.settings.sse_keep_alive_interval
 
     StreamChatCompletionEvents = _events(CHAT, sse.chat_chunk_event)
 

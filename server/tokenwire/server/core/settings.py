@@ -194,6 +194,10 @@ class ServerSettings:
     host: str = _own("127.0.0.1", "listen address (loopback by default)")
     port: int = _own(50051, "listen port (0 picks a free one)")
     max_message_bytes: int = _own(16 * 1024 * 1024, "largest gRPC message (bytes)")
+    sse_keep_alive_interval: float = _own(
+        0.0, "seconds a streamed chat, completion or generate SSE response (EventStreamService, "
+             "the gateway's REST streams) may be idle before an SSE comment `: keep-alive` is "
+             "sent, for proxies with short read timeouts (vLLM's flag; 0: never)")
     grace_seconds: float = _own(10.0, "how long in-flight calls may finish on shutdown (seconds)")
     drain_seconds: float = _own(
         0.0, "on shutdown, seconds health reports NOT_SERVING while new calls are still served "

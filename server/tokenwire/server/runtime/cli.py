@@ -89,6 +89,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     settings = parse_settings(sys.argv[1:] if argv is None else argv)
     from tokenwire.server.engine.tokenizer_ops import ChatTemplateDefaults
 
+    if not 0 <= settings.sse_keep_alive_interval < float("inf"):  # vLLM's rule (NaN too)
+        raise SystemExit("tokenwire serve: --sse-keep-alive-interval must be 0 (off) or a "
+                         "positive number of seconds")
     try:
         check_exposure(settings)
         ChatTemplateDefaults.from_settings(settings)  # --chat-template's file, the JSON flags

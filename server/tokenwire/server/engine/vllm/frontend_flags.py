@@ -41,6 +41,7 @@ FRONTEND: dict[str, str] = {
     # gateway's, `tokenwire up --gateway-listen-port`).
     "host": HONOURED,
     "port": HONOURED,
+    "sse_keep_alive_interval": HONOURED,  # SSE streams (api/sse_keep_alive.py)
     "enable_prompt_tokens_details": HONOURED,  # usage.prompt_tokens_details: always reported
     "return_tokens_as_token_ids": HONOURED,  # the default of the request field
     "enable_force_include_usage": HONOURED,  # usage on every chat / completions stream
@@ -55,7 +56,6 @@ FRONTEND: dict[str, str] = {
     "enable_per_request_metrics": "not supported: tokenwire's metrics are on --metrics-port",
     "enable_server_load_tracking": "not supported: the in-flight count is on --metrics-port "
                                    "and in GetStats",
-    "sse_keep_alive_interval": "not supported: " + _GATEWAY + "its stream timeouts)",
     "enable_tokenizer_info_endpoint": "not served: use the Tokenize / Detokenize RPCs",
     "enable_log_outputs": _NO_LOG,
     "enable_log_deltas": _NO_LOG,
