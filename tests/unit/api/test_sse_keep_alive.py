@@ -177,3 +177,16 @@ def test_vllms_command_line_takes_the_flag() -> None:
     """`tokenwire serve` as `vllm serve` (vLLM's parser): the flag is honoured."""
     assert parse_settings(["Qwen/X", "--sse-keep-alive-interval", "5"]
                           ).sse_keep_alive_interval == 5.0
+
+
+def test_up_passes_the_flag_to_its_servers() -> None:
+    """`tokenwire up` (REST on the gateway, where the comments matter)."""
+    from tokenwire.cli import build_parser as top_parser
+    from tokenwire.gateway.cli import plan_replicas
+
+    ns, extra = top_parser().parse_known_args(
+        ["up", "--engine", "fake", "--sse-keep-alive-interval", "15"])
+    ns.extra = extra
+    (replica,) = plan_replicas(ns)
+    argv = list(replica.argv)
+    assert argv[argv.index("--sse-keep-alive-interval") + 1] == "15.0"
