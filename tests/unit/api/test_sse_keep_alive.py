@@ -18,6 +18,7 @@ from google.protobuf import json_format
 from tests.rpc import chat_request
 from tests.servers import fake_serving
 from tokenwire.server.api import sse_keep_alive
+from tokenwire.server.core import errors
 from tokenwire.server.engine.fake.engine import FakeEngine
 from tokenwire.server.runtime.cli import main, parse_settings
 from tokenwire.v1 import completion_pb2, events_pb2_grpc, generate_pb2, service_pb2_grpc
@@ -190,3 +191,37 @@ def test_up_passes_the_flag_to_its_servers() -> None:
     (replica,) = plan_replicas(ns)
     argv = list(replica.argv)
     assert argv[argv.index("--sse-keep-alive-interval") + 1] == "15.0"
+
+
+class _LateFailure(FakeEngine):
+    """Fails 0.15 s into a request, before any output (a long prefill that dies)."""
+
+    armed = False  # after the server's warm-up
+
+    async def generate(self, request):  # type: ignore[override]
+        if not self.armed:
+            async for out in super().generate(request):
+                yield out
+            return
+        await asyncio.sleep(DELAY)
+        raise errors.Unavailable("the engine died: late", reason="ENGINE_DEAD")
+
+
+def test_an_engine_error_after_a_keep_alive_is_an_error_event() -> None:
+    """As in vLLM: once a keep-alive went out (HTTP 200 sent), an engine
+    error is an error event and [DONE]; the call still ends with its status."""
+    engine = _LateFailure(max_model_len=512)
+    with fake_serving(engine, sse_keep_alive_interval=0.05) as srv, \
+            grpc.insecure_channel(srv.address) as ch:
+        engine.armed = True
+        call = events_pb2_grpc.EventStreamServiceStub(ch).StreamChatCompletionEvents(
+            chat_request(max_tokens=3), timeout=10)
+        bodies = []
+        with pytest.raises(grpc.RpcError) as err:
+            for body in call:
+                bodies.append(body)
+    assert err.value.code() == grpc.StatusCode.UNAVAILABLE
+    blocks = _split(bodies)
+    assert blocks[0] == COMMENT
+    data = _data(blocks)
+    assert data[-1] == b"[DONE]" and "error" in json.loads(data[-2])
