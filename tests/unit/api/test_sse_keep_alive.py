@@ -134,7 +134,7 @@ def test_beats_lose_no_chunk() -> None:
 
     got = asyncio.run(run())
     assert [x for x in got if x is not None] == [0, 1, 2, 3]
-    assert got[0] is None and got.count(None) >= 4
+    assert got[0] is None and got.count(None) >= 2  # before ids 0 and 2, at least
 
 
 def test_beats_close_cancels_the_pending_chunk_and_closes_the_source() -> None:
