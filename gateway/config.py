@@ -204,6 +204,11 @@ def _connection_manager(settings: GatewaySettings, lua_dir: pathlib.PurePath | N
         # in the headers only the gateway may set is dropped on arrival.
         "use_remote_address": True,
         "early_header_mutation_extensions": [_strip_inbound()],
+        # X-Request-Id (vLLM's): a caller's reaches the server, which names the
+        # request by it (`chatcmpl-<id>`); a call without one gets Envoy's
+        # UUID. With enable_request_id_headers every response echoes it.
+        "preserve_external_request_id": True,
+        "always_set_request_id_in_response": settings.enable_request_id_headers,
         # Envoy's own errors (no route, body too large, malformed JSON or
         # wrong types rejected by the transcoder, upstream down) in the
         # OpenAI error shape. Native gRPC calls keep plain gRPC statuses.

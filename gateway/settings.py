@@ -69,6 +69,8 @@ class GatewaySettings:
     # The server's --metrics-port: GET /metrics on the REST port is proxied
     # there (metrics_route.py); 0: no /metrics route.
     upstream_metrics_port: int = 0
+    # vLLM's --enable-request-id-headers: X-Request-Id on every response.
+    enable_request_id_headers: bool = False
 
 
 HELPS = {
@@ -133,6 +135,9 @@ HELPS = {
     "upstream_metrics_port": "the server's --metrics-port: GET /metrics on the gateway's port is "
                              "proxied there (vLLM's vllm:* and tokenwire_* metrics); one upstream "
                              "only; 0: no /metrics",
+    "enable_request_id_headers": "vLLM's flag: every response carries X-Request-Id (the "
+                                 "caller's, else the one the gateway made; the request's id "
+                                 "is chatcmpl-<it> unless the body sets request_id)",
 }
 CORS_LISTS = ("allowed_origins", "allowed_methods", "allowed_headers")
 

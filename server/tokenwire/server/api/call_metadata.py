@@ -23,6 +23,8 @@ from tokenwire.wire import (
     SESSION_HEADER,
 )
 
+REQUEST_ID_HEADER = "x-request-id"  # vLLM's X-Request-Id (Envoy sets one on every call)
+
 
 def _first(context: grpc.aio.ServicerContext, names: tuple[str, ...]) -> str | None:
     for key, value in context.invocation_metadata() or ():
@@ -65,6 +67,18 @@ def _first_present(context: grpc.aio.ServicerContext, name: str) -> str | None:
         if key == name:
             return str(value)
     return None
+
+
+def request_id_of(context: grpc.aio.ServicerContext) -> str | None:
+    """The call's x-request-id metadata (vLLM's X-Request-Id), if any."""
+    return _first(context, (REQUEST_ID_HEADER,))
+
+
+def with_request_id(caller: Caller, context: grpc.aio.ServicerContext) -> Caller:
+    """`caller` carrying its call's x-request-id: for a call of one request
+    (not a Session, whose requests would share it)."""
+    header = request_id_of(context)
+    return caller if header is None else dataclasses.replace(caller, request_id=header)
 
 
 async def caller_of(plane: DataPlane, context: grpc.aio.ServicerContext) -> Caller:

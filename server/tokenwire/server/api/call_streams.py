@@ -15,7 +15,12 @@ from typing import Any, TypeVar
 
 import grpc
 
-from tokenwire.server.api.call_metadata import caller_of, dp_rank_of, session_of
+from tokenwire.server.api.call_metadata import (
+    caller_of,
+    dp_rank_of,
+    session_of,
+    with_request_id,
+)
 from tokenwire.server.core.errors import stream_errors
 from tokenwire.server.inference.data_plane import DataPlane
 from tokenwire.server.inference.kind_base import RequestKind
@@ -30,7 +35,8 @@ async def response(
 ) -> R:
     """A unary call of `kind`: its one response."""
     with plane.state.call():
-        plan = await kind.plan(plane, request, caller=await caller_of(plane, context), stream=False,
+        caller = with_request_id(await caller_of(plane, context), context)
+        plan = await kind.plan(plane, request, caller=caller, stream=False,
                                dp_rank=dp_rank_of(context), session_id=session_of(context))
         outcome = kind.call_outcome()
         resp = await kind.run(plane, plan, outcome)
@@ -48,7 +54,8 @@ async def streamed(
     directly, so each chunk passes through no layer of this module; a body
     that ends normally (the stream finished) runs the kind's after-hook."""
     with plane.state.call():
-        plan = await kind.plan(plane, request, caller=await caller_of(plane, context), stream=True,
+        caller = with_request_id(await caller_of(plane, context), context)
+        plan = await kind.plan(plane, request, caller=caller, stream=True,
                                dp_rank=dp_rank_of(context), session_id=session_of(context))
         outcome = kind.call_outcome()
         async with aclosing(kind.stream(plane, plan, outcome)) as stream:

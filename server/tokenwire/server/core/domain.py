@@ -46,6 +46,9 @@ class Caller:
     tenant: str | None = None  # its tenant (admission's per-tenant caps); None: none
     # The weight bound its call's metadata asks for (core/weight_bounds.py).
     weight_bound: WeightBound | None = None
+    # Its call's x-request-id metadata (vLLM's X-Request-Id; unary and
+    # server-streaming calls only): the request id when the body sets none.
+    request_id: str | None = None
 
 
 @dataclasses.dataclass

@@ -92,7 +92,10 @@ FRONTEND: dict[str, str] = {
     "ssl_ciphers": "not supported: gRPC's TLS ciphers are used",
     "root_path": "serve behind a proxy that strips the prefix (" + _GATEWAY + "docs/gateway.md)",
     "middleware": "no ASGI app: " + _GATEWAY + "extend its Envoy config)",
-    "enable_request_id_headers": "not supported yet: the response id is the request id",
+    "enable_request_id_headers": "X-Request-Id on responses is the gateway's: `tokenwire up "
+                                 "--gateway-enable-request-id-headers` or `tokenwire gateway "
+                                 "--enable-request-id-headers` (a caller's X-Request-Id names "
+                                 "the request either way)",
     "disable_fastapi_docs": "no docs pages are served: drop it",
     "enable_offline_docs": "no docs pages are served: drop it",
     "enable_flash_late_interaction": "pooling and scoring models are not served: drop it",

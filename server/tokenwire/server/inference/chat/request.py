@@ -208,7 +208,7 @@ def build_chat_plan(
     stream: bool,
 ) -> ChatPlan:
     model = check_model(req.model, served_model, engine.lora_names())
-    request_id = new_request_id("chatcmpl", req.request_id)
+    request_id = new_request_id("chatcmpl", req.request_id, caller.request_id)
     nv = req.nvext
     given_param, given_ids = given_prompt_ids(req)
     if not given_ids:

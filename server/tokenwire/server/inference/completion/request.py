@@ -206,7 +206,7 @@ def build_completion_plan(
     stream: bool,
 ) -> CompletionPlan:
     model = check_model(req.model, served_model, engine.lora_names())
-    response_id = new_request_id("cmpl", req.request_id)
+    response_id = new_request_id("cmpl", req.request_id, caller.request_id)
     extra_fields = check_extra_fields(req.nvext)
     params = completion_params(req, settings, engine, extra_fields)
     _refuse_unsupported(req, params.n)

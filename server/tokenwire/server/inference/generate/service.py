@@ -108,7 +108,7 @@ def build_generate_plan(
     priority = check_priority(req.priority if req.HasField("priority") else 0, settings, caller)
     return GeneratePlan(
         request=EngineRequest(
-            request_id=new_request_id("gen", req.request_id),
+            request_id=new_request_id("gen", req.request_id, caller.request_id),
             prompt_token_ids=prompt,
             params=params,
             cache_salt=salt,

@@ -51,7 +51,16 @@ def lora_of(model: str, served: str) -> str | None:
     return None if model == served else model
 
 
-def new_request_id(prefix: str, requested: str) -> str:
+def new_request_id(prefix: str, requested: str, header: str | None = None) -> str:
+    """The request's id: its own request_id as given, else `prefix-<the
+    call's x-request-id>` (vLLM's use of X-Request-Id), else a new one."""
+    if not requested and header:
+        if len(header) > MAX_REQUEST_ID:
+            raise InvalidArgument(
+                f"x-request-id must be at most {MAX_REQUEST_ID} characters",
+                param="x-request-id", reason="VALUE_TOO_LONG",
+            )
+        return f"{prefix}-{header}"
     if requested:
         if len(requested) > MAX_REQUEST_ID:
             raise InvalidArgument(
