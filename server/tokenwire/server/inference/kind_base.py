@@ -25,6 +25,7 @@ from typing import Any, ClassVar, Generic, TypeVar
 
 from tokenwire.server.core import validation as v
 from tokenwire.server.core.domain import Caller, EngineRequest, RenderOptions, RunOutcome
+from tokenwire.server.core.errors import InvalidArgument
 from tokenwire.server.core.weight_bounds import EXACT, LAG, WeightBound, bound_from, pick_bound
 from tokenwire.server.inference.data_plane import DataPlane
 from tokenwire.server.inference.shared.identity import pick_dp_rank, pick_session_id
@@ -142,6 +143,45 @@ class RequestKind(Generic[Req, P, R, C]):
 
 
 AnyKind = RequestKind[Any, Any, Any, Any]
+
+
+class ChatBackedKind(RequestKind[Req, P, R, C]):
+    """A kind that runs as a chat (the Responses and Messages APIs): the
+    chat kind, handed in by inference/kinds.py (kinds never import one
+    another), plans, runs and streams it, so rendering, admission, limits,
+    tenancy, weight bounds, cancellation, metrics and the next turn's
+    prefill are chat's. The kind converts its request to chat's and chat's
+    outputs back; `chat_param` names its own field for a chat field, so a
+    chat error names what the caller sent."""
+
+    def __init__(self, chat: AnyKind):
+        self.chat = chat
+
+    @staticmethod
+    def chat_param(param: str) -> str:
+        """This kind's name of a chat request's field (an error's param)."""
+        return param
+
+    async def plan_chat(self, plane: DataPlane, chat_req: Any, *, caller: Caller, stream: bool,
+                        dp_rank: str | None = None, session_id: str | None = None) -> Any:
+        """The chat kind's plan of `chat_req`; its INVALID_ARGUMENT names
+        this kind's field."""
+        try:
+            return await self.chat.plan(plane, chat_req, caller=caller, stream=stream,
+                                        dp_rank=dp_rank, session_id=session_id)
+        except InvalidArgument as exc:
+            if exc.param:
+                name = self.chat_param(exc.param)
+                if name != exc.param:
+                    exc.message = exc.message.replace(exc.param, name)
+                    exc.param = name
+            raise
+
+    def call_outcome(self) -> RunOutcome | None:
+        return self.chat.call_outcome()
+
+    def after(self, plane: DataPlane, plan: Any, outcome: RunOutcome | None) -> bool:
+        return self.chat.after(plane, plan.chat, outcome)
 
 
 def _response_fits(plane: DataPlane, requests: list[EngineRequest], param: str,

@@ -15,11 +15,10 @@ from contextlib import aclosing
 from typing import Any
 
 from tokenwire.server.core.domain import Caller, RunOutcome
-from tokenwire.server.core.errors import InvalidArgument
-from tokenwire.server.inference.anthropic.request import count_to_chat, renamed, to_chat
+from tokenwire.server.inference.anthropic.request import chat_param, count_to_chat, to_chat
 from tokenwire.server.inference.anthropic.response import Event, MessageEvents, build_message
 from tokenwire.server.inference.data_plane import DataPlane
-from tokenwire.server.inference.kind_base import AnyKind, RequestKind
+from tokenwire.server.inference.kind_base import ChatBackedKind
 from tokenwire.v1 import anthropic_pb2
 
 
@@ -35,25 +34,20 @@ class MessagePlan:
         return self.chat.request
 
 
-class AnthropicKind(RequestKind[anthropic_pb2.CreateMessageRequest, MessagePlan,
+class AnthropicKind(ChatBackedKind[anthropic_pb2.CreateMessageRequest, MessagePlan,
                                 anthropic_pb2.CreateMessageResponse, Event]):
     name = "anthropic"
     routing_prefix = ""
     max_tokens_param = "max_tokens"
 
-    def __init__(self, chat: AnyKind):
-        self.chat = chat
+    chat_param = staticmethod(chat_param)
 
     async def plan(self, plane: DataPlane, req: anthropic_pb2.CreateMessageRequest, *,
                    caller: Caller, stream: bool, dp_rank: str | None = None,
                    session_id: str | None = None) -> MessagePlan:
         chat_req = to_chat(req, stream=stream)  # (its errors name Messages fields already)
-        try:
-            chat = await self.chat.plan(plane, chat_req, caller=caller, stream=stream,
-                                        dp_rank=dp_rank, session_id=session_id)
-        except InvalidArgument as exc:
-            renamed(exc)
-            raise
+        chat = await self.plan_chat(plane, chat_req, caller=caller, stream=stream,
+                                    dp_rank=dp_rank, session_id=session_id)
         chat.continuous_usage = False  # (--enable-force-include-usage): usage ends the stream
         return MessagePlan(chat, len(chat.request.prompt_token_ids))
 
@@ -69,21 +63,10 @@ class AnthropicKind(RequestKind[anthropic_pb2.CreateMessageRequest, MessagePlan,
                 for event in events.on_chunk(chunk):
                     yield event
 
-    def call_outcome(self) -> RunOutcome | None:
-        return self.chat.call_outcome()
-
-    def after(self, plane: DataPlane, plan: MessagePlan, outcome: RunOutcome | None) -> bool:
-        return self.chat.after(plane, plan.chat, outcome)
-
     async def count_tokens(self, plane: DataPlane,
                            req: anthropic_pb2.CountMessageTokensRequest, *, caller: Caller,
                            ) -> anthropic_pb2.CountMessageTokensResponse:
         """The tokens of the request's rendered prompt (nothing is generated)."""
-        chat_req = count_to_chat(req)
-        try:
-            chat = await self.chat.plan(plane, chat_req, caller=caller, stream=False)
-        except InvalidArgument as exc:
-            renamed(exc)
-            raise
+        chat = await self.plan_chat(plane, count_to_chat(req), caller=caller, stream=False)
         return anthropic_pb2.CountMessageTokensResponse(
             input_tokens=len(chat.request.prompt_token_ids))

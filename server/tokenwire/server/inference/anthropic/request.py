@@ -41,16 +41,6 @@ def chat_param(param: str) -> str:
     return param
 
 
-def renamed(exc: InvalidArgument) -> InvalidArgument:
-    """`exc` (from the chat kind) naming the Messages field instead."""
-    if exc.param:
-        name = chat_param(exc.param)
-        if name != exc.param:
-            exc.message = exc.message.replace(exc.param, name)
-            exc.param = name
-    return exc
-
-
 def _bad(message: str, param: str, reason: str) -> InvalidArgument:
     return InvalidArgument(message, param=param, reason=reason)
 

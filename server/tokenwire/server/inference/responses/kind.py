@@ -15,9 +15,8 @@ from contextlib import aclosing
 from typing import Any
 
 from tokenwire.server.core.domain import Caller, RunOutcome
-from tokenwire.server.core.errors import InvalidArgument
 from tokenwire.server.inference.data_plane import DataPlane
-from tokenwire.server.inference.kind_base import AnyKind, RequestKind
+from tokenwire.server.inference.kind_base import ChatBackedKind
 from tokenwire.server.inference.responses.request import chat_param, to_chat
 from tokenwire.server.inference.responses.response import Event, ResponseEvents, build_response
 from tokenwire.v1 import responses_pb2
@@ -35,29 +34,19 @@ class ResponsePlan:
         return self.chat.request
 
 
-class ResponsesKind(RequestKind[responses_pb2.CreateResponseRequest, ResponsePlan,
+class ResponsesKind(ChatBackedKind[responses_pb2.CreateResponseRequest, ResponsePlan,
                                 responses_pb2.CreateResponseResponse, Event]):
     name = "responses"
     routing_prefix = "nvext."
     max_tokens_param = "max_output_tokens"
 
-    def __init__(self, chat: AnyKind):
-        self.chat = chat
+    chat_param = staticmethod(chat_param)
 
     async def plan(self, plane: DataPlane, req: responses_pb2.CreateResponseRequest, *,
                    caller: Caller, stream: bool, dp_rank: str | None = None,
                    session_id: str | None = None) -> ResponsePlan:
-        try:
-            chat = await self.chat.plan(plane, to_chat(req, stream=stream), caller=caller,
-                                        stream=stream, dp_rank=dp_rank,
-                                        session_id=session_id)
-        except InvalidArgument as exc:
-            if exc.param:
-                renamed = chat_param(exc.param)
-                if renamed != exc.param:
-                    exc.message = exc.message.replace(exc.param, renamed)
-                    exc.param = renamed
-            raise
+        chat = await self.plan_chat(plane, to_chat(req, stream=stream), caller=caller,
+                                    stream=stream, dp_rank=dp_rank, session_id=session_id)
         return ResponsePlan(chat, req)
 
     async def run(self, plane: DataPlane, plan: ResponsePlan, outcome: RunOutcome | None = None
@@ -83,8 +72,3 @@ class ResponsesKind(RequestKind[responses_pb2.CreateResponseRequest, ResponsePla
         for event in events.end():
             yield event
 
-    def call_outcome(self) -> RunOutcome | None:
-        return self.chat.call_outcome()
-
-    def after(self, plane: DataPlane, plan: ResponsePlan, outcome: RunOutcome | None) -> bool:
-        return self.chat.after(plane, plan.chat, outcome)
