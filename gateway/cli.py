@@ -30,7 +30,11 @@ def add_gateway_parsers(sub: argparse._SubParsersAction) -> None:  # type: ignor
         help="run the server and the gateway together (Ctrl-C stops both); "
              "vLLM engine flags pass through to `tokenwire serve`",
     )
-    add_server_arguments(up)
+    # vLLM's TLS and request-id flags mean the listener a vLLM user talks
+    # to: the gateway's (REST, and gRPC through it); tokenwire's --tls-cert
+    # and --tls-key stay the servers' gRPC listener.
+    add_server_arguments(up, skip=frozenset(UP_GATEWAY_FLAGS), vllm_spellings=False)
+    up.set_defaults(ssl_ca_certs="", ssl_cert_reqs=0)  # the servers': none under `up`
     up.add_argument("--replicas", type=int, default=1,
                     help="run N servers (each its own engine) on --port, --port+1, ... behind the "
                          "gateway, with session/cache affinity (docs/fleet.md)")
@@ -40,8 +44,28 @@ def add_gateway_parsers(sub: argparse._SubParsersAction) -> None:  # type: ignor
     up.set_defaults(accepts_extra=True)
     gw_settings.add_arguments(up, prefix="gateway-",
                               exclude=("upstream_host", "upstream_port", "control",
-                                       "upstream_metrics_port"))
+                                       "upstream_metrics_port", *UP_GATEWAY_FLAGS))
+    vllm = up.add_argument_group("vLLM's flags for the REST listener (the gateway's)")
+    vllm.add_argument("--ssl-certfile", dest="gateway_tls_cert", default="", metavar="FILE",
+                      help="vLLM's flag: serve the gateway's listener (REST, and gRPC through it) "
+                           "over TLS with this PEM certificate chain (= --gateway-tls-cert)")
+    vllm.add_argument("--ssl-keyfile", dest="gateway_tls_key", default="", metavar="FILE",
+                      help="vLLM's flag: the PEM private key of --ssl-certfile "
+                           "(= --gateway-tls-key)")
+    vllm.add_argument("--ssl-ca-certs", dest="gateway_ssl_ca_certs", default="", metavar="FILE",
+                      help=gw_settings.HELPS["ssl_ca_certs"] + " (the gateway's listener)")
+    vllm.add_argument("--ssl-cert-reqs", dest="gateway_ssl_cert_reqs", type=int, default=0,
+                      metavar="N",
+                      help=gw_settings.HELPS["ssl_cert_reqs"] + " (the gateway's listener)")
+    vllm.add_argument("--enable-request-id-headers", dest="gateway_enable_request_id_headers",
+                      default=False, action=argparse.BooleanOptionalAction,
+                      help=gw_settings.HELPS["enable_request_id_headers"])
     up.set_defaults(func=run_up)
+
+
+# Settings vLLM spells for its one listener: under `tokenwire up` the
+# gateway's own flags, not the servers' (which keep tokenwire's --tls-*).
+UP_GATEWAY_FLAGS = ("ssl_ca_certs", "ssl_cert_reqs")
 
 
 def run_gateway(ns: argparse.Namespace) -> int:
@@ -51,6 +75,7 @@ def run_gateway(ns: argparse.Namespace) -> int:
     settings = gw_settings.from_namespace(ns)
     try:
         gw_settings.check_control(settings)
+        gw_settings.check_tls(settings)
         if not ns.print_config:
             gw_settings.injected_admin_key(settings)
     except ValueError as err:
@@ -165,6 +190,7 @@ def run_up(ns: argparse.Namespace) -> int:
         gateway = dataclasses.replace(gateway, upstreams=tuple(r.address for r in replicas))
     try:
         gw_settings.check_control(gateway)  # e.g. --gateway-inject-admin-key on 0.0.0.0
+        gw_settings.check_tls(gateway)
     except ValueError as err:
         raise SystemExit(f"tokenwire up: {err}") from None
     return supervisor.run(replicas, gateway, probe=probe, server_env=env)

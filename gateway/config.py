@@ -20,11 +20,13 @@ from typing import Any
 
 from tokenwire import wire
 from tokenwire.gateway import control_routes, cors_routes, lua_bundle, metrics_route
+from tokenwire.gateway import tls as gateway_tls
 from tokenwire.gateway.control_routes import CONTROL_PREFIX  # noqa: F401 (config.CONTROL_PREFIX)
 from tokenwire.gateway.local_replies import local_reply_mappers
 from tokenwire.gateway.settings import (
     GatewaySettings,
     check_control,
+    check_tls,
     endpoints,
     injected_admin_key,
     is_ip,
@@ -56,42 +58,6 @@ def _lua_filter(name: str, entry: str, settings: GatewaySettings,
 
 def _address(host: str, port: int) -> dict[str, Any]:
     return {"socket_address": {"address": host, "port_value": port}}
-
-
-def _upstream_tls(settings: GatewaySettings) -> dict[str, Any] | None:
-    """The cluster's TLS transport socket (gRPC needs ALPN h2), or None."""
-    if not settings.upstream_tls_ca:
-        return None
-    tls: dict[str, Any] = {
-        _TYPE: "type.googleapis.com/envoy.extensions.transport_sockets.tls.v3.UpstreamTlsContext",
-        "common_tls_context": {
-            "alpn_protocols": ["h2"],
-            "validation_context": {
-                "trusted_ca": {"filename": str(pathlib.Path(settings.upstream_tls_ca).resolve())}
-            },
-        },
-    }
-    if settings.upstream_tls_server_name:
-        tls["sni"] = settings.upstream_tls_server_name
-    return {"name": "envoy.transport_sockets.tls", "typed_config": tls}
-
-
-def _listen_tls(settings: GatewaySettings) -> dict[str, Any] | None:
-    """The listener's TLS transport socket (ALPN h2 for gRPC, http/1.1 for
-    REST), or None."""
-    if not settings.tls_cert:
-        return None
-    tls = {
-        _TYPE: "type.googleapis.com/envoy.extensions.transport_sockets.tls.v3.DownstreamTlsContext",
-        "common_tls_context": {
-            "alpn_protocols": ["h2", "http/1.1"],
-            "tls_certificates": [{
-                "certificate_chain": {"filename": str(pathlib.Path(settings.tls_cert).resolve())},
-                "private_key": {"filename": str(pathlib.Path(settings.tls_key).resolve())},
-            }],
-        },
-    }
-    return {"name": "envoy.transport_sockets.tls", "typed_config": tls}
 
 
 def _http_filters(
@@ -225,7 +191,7 @@ def _listener(settings: GatewaySettings, lua_dir: pathlib.PurePath | None,
         "name": "envoy.filters.network.http_connection_manager",
         "typed_config": _connection_manager(settings, lua_dir, admin_key),
     }]}
-    tls = _listen_tls(settings)
+    tls = gateway_tls.listener(settings)
     if tls is not None:
         chain["transport_socket"] = tls
     return {
@@ -302,7 +268,7 @@ def _cluster(settings: GatewaySettings, name: str = CLUSTER) -> dict[str, Any]:
     if cluster["type"] == "STRICT_DNS":
         cluster["dns_refresh_rate"] = "5s"
         cluster["respect_dns_ttl"] = True
-    tls = _upstream_tls(settings)
+    tls = gateway_tls.upstream(settings)
     if tls is not None:
         cluster["transport_socket"] = tls
     return cluster
@@ -355,6 +321,7 @@ def build(settings: GatewaySettings, lua_dir: pathlib.PurePath | None = None,
     (settings.injected_admin_key; ValueError when missing, and when
     --control or --inject-admin-key cannot be honoured: check_control)."""
     check_control(settings)
+    check_tls(settings)
     metrics_route.check(settings)
     if admin_key is None:
         admin_key = injected_admin_key(settings)

@@ -35,6 +35,12 @@ class GatewaySettings:
     upstream_streams_per_connection: int = 0
     tls_cert: str = ""  # PEM certificate chain: serve REST/gRPC over TLS; "" : plaintext
     tls_key: str = ""  # PEM private key of tls_cert
+    # mTLS on the listener, as vLLM's flags: CA certificates client
+    # certificates must chain to, and Python's ssl constant: 0 CERT_NONE (no
+    # certificate asked for), 1 CERT_OPTIONAL (asked for, checked if sent),
+    # 2 CERT_REQUIRED.
+    ssl_ca_certs: str = ""
+    ssl_cert_reqs: int = 0
     upstream_tls_ca: str = ""  # PEM CA (or self-signed cert) of a TLS server; "" : plaintext
     upstream_tls_server_name: str = ""  # SNI for a TLS server (default: none)
     descriptor: str = str(PACKAGE_DIR / "tokenwire.pb")  # written by `make proto`
@@ -90,6 +96,10 @@ HELPS = {
                "server's retry-safe refusal) is retried on another replica",
     "tls_cert": "serve the listener over TLS with this PEM certificate chain",
     "tls_key": "the PEM private key of --tls-cert",
+    "ssl_ca_certs": "mTLS (vLLM's flag): PEM CA certificates a client certificate must chain "
+                    "to, with --ssl-cert-reqs 1 or 2",
+    "ssl_cert_reqs": "mTLS (vLLM's flag, Python's ssl constants): 0 no client certificate "
+                     "asked for, 1 asked for and checked when sent, 2 required and checked",
     "upstream_tls_ca": "talk TLS to the server, trusting this PEM CA or self-signed certificate",
     "upstream_tls_server_name": "SNI to send to a TLS server",
     "descriptor": "descriptor set for the transcoder (make proto writes it)",
@@ -140,6 +150,9 @@ HELPS = {
                                  "is chatcmpl-<it> unless the body sets request_id)",
 }
 CORS_LISTS = ("allowed_origins", "allowed_methods", "allowed_headers")
+# vLLM's spellings of the listener's TLS flags (`tokenwire gateway`; under
+# `tokenwire up` they are its own flags for the gateway's listener).
+VLLM_SPELLINGS = {"tls_cert": "--ssl-certfile", "tls_key": "--ssl-keyfile"}
 
 
 def json_list(text: str) -> list[str]:
@@ -169,6 +182,10 @@ def add_arguments(
             continue
         flag = "--" + prefix + field.name.replace("_", "-")
         default = getattr(defaults, field.name)
+        if not prefix and field.name in VLLM_SPELLINGS:
+            parser.add_argument(flag, VLLM_SPELLINGS[field.name], dest="gateway_" + field.name,
+                                default=default, help=HELPS.get(field.name, ""))
+            continue
         if isinstance(default, bool):
             parser.add_argument(flag, dest="gateway_" + field.name, default=default,
                                 action=argparse.BooleanOptionalAction,
@@ -232,6 +249,23 @@ def check_control(settings: GatewaySettings) -> None:
             f"--inject-admin-key gives control to whoever reaches the gateway, so it listens only "
             f"on a loopback address (127.0.0.1 or ::1), not {settings.listen_host}; "
             f"elsewhere callers send the admin key themselves")
+
+
+def check_tls(settings: GatewaySettings) -> None:
+    """ValueError when the listener's TLS flags cannot be honoured: a
+    certificate without its key, client-certificate flags without TLS, a
+    --ssl-cert-reqs not one of Python's three, or 1/2 without a CA."""
+    if bool(settings.tls_cert) != bool(settings.tls_key):
+        raise ValueError("--tls-cert (--ssl-certfile) and --tls-key (--ssl-keyfile) go together")
+    if settings.ssl_cert_reqs not in (0, 1, 2):
+        raise ValueError(f"--ssl-cert-reqs must be 0 (CERT_NONE), 1 (CERT_OPTIONAL) or 2 "
+                         f"(CERT_REQUIRED), not {settings.ssl_cert_reqs}")
+    if (settings.ssl_ca_certs or settings.ssl_cert_reqs) and not settings.tls_cert:
+        raise ValueError("--ssl-ca-certs and --ssl-cert-reqs check client certificates over TLS: "
+                         "give the listener a certificate (--ssl-certfile and --ssl-keyfile)")
+    if settings.ssl_cert_reqs and not settings.ssl_ca_certs:
+        raise ValueError(f"--ssl-cert-reqs {settings.ssl_cert_reqs} needs --ssl-ca-certs (the CA "
+                         "certificates a client certificate must chain to)")
 
 
 def injected_admin_key(settings: GatewaySettings,

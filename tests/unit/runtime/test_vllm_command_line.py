@@ -74,8 +74,11 @@ def test_every_vllm_frontend_flag_is_honoured_or_refused() -> None:
 
 
 def test_refused_flag_names_what_to_use_and_exits_before_loading() -> None:
-    with pytest.raises(SystemExit, match=r"--ssl-keyfile is vLLM's.*--tls-key"):
-        parse_settings(["--ssl-keyfile", "key.pem"])
+    with pytest.raises(SystemExit, match=r"--enable-ssl-refresh is vLLM's.*--tls-cert"):
+        parse_settings(["--enable-ssl-refresh"])
+    with pytest.raises(SystemExit, match=r"--enable-request-id-headers is vLLM's.*"
+                                         r"`tokenwire up --enable-request-id-headers`"):
+        parse_settings(["--enable-request-id-headers"])
     with pytest.raises(SystemExit, match=r"--allowed-origins.*gateway"):
         parse_settings(["--allowed-origins", '["*"]'])
     # At vLLM's own default a refused flag changes nothing, and passes.
@@ -109,9 +112,36 @@ def test_vllm_yaml_config_with_frontend_keys(tmp_path, monkeypatch) -> None:
     assert s.api_keys() == ("sk-a", "sk-b")
     assert s.enable_auto_tool_choice and s.tool_call_parser == "hermes"
     assert json.loads(s.default_chat_template_kwargs) == {"enable_thinking": False}
-    config.write_text("ssl-certfile: cert.pem\n")
-    with pytest.raises(SystemExit, match=r"--ssl-certfile.*--tls-cert"):
+    config.write_text("ssl-ciphers: HIGH\n")
+    with pytest.raises(SystemExit, match=r"--ssl-ciphers.*gRPC's TLS ciphers"):
         parse_settings(["Qwen/X", "--config", str(config)])
+
+
+def test_vllm_tls_flags_are_the_grpc_listeners(tmp_path) -> None:
+    """vLLM's --ssl-* on `tokenwire serve`: --ssl-certfile/--ssl-keyfile are
+    --tls-cert/--tls-key; mTLS with --ssl-ca-certs and --ssl-cert-reqs 2; 1
+    (CERT_OPTIONAL) is refused with what to use (gRPC cannot ask without
+    requiring)."""
+    s = parse_settings(["--ssl-certfile", "c.pem", "--ssl-keyfile", "k.pem",
+                        "--ssl-ca-certs", "ca.pem", "--ssl-cert-reqs", "2"])
+    assert (s.tls_cert, s.tls_key, s.ssl_ca_certs, s.ssl_cert_reqs) == (
+        "c.pem", "k.pem", "ca.pem", 2)
+    s.check_tls()
+    config = tmp_path / "serve.yaml"
+    config.write_text("ssl-certfile: c.pem\nssl-keyfile: k.pem\nssl-cert-reqs: 1\n"
+                      "ssl-ca-certs: ca.pem\n")
+    s = parse_settings(["--config", str(config)])
+    assert (s.tls_cert, s.ssl_cert_reqs) == ("c.pem", 1)
+    with pytest.raises(ValueError, match=r"--ssl-cert-reqs 1 .*--ssl-cert-reqs 2.*gateway"):
+        s.check_tls()
+    for argv, rule in ((["--ssl-cert-reqs", "2", "--ssl-certfile", "c", "--ssl-keyfile", "k"],
+                        "needs --ssl-ca-certs"),
+                       (["--ssl-ca-certs", "ca.pem"], "give --tls-cert and --tls-key"),
+                       (["--ssl-certfile", "c"], "go together"),
+                       (["--ssl-cert-reqs", "3", "--ssl-certfile", "c", "--ssl-keyfile", "k"],
+                        "must be 0")):
+        with pytest.raises(ValueError, match=rule):
+            parse_settings(argv).check_tls()
 
 
 def test_up_takes_the_positional_model_and_several_keys(monkeypatch) -> None:

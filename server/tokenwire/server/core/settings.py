@@ -175,8 +175,17 @@ class ServerSettings:
            "a key's range in --api-keys-file overrides it")
     max_priority: int = _own(2**31 - 1, "highest priority a request may ask for (clamped)")
     open_probes: bool = _own(True, "health and reflection answer without the key")
-    tls_cert: str = _own("", "PEM certificate chain: serve gRPC over TLS")
-    tls_key: str = _own("", "PEM private key of --tls-cert")
+    tls_cert: str = _own("", "PEM certificate chain: serve gRPC over TLS (on `tokenwire serve` "
+                             "also vLLM's --ssl-certfile)")
+    tls_key: str = _own("", "PEM private key of --tls-cert (on `tokenwire serve` also vLLM's "
+                            "--ssl-keyfile)")
+    ssl_ca_certs: str = _own(
+        "", "PEM CA certificates a client certificate must chain to, with --ssl-cert-reqs 2 "
+            "(mTLS; vLLM's flag)")
+    ssl_cert_reqs: int = _own(
+        0, "client certificates, as vLLM's flag (Python's ssl constants): 0 not asked for, 2 "
+           "required and checked against --ssl-ca-certs; 1 (optional) is the gateway's only "
+           "(gRPC's server cannot ask without requiring)")
     metrics_port: int = _own(0, "Prometheus /metrics on --metrics-host:PORT (0: off)")
     metrics_host: str = _own(
         "127.0.0.1", "metrics address (loopback by default: /metrics needs no key)")
@@ -250,19 +259,59 @@ class ServerSettings:
             return self.worker_id
         return f"{os.uname().nodename}:{os.getpid()}"
 
+    def check_tls(self) -> None:
+        """ValueError when the TLS flags cannot be honoured: a certificate
+        without its key, client-certificate flags without TLS, a
+        --ssl-cert-reqs that is not one of Python's three, or 1
+        (CERT_OPTIONAL), which gRPC's server cannot do (it requires client
+        certificates or does not ask for them)."""
+        if bool(self.tls_cert) != bool(self.tls_key):
+            raise ValueError("--tls-cert (--ssl-certfile) and --tls-key (--ssl-keyfile) go "
+                             "together")
+        if self.ssl_cert_reqs not in CERT_REQS:
+            raise ValueError(f"--ssl-cert-reqs must be 0 (CERT_NONE), 1 (CERT_OPTIONAL) or 2 "
+                             f"(CERT_REQUIRED), not {self.ssl_cert_reqs}")
+        if (self.ssl_ca_certs or self.ssl_cert_reqs) and not self.tls_cert:
+            raise ValueError("--ssl-ca-certs and --ssl-cert-reqs check client certificates over "
+                             "TLS: give --tls-cert and --tls-key (--ssl-certfile, --ssl-keyfile)")
+        if self.ssl_cert_reqs == 1:
+            raise ValueError(
+                "--ssl-cert-reqs 1 (CERT_OPTIONAL): gRPC's server either requires client "
+                "certificates or does not ask for them: use --ssl-cert-reqs 2 here, or the "
+                "gateway's listener, which takes 1 (`tokenwire up --ssl-cert-reqs 1`, "
+                "`tokenwire gateway --ssl-cert-reqs 1`)")
+        if self.ssl_cert_reqs == 2 and not self.ssl_ca_certs:
+            raise ValueError("--ssl-cert-reqs 2 needs --ssl-ca-certs (the CA certificates a "
+                             "client certificate must chain to)")
+
+
+# vLLM's --ssl-cert-reqs values: Python's ssl.CERT_NONE, CERT_OPTIONAL, CERT_REQUIRED.
+CERT_REQS = (0, 1, 2)
 
 # Flags vLLM's engine parser also has: one flag serves both (vLLM's).
 SHARED_WITH_VLLM = frozenset({"log_level"})
+# vLLM's spellings of tokenwire's flags (`vllm serve --ssl-certfile`): the
+# same setting on `tokenwire serve`.
+VLLM_SPELLINGS = {"tls_cert": "--ssl-certfile", "tls_key": "--ssl-keyfile"}
 
 
-def add_arguments(parser: Any, *, skip: frozenset[str] = frozenset()) -> None:
-    """Add one flag per own settings field (``--grace-seconds`` for grace_seconds)."""
+def add_arguments(parser: Any, *, skip: frozenset[str] = frozenset(),
+                  vllm_spellings: bool = True) -> None:
+    """Add one flag per own settings field (``--grace-seconds`` for
+    grace_seconds), with vLLM's spelling beside it where it has another
+    (VLLM_SPELLINGS; not under `tokenwire up`, where those mean the gateway's
+    listener)."""
     defaults = ServerSettings()
     hints = get_type_hints(ServerSettings)
     for field in own_fields():
         if field.name in skip:
             continue  # vLLM's flag (engine/vllm/args.py), or the fake engine's
         flag = "--" + field.name.replace("_", "-")
+        if vllm_spellings and field.name in VLLM_SPELLINGS:
+            parser.add_argument(flag, VLLM_SPELLINGS[field.name], dest=field.name,
+                                default=getattr(defaults, field.name),
+                                help=field.metadata.get("help", ""))
+            continue
         default = getattr(defaults, field.name)
         help = field.metadata.get("help", "")
         if isinstance(default, bool):

@@ -199,11 +199,30 @@ class RunningServer:
         self.engine.shutdown()
 
 
+def server_credentials(settings: ServerSettings) -> grpc.ServerCredentials | None:
+    """TLS for the gRPC listener (None: plaintext): --tls-cert/--tls-key
+    (vLLM's --ssl-certfile/--ssl-keyfile); with --ssl-cert-reqs 2 every
+    client presents a certificate chaining to --ssl-ca-certs (mTLS).
+    ValueError for what gRPC cannot do (settings.check_tls)."""
+    settings.check_tls()
+    if not settings.tls_cert:
+        return None
+    with open(settings.tls_key, "rb") as key, open(settings.tls_cert, "rb") as cert:
+        pair = (key.read(), cert.read())
+    if settings.ssl_cert_reqs != 2:  # CERT_NONE: vLLM's meaning, even with --ssl-ca-certs
+        if settings.ssl_ca_certs:
+            log.warning("--ssl-ca-certs without --ssl-cert-reqs 2: client certificates are not "
+                        "asked for (vLLM's meaning of --ssl-cert-reqs 0)")
+        return grpc.ssl_server_credentials([pair])
+    with open(settings.ssl_ca_certs, "rb") as ca:
+        return grpc.ssl_server_credentials([pair], root_certificates=ca.read(),
+                                           require_client_auth=True)
+
+
 def _listen(server: grpc.aio.Server, settings: ServerSettings) -> int:
     address = f"{settings.host}:{settings.port}"
-    if settings.tls_cert or settings.tls_key:
-        with open(settings.tls_key, "rb") as key, open(settings.tls_cert, "rb") as cert:
-            creds = grpc.ssl_server_credentials([(key.read(), cert.read())])
+    creds = server_credentials(settings)
+    if creds is not None:
         port = server.add_secure_port(address, creds)
     else:
         port = server.add_insecure_port(address)
@@ -338,7 +357,7 @@ async def serve(
         engine.shutdown()
         raise
     freeze_startup_heap()
-    scheme = "tls" if settings.tls_cert else "plaintext"
+    scheme = "plaintext" if not settings.tls_cert else "mtls" if settings.ssl_cert_reqs else "tls"
     print(f"tokenwire: serving on {settings.host}:{running.port} ({scheme})", flush=True)
     dead = asyncio.Event()
     watchdog = asyncio.create_task(watch_engine(running, settings.health_check_seconds, dead))

@@ -94,6 +94,7 @@ def main(argv: Sequence[str] | None = None) -> int:
                          "positive number of seconds")
     try:
         check_exposure(settings)
+        settings.check_tls()  # before the model loads
         ChatTemplateDefaults.from_settings(settings)  # --chat-template's file, the JSON flags
     except ValueError as err:
         raise SystemExit(f"tokenwire serve: {err}") from None

@@ -84,16 +84,18 @@ FRONTEND: dict[str, str] = {
     "allowed_origins": _CORS.format("allowed-origins"),
     "allowed_methods": _CORS.format("allowed-methods"),
     "allowed_headers": _CORS.format("allowed-headers"),
-    "ssl_keyfile": "use --tls-key (with --tls-cert)",
-    "ssl_certfile": "use --tls-cert (with --tls-key)",
-    "ssl_ca_certs": "client certificates are not checked here: terminate mTLS in front",
-    "ssl_cert_reqs": "client certificates are not checked here: terminate mTLS in front",
+    # TLS of the command's listener (`tokenwire serve`: gRPC; `tokenwire up`:
+    # the gateway's REST one); --ssl-cert-reqs 1 is the gateway's only.
+    "ssl_keyfile": HONOURED,  # --tls-key
+    "ssl_certfile": HONOURED,  # --tls-cert
+    "ssl_ca_certs": HONOURED,
+    "ssl_cert_reqs": HONOURED,
     "enable_ssl_refresh": "not supported: restart the server with the new --tls-cert/--tls-key",
     "ssl_ciphers": "not supported: gRPC's TLS ciphers are used",
     "root_path": "serve behind a proxy that strips the prefix (" + _GATEWAY + "docs/gateway.md)",
     "middleware": "no ASGI app: " + _GATEWAY + "extend its Envoy config)",
     "enable_request_id_headers": "X-Request-Id on responses is the gateway's: `tokenwire up "
-                                 "--gateway-enable-request-id-headers` or `tokenwire gateway "
+                                 "--enable-request-id-headers` or `tokenwire gateway "
                                  "--enable-request-id-headers` (a caller's X-Request-Id names "
                                  "the request either way)",
     "disable_fastapi_docs": "no docs pages are served: drop it",
