@@ -44,7 +44,8 @@ def add_gateway_parsers(sub: argparse._SubParsersAction) -> None:  # type: ignor
     up.set_defaults(accepts_extra=True)
     gw_settings.add_arguments(up, prefix="gateway-",
                               exclude=("upstream_host", "upstream_port", "control",
-                                       "upstream_metrics_port", *UP_GATEWAY_FLAGS))
+                                       "upstream_metrics_port", "upstream_metrics_host",
+                                       *UP_GATEWAY_FLAGS))
     vllm = up.add_argument_group("vLLM's flags for the REST listener (the gateway's)")
     vllm.add_argument("--ssl-certfile", dest="gateway_tls_cert", default="", metavar="FILE",
                       help="vLLM's flag: serve the gateway's listener (REST, and gRPC through it) "
@@ -144,9 +145,9 @@ def run_up(ns: argparse.Namespace) -> int:
     # resolve to two) would stand for several replicas to --control.
     ns.gateway_upstream_host = "127.0.0.1" if ns.host == "localhost" else ns.host
     ns.gateway_upstream_port = ns.port
-    # GET /metrics on the REST port: the server's metrics port (one replica:
-    # a fleet's replicas are scraped one by one on their own ports).
-    ns.gateway_upstream_metrics_port = ns.metrics_port if ns.replicas == 1 else 0
+    # GET /metrics on the REST port: the server's metrics port (a fleet's:
+    # every replica's, merged and labelled replica=<i>, by metrics_merge.py).
+    ns.gateway_upstream_metrics_port = ns.metrics_port
     # The server refuses control that came through a proxy unless it carries
     # the admin key, so the gateway exposes control only when there is one,
     # and only in front of one replica (each call would reach one of several).
@@ -193,7 +194,22 @@ def run_up(ns: argparse.Namespace) -> int:
         gw_settings.check_tls(gateway)
     except ValueError as err:
         raise SystemExit(f"tokenwire up: {err}") from None
-    return supervisor.run(replicas, gateway, probe=probe, server_env=env)
+    merger = None
+    if len(replicas) > 1 and ns.metrics_port:  # one /metrics for the fleet
+        from tokenwire.gateway.metrics_merge import MetricsMerger
+
+        host = ns.metrics_host
+        host = "127.0.0.1" if host in ("", "0.0.0.0", "::", "localhost") else host
+        host = f"[{host}]" if ":" in host else host
+        merger = MetricsMerger([f"http://{host}:{ns.metrics_port + i}/metrics"
+                                for i in range(len(replicas))]).start()
+        gateway = dataclasses.replace(gateway, upstream_metrics_host="127.0.0.1",
+                                      upstream_metrics_port=merger.port)
+    try:
+        return supervisor.run(replicas, gateway, probe=probe, server_env=env)
+    finally:
+        if merger is not None:
+            merger.close()
 
 
 def _model_first(extra: list[str]) -> list[str]:

@@ -2,9 +2,10 @@
 proxied to the server's Prometheus port (its --metrics-port: vLLM's
 ``vllm:*`` metrics beside tokenwire's ``tokenwire_*``), plain HTTP/1.1, a
 cluster of its own. Only when that port is known to the gateway
-(--upstream-metrics-port; ``tokenwire up`` passes its server's), and only in
-front of one server: a fleet's replicas each have their own metrics port, to
-be scraped one by one."""
+(--upstream-metrics-port; ``tokenwire up`` passes its server's). In front of
+a fleet only with --upstream-metrics-host, one endpoint for the whole fleet
+(``tokenwire up --replicas N`` runs metrics_merge.py there: every replica's
+metrics, labelled ``replica``)."""
 
 from __future__ import annotations
 
@@ -17,11 +18,15 @@ METRICS_PATH = "/metrics"
 
 
 def check(settings: GatewaySettings) -> None:
-    """ValueError when /metrics cannot be proxied (several upstreams)."""
-    if settings.upstream_metrics_port and len(endpoints(settings)) > 1:
+    """ValueError when /metrics cannot be proxied (several upstreams, and
+    no one endpoint for their metrics)."""
+    if (settings.upstream_metrics_port and not settings.upstream_metrics_host
+            and len(endpoints(settings)) > 1):
         raise ValueError(
             "--upstream-metrics-port proxies GET /metrics to one server; a fleet's replicas each "
-            "have their own metrics port: scrape them one by one")
+            "have their own metrics port: scrape them one by one, or give "
+            "--upstream-metrics-host, one endpoint serving the whole fleet's metrics (`tokenwire "
+            "up --replicas N --metrics-port P` runs one)")
 
 
 def route(settings: GatewaySettings) -> dict[str, Any]:
@@ -32,8 +37,9 @@ def route(settings: GatewaySettings) -> dict[str, Any]:
 
 
 def cluster(settings: GatewaySettings) -> dict[str, Any]:
-    """The server's metrics port, on the (one) upstream's host."""
-    host = endpoints(settings)[0][0]
+    """The server's metrics port, on --upstream-metrics-host or the (one)
+    upstream's host."""
+    host = settings.upstream_metrics_host or endpoints(settings)[0][0]
     address = {"socket_address": {"address": host, "port_value": settings.upstream_metrics_port}}
     made: dict[str, Any] = {
         "name": METRICS_CLUSTER, "type": "STATIC" if is_ip(host) else "STRICT_DNS",

@@ -75,6 +75,10 @@ class GatewaySettings:
     # The server's --metrics-port: GET /metrics on the REST port is proxied
     # there (metrics_route.py); 0: no /metrics route.
     upstream_metrics_port: int = 0
+    # Its host; "": the upstream's. With several upstreams it must be given:
+    # one endpoint serving the whole fleet's metrics (tokenwire up's
+    # metrics_merge.py).
+    upstream_metrics_host: str = ""
     # vLLM's --enable-request-id-headers: X-Request-Id on every response.
     enable_request_id_headers: bool = False
 
@@ -145,6 +149,9 @@ HELPS = {
     "upstream_metrics_port": "the server's --metrics-port: GET /metrics on the gateway's port is "
                              "proxied there (vLLM's vllm:* and tokenwire_* metrics); one upstream "
                              "only; 0: no /metrics",
+    "upstream_metrics_host": "the host of --upstream-metrics-port (default: the upstream's); with "
+                             "several upstreams, required: one endpoint that serves the whole "
+                             "fleet's metrics",
     "enable_request_id_headers": "vLLM's flag: every response carries X-Request-Id (the "
                                  "caller's, else the one the gateway made; the request's id "
                                  "is chatcmpl-<it> unless the body sets request_id)",

@@ -1,19 +1,27 @@
 """`GET /metrics` on the gateway's REST port (vLLM serves it on its own),
 proxied through the real Envoy to the server's --metrics-port (fake engine:
 tokenwire's metrics; the real engine adds vLLM's vllm:*, see
-tests/engine/test_engine_flags_engine.py)."""
+tests/engine/test_engine_flags_engine.py); under `tokenwire up --replicas N`
+every replica's, merged and labelled `replica` (gateway/metrics_merge.py)."""
 
 from __future__ import annotations
 
 import argparse
+import dataclasses
+import signal
+import subprocess
+import sys
 
 import httpx
 import pytest
+from prometheus_client.exposition import generate_latest
+from prometheus_client.parser import text_string_to_metric_families
 
-from tests.gateway.envoy_fixture import start_gateway, stop_gateway
+from tests.gateway.envoy_fixture import start_gateway, stop_gateway, wait_rest
 from tests.servers import fake_serving, free_port
-from tokenwire.gateway import config
+from tokenwire.gateway import config, metrics_merge, metrics_route
 from tokenwire.gateway.cli import add_gateway_parsers
+from tokenwire.gateway.process import port_open
 from tokenwire.gateway.settings import GatewaySettings
 
 
@@ -43,10 +51,83 @@ def test_no_metrics_route_without_the_port(rest) -> None:
     assert r.json()["error"]["code"] == "unknown_url"
 
 
-def test_a_fleet_gets_no_metrics_route() -> None:
+def test_a_fleet_needs_one_metrics_endpoint() -> None:
     fleet = GatewaySettings(upstreams=("127.0.0.1:1", "127.0.0.1:2"), upstream_metrics_port=9)
-    with pytest.raises(ValueError, match="scrape them one by one"):
+    with pytest.raises(ValueError, match=r"scrape them one by one.*--upstream-metrics-host"):
         config.build(fleet)
+    merged = dataclasses.replace(fleet, upstream_metrics_host="127.0.0.1")
+    (cluster,) = [c for c in config.build(merged)["static_resources"]["clusters"]
+                  if c["name"] == metrics_route.METRICS_CLUSTER]
+    address = cluster["load_assignment"]["endpoints"][0]["lb_endpoints"][0]["endpoint"]["address"]
+    assert address["socket_address"] == {"address": "127.0.0.1", "port_value": 9}
+
+
+def _families(text: str) -> dict[str, list]:
+    return {f.name: f.samples for f in text_string_to_metric_families(text)}
+
+
+def test_merge_labels_each_replica_and_reports_a_failed_one() -> None:
+    with fake_serving(metrics_port=free_port()) as server:
+        one = httpx.get(f"http://127.0.0.1:{server.settings.metrics_port}/metrics").text
+    merged = generate_latest(metrics_merge._Families(metrics_merge.merge([one, None, one])))
+    text = merged.decode()
+    types = [line.split(" ")[2] for line in text.splitlines() if line.startswith("# TYPE")]
+    assert len(types) == len(set(types)), "one TYPE line per family"
+    families = _families(text)
+    assert {s.labels["replica"]: s.value for s in families[metrics_merge.UP_METRIC]} == {
+        "0": 1.0, "1": 0.0, "2": 1.0}
+    for name, samples in _families(one).items():
+        assert {s.labels.get("replica") for s in families[name]} == ({"0", "2"} if samples
+                                                                    else set()), name
+        assert len(families[name]) == 2 * len(samples)
+
+
+def test_up_with_replicas_serves_every_replicas_metrics() -> None:
+    """`tokenwire up --replicas 2 --metrics-port P`: one scrape of the
+    gateway's /metrics has both replicas' tokenwire_* (vLLM's vllm:* the same
+    way on the real engine), told apart by `replica`; the calls each replica
+    served add up. --enable-request-id-headers (vLLM's bare name) configures
+    the gateway: every response echoes X-Request-Id."""
+    grpc_port, rest_port, metrics_port = free_port(), free_port(), free_port()
+    while port_open("127.0.0.1", grpc_port + 1) or port_open("127.0.0.1", metrics_port + 1):
+        grpc_port, metrics_port = free_port(), free_port()
+    cmd = [sys.executable, "-m", "tokenwire.cli", "up", "--engine", "fake", "--replicas", "2",
+           "--served-model-name", "fake-model", "--port", str(grpc_port),
+           "--metrics-port", str(metrics_port), "--gateway-listen-port", str(rest_port),
+           "--enable-request-id-headers"]
+    proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
+    url = f"http://127.0.0.1:{rest_port}"
+    body = {"model": "fake-model", "messages": [{"role": "user", "content": "hi"}],
+            "max_tokens": 2}
+    try:
+        wait_rest(url, proc)
+        for i in range(6):
+            r = httpx.post(f"{url}/v1/chat/completions", json=body, timeout=10,
+                           headers={"x-session-id": f"s{i}"})
+            assert r.status_code == 200 and r.headers["x-request-id"]
+        r = httpx.post(f"{url}/v1/chat/completions", json=body, timeout=10,
+                       headers={"x-request-id": "mine-1"})
+        assert r.headers["x-request-id"] == "mine-1" and r.json()["id"] == "chatcmpl-mine-1"
+        scrape = httpx.get(f"{url}/metrics", timeout=30)
+        assert scrape.status_code == 200 and scrape.headers["content-type"].startswith(
+            "text/plain")
+        families = _families(scrape.text)
+        assert {s.labels["replica"]: s.value
+                for s in families[metrics_merge.UP_METRIC]} == {"0": 1.0, "1": 1.0}
+        for n in range(2):  # each replica's own exposition, under its label
+            own = _families(httpx.get(f"http://127.0.0.1:{metrics_port + n}/metrics").text)
+            assert {name for name in own if name.startswith("tokenwire_")} <= set(families)
+        chats = [s for s in families["tokenwire_requests"]
+                 if s.name == "tokenwire_requests_total"
+                 and s.labels["method"] == "CreateChatCompletionJson"]
+        assert {s.labels["replica"] for s in chats} <= {"0", "1"}
+        assert sum(s.value for s in chats) == 7
+        proc.send_signal(signal.SIGTERM)
+        assert proc.wait(60) == 0
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
 
 
 def test_up_sets_the_metrics_port_itself() -> None:

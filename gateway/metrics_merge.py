@@ -1,0 +1,136 @@
+"""One Prometheus scrape for a fleet (`tokenwire up --replicas N`): a small
+HTTP server on loopback, the target of the gateway's `GET /metrics`
+(metrics_route.py), that fetches every replica's /metrics (vLLM's ``vllm:*``
+and tokenwire's ``tokenwire_*``), labels each sample ``replica="<i>"``
+(replica i serves gRPC on --port+i, metrics on --metrics-port+i) and merges
+the families, one HELP/TYPE each (prometheus_client's parser and
+exposition). ``tokenwire_replica_up{replica}`` says whose scrape failed; a
+failed replica's samples are left out, the others still answer.
+
+The label is added, never replaced: vLLM's own labels (``model_name``,
+``engine``) stay, so its dashboards' queries and sums work as on one
+server, and ``by (replica)`` splits them. The replicas' URLs are fixed at
+start (the operator's flags): nothing a caller names is fetched."""
+
+from __future__ import annotations
+
+import concurrent.futures
+import http.server
+import threading
+import urllib.request
+from collections.abc import Iterable, Sequence
+from typing import Any
+
+REPLICA_LABEL = "replica"
+UP_METRIC = "tokenwire_replica_up"
+MAX_BYTES = 64 * 1024 * 1024  # one replica's exposition, at most
+
+
+def fetch(url: str, timeout: float) -> str:
+    """One replica's exposition text (OSError / ValueError when it fails)."""
+    with urllib.request.urlopen(url, timeout=timeout) as resp:  # the operator's URL
+        body = resp.read(MAX_BYTES + 1)
+    if len(body) > MAX_BYTES:
+        raise ValueError(f"{url}: more than {MAX_BYTES} bytes")
+    return body.decode("utf-8")
+
+
+def merge(texts: Sequence[str | None]) -> list[Any]:
+    """The metric families of every replica's text (None: its scrape
+    failed), each sample labelled with its replica's index, plus
+    UP_METRIC."""
+    from prometheus_client.metrics_core import GaugeMetricFamily, Metric
+    from prometheus_client.parser import text_string_to_metric_families
+
+    families: dict[str, Any] = {}
+    up = GaugeMetricFamily(UP_METRIC, "1 when the replica's /metrics answered this scrape",
+                           labels=[REPLICA_LABEL])
+    for i, text in enumerate(texts):
+        replica = str(i)
+        parsed: list[Any] = []
+        if text is not None:
+            try:
+                parsed = list(text_string_to_metric_families(text))
+            except ValueError:
+                text = None
+        up.add_metric([replica], 0.0 if text is None else 1.0)
+        for family in parsed:
+            merged = families.get(family.name)
+            if merged is None:
+                merged = families[family.name] = Metric(family.name, family.documentation,
+                                                        family.type, family.unit)
+            elif merged.type != family.type:
+                continue  # a replica that disagrees on a metric's type: left out
+            merged.samples.extend(
+                s._replace(labels={**s.labels, REPLICA_LABEL: replica}) for s in family.samples)
+    return [*families.values(), up]
+
+
+class _Families:
+    """What prometheus_client's exposition reads (a registry's collect())."""
+
+    def __init__(self, families: Iterable[Any]) -> None:
+        self._families = list(families)
+
+    def collect(self) -> Iterable[Any]:
+        return self._families
+
+
+class MetricsMerger:
+    """The loopback server: GET /metrics scrapes every URL in `targets`
+    (concurrently, each within `timeout` seconds) and answers the merge."""
+
+    def __init__(self, targets: Sequence[str], *, host: str = "127.0.0.1",
+                 timeout: float = 5.0) -> None:
+        self.targets = list(targets)
+        self.timeout = timeout
+        self._pool = concurrent.futures.ThreadPoolExecutor(
+            max_workers=min(16, max(1, len(self.targets))), thread_name_prefix="metrics-merge")
+        merger = self
+
+        class Handler(http.server.BaseHTTPRequestHandler):
+            def do_GET(self) -> None:  # http.server's name
+                if self.path.split("?", 1)[0] != "/metrics":
+                    self.send_error(404)
+                    return
+                from prometheus_client.exposition import CONTENT_TYPE_LATEST
+
+                body = merger.render()
+                self.send_response(200)
+                self.send_header("Content-Type", CONTENT_TYPE_LATEST)
+                self.send_header("Content-Length", str(len(body)))
+                self.end_headers()
+                self.wfile.write(body)
+
+            def log_message(self, format: str, *args: Any) -> None:
+                pass  # Envoy's access log has the calls
+
+        self._server = http.server.ThreadingHTTPServer((host, 0), Handler)
+        self._server.daemon_threads = True
+        self._thread = threading.Thread(target=self._server.serve_forever, daemon=True,
+                                        name="metrics-merge")
+
+    @property
+    def port(self) -> int:
+        return int(self._server.server_address[1])
+
+    def render(self) -> bytes:
+        from prometheus_client.exposition import generate_latest
+
+        def one(url: str) -> str | None:
+            try:
+                return fetch(url, self.timeout)
+            except (OSError, ValueError):
+                return None
+
+        texts = list(self._pool.map(one, self.targets))
+        return generate_latest(_Families(merge(texts)))  # type: ignore[arg-type]
+
+    def start(self) -> MetricsMerger:
+        self._thread.start()
+        return self
+
+    def close(self) -> None:
+        self._server.shutdown()
+        self._server.server_close()
+        self._pool.shutdown(wait=False, cancel_futures=True)
