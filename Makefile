@@ -8,10 +8,11 @@ comma := ,
 STAMP := $(VENV)/.installed-$(subst $(comma),-,$(EXTRAS))
 MODEL_DIR := .models/SmolLM2-135M-Instruct
 TINY_DIR := .models/tiny-random-llama
+TINY_VLM_DIR := .models/tiny-random-vlm
 export TORCHINDUCTOR_CACHE_DIR ?= $(CURDIR)/.cache/inductor
 export VLLM_CACHE_ROOT ?= $(CURDIR)/.cache/vllm
 
-.PHONY: setup venv model tiny-model proto run serve gateway test test-unit test-pure lint bench profile bench-fleet load soak rl-demo clean
+.PHONY: setup venv model tiny-model tiny-vlm proto run serve gateway test test-unit test-pure lint bench profile bench-fleet load soak rl-demo clean
 
 setup: venv model
 
@@ -36,6 +37,12 @@ tiny-model: $(TINY_DIR)/config.json
 $(TINY_DIR)/config.json: | model
 	$(PY) -m tokenwire.server.runtime.demo_model --tiny
 
+# A tiny random Idefics3 (image chat tests; no torchvision: docs/multimodal.md).
+tiny-vlm: $(TINY_VLM_DIR)/config.json
+
+$(TINY_VLM_DIR)/config.json: | model
+	$(PY) -m tokenwire.server.runtime.demo_model --tiny-vlm
+
 proto: venv
 	$(PY) tools/gen_proto.py
 	$(PY) tools/gen_client.py
@@ -59,7 +66,7 @@ run: setup
 gateway: venv
 	$(VENV)/bin/tokenwire gateway $(GATEWAY_ARGS)
 
-test: setup tiny-model
+test: setup tiny-model tiny-vlm
 	$(PY) -m pytest -q -ra $(PYTEST_ARGS)
 
 test-unit: venv

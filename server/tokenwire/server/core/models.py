@@ -1,5 +1,6 @@
-"""Where the built models live: the demo model (the default --model) and the
-tiny random model. Only paths: building them is runtime/demo_model.py."""
+"""Where the built models live: the demo model (the default --model), the
+tiny random model and the tiny random VLM. Only paths: building them is
+runtime/demo_model.py."""
 
 from __future__ import annotations
 
@@ -8,6 +9,7 @@ import pathlib
 
 DEMO_NAME = "SmolLM2-135M-Instruct"
 TINY_NAME = "tiny-random-llama"
+TINY_VLM_NAME = "tiny-random-vlm"
 
 
 def models_dir() -> pathlib.Path:
@@ -29,3 +31,7 @@ def demo_model_path() -> pathlib.Path:
 
 def tiny_model_path() -> pathlib.Path:
     return models_dir() / TINY_NAME
+
+
+def tiny_vlm_path() -> pathlib.Path:
+    return models_dir() / TINY_VLM_NAME
