@@ -58,15 +58,25 @@ def add_gateway_parsers(sub: argparse._SubParsersAction) -> None:  # type: ignor
     vllm.add_argument("--ssl-cert-reqs", dest="gateway_ssl_cert_reqs", type=int, default=0,
                       metavar="N",
                       help=gw_settings.HELPS["ssl_cert_reqs"] + " (the gateway's listener)")
-    vllm.add_argument("--enable-request-id-headers", dest="gateway_enable_request_id_headers",
-                      default=False, action=argparse.BooleanOptionalAction,
-                      help=gw_settings.HELPS["enable_request_id_headers"])
+    defaults = gw_settings.GatewaySettings()
+    for name in UP_VLLM_NAMES:  # also --gateway-<name>
+        flag, dest = "--" + name.replace("_", "-"), "gateway_" + name
+        default = getattr(defaults, name)
+        if isinstance(default, bool):
+            vllm.add_argument(flag, dest=dest, default=default,
+                              action=argparse.BooleanOptionalAction, help=gw_settings.HELPS[name])
+        else:  # vLLM's CORS lists
+            vllm.add_argument(flag, dest=dest, type=gw_settings.json_list, default=default,
+                              metavar="JSON_LIST", help=gw_settings.HELPS[name])
     up.set_defaults(func=run_up)
 
 
 # Settings vLLM spells for its one listener: under `tokenwire up` the
 # gateway's own flags, not the servers' (which keep tokenwire's --tls-*).
 UP_GATEWAY_FLAGS = ("ssl_ca_certs", "ssl_cert_reqs")
+# vLLM's names of gateway settings `tokenwire up` takes as they are.
+UP_VLLM_NAMES = ("enable_request_id_headers", "allowed_origins", "allowed_methods",
+                 "allowed_headers", "allow_credentials")
 
 
 def run_gateway(ns: argparse.Namespace) -> int:

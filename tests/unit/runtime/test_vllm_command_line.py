@@ -158,3 +158,28 @@ def test_up_takes_the_positional_model_and_several_keys(monkeypatch) -> None:
     argv = list(replica.argv)
     assert argv[argv.index("--model") + 1] == "Qwen/X" and "sk-a" not in argv  # keys: env
     assert from_namespace(ns).api_keys() == ("sk-a", "sk-b")
+
+
+def test_up_takes_vllms_listener_flags_for_the_gateway(monkeypatch) -> None:
+    """Under `tokenwire up`, vLLM's TLS, request-id and CORS flags (bare
+    names) set the gateway's listener, the one a vLLM user calls; the
+    servers get none of them (their gRPC TLS is --tls-cert/--tls-key)."""
+    from tokenwire.cli import build_parser as top_parser
+    from tokenwire.gateway import settings as gw_settings
+    from tokenwire.gateway.cli import plan_replicas
+
+    monkeypatch.delenv("TOKENWIRE_API_KEY", raising=False)
+    ns, extra = top_parser().parse_known_args(
+        ["up", "Qwen/X", "--ssl-certfile", "c.pem", "--ssl-keyfile", "k.pem",
+         "--ssl-ca-certs", "ca.pem", "--ssl-cert-reqs", "1", "--enable-request-id-headers",
+         "--allowed-origins", '["https://app.example"]', "--allow-credentials"])
+    assert extra == ["Qwen/X"]
+    ns.extra = extra
+    gateway = gw_settings.from_namespace(ns)
+    assert (gateway.tls_cert, gateway.tls_key, gateway.ssl_ca_certs, gateway.ssl_cert_reqs) == (
+        "c.pem", "k.pem", "ca.pem", 1)
+    assert gateway.enable_request_id_headers and gateway.allow_credentials
+    assert gateway.allowed_origins == ("https://app.example",)
+    (replica,) = plan_replicas(ns)
+    assert not any(a.startswith(("--ssl", "--tls", "--allow", "--enable-request"))
+                   for a in replica.argv), replica.argv

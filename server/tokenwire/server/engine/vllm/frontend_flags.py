@@ -14,8 +14,8 @@ HONOURED = "honoured"
 
 _GATEWAY = "the REST side is tokenwire's Envoy gateway (`tokenwire up` / `tokenwire gateway`, "
 _FLEET = "use `tokenwire up --replicas N` or a fleet gateway (docs/fleet.md)"
-_CORS = ("CORS is the gateway's: `tokenwire gateway --{0}`, or `tokenwire up "
-         "--gateway-{0}` (docs/gateway.md)")
+_CORS = ("CORS is the gateway's: `tokenwire up --{0}` or `tokenwire gateway --{0}` "
+         "(docs/gateway.md)")
 _NO_LOG = "tokenwire logs no prompts or outputs (set --log-level)"
 
 # dest -> HONOURED, or why it is refused and what to use instead.
