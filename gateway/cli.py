@@ -155,8 +155,12 @@ def run_up(ns: argparse.Namespace) -> int:
     # resolve to two) would stand for several replicas to --control.
     ns.gateway_upstream_host = "127.0.0.1" if ns.host == "localhost" else ns.host
     ns.gateway_upstream_port = ns.port
-    # GET /metrics on the REST port: the server's metrics port (a fleet's:
-    # every replica's, merged and labelled replica=<i>, by metrics_merge.py).
+    # GET /metrics on the REST port, always (as vLLM's): the servers' metrics
+    # ports, free loopback ones unless --metrics-port is given. Several
+    # (replicas, serving processes) are merged by metrics_merge.py.
+    if not ns.metrics_port:
+        ns.metrics_port = _free_ports(max(1, ns.replicas) * max(1, ns.api_server_count),
+                                      ns.metrics_host)
     ns.gateway_upstream_metrics_port = ns.metrics_port
     # The server refuses control that came through a proxy unless it carries
     # the admin key, so the gateway exposes control only when there is one,
@@ -205,14 +209,11 @@ def run_up(ns: argparse.Namespace) -> int:
     except ValueError as err:
         raise SystemExit(f"tokenwire up: {err}") from None
     merger = None
-    if len(replicas) > 1 and ns.metrics_port:  # one /metrics for the fleet
-        from tokenwire.gateway.metrics_merge import MetricsMerger
+    if len(replicas) * ns.api_server_count > 1:  # one /metrics for them all
+        from tokenwire.gateway.metrics_merge import MetricsMerger, plan_targets
 
-        host = ns.metrics_host
-        host = "127.0.0.1" if host in ("", "0.0.0.0", "::", "localhost") else host
-        host = f"[{host}]" if ":" in host else host
-        merger = MetricsMerger([f"http://{host}:{ns.metrics_port + i}/metrics"
-                                for i in range(len(replicas))]).start()
+        merger = MetricsMerger(plan_targets(ns.metrics_host, ns.metrics_port, len(replicas),
+                                            ns.api_server_count)).start()
         gateway = dataclasses.replace(gateway, upstream_metrics_host="127.0.0.1",
                                       upstream_metrics_port=merger.port)
     try:
@@ -230,11 +231,37 @@ def _model_first(extra: list[str]) -> list[str]:
     return list(extra)
 
 
+def _free_ports(count: int, host: str) -> int:
+    """The first of `count` consecutive free ports on `host`."""
+    import socket
+
+    for _ in range(64):
+        with socket.socket() as probe:
+            probe.bind((host, 0))
+            base = int(probe.getsockname()[1])
+        if base + count > 65536:
+            continue
+        held: list[socket.socket] = []
+        try:
+            for port in range(base, base + count):
+                held.append(socket.socket())
+                held[-1].bind((host, port))
+        except OSError:
+            continue
+        finally:
+            for sock in held:
+                sock.close()
+        return base
+    raise SystemExit(f"tokenwire up: no {count} free ports in a row on {host} for the servers' "
+                     "/metrics: give --metrics-port")
+
+
 def plan_replicas(ns: argparse.Namespace) -> list[Any]:
-    """The `tokenwire serve` of each replica: ports (and metrics ports) one
-    after another from the given ones, devices split with --gpus-per-replica.
-    Engine flags (vLLM's) were not parsed here: they go to every replica as
-    given."""
+    """The `tokenwire serve` of each replica: ports one after another from
+    the given one; metrics ports from --metrics-port, --api-server-count of
+    them each (serving process i of a replica serves on its port + i);
+    devices split with --gpus-per-replica. Engine flags (vLLM's) were not
+    parsed here: they go to every replica as given."""
     from tokenwire.gateway.supervisor import Replica
 
     if ns.replicas < 1:
@@ -243,7 +270,7 @@ def plan_replicas(ns: argparse.Namespace) -> list[Any]:
     replicas = []
     for i in range(ns.replicas):
         ns.port = base_port + i
-        ns.metrics_port = base_metrics + i if base_metrics else 0
+        ns.metrics_port = base_metrics + i * max(1, ns.api_server_count) if base_metrics else 0
         env = {}
         if ns.gpus_per_replica > 0:
             k = ns.gpus_per_replica

@@ -1,14 +1,14 @@
-"""One Prometheus scrape for a fleet (`tokenwire up --replicas N`): a small
-HTTP server on loopback, the target of the gateway's `GET /metrics`
-(metrics_route.py), that fetches every replica's /metrics (vLLM's ``vllm:*``
-and tokenwire's ``tokenwire_*``), labels each sample ``replica="<i>"``
-(replica i serves gRPC on --port+i, metrics on --metrics-port+i) and merges
-the families, one HELP/TYPE each (prometheus_client's parser and
-exposition). ``tokenwire_replica_up{replica}`` says whose scrape failed; a
-failed replica's samples are left out, the others still answer.
+"""One Prometheus scrape for a fleet (`tokenwire up --replicas N`, or
+--api-server-count K): a small HTTP server on loopback, the target of the
+gateway's `GET /metrics` (metrics_route.py), that fetches every replica's
+/metrics (vLLM's ``vllm:*`` and tokenwire's ``tokenwire_*``), labels each
+sample ``replica="<r>"`` (replica r serves gRPC on --port+r; with K serving
+processes also ``process="<i>"``) and merges the families, one HELP/TYPE
+each (prometheus_client's parser and exposition).
+``tokenwire_replica_up`` says whose scrape failed; a failed replica's
+samples are left out, the others still answer.
 
-The label is added, never replaced: vLLM's own labels (``model_name``,
-``engine``) stay, so its dashboards' queries and sums work as on one
+The labels are added: vLLM's own (``model_name``, ``engine``) stay, so its dashboards' queries and sums work as on one
 server, and ``by (replica)`` splits them. The replicas' URLs are fixed at
 start (the operator's flags): nothing a caller names is fetched."""
 
@@ -22,6 +22,7 @@ from collections.abc import Iterable, Sequence
 from typing import Any
 
 REPLICA_LABEL = "replica"
+PROCESS_LABEL = "process"  # with --api-server-count > 1
 UP_METRIC = "tokenwire_replica_up"
 MAX_BYTES = 64 * 1024 * 1024  # one replica's exposition, at most
 
@@ -35,25 +36,40 @@ def fetch(url: str, timeout: float) -> str:
     return body.decode("utf-8")
 
 
-def merge(texts: Sequence[str | None]) -> list[Any]:
-    """The metric families of every replica's text (None: its scrape
-    failed), each sample labelled with its replica's index, plus
-    UP_METRIC."""
+Labels = dict[str, str]
+
+
+def plan_targets(host: str, base_port: int, replicas: int,
+                 processes: int = 1) -> list[tuple[Labels, str]]:
+    """`tokenwire up`'s metrics ports: replica r's serving process i on
+    base_port + r * processes + i (runtime/frontends.py), labelled replica
+    (and, with several serving processes, process: each serves its own
+    tokenwire_*, process 0 also every process's vllm:*)."""
+    host = "127.0.0.1" if host in ("", "0.0.0.0", "::", "localhost") else host
+    host = f"[{host}]" if ":" in host else host
+    return [({REPLICA_LABEL: str(r), **({PROCESS_LABEL: str(i)} if processes > 1 else {})},
+             f"http://{host}:{base_port + r * processes + i}/metrics")
+            for r in range(replicas) for i in range(processes)]
+
+
+def merge(scraped: Sequence[tuple[Labels, str | None]]) -> list[Any]:
+    """The metric families of every target's text (None: its scrape
+    failed), each sample given its target's labels, plus UP_METRIC."""
     from prometheus_client.metrics_core import GaugeMetricFamily, Metric
     from prometheus_client.parser import text_string_to_metric_families
 
     families: dict[str, Any] = {}
+    names = list(scraped[0][0]) if scraped else [REPLICA_LABEL]
     up = GaugeMetricFamily(UP_METRIC, "1 when the replica's /metrics answered this scrape",
-                           labels=[REPLICA_LABEL])
-    for i, text in enumerate(texts):
-        replica = str(i)
+                           labels=names)
+    for labels, text in scraped:
         parsed: list[Any] = []
         if text is not None:
             try:
                 parsed = list(text_string_to_metric_families(text))
             except ValueError:
                 text = None
-        up.add_metric([replica], 0.0 if text is None else 1.0)
+        up.add_metric([labels[n] for n in names], 0.0 if text is None else 1.0)
         for family in parsed:
             merged = families.get(family.name)
             if merged is None:
@@ -61,8 +77,8 @@ def merge(texts: Sequence[str | None]) -> list[Any]:
                                                         family.type, family.unit)
             elif merged.type != family.type:
                 continue  # a replica that disagrees on a metric's type: left out
-            merged.samples.extend(
-                s._replace(labels={**s.labels, REPLICA_LABEL: replica}) for s in family.samples)
+            merged.samples.extend(s._replace(labels={**s.labels, **labels})
+                                  for s in family.samples)
     return [*families.values(), up]
 
 
@@ -80,7 +96,7 @@ class MetricsMerger:
     """The loopback server: GET /metrics scrapes every URL in `targets`
     (concurrently, each within `timeout` seconds) and answers the merge."""
 
-    def __init__(self, targets: Sequence[str], *, host: str = "127.0.0.1",
+    def __init__(self, targets: Sequence[tuple[Labels, str]], *, host: str = "127.0.0.1",
                  timeout: float = 5.0) -> None:
         self.targets = list(targets)
         self.timeout = timeout
@@ -117,14 +133,14 @@ class MetricsMerger:
     def render(self) -> bytes:
         from prometheus_client.exposition import generate_latest
 
-        def one(url: str) -> str | None:
+        def one(target: tuple[Labels, str]) -> tuple[Labels, str | None]:
             try:
-                return fetch(url, self.timeout)
+                return target[0], fetch(target[1], self.timeout)
             except (OSError, ValueError):
-                return None
+                return target[0], None
 
-        texts = list(self._pool.map(one, self.targets))
-        return generate_latest(_Families(merge(texts)))  # type: ignore[arg-type]
+        scraped = list(self._pool.map(one, self.targets))
+        return generate_latest(_Families(merge(scraped)))  # type: ignore[arg-type]
 
     def start(self) -> MetricsMerger:
         self._thread.start()

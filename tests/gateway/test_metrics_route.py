@@ -69,7 +69,8 @@ def _families(text: str) -> dict[str, list]:
 def test_merge_labels_each_replica_and_reports_a_failed_one() -> None:
     with fake_serving(metrics_port=free_port()) as server:
         one = httpx.get(f"http://127.0.0.1:{server.settings.metrics_port}/metrics").text
-    merged = generate_latest(metrics_merge._Families(metrics_merge.merge([one, None, one])))
+    scraped = [({"replica": str(i)}, text) for i, text in enumerate((one, None, one))]
+    merged = generate_latest(metrics_merge._Families(metrics_merge.merge(scraped)))
     text = merged.decode()
     types = [line.split(" ")[2] for line in text.splitlines() if line.startswith("# TYPE")]
     assert len(types) == len(set(types)), "one TYPE line per family"

@@ -34,6 +34,11 @@ def test_up_serves_rest_and_stops_both(sig) -> None:
             "model": "fake-model", "messages": [{"role": "user", "content": "hi"}],
             "max_tokens": 2})
         assert r.status_code == 200 and r.json()["choices"][0]["message"]["content"] == "He"
+        # GET /metrics on the REST port without --metrics-port, as vLLM's
+        metrics = httpx.get(f"{url}/metrics", timeout=10)
+        assert metrics.status_code == 200
+        assert 'tokenwire_requests_total{code="OK",method="CreateChatCompletionJson"} 1.0' in (
+            metrics.text)
         proc.send_signal(sig)
         assert proc.wait(60) == 0
     finally:
@@ -179,6 +184,15 @@ def test_up_with_several_serving_processes_uses_them_all() -> None:
         with concurrent.futures.ThreadPoolExecutor(32) as pool:
             workers = set(pool.map(call, range(64)))
         assert len(workers) == 2, workers  # Envoy opened several connections; both processes serve
+        # One /metrics for both processes: each one's tokenwire_* under its `process` label
+        from prometheus_client.parser import text_string_to_metric_families
+
+        scrape = httpx.get(f"{url}/metrics", timeout=30).text
+        (requests,) = [f for f in text_string_to_metric_families(scrape)
+                       if f.name == "tokenwire_requests"]
+        chats = {s.labels["process"]: s.value for s in requests.samples
+                 if s.name.endswith("_total") and s.labels["method"] == "CreateChatCompletionJson"}
+        assert set(chats) == {"0", "1"} and sum(chats.values()) == 64, chats
         proc.send_signal(signal.SIGTERM)
         assert proc.wait(60) == 0
     finally:
