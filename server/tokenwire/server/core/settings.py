@@ -60,6 +60,9 @@ class ServerSettings:
     tool_call_parser: str = _engine("")
     tool_parser_plugin: str = _engine("")  # a file registering more tool-call parsers
     enable_lora: bool = _engine(False)
+    # vLLM's --otlp-traces-endpoint: OpenTelemetry traces (api/tracing.py), one span per
+    # RPC exported there, continuing the caller's traceparent; "": tracing off.
+    otlp_traces_endpoint: str = _engine("")
     # Every vLLM engine argument (AsyncEngineArgs keywords), resolved from
     # vLLM's flags, the platform defaults and tokenwire's defaults.
     engine_args: dict[str, Any] = dataclasses.field(default_factory=dict, metadata=ENGINE)

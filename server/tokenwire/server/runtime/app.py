@@ -16,6 +16,7 @@ import os
 import signal
 from collections.abc import Callable
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 import grpc
 from grpc_health.v1 import health, health_pb2, health_pb2_grpc
@@ -58,6 +59,9 @@ from tokenwire.v1 import (
     service_pb2,
     service_pb2_grpc,
 )
+
+if TYPE_CHECKING:
+    from tokenwire.server.api.tracing import Tracing
 
 log = logging.getLogger("tokenwire.server")
 
@@ -171,6 +175,7 @@ class RunningServer:
     offload: Offload | None = None
     relay: ControlRelay | None = None  # several serving processes with control
     mirror: asyncio.Task[None] | None = None  # following process 0's control state
+    tracing: Tracing | None = None  # with --otlp-traces-endpoint
 
     async def set_serving(self, serving: bool) -> None:
         self.state.serving = serving
@@ -197,6 +202,8 @@ class RunningServer:
         if self.offload is not None:
             self.offload.shutdown()
         self.engine.shutdown()
+        if self.tracing is not None:  # the spans still queued
+            await self.tracing.shutdown()
 
 
 def server_credentials(settings: ServerSettings) -> grpc.ServerCredentials | None:
@@ -253,6 +260,12 @@ async def start(settings: ServerSettings, engine: Engine) -> RunningServer:
     if settings.admin_api_key and settings.admin_api_key in inference_keys:
         raise ValueError("--admin-api-key must differ from --api-key "
                          "(the inference key never grants control)")
+    tracing = None  # outside the key check: a refused call is traced too
+    if settings.otlp_traces_endpoint:  # a span per RPC (off: no tracer at all)
+        from tokenwire.server.api.tracing import Tracing
+
+        tracing = Tracing(settings.otlp_traces_endpoint, process_index=settings.process_index)
+        interceptors.append(tracing.interceptor)
     if inference_keys:
         interceptors.append(ApiKeyInterceptor(inference_keys, open_probes=settings.open_probes,
                                               admin_key=settings.admin_api_key))
@@ -307,7 +320,7 @@ async def start(settings: ServerSettings, engine: Engine) -> RunningServer:
     port = _listen(server, settings)
     await server.start()
     running = RunningServer(server, port, engine, state, health_report, metrics, control,
-                            offload=plane.offload, relay=relay)
+                            offload=plane.offload, relay=relay, tracing=tracing)
     await running.set_serving(False)
     if settings.metrics_port:
         # The engine's metrics (vLLM's vllm:*, of every serving process) on

@@ -47,6 +47,7 @@ def _fake_parser() -> argparse.ArgumentParser:
     facts.add_argument("--tool-call-parser", default="")
     facts.add_argument("--tool-parser-plugin", default="")
     facts.add_argument("--enable-lora", action=argparse.BooleanOptionalAction, default=False)
+    facts.add_argument("--otlp-traces-endpoint", default="")
     return parser
 
 
@@ -71,7 +72,7 @@ def parse_settings(argv: Sequence[str]) -> ServerSettings:
                                               "scheduling_policy", "reasoning_parser",
                                               "reasoning_parser_plugin", "enable_auto_tool_choice",
                                               "tool_call_parser", "tool_parser_plugin",
-                                              "enable_lora")}
+                                              "enable_lora", "otlp_traces_endpoint")}
         names = list(ns.served_model_name)
         facts.update(served_model_name=names[0] if names else "",
                      more_served_names=tuple(names[1:]))

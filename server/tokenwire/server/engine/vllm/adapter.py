@@ -14,7 +14,7 @@ import time
 from collections.abc import AsyncIterator
 from typing import Any
 
-from tokenwire.server.core import errors
+from tokenwire.server.core import errors, tracing
 from tokenwire.server.core.domain import (
     EngineOutput,
     EngineRequest,
@@ -179,3 +179,4 @@ class VllmEngine(VllmControl):
     def shutdown(self) -> None:
         self._llm.shutdown()
 
+                trace_headers=tracing.trace_headers.get(),  # the RPC's span (api/tracing.py)

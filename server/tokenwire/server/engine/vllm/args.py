@@ -198,6 +198,7 @@ def engine_facts(kwargs: dict[str, Any]) -> dict[str, Any]:
         "scheduling_policy": kwargs.get("scheduling_policy") or "fcfs",
         "reasoning_parser": kwargs.get("reasoning_parser") or "",
         "enable_lora": bool(kwargs.get("enable_lora")),
+        "otlp_traces_endpoint": kwargs.get("otlp_traces_endpoint") or "",
         "engine_args": kwargs,
     }
 

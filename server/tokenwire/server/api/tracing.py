@@ -1,0 +1,196 @@
+"""OpenTelemetry traces of the server (vLLM's --otlp-traces-endpoint): one
+SERVER span per RPC, continuing the W3C trace context (traceparent,
+tracestate) of the call's metadata (the gateway's span, or the caller's;
+none: a new trace), exported over OTLP through a batch processor, as vLLM
+exports its own: gRPC in plaintext, or OTLP/HTTP when
+OTEL_EXPORTER_OTLP_TRACES_PROTOCOL is http/protobuf. The span's context is
+the call's trace context for the engine (core/tracing.py), so vLLM's
+`llm_request` span is its child: one trace per request. The span carries
+the request's id, model, tenant and tokens (vLLM's and OpenTelemetry's
+GenAI names), collected as the access log's are (core/metrics.py's
+AccessRecord, filled by the guarded engine). The only module importing
+OpenTelemetry, built only with the flag (runtime/app.py): without it there
+is no tracer and no per-call work."""
+
+from __future__ import annotations
+
+import asyncio
+import os
+from collections.abc import Awaitable, Callable, Iterator, Sequence
+from contextlib import aclosing, contextmanager
+from typing import Any
+
+import grpc
+from opentelemetry import trace
+from opentelemetry.exporter.otlp.proto.grpc.trace_exporter import OTLPSpanExporter
+from opentelemetry.sdk.environment_variables import OTEL_EXPORTER_OTLP_TRACES_PROTOCOL
+from opentelemetry.sdk.resources import SERVICE_NAME, Resource
+from opentelemetry.sdk.trace import TracerProvider
+from opentelemetry.sdk.trace.export import BatchSpanProcessor, SpanExporter
+from opentelemetry.trace import SpanKind, Status, StatusCode
+from opentelemetry.trace.propagation.tracecontext import TraceContextTextMapPropagator
+
+from tokenwire.server.core import tracing
+from tokenwire.server.core.metrics import QUIET_SERVICES, AccessRecord, current_access
+
+PROPAGATOR = TraceContextTextMapPropagator()
+TRACE_HEADERS = ("traceparent", "tracestate")  # W3C trace context, as gRPC metadata keys
+# Span attributes: OpenTelemetry's RPC names, vLLM's GenAI names (its
+# llm_request span's: vllm/tracing/utils.py), OpenTelemetry's GenAI model.
+RPC_SYSTEM, RPC_SERVICE, RPC_METHOD = "rpc.system", "rpc.service", "rpc.method"
+RPC_STATUS = "rpc.grpc.status_code"
+REQUEST_ID = "gen_ai.request.id"
+REQUEST_MODEL = "gen_ai.request.model"
+PROMPT_TOKENS = "gen_ai.usage.prompt_tokens"
+COMPLETION_TOKENS = "gen_ai.usage.completion_tokens"
+TENANT = "tokenwire.tenant"
+# A server span's error statuses (OpenTelemetry's gRPC conventions): the
+# server's faults, not the caller's (INVALID_ARGUMENT, NOT_FOUND, ... stay unset).
+SERVER_ERRORS = frozenset({
+    grpc.StatusCode.UNKNOWN, grpc.StatusCode.DEADLINE_EXCEEDED, grpc.StatusCode.UNIMPLEMENTED,
+    grpc.StatusCode.INTERNAL, grpc.StatusCode.UNAVAILABLE, grpc.StatusCode.DATA_LOSS,
+})
+
+
+def span_exporter(endpoint: str) -> SpanExporter:
+    """The OTLP exporter vLLM would make for `endpoint` (its
+    get_span_exporter): gRPC in plaintext unless
+    OTEL_EXPORTER_OTLP_TRACES_PROTOCOL is http/protobuf; ValueError for
+    another protocol."""
+    protocol = os.environ.get(OTEL_EXPORTER_OTLP_TRACES_PROTOCOL, "grpc")
+    if protocol == "grpc":
+        return OTLPSpanExporter(endpoint=endpoint, insecure=True)
+    if protocol == "http/protobuf":
+        from opentelemetry.exporter.otlp.proto.http.trace_exporter import (
+            OTLPSpanExporter as HttpExporter,
+        )
+
+        return HttpExporter(endpoint=endpoint)
+    raise ValueError(f"{OTEL_EXPORTER_OTLP_TRACES_PROTOCOL}={protocol!r}: the OTLP protocols "
+                     "are grpc and http/protobuf")
+
+
+class Tracing:
+    """The server's tracer (a provider of its own: vLLM's engine sets the
+    process's global one for its spans) and the interceptor that traces
+    every RPC with it. `shutdown` exports what is left."""
+
+    def __init__(self, endpoint: str, *, process_index: int = 0,
+                 exporter: SpanExporter | None = None):
+        resource = Resource.create({
+            SERVICE_NAME: os.environ.get("OTEL_SERVICE_NAME") or "tokenwire",
+            "tokenwire.process_index": process_index,  # with --api-server-count N
+        })
+        self.provider = TracerProvider(resource=resource)
+        self.provider.add_span_processor(
+            BatchSpanProcessor(exporter if exporter is not None else span_exporter(endpoint)))
+        self.interceptor = TracingInterceptor(self.provider.get_tracer("tokenwire.server"))
+
+    async def shutdown(self) -> None:
+        """Export the spans still queued (off the event loop), then stop."""
+        await asyncio.to_thread(self.provider.shutdown)
+
+
+def parent_of(metadata: Sequence[tuple[str, Any]] | None) -> Any:
+    """The trace context the call's metadata continues (an empty context:
+    none, the span starts a trace)."""
+    carrier = {key: value for key, value in metadata or ()
+               if key in TRACE_HEADERS and isinstance(value, str)}
+    return PROPAGATOR.extract(carrier)
+
+
+def status_of(context: grpc.aio.ServicerContext, failed: BaseException | None) -> grpc.StatusCode:
+    """The call's status as its client will see it."""
+    if isinstance(failed, asyncio.CancelledError | GeneratorExit):  # the call went away
+        return grpc.StatusCode.CANCELLED
+    code = context.code()
+    if isinstance(code, grpc.StatusCode):
+        return code
+    return grpc.StatusCode.OK if failed is None else grpc.StatusCode.UNKNOWN
+
+
+class TracingInterceptor(grpc.aio.ServerInterceptor):
+    """A span around every RPC (health checks and reflection left out),
+    named `<service>/<method>` as OpenTelemetry names RPC spans."""
+
+    def __init__(self, tracer: trace.Tracer):
+        self.tracer = tracer
+
+    @contextmanager
+    def _span(self, details: grpc.HandlerCallDetails, request: Any,
+              context: grpc.aio.ServicerContext) -> Iterator[list[BaseException]]:
+        """The call's span, current for the engine while the call runs (the
+        body appends the exception that ended it, if one did)."""
+        service, _, method = details.method.lstrip("/").rpartition("/")
+        span = self.tracer.start_span(
+            f"{service}/{method}", context=parent_of(details.invocation_metadata),
+            kind=SpanKind.SERVER,
+            attributes={RPC_SYSTEM: "grpc", RPC_SERVICE: service, RPC_METHOD: method})
+        headers: dict[str, str] = {}
+        PROPAGATOR.inject(headers, context=trace.set_span_in_context(span))
+        tracing.trace_headers.set(headers)
+        outer = current_access.get()  # the access log's line, when it is on
+        record = AccessRecord(method)  # this call's engine requests (engine/guarded.py)
+        current_access.set(record)
+        failed: list[BaseException] = []
+        try:
+            yield failed
+        finally:
+            if outer is not None:
+                outer.add_request(record.request_id, record.tenant, record.prompt_tokens)
+                outer.completion_tokens += record.completion_tokens
+                current_access.set(outer)
+            code = status_of(context, failed[0] if failed else None)
+            span.set_attribute(RPC_STATUS, code.value[0])
+            model = getattr(request, "model", None)
+            if isinstance(model, str) and model:
+                span.set_attribute(REQUEST_MODEL, model)
+            if record.request_id:
+                span.set_attributes({REQUEST_ID: record.request_id,
+                                     PROMPT_TOKENS: record.prompt_tokens,
+                                     COMPLETION_TOKENS: record.completion_tokens})
+            if record.tenant:
+                span.set_attribute(TENANT, record.tenant)
+            if code in SERVER_ERRORS:
+                span.set_status(Status(StatusCode.ERROR, code.name))
+            span.end()
+
+    async def intercept_service(
+        self,
+        continuation: Callable[[grpc.HandlerCallDetails], Awaitable[grpc.RpcMethodHandler]],
+        details: grpc.HandlerCallDetails,
+    ) -> grpc.RpcMethodHandler:
+        handler = await continuation(details)
+        if handler is None or details.method.lstrip("/").startswith(QUIET_SERVICES):
+            return handler
+        kwargs = dict(request_deserializer=handler.request_deserializer,
+                      response_serializer=handler.response_serializer)
+        if handler.unary_unary or handler.stream_unary:
+            inner = handler.unary_unary or handler.stream_unary
+
+            async def unary(request: Any, context: grpc.aio.ServicerContext) -> Any:
+                with self._span(details, request, context) as failed:
+                    try:
+                        return await inner(request, context)
+                    except BaseException as exc:
+                        failed.append(exc)
+                        raise
+
+            make = (grpc.unary_unary_rpc_method_handler if handler.unary_unary
+                    else grpc.stream_unary_rpc_method_handler)
+            return make(unary, **kwargs)
+        inner_stream = handler.unary_stream or handler.stream_stream
+
+        async def stream(request: Any, context: grpc.aio.ServicerContext) -> Any:
+            with self._span(details, request, context) as failed:
+                try:
+                    async with aclosing(inner_stream(request, context)) as items:
+                        async for item in items:
+                            yield item
+                except BaseException as exc:
+                    failed.append(exc)
+                    raise
+
+        make_s = (grpc.unary_stream_rpc_method_handler if handler.unary_stream
+                  else grpc.stream_stream_rpc_method_handler)
+        return make_s(stream, **kwargs)
