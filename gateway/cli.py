@@ -223,6 +223,59 @@ def run_up(ns: argparse.Namespace) -> int:
             merger.close()
 
 
+def up_config(parser: argparse.ArgumentParser, argv: list[str]) -> list[str]:
+    """`tokenwire up ... --config vllm.yaml`: the YAML's keys that `tokenwire
+    up` takes itself (its listener's, --port, --api-key, ...: what it would
+    get wrong if only the servers read them) become its flags, before the
+    command line's, which win as in `vllm serve`; the other keys stay a
+    YAML (written 0600) for every replica's `tokenwire serve --config`."""
+    import atexit
+    import json
+    import pathlib
+    import shutil
+    import tempfile
+
+    import yaml
+
+    if "--config" not in argv or argv.index("--config") + 1 >= len(argv):
+        return argv
+    at = argv.index("--config")
+    try:
+        data = yaml.safe_load(pathlib.Path(argv[at + 1]).read_text())
+    except (OSError, yaml.YAMLError):
+        return argv  # `tokenwire serve` reports it
+    if not isinstance(data, dict):
+        return argv
+    sub = next(a for a in parser._actions if isinstance(a, argparse._SubParsersAction))
+    known = sub.choices["up"]._option_string_actions
+    ours: list[str] = []
+    rest: dict[Any, Any] = {}
+    for key, value in data.items():
+        flag = "--" + str(key).replace("_", "-")
+        action = known.get(flag)
+        if action is None or flag == "--config":
+            rest[key] = value
+        elif isinstance(value, bool):
+            if value or isinstance(action, argparse.BooleanOptionalAction):
+                ours.append(flag if value else "--no-" + flag[2:])
+        elif action.type is gw_settings.json_list or isinstance(value, dict):
+            ours += [flag, json.dumps(value)]
+        elif isinstance(value, list):
+            ours += [flag, *map(str, value)]
+        else:
+            ours += [flag, str(value)]
+    served: list[str] = []
+    if rest:
+        folder = pathlib.Path(tempfile.mkdtemp(prefix="tokenwire-up-"))  # 0700
+        atexit.register(shutil.rmtree, folder, ignore_errors=True)  # servers read it at start
+        path = folder / "serve.yaml"
+        path.touch(mode=0o600)
+        path.write_text(yaml.safe_dump(rest))
+        served = ["--config", str(path)]
+    model = argv[:1] if argv and not argv[0].startswith("-") else []  # `up MODEL`
+    return [*model, *ours, *argv[len(model):at], *served, *argv[at + 2:]]
+
+
 def _model_first(extra: list[str]) -> list[str]:
     """`tokenwire up MODEL ...` (vLLM's positional model) as `--model MODEL`
     for each replica's `tokenwire serve`."""

@@ -46,6 +46,10 @@ def main(argv: list[str] | None = None) -> int:
 
         return serve(args[1:])
     parser = build_parser()
+    if args[:1] == ["up"] and "--config" in args:  # a vLLM YAML: up's own keys are up's
+        from tokenwire.gateway.cli import up_config
+
+        args = ["up", *up_config(parser, args[1:])]
     ns, extra = parser.parse_known_args(args)
     if extra and not getattr(ns, "accepts_extra", False):
         parser.error(f"unrecognized arguments: {' '.join(extra)}")
