@@ -135,3 +135,32 @@ def test_up_takes_vllms_tls_flags_for_the_rest_listener(pki) -> None:
         if proc.poll() is None:
             proc.kill()
             proc.wait()
+
+
+def test_gateway_takes_vllms_spellings_and_refuses_what_it_cannot_honour() -> None:
+    import argparse
+
+    from tokenwire.gateway import config
+    from tokenwire.gateway.settings import GatewaySettings, add_arguments, from_namespace
+
+    parser = argparse.ArgumentParser()
+    add_arguments(parser)
+    s = from_namespace(parser.parse_args(["--ssl-certfile", "c.pem", "--ssl-keyfile", "k.pem",
+                                          "--ssl-ca-certs", "ca.pem", "--ssl-cert-reqs", "2"]))
+    assert (s.tls_cert, s.tls_key, s.ssl_ca_certs, s.ssl_cert_reqs) == (
+        "c.pem", "k.pem", "ca.pem", 2)
+    tls = config.build(s)["static_resources"]["listeners"][0]["filter_chains"][0][
+        "transport_socket"]["typed_config"]
+    assert tls["require_client_certificate"] is True
+    assert tls["common_tls_context"]["validation_context"]["trusted_ca"]["filename"].endswith(
+        "ca.pem")
+    none = GatewaySettings(tls_cert="c.pem", tls_key="k.pem", ssl_ca_certs="ca.pem")
+    tls = config.build(none)["static_resources"]["listeners"][0]["filter_chains"][0][
+        "transport_socket"]["typed_config"]  # vLLM's 0: no certificate asked for
+    assert "validation_context" not in tls["common_tls_context"]
+    for bad, rule in ((GatewaySettings(tls_cert="c", tls_key="k", ssl_cert_reqs=2),
+                       "needs --ssl-ca-certs"),
+                      (GatewaySettings(ssl_ca_certs="ca.pem", ssl_cert_reqs=2), "over TLS"),
+                      (GatewaySettings(tls_cert="c", tls_key="k", ssl_cert_reqs=5), "must be 0")):
+        with pytest.raises(ValueError, match=rule):
+            config.build(bad)
