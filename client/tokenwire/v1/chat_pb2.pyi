@@ -110,7 +110,7 @@ class AgentHints(_message.Message):
     def __init__(self, priority: _Optional[int] = ..., speculative_prefill: _Optional[bool] = ..., osl: _Optional[int] = ..., strict_priority: _Optional[int] = ...) -> None: ...
 
 class NvExtRequest(_message.Message):
-    __slots__ = ("token_data", "extra_fields", "cache_salt", "greed_sampling", "use_raw_prompt", "ignore_eos", "top_k", "repetition_penalty", "max_thinking_tokens", "agent_hints", "annotations", "dp_rank", "exact_weight_version", "max_weight_lag", "salt_cache_by_version")
+    __slots__ = ("token_data", "extra_fields", "cache_salt", "greed_sampling", "use_raw_prompt", "ignore_eos", "top_k", "repetition_penalty", "max_thinking_tokens", "agent_hints", "annotations", "dp_rank", "exact_weight_version", "max_weight_lag", "salt_cache_by_version", "content_parts", "features", "mm_features")
     TOKEN_DATA_FIELD_NUMBER: _ClassVar[int]
     EXTRA_FIELDS_FIELD_NUMBER: _ClassVar[int]
     CACHE_SALT_FIELD_NUMBER: _ClassVar[int]
@@ -126,6 +126,9 @@ class NvExtRequest(_message.Message):
     EXACT_WEIGHT_VERSION_FIELD_NUMBER: _ClassVar[int]
     MAX_WEIGHT_LAG_FIELD_NUMBER: _ClassVar[int]
     SALT_CACHE_BY_VERSION_FIELD_NUMBER: _ClassVar[int]
+    CONTENT_PARTS_FIELD_NUMBER: _ClassVar[int]
+    FEATURES_FIELD_NUMBER: _ClassVar[int]
+    MM_FEATURES_FIELD_NUMBER: _ClassVar[int]
     token_data: _containers.RepeatedScalarFieldContainer[int]
     extra_fields: _containers.RepeatedScalarFieldContainer[str]
     cache_salt: str
@@ -141,7 +144,10 @@ class NvExtRequest(_message.Message):
     exact_weight_version: str
     max_weight_lag: int
     salt_cache_by_version: bool
-    def __init__(self, token_data: _Optional[_Iterable[int]] = ..., extra_fields: _Optional[_Iterable[str]] = ..., cache_salt: _Optional[str] = ..., greed_sampling: _Optional[bool] = ..., use_raw_prompt: _Optional[bool] = ..., ignore_eos: _Optional[bool] = ..., top_k: _Optional[int] = ..., repetition_penalty: _Optional[float] = ..., max_thinking_tokens: _Optional[int] = ..., agent_hints: _Optional[_Union[AgentHints, _Mapping]] = ..., annotations: _Optional[_Iterable[str]] = ..., dp_rank: _Optional[int] = ..., exact_weight_version: _Optional[str] = ..., max_weight_lag: _Optional[int] = ..., salt_cache_by_version: _Optional[bool] = ...) -> None: ...
+    content_parts: _containers.RepeatedCompositeFieldContainer[_multimodal_pb2.TokenMediaPart]
+    features: _struct_pb2.Struct
+    mm_features: _multimodal_pb2.MultiModalFeatures
+    def __init__(self, token_data: _Optional[_Iterable[int]] = ..., extra_fields: _Optional[_Iterable[str]] = ..., cache_salt: _Optional[str] = ..., greed_sampling: _Optional[bool] = ..., use_raw_prompt: _Optional[bool] = ..., ignore_eos: _Optional[bool] = ..., top_k: _Optional[int] = ..., repetition_penalty: _Optional[float] = ..., max_thinking_tokens: _Optional[int] = ..., agent_hints: _Optional[_Union[AgentHints, _Mapping]] = ..., annotations: _Optional[_Iterable[str]] = ..., dp_rank: _Optional[int] = ..., exact_weight_version: _Optional[str] = ..., max_weight_lag: _Optional[int] = ..., salt_cache_by_version: _Optional[bool] = ..., content_parts: _Optional[_Iterable[_Union[_multimodal_pb2.TokenMediaPart, _Mapping]]] = ..., features: _Optional[_Union[_struct_pb2.Struct, _Mapping]] = ..., mm_features: _Optional[_Union[_multimodal_pb2.MultiModalFeatures, _Mapping]] = ...) -> None: ...
 
 class CreateChatCompletionRequest(_message.Message):
     __slots__ = ("model", "messages", "max_tokens", "max_completion_tokens", "temperature", "top_p", "n", "stop", "seed", "presence_penalty", "frequency_penalty", "logprobs", "top_logprobs", "stream", "stream_options", "user", "tools", "tool_choice", "response_format", "logit_bias", "parallel_tool_calls", "top_k", "min_p", "repetition_penalty", "min_tokens", "ignore_eos", "stop_token_ids", "skip_special_tokens", "spaces_between_special_tokens", "include_stop_str_in_output", "cache_salt", "priority", "chat_template_kwargs", "add_generation_prompt", "continue_final_message", "return_token_ids", "return_weight_versions", "prompt_logprobs", "request_id", "add_special_tokens", "chat_template", "session_id", "return_tokens_as_token_ids", "tokens", "nvext")

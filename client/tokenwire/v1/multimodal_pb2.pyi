@@ -37,3 +37,33 @@ class MultiModalPlaceholders(_message.Message):
     IMAGE_FIELD_NUMBER: _ClassVar[int]
     image: _containers.RepeatedCompositeFieldContainer[PlaceholderRange]
     def __init__(self, image: _Optional[_Iterable[_Union[PlaceholderRange, _Mapping]]] = ...) -> None: ...
+
+class TokenMediaPart(_message.Message):
+    __slots__ = ("type", "url", "uuid", "image")
+    TYPE_FIELD_NUMBER: _ClassVar[int]
+    URL_FIELD_NUMBER: _ClassVar[int]
+    UUID_FIELD_NUMBER: _ClassVar[int]
+    IMAGE_FIELD_NUMBER: _ClassVar[int]
+    type: str
+    url: str
+    uuid: str
+    image: ImageInput
+    def __init__(self, type: _Optional[str] = ..., url: _Optional[str] = ..., uuid: _Optional[str] = ..., image: _Optional[_Union[ImageInput, _Mapping]] = ...) -> None: ...
+
+class MultiModalFeatureItem(_message.Message):
+    __slots__ = ("modality", "hash", "placeholder", "kwargs_data")
+    MODALITY_FIELD_NUMBER: _ClassVar[int]
+    HASH_FIELD_NUMBER: _ClassVar[int]
+    PLACEHOLDER_FIELD_NUMBER: _ClassVar[int]
+    KWARGS_DATA_FIELD_NUMBER: _ClassVar[int]
+    modality: str
+    hash: str
+    placeholder: PlaceholderRange
+    kwargs_data: bytes
+    def __init__(self, modality: _Optional[str] = ..., hash: _Optional[str] = ..., placeholder: _Optional[_Union[PlaceholderRange, _Mapping]] = ..., kwargs_data: _Optional[bytes] = ...) -> None: ...
+
+class MultiModalFeatures(_message.Message):
+    __slots__ = ("items",)
+    ITEMS_FIELD_NUMBER: _ClassVar[int]
+    items: _containers.RepeatedCompositeFieldContainer[MultiModalFeatureItem]
+    def __init__(self, items: _Optional[_Iterable[_Union[MultiModalFeatureItem, _Mapping]]] = ...) -> None: ...

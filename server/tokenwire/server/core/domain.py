@@ -11,6 +11,9 @@ import os
 from collections.abc import AsyncIterator
 from typing import TYPE_CHECKING, Any, Protocol
 
+# The media types, engine-neutral too (core/media_inputs.py), named here as well.
+from tokenwire.server.core.media_inputs import FeatureItem, MediaPart, MultimodalPrompt
+
 if TYPE_CHECKING:
     from tokenwire.server.core.parsing import ChatParsers, ParserConfig
     from tokenwire.server.core.weight_bounds import WeightBound
@@ -109,6 +112,8 @@ class EngineRequest:
     # the engine's parser finds in the prompt (None); its keyword arguments.
     reasoning_ended: bool | None = None
     reasoning_kwargs: dict[str, Any] | None = None
+    # The prompt's media (its ids are prompt_token_ids, expanded): None for text.
+    multimodal: MultimodalPrompt | None = None
 
 
 @dataclasses.dataclass
@@ -281,6 +286,19 @@ class Engine(Protocol):
     def chat_parsers(self, config: ParserConfig) -> ChatParsers | None:
         """The parsers of `config` over this engine's tokenizer (made once,
         then cached); None when it names none."""
+        ...
+
+    @property
+    def takes_media(self) -> bool:
+        """Whether the served model takes images."""
+        ...
+
+    async def prepare_media(self, prompt: list[int], *, parts: list[MediaPart] | None = None,
+                            features: list[FeatureItem] | None = None) -> MultimodalPrompt:
+        """A token-in prompt with media: `parts` loaded (data URLs; http(s)
+        only from the engine's --allowed-media-domains) and processed by the model's processor,
+        the ids expanded; or client-processed `features` decoded and
+        checked against the ids. INVALID_ARGUMENT naming the field."""
         ...
 
     def shutdown(self) -> None: ...

@@ -3,8 +3,9 @@ around every request (chat, generate, session, prefill), weight bounds
 (a bounded request is admitted on the weights it allows, tracked while it
 runs, and when the control plane ended it at an update its stop_reason
 says why: core/weight_bounds.py), the cache salt by weight version
-(--salt-cache-by-version), and a bound on every chat rendering
-(chat, tokenize, continuations), by delegation."""
+(--salt-cache-by-version), a bound on every chat rendering
+(chat, tokenize, continuations), and admission around a prompt's media
+preparation, by delegation."""
 
 from __future__ import annotations
 
@@ -24,6 +25,7 @@ from tokenwire.server.core.domain import (
     RenderOptions,
     adapter_spans,
 )
+from tokenwire.server.core.media_inputs import FeatureItem, MediaPart, MultimodalPrompt
 from tokenwire.server.core.metrics import Metrics, current_access
 from tokenwire.server.core.serving_state import ServingState
 from tokenwire.server.core.weight_bounds import version_salt
@@ -52,6 +54,14 @@ class GuardedEngine:
             options = dataclasses.replace(
                 options, max_text_chars=inner.max_model_len * inner.max_token_chars)
         return self.inner.render_chat(messages, options)
+
+    async def prepare_media(self, prompt: list[int], *, parts: list[MediaPart] | None = None,
+                            features: list[FeatureItem] | None = None,
+                            tenant: str | None = None) -> MultimodalPrompt:
+        """The engine's media preparation, admitted as a request of the
+        prompt's ids (RESOURCE_EXHAUSTED when full) while it runs."""
+        with self.admission.hold(len(prompt), tenant):
+            return await self.inner.prepare_media(prompt, parts=parts, features=features)
 
     async def generate(self, request: EngineRequest) -> AsyncIterator[EngineOutput]:
         p = request.params

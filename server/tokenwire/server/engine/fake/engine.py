@@ -29,6 +29,7 @@ from tokenwire.server.core.domain import (
     finite_logprob,
 )
 from tokenwire.server.core.parsing import ParserConfig
+from tokenwire.server.engine.fake import media
 from tokenwire.server.engine.fake.control import FakeControl
 from tokenwire.server.engine.fake.parsers import FakeChatParsers
 
@@ -48,7 +49,7 @@ _SPECIAL_SPLIT = re.compile("(" + "|".join(re.escape(t) for t in SPECIALS.values
 REPLIES = ["Hello from the fake engine.", "Another answer here.", "Third reply!"]
 
 
-class FakeEngine(FakeControl):
+class FakeEngine(FakeControl, media.FakeMedia):
     def __init__(
         self, *, max_model_len: int = 512, block_size: int = 16, token_delay: float = 0.0,
         nan_logprob_at: int | None = None,
@@ -221,7 +222,10 @@ class FakeEngine(FakeControl):
         self.running.add(request.request_id)
         p = request.params
         arrival = time.time()
-        cached = self._cached_tokens(request.prompt_token_ids, request.cache_salt, request.lora)
+        salt = request.cache_salt
+        if request.multimodal is not None:  # as vLLM's: the items' hashes key the blocks
+            salt = f"{salt or ''}\0mm:{','.join(request.multimodal.engine_input)}"
+        cached = self._cached_tokens(request.prompt_token_ids, salt, request.lora)
         plans = [self._plan_choice(request, i) for i in range(p.n)]
         emitted = [0] * p.n
         texts = [""] * p.n  # text sent so far

@@ -20,6 +20,7 @@ from tokenwire.server.core.domain import (
     EngineRequest,
     RenderOptions,
 )
+from tokenwire.server.core.media_inputs import FeatureItem, MediaPart, MultimodalPrompt
 from tokenwire.server.core.parsing import ParserConfig
 from tokenwire.server.core.settings import ServerSettings
 from tokenwire.server.engine.tokenizer_ops import ChatTemplateDefaults, TokenizerOps
@@ -30,6 +31,7 @@ from tokenwire.server.engine.vllm.args import (
     stats_for_tracing,
 )
 from tokenwire.server.engine.vllm.control import VllmControl
+from tokenwire.server.engine.vllm.mm_features import VllmMultimodal, engine_input_of
 from tokenwire.server.engine.vllm.convert import convert_output, map_engine_error, sampling_params
 from tokenwire.server.engine.vllm.parsers import VllmChatParsers, import_plugins
 
@@ -73,6 +75,7 @@ class VllmEngine(VllmControl):
         import_plugins(settings.tool_parser_plugin, settings.reasoning_parser_plugin)
         self.chat_parsers(settings.parser_config())  # an unusable parser fails the start
         self._max_token_chars = self._tok.max_token_chars()
+        self._media = VllmMultimodal(self._llm)
         self._loras: dict[str, Any] = {}
         self._sampling_defaults = dict(self._llm.model_config.get_diff_sampling_param())
         if self._sampling_defaults:
@@ -140,12 +143,27 @@ class VllmEngine(VllmControl):
     def render_chat(self, messages: list[dict[str, Any]], options: RenderOptions) -> list[int]:
         return self._tok.render_chat(messages, options)
 
+    # -- media ------------------------------------------------------------
+    @property
+    def takes_media(self) -> bool:
+        return self._media.enabled
+
+    async def prepare_media(self, prompt: list[int], *, parts: list[MediaPart] | None = None,
+                            features: list[FeatureItem] | None = None) -> MultimodalPrompt:
+        if parts:
+            return await self._media.from_parts(prompt, parts)
+        return await asyncio.to_thread(self._media.from_features, prompt, features or [])
+
     # -- generation -------------------------------------------------------
     async def generate(self, request: EngineRequest) -> AsyncIterator[EngineOutput]:
         from vllm.inputs.engine import tokens_input
 
         sp = sampling_params(request.params, request.stream)
-        prompt = tokens_input(list(request.prompt_token_ids), cache_salt=request.cache_salt or None)
+        if request.multimodal is not None:
+            prompt = engine_input_of(request.multimodal, request.cache_salt or None)
+        else:
+            prompt = tokens_input(list(request.prompt_token_ids),
+                                  cache_salt=request.cache_salt or None)
         # Offset turning the engine core's monotonic stamps into wall time.
         wall_offset = time.time() - time.monotonic()
         # Prompt ids and engine timestamps go with the first and the last
@@ -158,6 +176,7 @@ class VllmEngine(VllmControl):
                 data_parallel_rank=request.data_parallel_rank,
                 reasoning_ended=request.reasoning_ended,
                 reasoning_parser_kwargs=request.reasoning_kwargs,
+                trace_headers=tracing.trace_headers.get(),  # the RPC's span (api/tracing.py)
             ):
                 yield convert_output(out, wall_offset, full or out.finished)
                 full = False
@@ -178,5 +197,3 @@ class VllmEngine(VllmControl):
 
     def shutdown(self) -> None:
         self._llm.shutdown()
-
-                trace_headers=tracing.trace_headers.get(),  # the RPC's span (api/tracing.py)

@@ -3,7 +3,7 @@ SGLang shim runs through it: sglang.py): token ids in, its plan, run and
 stream in service.py. The steps every kind's plan takes are
 inference/kind_base.py's; generate's routing fields sit at the request's
 root, its plan carries no weight version, and it is built inline (ids
-only: nothing heavy to prepare)."""
+only); a prompt's media is prepared after (inference/shared/token_media.py)."""
 
 from __future__ import annotations
 
@@ -19,6 +19,7 @@ from tokenwire.server.inference.generate.service import (
     stream_generate,
 )
 from tokenwire.server.inference.kind_base import RequestKind
+from tokenwire.server.inference.shared.token_media import prepare
 from tokenwire.v1 import generate_pb2
 
 
@@ -30,6 +31,20 @@ class GenerateKind(RequestKind[generate_pb2.GenerateRequest, GeneratePlan,
     max_tokens_param = "sampling_params.max_tokens"
     stamps_weight_version = False  # a GenerateResponse has no system_fingerprint
     offloads_preparation = False  # ids in: built inline
+
+    async def plan(self, plane: DataPlane, req: generate_pb2.GenerateRequest, *, caller: Caller,
+                   stream: bool, dp_rank: str | None = None, session_id: str | None = None
+                   ) -> GeneratePlan:
+        """The steps every kind takes, then a prompt's media prepared (the
+        engine's processor or feature checks, admitted, off the event loop)
+        into the expanded prompt."""
+        plan = await super().plan(plane, req, caller=caller, stream=stream, dp_rank=dp_rank,
+                                  session_id=session_id)
+        if plan.media is not None:
+            await prepare(plane.engine, plan.request, plan.media,
+                          max_tokens_param=self.max_tokens_param,
+                          max_tokens=plan.max_tokens_asked)
+        return plan
 
     def build(self, plane: DataPlane, req: generate_pb2.GenerateRequest, *, caller: Caller,
               stream: bool) -> GeneratePlan:

@@ -1,5 +1,6 @@
 """Token-in generate (vLLM `/inference/v1/generate` shape): validation,
-execution and response building."""
+execution and response building (with media: the expanded prompt ids and
+vLLM's mm_placeholders)."""
 
 from __future__ import annotations
 
@@ -28,6 +29,7 @@ from tokenwire.server.inference.shared.identity import check_model, lora_of, new
 from tokenwire.server.inference.shared.logprobs import native_prompt_logprobs
 from tokenwire.server.inference.shared.outputs import chunk_maker, final_output
 from tokenwire.server.inference.shared.tenant_policy import check_priority, pick_cache_salt
+from tokenwire.server.inference.shared.token_media import TokenMedia, check_model_takes, token_media
 from tokenwire.server.inference.shared.usage import usage
 from tokenwire.v1 import common_pb2, generate_pb2
 
@@ -46,6 +48,8 @@ class GeneratePlan:
     include_usage: bool
     created: int
     extra_fields: frozenset[str] = frozenset()  # (nvext's: generate has none)
+    media: TokenMedia | None = None  # content_parts or features, prepared by the kind's plan
+    max_tokens_asked: int | None = None  # the body's (recomputed on the expanded prompt)
 
 
 def _sampling(
@@ -92,6 +96,11 @@ def build_generate_plan(
         raise InvalidArgument(f"output_mode '{mode}' is not one of tokens, text",
                               param="output_mode", reason="VALUE_NOT_ALLOWED")
     v.prompt_fits("token_ids", len(req.token_ids), engine.max_model_len)  # before the walk
+    media = token_media(parts=req.content_parts,
+                        features=req.features if req.HasField("features") else None,
+                        typed=req.mm_features if req.HasField("mm_features") else None)
+    if media is not None:
+        check_model_takes(engine, media)
     prompt = v.token_ids("token_ids", req.token_ids, engine.vocab_size)
     params = _sampling(req.sampling_params, settings, engine.vocab_size, engine.sampling_defaults())
     sp = req.sampling_params
@@ -121,7 +130,18 @@ def build_generate_plan(
         return_token_ids=bool(req.return_token_ids),
         include_usage=bool(req.stream_options.include_usage),
         created=int(time.time()),
+        media=media,
+        max_tokens_asked=sp.max_tokens if sp.HasField("max_tokens") else None,
     )
+
+
+def add_placeholders(resp: generate_pb2.GenerateResponse, plan: GeneratePlan) -> None:
+    """vLLM's mm_placeholders beside the returned prompt ids (images only)."""
+    mm = plan.request.multimodal
+    if mm is None:
+        return
+    for offset, length in mm.placeholders.get("image", ()):
+        resp.mm_placeholders.image.add(offset=offset, length=length)
 
 
 def _add_choice(resp: generate_pb2.GenerateResponse, plan: GeneratePlan, c: ChoiceOutput,
@@ -193,6 +213,7 @@ async def run_generate(
         _add_choice(resp, plan, c, engine)
     if plan.return_token_ids:
         resp.prompt_token_ids.extend(final.prompt_token_ids)
+        add_placeholders(resp, plan)
     _add_prompt_logprobs(resp, plan, final.prompt_logprobs, engine)
     completion = sum(len(c.token_ids) for c in final.choices)
     resp.usage.CopyFrom(usage(len(final.prompt_token_ids), completion, final.num_cached_tokens))
@@ -229,6 +250,7 @@ async def stream_generate(
                     first = False
                     if plan.return_token_ids:
                         resp.prompt_token_ids.extend(plan.request.prompt_token_ids)
+                        add_placeholders(resp, plan)
                         send = bool(plan.request.prompt_token_ids)
                     _add_prompt_logprobs(resp, plan, piece.prompt_logprobs, engine)
                     send = send or bool(piece.prompt_logprobs)

@@ -1,0 +1,46 @@
+"""The engine-neutral media of a token-in prompt: a media part to load
+and process, a client-processed feature item, and the prepared prompt the
+engine runs (expanded ids, placeholder ranges, its own input)."""
+
+from __future__ import annotations
+
+import dataclasses
+from typing import Any
+
+
+@dataclasses.dataclass
+class MediaPart:
+    """One media item of a token-in prompt (Generate's content_parts): a
+    URL (data:, or http(s) the policy allowed) or bytes with their MIME type."""
+
+    modality: str  # "image"
+    param: str  # the request field it came from (errors name it)
+    url: str = ""
+    data: bytes = b""
+    mime_type: str = ""
+    uuid: str | None = None
+
+
+@dataclasses.dataclass
+class FeatureItem:
+    """One media item processed by the client (vLLM's features entry):
+    its hash, its placeholder range in the prompt ids, vLLM's serialized
+    kwargs item."""
+
+    modality: str
+    hash: str
+    offset: int
+    length: int
+    kwargs: bytes
+
+
+@dataclasses.dataclass
+class MultimodalPrompt:
+    """A prompt with media, prepared by the engine: the expanded ids, each
+    modality's placeholder ranges (offset, length) in them, and the
+    engine's own prepared input (opaque above the engine)."""
+
+    prompt_token_ids: list[int]
+    placeholders: dict[str, list[tuple[int, int]]]
+    engine_input: Any = None
+    items: int = 0

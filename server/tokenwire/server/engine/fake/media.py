@@ -1,0 +1,110 @@
+"""The fake engine's media for token-in prompts (a test double of
+engine/vllm/mm_features.py): image token IMAGE in the ids, each image
+expanded to EXPAND ids [IMAGE_START, IMAGE x 2, IMAGE_END]; a data URL's
+bytes stand for the image, fake features are b"fake:<n>" items of n
+embeddings. Checks shaped like the real ones (counts, ranges, overlap,
+placeholder tokens, the item limit)."""
+
+from __future__ import annotations
+
+import base64
+import binascii
+import hashlib
+
+from tokenwire.server.core.errors import InvalidArgument
+from tokenwire.server.core.media_inputs import FeatureItem, MediaPart, MultimodalPrompt
+from tokenwire.server.core.media_urls import media_url
+
+IMAGE_START, IMAGE, IMAGE_END = 296, 297, 298
+EXPAND = [IMAGE_START, IMAGE, IMAGE, IMAGE_END]
+EMBEDS = 2  # IMAGE ids per image
+LIMIT = 2  # images per prompt (as --limit-mm-per-prompt)
+ALLOWED_DOMAINS = ("images.example",)  # the fake's --allowed-media-domains
+
+
+def _digest(data: bytes) -> str:
+    return hashlib.sha256(data).hexdigest()
+
+
+def from_parts(prompt: list[int], parts: list[MediaPart]) -> MultimodalPrompt:
+    if len(parts) > LIMIT:
+        raise InvalidArgument(f"content_parts: {len(parts)} image items, at most {LIMIT} per "
+                              "prompt", param="content_parts", reason="TOO_MANY_ITEMS")
+    urls = [media_url(p, ALLOWED_DOMAINS) for p in parts]
+    hashes = []
+    for part, url in zip(parts, urls, strict=True):
+        if url.startswith("data:"):
+            try:
+                data = base64.b64decode(url.split(",", 1)[1], validate=True)
+            except (binascii.Error, IndexError) as exc:
+                raise InvalidArgument(f"{part.param}: the image does not decode",
+                                      param="content_parts", reason="MEDIA_INVALID") from exc
+        else:
+            data = url.encode()
+        if not data:
+            raise InvalidArgument(f"{part.param}: the image does not decode",
+                                  param="content_parts", reason="MEDIA_INVALID")
+        hashes.append(_digest(data))
+    if prompt.count(IMAGE) != len(parts):
+        raise InvalidArgument(f"content_parts: {len(parts)} images for {prompt.count(IMAGE)} "
+                              "image tokens in token_ids", param="content_parts",
+                              reason="MEDIA_INVALID")
+    ids: list[int] = []
+    places = []
+    for t in prompt:
+        if t == IMAGE:
+            places.append((len(ids), len(EXPAND)))
+            ids.extend(EXPAND)
+        else:
+            ids.append(t)
+    return MultimodalPrompt(ids, {"image": places}, engine_input=hashes, items=len(parts))
+
+
+def from_features(prompt: list[int], items: list[FeatureItem]) -> MultimodalPrompt:
+    if len(items) > LIMIT:
+        raise InvalidArgument(f"features.mm_hashes.image: {len(items)} image items, at most "
+                              f"{LIMIT}", param="features.mm_hashes.image",
+                              reason="TOO_MANY_ITEMS")
+    end = 0
+    hashes = []
+    for n, item in enumerate(items):
+        place = f"features.mm_placeholders.{item.modality}[{n}]"
+        if item.modality != "image":
+            raise InvalidArgument(f"{place}: modality '{item.modality}' is not served",
+                                  param=place, reason="UNSUPPORTED_MODALITY")
+        if item.offset < end:
+            raise InvalidArgument("features.mm_placeholders: mm_placeholders must be globally "
+                                  "non-overlapping and sorted",
+                                  param="features.mm_placeholders", reason="FEATURES_INVALID")
+        if item.offset + item.length > len(prompt):
+            raise InvalidArgument(f"{place}: mm_placeholders must remain within the token_ids "
+                                  "sequence", param=place, reason="PLACEHOLDER_OUT_OF_RANGE")
+        end = item.offset + item.length
+        kp = f"features.kwargs_data.image[{n}]"
+        if not item.kwargs.startswith(b"fake:") or not item.kwargs[5:].isdigit():
+            raise InvalidArgument(f"{kp} does not decode as vLLM's serialized "
+                                  "MultiModalKwargsItem", param=kp, reason="FEATURES_INVALID")
+        embeds = int(item.kwargs[5:])
+        ids = prompt[item.offset:end]
+        found = ids.count(IMAGE)
+        if found != embeds or found == 0 or ids[0] != IMAGE_START or ids[-1] != IMAGE_END:
+            raise InvalidArgument(f"{place}: the range holds {found} image tokens; its item has "
+                                  f"{embeds} embeddings, framed by {IMAGE_START} and {IMAGE_END}",
+                                  param=place,
+                                  reason="PLACEHOLDER_MISMATCH")
+        hashes.append(_digest(item.hash.encode() + b"\0" + item.kwargs))
+    places = [(i.offset, i.length) for i in items]
+    return MultimodalPrompt(list(prompt), {"image": places}, engine_input=hashes,
+                            items=len(items))
+
+
+class FakeMedia:
+    """The fake engine's media half (mixed into FakeEngine)."""
+
+    takes_media = False  # tests make an engine a VLM
+
+    async def prepare_media(self, prompt: list[int], *, parts: list[MediaPart] | None = None,
+                            features: list[FeatureItem] | None = None) -> MultimodalPrompt:
+        if parts:
+            return from_parts(prompt, parts)
+        return from_features(prompt, features or [])

@@ -1,0 +1,294 @@
+"""Media in a token-in prompt, for vLLM: a Generate's `content_parts`
+processed by vLLM's own multimodal processor (the ids expanded as vLLM's
+renderer expands them), and client-processed `features` decoded with
+vLLM's own serializer (mm_serde's msgpack) and checked against the served
+model before anything reaches the engine core, where a placeholder that
+does not match its item's embeddings would fail the engine, not the call.
+
+A feature item's hash is re-keyed by the server as a digest of the hash
+and the item's tensors (`feature_identifier`), so no caller can name a
+cache entry whose content it did not send; tenants' KV blocks are kept
+apart by the cache salt, which keys the image blocks after it."""
+
+from __future__ import annotations
+
+import dataclasses
+import hashlib
+from collections.abc import Callable
+from typing import Any
+
+from tokenwire.server.core.errors import InvalidArgument
+from tokenwire.server.core.media_inputs import FeatureItem, MediaPart, MultimodalPrompt
+from tokenwire.server.core.media_urls import media_url
+
+MODALITIES = ("image",)
+
+
+def feature_identifier(client_hash: str, kwargs: bytes) -> str:
+    """The cache identity of a client-processed item: its hash bound to its
+    tensors, so a caller naming another's hash with other tensors gets an
+    entry of its own."""
+    h = hashlib.sha256()
+    h.update(client_hash.encode("utf-8", "surrogatepass"))
+    h.update(b"\0")
+    h.update(hashlib.sha256(kwargs).digest())
+    return "tw-f:" + h.hexdigest()
+
+
+@dataclasses.dataclass
+class _Family:
+    """How one model family's processed image is checked: its tensors into
+    the BatchFeature the model's processor would have made for one image,
+    and its embedding count."""
+
+    batch: Callable[[dict[str, Any], Any, str], tuple[dict[str, Any], int]]
+    dense: bool  # the placeholder is only the image token (Qwen-VL) or framed (Idefics3)
+    frame: str = ""  # the HF processor attribute: the id a framed range starts and ends with
+
+
+def _tensor(data: dict[str, Any], key: str, param: str, *, ndim: int, floating: bool) -> Any:
+    import torch
+
+    t = data.get(key)
+    if not isinstance(t, torch.Tensor) or t.ndim != ndim or t.is_floating_point() != floating:
+        kind = "floating" if floating else "integer"
+        raise InvalidArgument(f"{param}: '{key}' must be a {ndim}-d {kind} tensor",
+                              param=param, reason="FEATURES_INVALID")
+    return t
+
+
+def _idefics3(data: dict[str, Any], hf_config: Any, param: str) -> tuple[dict[str, Any], int]:
+    import torch
+
+    vision = hf_config.vision_config
+    size, patch = int(vision.image_size), int(vision.patch_size)
+    pixels = _tensor(data, "pixel_values", param, ndim=4, floating=True)
+    tiles = int(pixels.shape[0])
+    if tiles < 1 or tuple(pixels.shape[1:]) != (int(vision.num_channels), size, size):
+        raise InvalidArgument(f"{param}: pixel_values must be [tiles, {vision.num_channels}, "
+                              f"{size}, {size}], not {list(pixels.shape)}",
+                              param=param, reason="FEATURES_INVALID")
+    out = {"pixel_values": pixels.to(torch.float32),
+           "num_patches": torch.tensor([tiles])}
+    if "num_patches" in data and int(torch.as_tensor(data["num_patches"]).sum()) != tiles:
+        raise InvalidArgument(f"{param}: num_patches must equal pixel_values' tiles ({tiles})",
+                              param=param, reason="FEATURES_INVALID")
+    if "pixel_attention_mask" in data:
+        mask = _tensor(data, "pixel_attention_mask", param, ndim=3, floating=False)
+        if tuple(mask.shape) != (tiles, size, size):
+            raise InvalidArgument(f"{param}: pixel_attention_mask must be [{tiles}, {size}, "
+                                  f"{size}]", param=param, reason="FEATURES_INVALID")
+        out["pixel_attention_mask"] = mask.to(torch.bool)
+    extra = set(data) - {"pixel_values", "num_patches", "pixel_attention_mask"}
+    if extra:
+        raise InvalidArgument(f"{param}: fields {sorted(extra)} are not this model's",
+                              param=param, reason="FEATURES_INVALID")
+    per_tile = (size // patch) ** 2 // int(hf_config.scale_factor) ** 2
+    return out, tiles * per_tile
+
+
+def _qwen_vl(data: dict[str, Any], hf_config: Any, param: str) -> tuple[dict[str, Any], int]:
+    import torch
+
+    vision = hf_config.vision_config
+    merge = int(getattr(vision, "spatial_merge_size", 2))
+    pixels = _tensor(data, "pixel_values", param, ndim=2, floating=True)
+    grid = torch.as_tensor(data.get("image_grid_thw")).reshape(-1)
+    if grid.numel() != 3 or grid.is_floating_point() or bool((grid <= 0).any()):
+        raise InvalidArgument(f"{param}: image_grid_thw must be three positive integers",
+                              param=param, reason="FEATURES_INVALID")
+    t, h, w = (int(x) for x in grid)
+    if h % merge or w % merge or int(pixels.shape[0]) != t * h * w:
+        raise InvalidArgument(f"{param}: pixel_values rows must be t*h*w of image_grid_thw "
+                              f"(h, w multiples of {merge})", param=param,
+                              reason="FEATURES_INVALID")
+    extra = set(data) - {"pixel_values", "image_grid_thw"}
+    if extra:
+        raise InvalidArgument(f"{param}: fields {sorted(extra)} are not this model's",
+                              param=param, reason="FEATURES_INVALID")
+    return ({"pixel_values": pixels, "image_grid_thw": grid.reshape(1, 3).to(torch.int64)},
+            t * h * w // merge**2)
+
+
+# The families whose processed images the server can check (and so accept
+# as features); the others take content_parts.
+FAMILIES: dict[str, _Family] = {
+    "Idefics3ForConditionalGeneration": _Family(_idefics3, dense=False,
+                                                frame="fake_image_token_id"),
+    "SmolVLMForConditionalGeneration": _Family(_idefics3, dense=False,
+                                               frame="fake_image_token_id"),
+    "Qwen2VLForConditionalGeneration": _Family(_qwen_vl, dense=True),
+    "Qwen2_5_VLForConditionalGeneration": _Family(_qwen_vl, dense=True),
+    "Qwen3VLForConditionalGeneration": _Family(_qwen_vl, dense=True),
+}
+
+
+class VllmMultimodal:
+    """The served model's media handling over an AsyncLLM (its model
+    config, its renderer's multimodal processor)."""
+
+    def __init__(self, llm: Any):
+        self._llm = llm
+        config = llm.model_config
+        self.enabled = bool(config.is_multimodal_model)
+        self._archs = list(getattr(config.hf_config, "architectures", None) or [])
+        self._decoder: Any = None
+
+    def _limit(self, modality: str) -> int:
+        try:
+            return int(self._llm.model_config.get_multimodal_config()
+                       .get_limit_per_prompt(modality))
+        except Exception:  # a modality the model does not take
+            return 0
+
+    def _check_modality(self, modality: str, count: int, param: str) -> None:
+        if modality not in MODALITIES:
+            raise InvalidArgument(f"{param}: modality '{modality}' is not served (images only)",
+                                  param=param, reason="UNSUPPORTED_MODALITY")
+        limit = self._limit(modality)
+        if count > limit:
+            raise InvalidArgument(f"{param}: {count} {modality} items, at most {limit} per "
+                                  "prompt (vLLM's --limit-mm-per-prompt)", param=param,
+                                  reason="TOO_MANY_ITEMS")
+
+    # -- content_parts: vLLM's processor ------------------------------------
+    async def from_parts(self, prompt: list[int], parts: list[MediaPart]) -> MultimodalPrompt:
+        from vllm.inputs import TokensPrompt
+        from vllm.renderers.chat_utils import AsyncMultiModalItemTracker
+
+        for part in parts:
+            if part.modality != "image":
+                self._check_modality(part.modality, 1, part.param)
+        self._check_modality("image", len(parts), "content_parts")
+        config = self._llm.model_config
+        allowed = list(getattr(config, "allowed_media_domains", None) or [])
+        urls = [media_url(p, allowed) for p in parts]
+        tracker = AsyncMultiModalItemTracker(config)
+        parser = tracker.create_parser()
+        try:
+            for url in urls:
+                # The caller's uuid is not passed: vLLM would key the cache by
+                # it instead of the image's content.
+                parser.parse_image(url, None)
+            mm_data, _ = await tracker.resolve_items()
+        except (ValueError, TypeError, OSError) as exc:
+            raise InvalidArgument(f"content_parts: {exc}", param="content_parts",
+                                  reason="MEDIA_INVALID") from exc
+        tokens = TokensPrompt(prompt_token_ids=list(prompt))
+        if mm_data:
+            tokens["multi_modal_data"] = mm_data
+        try:
+            (engine_input,) = await self._llm.renderer.render_cmpl_async([tokens])
+        except (ValueError, TypeError, RuntimeError) as exc:
+            raise InvalidArgument(f"content_parts: {exc}", param="content_parts",
+                                  reason="MEDIA_INVALID") from exc
+        places = {m: [(p.offset, p.length) for p in ranges]
+                  for m, ranges in (engine_input.get("mm_placeholders") or {}).items()}
+        return MultimodalPrompt(list(engine_input["prompt_token_ids"]), places,
+                                engine_input=engine_input, items=len(parts))
+
+    # -- features: vLLM's serializer, the model's checks ------------------
+    def from_features(self, prompt: list[int], items: list[FeatureItem]) -> MultimodalPrompt:
+        """Decode and check client-processed items; sync (the caller runs it
+        off the event loop)."""
+        import torch
+        from pydantic import ValidationError
+        from transformers.feature_extraction_utils import BatchFeature
+        from vllm.entrypoints.scale_out.token_in_token_out.protocol import MultiModalFeatures
+        from vllm.inputs import mm_input
+        from vllm.multimodal.inputs import MultiModalKwargsItems, PlaceholderRange
+
+        family = next((FAMILIES[a] for a in self._archs if a in FAMILIES), None)
+        if family is None:
+            raise InvalidArgument(
+                f"features: this server checks client-processed media only for "
+                f"{', '.join(sorted(FAMILIES))}; the served model ({', '.join(self._archs)}) "
+                "takes content_parts", param="features", reason="FEATURES_UNSUPPORTED")
+        by_modality: dict[str, list[FeatureItem]] = {}
+        for item in items:
+            by_modality.setdefault(item.modality, []).append(item)
+        for modality, group in by_modality.items():
+            self._check_modality(modality, len(group), f"features.mm_hashes.{modality}")
+        try:  # vLLM's own rules: same modalities, counts, ranges sorted, not overlapping
+            MultiModalFeatures(
+                mm_hashes={m: [i.hash for i in g] for m, g in by_modality.items()},
+                mm_placeholders={m: [{"offset": i.offset, "length": i.length} for i in g]
+                                 for m, g in by_modality.items()})
+        except ValidationError as exc:
+            msg = "; ".join(e["msg"].removeprefix("Value error, ") for e in exc.errors())
+            raise InvalidArgument(f"features.mm_placeholders: {msg}",
+                                  param="features.mm_placeholders",
+                                  reason="FEATURES_INVALID") from exc
+        processor = self._llm.renderer.get_mm_processor()
+        hf_config = self._llm.model_config.hf_config
+        token = int(getattr(hf_config, "image_token_id", getattr(hf_config, "image_token_index",
+                                                                  -1)))
+        frame = (int(getattr(processor.info.get_hf_processor(), family.frame))
+                 if family.frame else None)
+        kwargs_items: dict[str, list[Any]] = {}
+        hashes: dict[str, list[str]] = {}
+        places: dict[str, list[Any]] = {}
+        for modality, group in by_modality.items():
+            for n, item in enumerate(group):
+                param = f"features.kwargs_data.{modality}[{n}]"
+                place = f"features.mm_placeholders.{modality}[{n}]"
+                if item.offset + item.length > len(prompt):
+                    raise InvalidArgument(
+                        f"{place}: mm_placeholders must remain within the token_ids sequence "
+                        f"({item.offset}+{item.length} > {len(prompt)})", param=place,
+                        reason="PLACEHOLDER_OUT_OF_RANGE")
+                data = self._decode(item.kwargs, param)
+                batch, embeds = family.batch(data, hf_config, param)
+                ids = prompt[item.offset:item.offset + item.length]
+                mask = [t == token for t in ids]
+                found = sum(mask)
+                framed = frame is None or (ids[0] == frame and ids[-1] == frame)
+                if found != embeds or (family.dense and found != len(ids)) or not framed:
+                    raise InvalidArgument(
+                        f"{place}: the range holds {found} of the model's image token "
+                        f"({token}) in {len(ids)} ids; its item has {embeds} embeddings"
+                        + (" and the range must hold only that token" if family.dense else
+                           f" and the range must start and end with its frame token ({frame})"),
+                        param=place, reason="PLACEHOLDER_MISMATCH")
+                fields = processor._get_mm_fields_config(BatchFeature(batch), {})
+                rebuilt = MultiModalKwargsItems.from_hf_inputs(BatchFeature(batch), fields)
+                kwargs_items.setdefault(modality, []).append(rebuilt[modality][0])
+                hashes.setdefault(modality, []).append(feature_identifier(item.hash,
+                                                                          item.kwargs))
+                places.setdefault(modality, []).append(PlaceholderRange(
+                    offset=item.offset, length=item.length,
+                    is_embed=None if all(mask) else torch.tensor(mask)))
+        engine_input = mm_input(prompt_token_ids=list(prompt),
+                                mm_kwargs=MultiModalKwargsItems(kwargs_items),
+                                mm_hashes=hashes, mm_placeholders=places)
+        return MultimodalPrompt(
+            list(prompt), {m: [(i.offset, i.length) for i in g] for m, g in by_modality.items()},
+            engine_input=engine_input, items=len(items))
+
+    def _decode(self, raw: bytes, param: str) -> dict[str, Any]:
+        from vllm.multimodal.inputs import MultiModalKwargsItem
+        from vllm.v1.serial_utils import MsgpackDecoder
+
+        if not raw:
+            raise InvalidArgument(f"{param} is required: the server resolves no item from its "
+                                  "caches", param=param, reason="FIELD_REQUIRED")
+        if self._decoder is None:
+            self._decoder = MsgpackDecoder(t=MultiModalKwargsItem)
+        try:
+            item = self._decoder.decode(raw)
+            return {key: elem.data for key, elem in item.items()}
+        except Exception as exc:  # any undecodable payload
+            raise InvalidArgument(f"{param} does not decode as vLLM's serialized "
+                                  f"MultiModalKwargsItem ({type(exc).__name__})",
+                                  param=param, reason="FEATURES_INVALID") from exc
+
+
+def engine_input_of(prepared: MultimodalPrompt, cache_salt: str | None) -> Any:
+    """The prepared input with the request's final cache salt (a copy: a
+    prepared prompt is never changed)."""
+    out = dict(prepared.engine_input)
+    if cache_salt:
+        out["cache_salt"] = cache_salt
+    else:
+        out.pop("cache_salt", None)
+    return out

@@ -1,0 +1,203 @@
+"""Generate with media (issue #36 item 2) on the fake engine: content_parts
+and features (vLLM's JSON object, and the typed gRPC form) in, the expanded
+prompt ids and vLLM's mm_placeholders out (unary and the first chunk),
+every bad input an INVALID_ARGUMENT naming its field, the cache salt and
+tenants keeping image blocks apart, logprobs / stop ids / n > 1 /
+streaming / weight spans as without media."""
+
+from __future__ import annotations
+
+import base64
+import collections.abc
+
+import grpc
+import pytest
+from google.protobuf import json_format
+
+from tests.servers import fake_serving
+from tokenwire.server.engine.fake import media
+from tokenwire.server.engine.fake.engine import FakeEngine
+from tokenwire.v1 import generate_pb2, multimodal_pb2, service_pb2_grpc
+
+PNG = b"\x89PNG fake image bytes"
+URL = "data:image/png;base64," + base64.b64encode(PNG).decode()
+I = media.IMAGE
+PROMPT = [1, 70, 71, I, 72, 73]  # one image token, expanded to 4 ids at index 3
+EXPANDED = [1, 70, 71, *media.EXPAND, 72, 73]
+TEXT = [1, 70, 71, 72, 73]
+
+
+@pytest.fixture(scope="module")
+def vlm() -> collections.abc.Iterator[tuple[service_pb2_grpc.TokenwireServiceStub, FakeEngine]]:
+    engine = FakeEngine(max_model_len=512, block_size=4)
+    engine.takes_media = True
+    with fake_serving(engine) as server, grpc.insecure_channel(server.address) as channel:
+        yield service_pb2_grpc.TokenwireServiceStub(channel), engine
+
+
+def gen(body: dict) -> generate_pb2.GenerateRequest:
+    return json_format.ParseDict({"sampling_params": {"max_tokens": 3}, **body},
+                                 generate_pb2.GenerateRequest())
+
+
+def json_features(prompt: list[int], n: int = media.EMBEDS, **over) -> dict:
+    feats = {"mm_hashes": {"image": ["h1"]},
+             "mm_placeholders": {"image": [{"offset": 3, "length": 4}]},
+             "kwargs_data": {"image": [base64.b64encode(f"fake:{n}".encode()).decode()]}}
+    feats.update(over)
+    return {"token_ids": prompt, "features": feats, "return_token_ids": True}
+
+
+def refused(stub, req) -> grpc.RpcError:
+    with pytest.raises(grpc.RpcError) as info:
+        stub.Generate(req, timeout=10)
+    assert info.value.code() == grpc.StatusCode.INVALID_ARGUMENT
+    return info.value
+
+
+def test_content_parts_expand_the_ids_and_name_the_placeholders(vlm) -> None:
+    stub, _ = vlm
+    resp = stub.Generate(gen({"token_ids": PROMPT, "return_token_ids": True,
+                              "content_parts": [{"type": "image_url", "url": URL}]}), timeout=10)
+    assert list(resp.prompt_token_ids) == EXPANDED
+    as_json = json_format.MessageToDict(resp, preserving_proto_field_name=True)
+    assert as_json["mm_placeholders"] == {"image": [{"offset": 3, "length": 4}]}  # vLLM's shape
+    assert resp.usage.prompt_tokens == len(EXPANDED)
+    chunks = list(stub.StreamGenerate(gen({
+        "token_ids": PROMPT, "return_token_ids": True,
+        "content_parts": [{"type": "image_url", "url": URL}]}), timeout=10))
+    assert list(chunks[0].prompt_token_ids) == EXPANDED
+    assert [(p.offset, p.length) for p in chunks[0].mm_placeholders.image] == [(3, 4)]
+    assert not any(c.HasField("mm_placeholders") for c in chunks[1:])
+    ids = [t for c in chunks for ch in c.choices for t in ch.token_ids]
+    assert ids == list(resp.choices[0].token_ids)
+
+
+def test_grpc_bytes_are_the_same_image(vlm) -> None:
+    stub, _ = vlm
+    req = gen({"token_ids": PROMPT, "return_token_ids": True})
+    req.content_parts.add(type="image_url").image.CopyFrom(
+        multimodal_pb2.ImageInput(data=PNG, mime_type="image/png"))
+    assert list(stub.Generate(req, timeout=10).prompt_token_ids) == EXPANDED
+
+
+def test_features_json_and_typed(vlm) -> None:
+    stub, engine = vlm
+    prompt = [1, 70, 71, media.IMAGE_START, I, I, media.IMAGE_END, 72]
+    resp = stub.Generate(gen(json_features(prompt)), timeout=10)
+    assert list(resp.prompt_token_ids) == prompt  # features: the ids are already expanded
+    assert [(p.offset, p.length) for p in resp.mm_placeholders.image] == [(3, 4)]
+    assert engine.requests[-1].multimodal is not None
+    typed = gen({"token_ids": prompt, "return_token_ids": True})
+    item = typed.mm_features.items.add(modality="image", hash="h1", kwargs_data=b"fake:2")
+    item.placeholder.offset, item.placeholder.length = 3, 4
+    assert list(stub.Generate(typed, timeout=10).prompt_token_ids) == prompt
+
+
+@pytest.mark.parametrize(("body", "param"), [
+    ({"content_parts": [{"type": "image_url", "url": "https://evil.example/x.png"}]},
+     "content_parts[0].url"),
+    ({"content_parts": [{"type": "image_url", "url": "file:///etc/passwd"}]},
+     "content_parts[0].url"),
+    ({"content_parts": [{"type": "image_url", "url": "data:text/plain;base64,aGk="}]},
+     "content_parts[0].url"),
+    ({"content_parts": [{"type": "audio_url", "url": URL}]}, "content_parts[0].type"),
+    ({"content_parts": [{"type": "image_url", "url": URL}] * 3}, "content_parts"),
+    ({"content_parts": [{"type": "image_url", "url": "data:image/png;base64,@@@"}]},
+     "content_parts"),
+])
+def test_bad_content_parts(vlm, body, param) -> None:
+    err = refused(vlm[0], gen({"token_ids": PROMPT, **body}))
+    assert dict(err.trailing_metadata()).get("tokenwire-param") == param
+
+
+P = [1, 70, 71, media.IMAGE_START, I, I, media.IMAGE_END, 72]
+
+
+@pytest.mark.parametrize(("over", "param"), [
+    ({"mm_placeholders": {"image": [{"offset": 6, "length": 4}]}},
+     "features.mm_placeholders.image[0]"),  # outside the ids
+    ({"mm_placeholders": {"image": [{"offset": 2, "length": 4}]}},
+     "features.mm_placeholders.image[0]"),  # not the placeholder tokens
+    ({"mm_hashes": {"image": ["h1", "h2"]}}, "features.mm_placeholders.image"),  # counts
+    ({"mm_hashes": {"image": ["a", "b"]},
+      "mm_placeholders": {"image": [{"offset": 3, "length": 4}, {"offset": 5, "length": 2}]},
+      "kwargs_data": {"image": [base64.b64encode(b"fake:2").decode()] * 2}},
+     "features.mm_placeholders"),  # overlap
+    ({"kwargs_data": {"image": ["@@not base64@@"]}}, "features.kwargs_data.image[0]"),
+    ({"kwargs_data": {"image": [base64.b64encode(b"garbage").decode()]}},
+     "features.kwargs_data.image[0]"),  # does not decode
+    ({"kwargs_data": {"image": [None]}}, "features.kwargs_data.image[0]"),  # cache-only item
+    ({"kwargs_data": None}, "features.kwargs_data"),
+    ({"mm_metadata": {"image": ["x"]}}, "features.mm_metadata"),
+    ({"mm_hashes": {"video": ["h"]}}, "features.mm_placeholders"),  # modalities differ
+])
+def test_bad_features(vlm, over, param) -> None:
+    err = refused(vlm[0], gen(json_features(P, **over)))
+    assert dict(err.trailing_metadata()).get("tokenwire-param") == param
+
+
+def test_too_many_feature_items(vlm) -> None:
+    prompt = [1] + [media.IMAGE_START, I, I, media.IMAGE_END] * 3
+    over = {"mm_hashes": {"image": ["a", "b", "c"]},
+            "mm_placeholders": {"image": [{"offset": 1 + 4 * k, "length": 4} for k in range(3)]},
+            "kwargs_data": {"image": [base64.b64encode(b"fake:2").decode()] * 3}}
+    err = refused(vlm[0], gen(json_features(prompt, **over)))
+    assert dict(err.trailing_metadata()).get("tokenwire-reason") == "TOO_MANY_ITEMS"
+
+
+def test_both_forms_conflict(vlm) -> None:
+    body = json_features(P)
+    body["content_parts"] = [{"type": "image_url", "url": URL}]
+    err = refused(vlm[0], gen(body))
+    assert dict(err.trailing_metadata()).get("tokenwire-reason") == "FIELDS_CONFLICT"
+
+
+def test_text_only_model_refuses_media(fake_stub) -> None:
+    err = refused(fake_stub, gen({"token_ids": PROMPT,
+                                  "content_parts": [{"type": "image_url", "url": URL}]}))
+    meta = dict(err.trailing_metadata())
+    assert meta.get("tokenwire-param") == "content_parts"
+    assert meta.get("tokenwire-reason") == "UNSUPPORTED_MODALITY"
+    err = refused(fake_stub, gen(json_features(P)))
+    assert dict(err.trailing_metadata()).get("tokenwire-param") == "features"
+
+
+def test_server_keeps_serving_after_bad_media(vlm) -> None:
+    stub, _ = vlm
+    refused(stub, gen(json_features(P, kwargs_data={"image": ["AAAA"]})))
+    assert stub.Generate(gen({"token_ids": TEXT}), timeout=10).choices[0].token_ids
+
+
+def _cached(stub, body: dict, salt: str = "") -> int:
+    return stub.Generate(gen({**body, "cache_salt": salt} if salt else body),
+                         timeout=10).usage.prompt_tokens_details.cached_tokens
+
+
+def test_image_blocks_keyed_by_image_and_salt(vlm) -> None:
+    stub, _ = vlm
+    long = [1] + [70 + k % 20 for k in range(20)] + [I] + [80, 81, 82, 83]
+    other = "data:image/png;base64," + base64.b64encode(b"another image").decode()
+    body = {"token_ids": long, "content_parts": [{"type": "image_url", "url": URL}]}
+    assert _cached(stub, body, "s1") == 0
+    assert _cached(stub, body, "s1") > 20  # same salt, same image: blocks shared
+    assert _cached(stub, body, "s2") == 0  # another salt never shares them
+    assert _cached(stub, {**body, "content_parts": [{"type": "image_url", "url": other}]},
+                   "s1") == 0  # another image in the same ids: other blocks
+
+
+def test_logprobs_stop_ids_n_and_spans_with_an_image(vlm) -> None:
+    stub, _ = vlm
+    req = gen({"token_ids": PROMPT, "return_token_ids": True,
+               "content_parts": [{"type": "image_url", "url": URL}],
+               "sampling_params": {"max_tokens": 5, "n": 2, "temperature": 1.0, "logprobs": 1,
+                                   "stop_token_ids": [111]}})
+    resp = stub.Generate(req, timeout=10)
+    assert len(resp.choices) == 2
+    for ch in resp.choices:
+        assert len(ch.logprobs.content) == len(ch.token_ids)
+        assert ch.weight_versions and ch.weight_versions[0].end == len(ch.token_ids)
+    stop = gen({"token_ids": PROMPT, "content_parts": [{"type": "image_url", "url": URL}],
+                "sampling_params": {"max_tokens": 8, "stop_token_ids": [ord("l") + 3]}})
+    ch = stub.Generate(stop, timeout=10).choices[0]
+    assert ch.finish_reason == "stop" and ch.stop_reason.number_value == ord("l") + 3
