@@ -11,6 +11,7 @@ import threading
 from typing import Any
 
 from tokenwire.gateway import settings as gw_settings
+from tokenwire.gateway import tracing as gw_tracing
 
 
 def add_gateway_parsers(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
@@ -45,7 +46,7 @@ def add_gateway_parsers(sub: argparse._SubParsersAction) -> None:  # type: ignor
     gw_settings.add_arguments(up, prefix="gateway-",
                               exclude=("upstream_host", "upstream_port", "control",
                                        "upstream_metrics_port", "upstream_metrics_host",
-                                       *UP_GATEWAY_FLAGS))
+                                       "otlp_traces_endpoint", *UP_GATEWAY_FLAGS))
     vllm = up.add_argument_group("vLLM's flags for the REST listener (the gateway's)")
     vllm.add_argument("--ssl-certfile", dest="gateway_tls_cert", default="", metavar="FILE",
                       help="vLLM's flag: serve the gateway's listener (REST, and gRPC through it) "
@@ -68,6 +69,9 @@ def add_gateway_parsers(sub: argparse._SubParsersAction) -> None:  # type: ignor
         else:  # vLLM's CORS lists
             vllm.add_argument(flag, dest=dest, type=gw_settings.json_list, default=default,
                               metavar="JSON_LIST", help=gw_settings.HELPS[name])
+    vllm.add_argument("--otlp-traces-endpoint", dest="gateway_otlp_traces_endpoint", default="",
+                      metavar="URL", help=gw_settings.HELPS["otlp_traces_endpoint"] + " (the "
+                      "gateway and every server: one trace per request)")
     up.set_defaults(func=run_up)
 
 
@@ -87,6 +91,7 @@ def run_gateway(ns: argparse.Namespace) -> int:
     try:
         gw_settings.check_control(settings)
         gw_settings.check_tls(settings)
+        gw_tracing.check(settings)
         if not ns.print_config:
             gw_settings.injected_admin_key(settings)
     except ValueError as err:
@@ -206,6 +211,7 @@ def run_up(ns: argparse.Namespace) -> int:
     try:
         gw_settings.check_control(gateway)  # e.g. --gateway-inject-admin-key on 0.0.0.0
         gw_settings.check_tls(gateway)
+        gw_tracing.check(gateway)
     except ValueError as err:
         raise SystemExit(f"tokenwire up: {err}") from None
     merger = None
@@ -320,6 +326,8 @@ def plan_replicas(ns: argparse.Namespace) -> list[Any]:
     if ns.replicas < 1:
         raise SystemExit("tokenwire up: --replicas must be at least 1")
     base_port, base_metrics = ns.port, ns.metrics_port
+    endpoint = getattr(ns, "gateway_otlp_traces_endpoint", "")  # vLLM's one flag: servers too
+    traced = ["--otlp-traces-endpoint", endpoint] if endpoint else []
     replicas = []
     for i in range(ns.replicas):
         ns.port = base_port + i
@@ -328,7 +336,7 @@ def plan_replicas(ns: argparse.Namespace) -> list[Any]:
         if ns.gpus_per_replica > 0:
             k = ns.gpus_per_replica
             env["CUDA_VISIBLE_DEVICES"] = ",".join(str(d) for d in range(i * k, (i + 1) * k))
-        replicas.append(Replica(serve_argv(ns) + _model_first(getattr(ns, "extra", [])),
+        replicas.append(Replica(serve_argv(ns) + _model_first(getattr(ns, "extra", [])) + traced,
                                 f"{ns.host}:{ns.port}", env))
     ns.port, ns.metrics_port = base_port, base_metrics
     return replicas

@@ -21,6 +21,7 @@ from typing import Any
 from tokenwire import wire
 from tokenwire.gateway import control_routes, cors_routes, lua_bundle, metrics_route
 from tokenwire.gateway import tls as gateway_tls
+from tokenwire.gateway import tracing as gateway_tracing
 from tokenwire.gateway.control_routes import CONTROL_PREFIX  # noqa: F401 (config.CONTROL_PREFIX)
 from tokenwire.gateway.local_replies import local_reply_mappers
 from tokenwire.gateway.settings import (
@@ -149,7 +150,7 @@ def _connection_manager(settings: GatewaySettings, lua_dir: pathlib.PurePath | N
         routes = [*control_routes.injecting_routes(settings, admin_key, lambda: route(CLUSTER)),
                   *routes]
     if settings.upstream_metrics_port:  # GET /metrics: the server's Prometheus port
-        routes = [metrics_route.route(settings), *routes]
+        routes = [gateway_tracing.untraced(metrics_route.route(settings), settings), *routes]
     if not settings.control:
         routes = control_routes.refused_routes() + routes
     return {
@@ -182,6 +183,7 @@ def _connection_manager(settings: GatewaySettings, lua_dir: pathlib.PurePath | N
         "route_config": {"name": "tokenwire", "virtual_hosts": [
             {"name": "tokenwire", "domains": ["*"], "routes": routes}]},
         "http_filters": _http_filters(settings, lua_dir),
+        **gateway_tracing.connection_manager_fields(settings),  # --otlp-traces-endpoint
     }
 
 
@@ -323,6 +325,7 @@ def build(settings: GatewaySettings, lua_dir: pathlib.PurePath | None = None,
     check_control(settings)
     check_tls(settings)
     metrics_route.check(settings)
+    gateway_tracing.check(settings)
     if admin_key is None:
         admin_key = injected_admin_key(settings)
     elif not settings.inject_admin_key:
@@ -334,6 +337,8 @@ def build(settings: GatewaySettings, lua_dir: pathlib.PurePath | None = None,
     }
     if settings.upstream_metrics_port:
         bootstrap["static_resources"]["clusters"].append(metrics_route.cluster(settings))
+    if settings.otlp_traces_endpoint:
+        bootstrap["static_resources"]["clusters"].append(gateway_tracing.cluster(settings))
     if settings.admin_port >= 0:
         bootstrap["admin"] = {"address": _address(settings.admin_host, settings.admin_port)}
     return bootstrap

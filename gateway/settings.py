@@ -81,6 +81,9 @@ class GatewaySettings:
     upstream_metrics_host: str = ""
     # vLLM's --enable-request-id-headers: X-Request-Id on every response.
     enable_request_id_headers: bool = False
+    # vLLM's --otlp-traces-endpoint: Envoy's OpenTelemetry tracer sends a span
+    # per call there (tracing.py); "": no tracing.
+    otlp_traces_endpoint: str = ""
 
 
 HELPS = {
@@ -152,6 +155,11 @@ HELPS = {
     "upstream_metrics_host": "the host of --upstream-metrics-port (default: the upstream's); with "
                              "several upstreams, required: one endpoint that serves the whole "
                              "fleet's metrics",
+    "otlp_traces_endpoint": "vLLM's flag: OpenTelemetry traces, a span per call from Envoy's "
+                            "tracer, sent over OTLP (gRPC, or OTLP/HTTP with "
+                            "OTEL_EXPORTER_OTLP_TRACES_PROTOCOL=http/protobuf) to this "
+                            "http://HOST:PORT; the server (its own --otlp-traces-endpoint) "
+                            "continues each call's trace",
     "enable_request_id_headers": "vLLM's flag: every response carries X-Request-Id (the "
                                  "caller's, else the one the gateway made; the request's id "
                                  "is chatcmpl-<it> unless the body sets request_id)",
