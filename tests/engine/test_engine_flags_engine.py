@@ -1,62 +1,44 @@
 """vLLM's observability flags on the real engine (the tiny random model, its
 own short-lived server): `--otlp-traces-endpoint` (an in-process OTLP gRPC
-collector) no longer kills the engine: chat requests answer with their ids,
-the server keeps serving, and vLLM's `llm_request` spans reach the
-collector; with log stats on (vLLM's default), `--metrics-port`'s /metrics
-shows vLLM's `vllm:*` metrics beside tokenwire's `tokenwire_*`."""
+collector, tests/otlp.py) no longer kills the engine: chat requests answer
+with their ids, the server keeps serving, and vLLM's `llm_request` spans
+reach the collector; a call with a `traceparent` is one trace: the
+server's span under the caller's, vLLM's `llm_request` under the server's;
+with log stats on (vLLM's default), `--metrics-port`'s /metrics shows
+vLLM's `vllm:*` metrics beside tokenwire's `tokenwire_*`."""
 
 from __future__ import annotations
 
-import threading
-import time
 import urllib.request
-from concurrent import futures
+import uuid
 
 import grpc
 import pytest
 from grpc_health.v1 import health_pb2, health_pb2_grpc
 
+from tests.otlp import FAST_EXPORT, Collector
 from tests.rpc import chat_request
 from tests.servers import ROOT, ProcessServer, free_port
 from tokenwire.v1 import service_pb2_grpc
 
 TINY = ROOT / ".models" / "tiny-random-llama"
-trace_service = pytest.importorskip("opentelemetry.proto.collector.trace.v1.trace_service_pb2")
-trace_grpc = pytest.importorskip("opentelemetry.proto.collector.trace.v1.trace_service_pb2_grpc")
+CHAT = "tokenwire.v1.TokenwireService/CreateChatCompletion"
 
 
-class Collector(trace_grpc.TraceServiceServicer):  # type: ignore[name-defined,misc]
-    """An OTLP trace collector: keeps every exported span."""
-
-    def __init__(self) -> None:
-        self.spans: list[object] = []
-        self.lock = threading.Lock()
-
-    def Export(self, request, context):  # the OTLP service's method name
-        with self.lock:
-            for resource in request.resource_spans:
-                for scope in resource.scope_spans:
-                    self.spans.extend(scope.spans)
-        return trace_service.ExportTraceServiceResponse()
-
-    def completion_tokens(self) -> list[int]:
-        with self.lock:
-            return [a.value.int_value for s in self.spans if s.name == "llm_request"
-                    for a in s.attributes if a.key == "gen_ai.usage.completion_tokens"]
+def _completion_tokens(collector: Collector) -> set[int]:
+    return {s.attributes["gen_ai.usage.completion_tokens"]
+            for s in collector.named("llm_request")}
 
 
 @pytest.mark.skipif(not (TINY / "config.json").exists(), reason="make tiny-model")
 def test_tracing_flag_keeps_the_engine_serving_and_metrics_show_both(
         monkeypatch: pytest.MonkeyPatch) -> None:
-    collector = Collector()
-    otlp = grpc.server(futures.ThreadPoolExecutor(2))
-    trace_grpc.add_TraceServiceServicer_to_server(collector, otlp)
-    otlp_port = otlp.add_insecure_port("127.0.0.1:0")
-    otlp.start()
-    monkeypatch.setenv("OTEL_BSP_SCHEDULE_DELAY", "200")  # export spans within 0.2 s
+    collector = Collector().start()
+    for name, value in FAST_EXPORT.items():  # the server's and vLLM's exporters
+        monkeypatch.setenv(name, value)
     metrics_port = free_port()
     server = ProcessServer(["--model", str(TINY), "--kv-cache-bytes", str(64 << 20),
-                            "--otlp-traces-endpoint", f"http://127.0.0.1:{otlp_port}",
+                            "--otlp-traces-endpoint", collector.endpoint,
                             "--metrics-port", str(metrics_port)]).start(timeout=300)
     try:
         with grpc.insecure_channel(server.address) as ch:
@@ -70,14 +52,29 @@ def test_tracing_flag_keeps_the_engine_serving_and_metrics_show_both(
             streamed = list(stub.StreamChatCompletion(chat_request(
                 max_tokens=4, ignore_eos=True, return_token_ids=True), timeout=120))
             assert sum(len(choice.token_ids) for c in streamed for choice in c.choices) == 4
+            trace_id, parent = uuid.uuid4().hex, uuid.uuid4().hex[:16]
+            traced = stub.CreateChatCompletion(chat_request(
+                temperature=0, max_tokens=3, ignore_eos=True), timeout=120,
+                metadata=(("traceparent", f"00-{trace_id}-{parent}-01"),))
             health = health_pb2_grpc.HealthStub(ch).Check(health_pb2.HealthCheckRequest(),
                                                            timeout=10)
             assert health.status == health_pb2.HealthCheckResponse.SERVING
         assert server.proc is not None and server.proc.poll() is None, server.log_tail()
-        deadline = time.monotonic() + 30
-        while time.monotonic() < deadline and not {5, 7} <= set(collector.completion_tokens()):
-            time.sleep(0.5)
-        assert {5, 7} <= set(collector.completion_tokens()), collector.completion_tokens()
+        collector.wait_for(lambda spans: {5, 7} <= _completion_tokens(collector))
+        # One trace: the caller's span > the server's > vLLM's llm_request.
+        collector.wait_for(lambda spans: {CHAT, "llm_request"} <= {
+            s.name for s in spans if s.trace_id == trace_id})
+        (server_span,) = collector.named(CHAT, trace_id)
+        (engine_span,) = collector.named("llm_request", trace_id)
+        assert server_span.parent_span_id == parent and server_span.service == "tokenwire"
+        assert engine_span.parent_span_id == server_span.span_id
+        assert server_span.attributes["gen_ai.request.id"] == traced.id
+        assert traced.id in engine_span.attributes["gen_ai.request.id"]
+        assert (server_span.attributes["gen_ai.usage.completion_tokens"]
+                == engine_span.attributes["gen_ai.usage.completion_tokens"] == 3)
+        assert (server_span.attributes["gen_ai.usage.prompt_tokens"]
+                == engine_span.attributes["gen_ai.usage.prompt_tokens"]
+                == traced.usage.prompt_tokens)
         page = urllib.request.urlopen(f"http://127.0.0.1:{metrics_port}/metrics",
                                       timeout=10).read().decode()
         samples = {line.split(" ")[0].split("{")[0]: line for line in page.splitlines()
@@ -91,5 +88,5 @@ def test_tracing_flag_keeps_the_engine_serving_and_metrics_show_both(
         assert "tokenwire_requests_total" in samples
     finally:
         code = server.stop(120)
-        otlp.stop(0)
+        collector.stop()
     assert code == 0, server.log_tail()
