@@ -92,6 +92,9 @@ def test_features_json_and_typed(vlm) -> None:
     item = typed.mm_features.items.add(modality="image", hash="h1", kwargs_data=b"fake:2")
     item.placeholder.offset, item.placeholder.length = 3, 4
     assert list(stub.Generate(typed, timeout=10).prompt_token_ids) == prompt
+    # vLLM's /render adds mm_metadata (fields kwargs_data holds whole): accepted, unused.
+    with_meta = json_features(prompt, mm_metadata={"image": ["eA=="]})
+    assert list(stub.Generate(gen(with_meta), timeout=10).prompt_token_ids) == prompt
 
 
 @pytest.mark.parametrize(("body", "param"), [
@@ -129,7 +132,6 @@ P = [1, 70, 71, media.IMAGE_START, I, I, media.IMAGE_END, 72]
      "features.kwargs_data.image[0]"),  # does not decode
     ({"kwargs_data": {"image": [None]}}, "features.kwargs_data.image[0]"),  # cache-only item
     ({"kwargs_data": None}, "features.kwargs_data"),
-    ({"mm_metadata": {"image": ["x"]}}, "features.mm_metadata"),
     ({"mm_hashes": {"video": ["h"]}}, "features.mm_placeholders"),  # modalities differ
 ])
 def test_bad_features(vlm, over, param) -> None:
@@ -201,3 +203,19 @@ def test_logprobs_stop_ids_n_and_spans_with_an_image(vlm) -> None:
                 "sampling_params": {"max_tokens": 8, "stop_token_ids": [ord("l") + 3]}})
     ch = stub.Generate(stop, timeout=10).choices[0]
     assert ch.finish_reason == "stop" and ch.stop_reason.number_value == ord("l") + 3
+
+
+def test_turn_two_as_expanded_ids_with_its_image_hits_the_cache(vlm) -> None:
+    stub, _ = vlm
+    part = [{"type": "image_url", "url": URL}]
+    one = stub.Generate(gen({"token_ids": [1] + [70 + k for k in range(12)] + [I],
+                             "content_parts": part, "return_token_ids": True,
+                             "cache_salt": "t2"}), timeout=10)
+    turn2 = [*one.prompt_token_ids, *one.choices[0].token_ids, 80, 81]
+    two = stub.Generate(gen({"token_ids": turn2, "content_parts": part,
+                             "return_token_ids": True, "cache_salt": "t2"}), timeout=10)
+    assert list(two.prompt_token_ids) == turn2  # placed, not expanded again
+    assert [(p.offset, p.length) for p in two.mm_placeholders.image] == [(13, 4)]
+    assert two.usage.prompt_tokens_details.cached_tokens >= 16
+    err = refused(stub, gen({"token_ids": [1, I, I, 70], "content_parts": part}))
+    assert dict(err.trailing_metadata()).get("tokenwire-reason") == "PLACEHOLDER_MISMATCH"

@@ -293,6 +293,14 @@ class Engine(Protocol):
         """Whether the served model takes images."""
         ...
 
+    async def render_chat_media(self, messages: list[dict[str, Any]],
+                                options: RenderOptions) -> MultimodalPrompt:
+        """Render messages with image parts (OpenAI's shape) as the engine
+        does: the images loaded under the URL rules (core/multimodal.py)
+        and processed by the model's processor, the ids expanded.
+        INVALID_ARGUMENT naming the field."""
+        ...
+
     async def prepare_media(self, prompt: list[int], *, parts: list[MediaPart] | None = None,
                             features: list[FeatureItem] | None = None) -> MultimodalPrompt:
         """A token-in prompt with media: `parts` loaded (data URLs; http(s)

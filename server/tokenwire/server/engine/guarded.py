@@ -55,6 +55,14 @@ class GuardedEngine:
                 options, max_text_chars=inner.max_model_len * inner.max_token_chars)
         return self.inner.render_chat(messages, options)
 
+    async def render_chat_media(self, messages: list[dict[str, Any]], options: RenderOptions,
+                                tenant: str | None = None) -> MultimodalPrompt:
+        """The engine's rendering of messages with images (loading,
+        decoding, the model's processor: off the event loop in the engine),
+        admitted as a request while it runs (RESOURCE_EXHAUSTED when full)."""
+        with self.admission.hold(0, tenant):
+            return await self.inner.render_chat_media(messages, options)
+
     async def prepare_media(self, prompt: list[int], *, parts: list[MediaPart] | None = None,
                             features: list[FeatureItem] | None = None,
                             tenant: str | None = None) -> MultimodalPrompt:

@@ -9,6 +9,7 @@ import functools
 import json
 import pathlib
 import re
+from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 from tokenwire.server.core import errors
@@ -62,7 +63,7 @@ class ChatTemplateDefaults:
 
     template: str | None = None
     kwargs: dict[str, Any] = dataclasses.field(default_factory=dict)
-    content_format: str = "auto"  # auto and string: text content; openai: content parts
+    content_format: str = "auto"  # string: text content; openai: parts; auto: detected
 
     @classmethod
     def from_settings(cls, settings: ServerSettings) -> ChatTemplateDefaults:
@@ -88,9 +89,15 @@ def _as_parts(messages: list[dict[str, Any]]) -> list[dict[str, Any]]:
 
 
 class TokenizerOps:
-    def __init__(self, tokenizer: Any, defaults: ChatTemplateDefaults | None = None):
+    def __init__(self, tokenizer: Any, defaults: ChatTemplateDefaults | None = None, *,
+                 detect_format: Callable[[str | None, Any], str] | None = None):
+        """`detect_format(template, tools)`: the content format of a template
+        (vLLM's detection) for --chat-template-content-format auto; without
+        it auto renders text content."""
         self._tok = tokenizer
         self._defaults = defaults or ChatTemplateDefaults()
+        self._detect = detect_format
+        self._detected: dict[tuple[str | None, bool], str] = {}
         self.size = len(tokenizer)
         self._special_ids = set(getattr(tokenizer, "all_special_ids", []) or [])
         self._text_cache: dict[int, str] = {}
@@ -142,6 +149,18 @@ class TokenizerOps:
                 return piece.replace("▁", " ").encode()
         return self.token_text(token_id).encode()
 
+    def content_format(self, template: str | None, tools: Any) -> str:
+        """"string" or "openai": the flag's, or for auto the template's
+        (detected once per template and tools-or-not)."""
+        given = self._defaults.content_format
+        if given != "auto" or self._detect is None:
+            return "openai" if given == "openai" else "string"
+        key = (template, bool(tools))
+        found = self._detected.get(key)
+        if found is None:
+            found = self._detected[key] = self._detect(template, tools)
+        return found
+
     def render_chat(self, messages: list[dict[str, Any]], options: RenderOptions) -> list[int]:
         defaults = self._defaults
         # The server's --default-chat-template-kwargs under the request's own.
@@ -151,7 +170,7 @@ class TokenizerOps:
         template = options.chat_template or defaults.template  # the request's (trusted) first
         if template:
             kwargs["chat_template"] = template
-        if defaults.content_format == "openai":
+        if self.content_format(template, options.tools) == "openai":
             messages = _as_parts(messages)
         try:
             text = self._tok.apply_chat_template(

@@ -3,14 +3,19 @@ engine/vllm/mm_features.py): image token IMAGE in the ids, each image
 expanded to EXPAND ids [IMAGE_START, IMAGE x 2, IMAGE_END]; a data URL's
 bytes stand for the image, fake features are b"fake:<n>" items of n
 embeddings. Checks shaped like the real ones (counts, ranges, overlap,
-placeholder tokens, the item limit)."""
+placeholder tokens, the item limit). Chat with images: each image part
+rendered as one IMAGE id, then expanded the same way."""
 
 from __future__ import annotations
 
+import asyncio
 import base64
 import binascii
 import hashlib
+from typing import Any
 
+from tokenwire.server.core import multimodal
+from tokenwire.server.core.domain import RenderOptions
 from tokenwire.server.core.errors import InvalidArgument
 from tokenwire.server.core.media_inputs import FeatureItem, MediaPart, MultimodalPrompt
 from tokenwire.server.core.media_urls import media_url
@@ -108,3 +113,28 @@ class FakeMedia:
         if parts:
             return from_parts(prompt, parts)
         return from_features(prompt, features or [])
+
+    async def render_chat_media(self, messages: list[dict[str, Any]],
+                                options: RenderOptions) -> MultimodalPrompt:
+        """The URL rules and checks of the real engine (core/multimodal.py;
+        --allowed-media-domains ALLOWED_DOMAINS, at most LIMIT images), then
+        each image part rendered as one IMAGE id and expanded (from_parts)."""
+        parts = list(multimodal.image_parts(messages))
+        if not self.takes_media:
+            raise InvalidArgument(f"{parts[0][0]}: the served model takes text only",
+                                  param=parts[0][0], reason="UNSUPPORTED_MODALITY")
+        if len(parts) > LIMIT:
+            raise InvalidArgument(f"{parts[LIMIT][0]}: {len(parts)} images, at most {LIMIT} "
+                                  "per prompt", param=parts[LIMIT][0], reason="TOO_MANY_ITEMS")
+        for param, url in parts:
+            multimodal.check_allowed(f"{param}.image_url.url", url, ALLOWED_DOMAINS, "")
+            if url.startswith("data:"):
+                await asyncio.to_thread(multimodal.inspect_data_url,
+                                        f"{param}.image_url.url", url)
+        marker = "\x00"  # byte 0 (id 3) stands for the image, then expanded
+        flat = [{**m, "content": "".join(p["text"] if p["type"] == "text" else marker
+                                         for p in m["content"])}
+                if isinstance(m["content"], list) else m for m in messages]
+        render: Any = self.render_chat  # type: ignore[attr-defined]  # (FakeEngine's)
+        ids = [IMAGE if t == 3 else t for t in render(flat, options)]
+        return from_parts(ids, [MediaPart("image", param, url=url) for param, url in parts])

@@ -30,9 +30,10 @@ from tokenwire.server.engine.vllm.args import (
     programmatic_engine_args,
     stats_for_tracing,
 )
+from tokenwire.server.engine.vllm.chat_media import VllmChatMedia
 from tokenwire.server.engine.vllm.control import VllmControl
-from tokenwire.server.engine.vllm.mm_features import VllmMultimodal, engine_input_of
 from tokenwire.server.engine.vllm.convert import convert_output, map_engine_error, sampling_params
+from tokenwire.server.engine.vllm.mm_features import VllmMultimodal, engine_input_of
 from tokenwire.server.engine.vllm.parsers import VllmChatParsers, import_plugins
 
 log = logging.getLogger("tokenwire.engine")
@@ -66,8 +67,11 @@ class VllmEngine(VllmControl):
                 client_addresses=config, client_count=count, client_index=index,
             )
         self._max_model_len = int(self._llm.model_config.max_model_len)
-        self._tok = TokenizerOps(self._llm.get_tokenizer(),
-                                 ChatTemplateDefaults.from_settings(settings))
+        defaults = ChatTemplateDefaults.from_settings(settings)
+        self._tok = TokenizerOps(self._llm.get_tokenizer(), defaults,
+                                 detect_format=self._detect_content_format)
+        self._chat_media = VllmChatMedia(self._llm, defaults.content_format, defaults.template,
+                                         defaults.kwargs)
         self._vocab_size = max(int(self._llm.model_config.get_vocab_size()), self._tok.size)
         self._parsers: dict[ParserConfig, VllmChatParsers | None] = {}
         # The plugins' parsers, registered in this process too (a serving
@@ -143,6 +147,19 @@ class VllmEngine(VllmControl):
     def render_chat(self, messages: list[dict[str, Any]], options: RenderOptions) -> list[int]:
         return self._tok.render_chat(messages, options)
 
+    def _detect_content_format(self, template: str | None,
+                               tools: list[dict[str, Any]] | None) -> str:
+        """--chat-template-content-format auto: vLLM's detection (does the
+        template loop over content parts?)."""
+        from vllm.renderers.hf import resolve_chat_template_content_format
+
+        return str(resolve_chat_template_content_format(
+            template, tools, "auto", self._tok.raw, model_config=self._llm.model_config))
+
+    async def render_chat_media(self, messages: list[dict[str, Any]],
+                                options: RenderOptions) -> MultimodalPrompt:
+        return await self._chat_media.render(messages, options)
+
     # -- media ------------------------------------------------------------
     @property
     def takes_media(self) -> bool:
@@ -197,3 +214,4 @@ class VllmEngine(VllmControl):
 
     def shutdown(self) -> None:
         self._llm.shutdown()
+

@@ -153,7 +153,10 @@ class VllmMultimodal:
 
     # -- content_parts: vLLM's processor ------------------------------------
     async def from_parts(self, prompt: list[int], parts: list[MediaPart]) -> MultimodalPrompt:
-        from vllm.inputs import TokensPrompt
+        """The parts loaded and processed by vLLM's renderer: ids with one
+        image token per image are expanded (as vLLM's generate does); ids
+        already expanded (a later turn) get the images placed where their
+        expansions are."""
         from vllm.renderers.chat_utils import AsyncMultiModalItemTracker
 
         for part in parts:
@@ -174,7 +177,27 @@ class VllmMultimodal:
         except (ValueError, TypeError, OSError) as exc:
             raise InvalidArgument(f"content_parts: {exc}", param="content_parts",
                                   reason="MEDIA_INVALID") from exc
-        tokens = TokensPrompt(prompt_token_ids=list(prompt))
+        token = self._image_token()
+        if token is None or prompt.count(token) == len(parts):
+            engine_input = await self._render(list(prompt), mm_data)
+        else:  # the ids are already expanded (turn 2 of a rollout: turn 1's ids + more)
+            engine_input = await self._place(prompt, mm_data, token, len(parts))
+        places = {m: [(p.offset, p.length) for p in ranges]
+                  for m, ranges in (engine_input.get("mm_placeholders") or {}).items()}
+        return MultimodalPrompt(list(engine_input["prompt_token_ids"]), places,
+                                engine_input=engine_input, items=len(parts))
+
+    def _image_token(self) -> int | None:
+        config = self._llm.model_config.hf_config
+        token = getattr(config, "image_token_id", getattr(config, "image_token_index", None))
+        return None if token is None else int(token)
+
+    async def _render(self, prompt: list[int], mm_data: Any) -> Any:
+        """vLLM's renderer on ids holding one image token per image: the
+        model's processor expands them."""
+        from vllm.inputs import TokensPrompt
+
+        tokens = TokensPrompt(prompt_token_ids=prompt)
         if mm_data:
             tokens["multi_modal_data"] = mm_data
         try:
@@ -182,10 +205,36 @@ class VllmMultimodal:
         except (ValueError, TypeError, RuntimeError) as exc:
             raise InvalidArgument(f"content_parts: {exc}", param="content_parts",
                                   reason="MEDIA_INVALID") from exc
-        places = {m: [(p.offset, p.length) for p in ranges]
-                  for m, ranges in (engine_input.get("mm_placeholders") or {}).items()}
-        return MultimodalPrompt(list(engine_input["prompt_token_ids"]), places,
-                                engine_input=engine_input, items=len(parts))
+        return engine_input
+
+    async def _place(self, prompt: list[int], mm_data: Any, token: int, count: int) -> Any:
+        """Ids that already hold each image's expansion (vLLM's renderer
+        would expand them again): the images processed alone by vLLM's
+        renderer, each one's placeholder ids found in `prompt` in order, and
+        the processed items (same hashes as the first turn's, so its blocks
+        hit) placed there."""
+        from vllm.inputs import mm_input
+        from vllm.multimodal.inputs import PlaceholderRange
+
+        alone = await self._render([token] * count, mm_data)
+        ids = alone["prompt_token_ids"]
+        placed: dict[str, list[Any]] = {}
+        at = 0
+        for modality, ranges in alone["mm_placeholders"].items():
+            for n, p in enumerate(ranges):
+                run = ids[p.offset:p.offset + p.length]
+                found = _find(prompt, run, at)
+                if found < 0:
+                    raise InvalidArgument(
+                        f"content_parts[{n}]: token_ids hold neither one image token ({token}) "
+                        f"per image nor this image's {len(run)} placeholder ids (its expansion) "
+                        "after the previous image's", param="content_parts",
+                        reason="PLACEHOLDER_MISMATCH")
+                placed.setdefault(modality, []).append(
+                    PlaceholderRange(offset=found, length=p.length, is_embed=p.is_embed))
+                at = found + p.length
+        return mm_input(prompt_token_ids=list(prompt), mm_kwargs=alone["mm_kwargs"],
+                        mm_hashes=alone["mm_hashes"], mm_placeholders=placed)
 
     # -- features: vLLM's serializer, the model's checks ------------------
     def from_features(self, prompt: list[int], items: list[FeatureItem]) -> MultimodalPrompt:
@@ -281,6 +330,16 @@ class VllmMultimodal:
             raise InvalidArgument(f"{param} does not decode as vLLM's serialized "
                                   f"MultiModalKwargsItem ({type(exc).__name__})",
                                   param=param, reason="FEATURES_INVALID") from exc
+
+
+def _find(seq: list[int], run: list[int], start: int) -> int:
+    """The first index >= start where `run` occurs in `seq`, or -1."""
+    n = len(run)
+    first = run[0] if run else None
+    for i in range(start, len(seq) - n + 1):
+        if seq[i] == first and seq[i:i + n] == run:
+            return i
+    return -1
 
 
 def engine_input_of(prepared: MultimodalPrompt, cache_salt: str | None) -> Any:

@@ -3,7 +3,8 @@ chat): its plan (request.py), run and stream (service.py over
 response.py), the speculative prefill of the next turn after a run
 (inference/prefill.py), a continuation's render options, and the render
 RPC (RenderChatCompletion). The steps every kind's plan takes are
-inference/kind_base.py's; chat's routing fields are in nvext."""
+inference/kind_base.py's; chat's routing fields are in nvext; messages
+with images are rendered after them (chat/media.py)."""
 
 from __future__ import annotations
 
@@ -11,6 +12,7 @@ from collections.abc import AsyncGenerator
 
 from tokenwire.server.core.domain import Caller, RenderOptions, RunOutcome
 from tokenwire.server.core.errors import InvalidArgument
+from tokenwire.server.inference.chat.media import render_media
 from tokenwire.server.inference.chat.request import ChatPlan, build_chat_plan
 from tokenwire.server.inference.chat.service import run_chat, stream_chat
 from tokenwire.server.inference.data_plane import DataPlane
@@ -31,6 +33,17 @@ class ChatKind(RequestKind[chat_pb2.CreateChatCompletionRequest, ChatPlan,
     stamps_weight_version = True  # system_fingerprint
     offloads_preparation = True  # templates, large conversations
 
+    async def plan(self, plane: DataPlane, req: chat_pb2.CreateChatCompletionRequest, *,
+                   caller: Caller, stream: bool, dp_rank: str | None = None,
+                   session_id: str | None = None) -> ChatPlan:
+        """The steps every kind takes, then messages with images rendered by
+        the engine (admitted, off the event loop) into the expanded prompt."""
+        plan = await super().plan(plane, req, caller=caller, stream=stream, dp_rank=dp_rank,
+                                  session_id=session_id)
+        if plan.media is not None:
+            await render_media(plane.engine, plan)
+        return plan
+
     def build(self, plane: DataPlane, req: chat_pb2.CreateChatCompletionRequest, *,
               caller: Caller, stream: bool) -> ChatPlan:
         return build_chat_plan(req, plane.engine, plane.settings,
@@ -49,7 +62,7 @@ class ChatKind(RequestKind[chat_pb2.CreateChatCompletionRequest, ChatPlan,
         return RunOutcome()  # the speculative prefill of the next turn reads it
 
     def after(self, plane: DataPlane, plan: ChatPlan, outcome: RunOutcome | None) -> bool:
-        if outcome is None:
+        if outcome is None or plan.media is not None:  # no prefill of a prompt with images
             return False
         first = outcome.completions[0] if outcome.completions else []
         # The next turn's prefill (its template probe where the request's rendering ran).
@@ -72,6 +85,11 @@ class ChatKind(RequestKind[chat_pb2.CreateChatCompletionRequest, ChatPlan,
                      caller: Caller) -> generate_pb2.GenerateRequest:
         """The Generate request `req` would run as (nothing is generated)."""
         plan = await self.plan(plane, req, caller=caller, stream=False)
+        if plan.media is not None:
+            raise InvalidArgument(
+                "messages with images cannot be rendered into a Generate request here; run "
+                "the chat with return_token_ids (expanded ids and mm_placeholders)",
+                param="messages", reason="FEATURE_DISABLED")
         if plan.request.params.structured is not None:
             raise InvalidArgument(
                 "response_format cannot be rendered into a Generate request (Generate has no "

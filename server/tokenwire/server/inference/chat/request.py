@@ -27,11 +27,13 @@ from tokenwire.server.core.domain import (
 from tokenwire.server.core.errors import InvalidArgument
 from tokenwire.server.core.parsing import ParseSpec, RequestParsers
 from tokenwire.server.core.settings import ServerSettings
+from tokenwire.server.inference.chat.media import ChatMedia, refuse_raw_prompt
 from tokenwire.server.inference.shared import sampling
 from tokenwire.server.inference.shared.identity import check_model, lora_of, new_request_id
 from tokenwire.server.inference.shared.logprobs import as_token_ids
 from tokenwire.server.inference.shared.messages import (
     check_render_flags,
+    has_media,
     messages_to_dicts,
     render_options,
     struct_to_dict,
@@ -67,6 +69,8 @@ class ChatPlan:
     received: float = dataclasses.field(default_factory=time.time)
     weight_version: str = ""  # the weight version current when the request was planned
     role: str = "assistant"  # the reply's role: --response-role, or the last message's (vLLM's)
+    # Messages with images, rendered after the plan is built (chat/media.py).
+    media: ChatMedia | None = None
 
     @property
     def fingerprint(self) -> str:
@@ -210,6 +214,7 @@ def build_chat_plan(
     model = check_model(req.model, served_model, engine.lora_names())
     request_id = new_request_id("chatcmpl", req.request_id, caller.request_id)
     nv = req.nvext
+    media: ChatMedia | None = None
     given_param, given_ids = given_prompt_ids(req)
     if not given_ids:
         # Cheap limit first: a text too long for the window by its length
@@ -240,7 +245,7 @@ def build_chat_plan(
         prompt = v.token_ids(prompt_param, given_ids, engine.vocab_size)
     else:
         prompt_param = "messages"
-        messages = messages_to_dicts(req.messages)
+        messages = messages_to_dicts(req.messages, media=True)
         check_render_flags(req)
         if options.continue_final_message and messages[-1]["role"] != "assistant":
             raise InvalidArgument(
@@ -248,14 +253,23 @@ def build_chat_plan(
                 param="continue_final_message", reason="INVALID_FINAL_MESSAGE",
             )
         add_special = req.add_special_tokens if req.HasField("add_special_tokens") else False
-        if nv.HasField("use_raw_prompt") and nv.use_raw_prompt:
+        raw = nv.HasField("use_raw_prompt") and nv.use_raw_prompt
+        if has_media(messages):
+            if raw:
+                raise refuse_raw_prompt()
+            asked = ("max_completion_tokens" if req.HasField("max_completion_tokens")
+                     else "max_tokens")
+            media = ChatMedia(messages, options, asked, opt(req, asked))
+            prompt = []  # rendered with its images after the plan (chat/media.py)
+        elif raw:
             text = "".join(m["content"] for m in messages)
             prompt = engine.encode(text, add_special_tokens=add_special)
         else:
             prompt = engine.render_chat(messages, options)
             if add_special:
                 prompt = engine.encode("", add_special_tokens=True) + prompt
-    v.prompt_fits(prompt_param, len(prompt), engine.max_model_len)
+    if media is None:  # else checked once expanded (chat/media.py)
+        v.prompt_fits(prompt_param, len(prompt), engine.max_model_len)
 
     if req.HasField("max_completion_tokens"):
         params.max_tokens = v.max_tokens(
@@ -296,6 +310,7 @@ def build_chat_plan(
         parsing=parsing,
         as_token_ids=as_token_ids(req, settings.return_tokens_as_token_ids),
         role=_reply_role(req, settings),
+        media=media,
     )
 
 

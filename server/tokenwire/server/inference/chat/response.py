@@ -15,7 +15,7 @@ from tokenwire.server.inference.shared.logprobs import add_prompt_logprobs, choi
 from tokenwire.server.inference.shared.nvext import add_prompt_nvext, response_nvext
 from tokenwire.server.inference.shared.outputs import chunk_maker
 from tokenwire.server.inference.shared.usage import timing, usage
-from tokenwire.v1 import chat_pb2, common_pb2
+from tokenwire.v1 import chat_pb2, common_pb2, multimodal_pb2
 
 
 def _finish_reason(reason: str | None, tool_finish: bool = False) -> str:
@@ -90,6 +90,7 @@ def build_chat_response(
             mirror = nv
     if plan.return_token_ids:
         resp.prompt_token_ids.extend(final.prompt_token_ids)
+        add_placeholders(resp.mm_placeholders, plan)
     add_prompt_logprobs(resp.prompt_logprobs, engine, plan.request.params.prompt_logprobs or 0,
                         final.prompt_logprobs)
     resp.usage.CopyFrom(usage(len(final.prompt_token_ids), completion_len, final.num_cached_tokens))
@@ -101,6 +102,16 @@ def build_chat_response(
     if nvr is not None:
         resp.nvext.CopyFrom(nvr)
     return resp
+
+
+def add_placeholders(msg: multimodal_pb2.MultiModalPlaceholders, plan: ChatPlan) -> None:
+    """Where each image's placeholder tokens sit in the prompt ids (vLLM's
+    mm_placeholders), for a prompt with images."""
+    prepared = plan.request.multimodal
+    if prepared is None:
+        return
+    for offset, length in prepared.placeholders.get("image", []):
+        msg.image.add(offset=offset, length=length)
 
 
 class ChatStreamBuilder:
@@ -149,6 +160,7 @@ class ChatStreamBuilder:
                                                                     content=""))
         if self.plan.return_token_ids:
             chunk.prompt_token_ids.extend(self.prompt_ids)
+            add_placeholders(chunk.mm_placeholders, self.plan)
         add_prompt_nvext(chunk.nvext, self.plan.extra_fields, self.prompt_ids,
                          (self.engine, first.prompt_logprobs if first is not None else None))
         return chunk

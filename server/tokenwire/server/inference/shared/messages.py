@@ -1,7 +1,8 @@
-"""What a chat template renders, from the request: messages, tools and the
-render options (generation prompt, template, template kwargs), and the
-Struct -> dict conversion they need; each validated with the field named.
-Chat, tokenize and a Session continuation read them."""
+"""What a chat template renders, from the request: messages (their image
+parts, for chat, in OpenAI's shape: typed gRPC parts become data URLs),
+tools and the render options (generation prompt, template, template
+kwargs), and the Struct -> dict conversion they need; each validated with
+the field named. Chat, tokenize and a Session continuation read them."""
 
 from __future__ import annotations
 
@@ -10,6 +11,7 @@ from typing import Any, Protocol
 
 from google.protobuf import json_format, struct_pb2
 
+from tokenwire.server.core import multimodal as mm
 from tokenwire.server.core.domain import RenderOptions
 from tokenwire.server.core.errors import InvalidArgument
 from tokenwire.v1 import chat_pb2
@@ -33,19 +35,42 @@ def struct_to_dict(message: struct_pb2.Struct) -> dict[str, Any]:
     return dict(_ints_back(json_format.MessageToDict(message)))
 
 
-def _content_text(param: str, content: struct_pb2.Value, allow_null: bool) -> str | None:
+_NOT_PARTS = "must be a string or a list of content parts"
+
+
+def _image_part(pparam: str, fields: Any) -> dict[str, Any]:
+    """An OpenAI image_url part ({"image_url": {"url": ...}}, or the URL as
+    a string) as the template-ready part vLLM's chat parser reads."""
+    if "image_url" not in fields:
+        raise InvalidArgument(f"{pparam}.image_url is required",
+                              param=f"{pparam}.image_url", reason="FIELD_REQUIRED")
+    value = fields["image_url"]
+    kind = value.WhichOneof("kind")
+    if kind == "string_value":
+        url = value.string_value
+    elif kind == "struct_value" and "url" in value.struct_value.fields:
+        url = value.struct_value.fields["url"].string_value
+    else:
+        raise InvalidArgument(f"{pparam}.image_url must be an object with a url",
+                              param=f"{pparam}.image_url", reason="INVALID_TYPE")
+    mm.check_url(f"{pparam}.image_url.url", url)
+    return {"type": "image_url", "image_url": {"url": url}}
+
+
+def _content(param: str, content: struct_pb2.Value, allow_null: bool,
+             media: bool) -> str | list[dict[str, Any]] | None:
+    """The message's content: its text (text parts joined), or with image
+    parts (only where `media`), the parts in OpenAI's shape."""
     kind = content.WhichOneof("kind")
     if kind is None or kind == "null_value":
         if not allow_null:
-            raise InvalidArgument(f"{param} must be a string or a list of text parts",
-                                  param=param, reason="INVALID_TYPE")
+            raise InvalidArgument(f"{param} {_NOT_PARTS}", param=param, reason="INVALID_TYPE")
         return None
     if kind == "string_value":
         return content.string_value
     if kind != "list_value":
-        raise InvalidArgument(f"{param} must be a string or a list of text parts",
-                              param=param, reason="INVALID_TYPE")
-    texts = []
+        raise InvalidArgument(f"{param} {_NOT_PARTS}", param=param, reason="INVALID_TYPE")
+    parts: list[dict[str, Any]] = []
     for i, part in enumerate(content.list_value.values):
         pparam = f"{param}[{i}]"
         if part.WhichOneof("kind") != "struct_value":
@@ -55,20 +80,57 @@ def _content_text(param: str, content: struct_pb2.Value, allow_null: bool) -> st
             )
         fields = part.struct_value.fields
         ptype = fields["type"].string_value if "type" in fields else ""
+        if ptype == "image_url" and media:
+            parts.append(_image_part(pparam, fields))
+            continue
         if ptype != "text":
+            takes = "text and image_url parts" if media else "text parts only"
             raise InvalidArgument(
-                f"{pparam}.type '{ptype}' is not supported: this model takes text parts only",
+                f"{pparam}.type '{ptype}' is not supported: this request takes {takes}",
                 param=param, reason="VALUE_NOT_ALLOWED",
             )
         if "text" not in fields or fields["text"].WhichOneof("kind") != "string_value":
             raise InvalidArgument(f"{pparam}.text must be a string",
                                   param=param, reason="INVALID_TYPE")
-        texts.append(fields["text"].string_value)
-    return "".join(texts)
+        parts.append({"type": "text", "text": fields["text"].string_value})
+    return _joined(parts)
 
 
-def messages_to_dicts(messages: Sequence[chat_pb2.ChatMessage]) -> list[dict[str, Any]]:
-    """Validate messages and turn them into template-ready dicts."""
+def _joined(parts: list[dict[str, Any]]) -> str | list[dict[str, Any]]:
+    """Text parts joined into one string (as before images); parts with an
+    image stay parts."""
+    if any(p["type"] != "text" for p in parts):
+        return parts
+    return "".join(p["text"] for p in parts)
+
+
+def _typed_parts(param: str, parts: Sequence[Any], media: bool) -> str | list[dict[str, Any]]:
+    """ChatMessage.parts (gRPC's typed content): text, and images as bytes
+    with their MIME type (made data URLs) or a URL."""
+    out: list[dict[str, Any]] = []
+    for i, part in enumerate(parts):
+        pparam = f"{param}[{i}]"
+        which = part.WhichOneof("part")
+        if which == "text":
+            out.append({"type": "text", "text": part.text})
+        elif which == "image" and media:
+            out.append({"type": "image_url",
+                        "image_url": {"url": mm.image_url(f"{pparam}.image", part.image)}})
+        elif which == "image":
+            raise InvalidArgument(f"{pparam}.image is not supported: this request takes text "
+                                  "parts only", param=f"{pparam}.image",
+                                  reason="VALUE_NOT_ALLOWED")
+        else:
+            raise InvalidArgument(f"{pparam} must set text or image", param=pparam,
+                                  reason="FIELD_REQUIRED")
+    return _joined(out)
+
+
+def messages_to_dicts(messages: Sequence[chat_pb2.ChatMessage], *,
+                      media: bool = False) -> list[dict[str, Any]]:
+    """Validate messages and turn them into template-ready dicts. With
+    `media` (chat), image parts are kept (OpenAI's shape), bounded in number
+    and bytes (core/multimodal.py); elsewhere refused."""
     if not messages:
         raise InvalidArgument("messages must hold at least one message",
                               param="messages", reason="FIELD_REQUIRED")
@@ -81,8 +143,16 @@ def messages_to_dicts(messages: Sequence[chat_pb2.ChatMessage]) -> list[dict[str
                 reason="VALUE_NOT_ALLOWED",
             )
         allow_null = m.role == "assistant" and len(m.tool_calls) > 0
-        text = _content_text(f"{param}.content", m.content, allow_null)
-        d: dict[str, Any] = {"role": m.role, "content": text if text is not None else ""}
+        content: str | list[dict[str, Any]] | None
+        if len(m.parts) > 0:
+            if m.HasField("content") and m.content.WhichOneof("kind") not in (None,
+                                                                               "null_value"):
+                raise InvalidArgument(f"{param}: set content or parts, not both",
+                                      param=f"{param}.parts", reason="FIELDS_CONFLICT")
+            content = _typed_parts(f"{param}.parts", m.parts, media)
+        else:
+            content = _content(f"{param}.content", m.content, allow_null, media)
+        d: dict[str, Any] = {"role": m.role, "content": content if content is not None else ""}
         if m.HasField("name"):
             d["name"] = m.name
         if m.tool_calls:
@@ -99,7 +169,14 @@ def messages_to_dicts(messages: Sequence[chat_pb2.ChatMessage]) -> list[dict[str
         if m.HasField("reasoning_content"):
             d["reasoning_content"] = m.reasoning_content
         out.append(d)
+    if media:
+        mm.check_request_media(out)
     return out
+
+
+def has_media(messages: list[dict[str, Any]]) -> bool:
+    """Whether template-ready messages carry an image part."""
+    return any(isinstance(m["content"], list) for m in messages)
 
 
 def tools_to_dicts(tools: Sequence[chat_pb2.Tool]) -> list[dict[str, Any]] | None:

@@ -89,11 +89,8 @@ def _json_features(features: struct_pb2.Struct, prefix: str) -> list[FeatureItem
     unknown = set(fields) - {"mm_hashes", "mm_placeholders", "kwargs_data", "mm_metadata"}
     if unknown:
         raise _refuse(f"unknown keys {sorted(unknown)}", base, "UNKNOWN_FIELD")
-    meta = fields.get("mm_metadata")
-    if meta is not None and meta.WhichOneof("kind") not in (None, "null_value"):
-        raise _refuse("mm_metadata needs encoder-cache transfer (ec_transfer_params), which "
-                      "this server does not do: send kwargs_data", base + ".mm_metadata",
-                      "VALUE_NOT_ALLOWED")
+    # mm_metadata (what vLLM's /render adds for encoder-cache transfer) repeats
+    # fields kwargs_data carries whole: ignored, kwargs_data being required.
     groups = {}
     for key in ("mm_hashes", "mm_placeholders", "kwargs_data"):
         value = fields.get(key)

@@ -1,0 +1,147 @@
+"""The rules for images in a chat request, engine-neutral: which URLs a
+caller may name (data URLs of image types; http(s) only on the operator's
+--allowed-media-domains; `file:` only under --allowed-local-media-path:
+vLLM's flags, both off by default), typed bytes as data URLs, the bounds
+per request (images, bytes) and per image (a decodable header, pixels),
+each an INVALID_ARGUMENT naming the field. The server fetches nothing a
+caller names unless the operator allowed it."""
+
+from __future__ import annotations
+
+import base64
+import binascii
+import io
+import urllib.parse
+from collections.abc import Iterator, Sequence
+from typing import Any
+
+from tokenwire.server.core.errors import InvalidArgument
+
+IMAGE_MIME_TYPES = frozenset({"image/png", "image/jpeg", "image/webp", "image/gif", "image/bmp"})
+MAX_IMAGES_PER_REQUEST = 64  # before the model's own --limit-mm-per-prompt
+MAX_MEDIA_BYTES = 10 << 20  # encoded image bytes per request (data URLs, gRPC bytes)
+MAX_IMAGE_PIXELS = 4096 * 4096  # per image, read from its header before decoding
+FETCH_TIMEOUT_SECONDS = 5  # an allowed http(s) fetch (vLLM's VLLM_IMAGE_FETCH_TIMEOUT)
+
+
+def _types() -> str:
+    return ", ".join(sorted(IMAGE_MIME_TYPES))
+
+
+def check_url(param: str, url: str) -> None:
+    """The URL's form (the host and path rules need the server's flags:
+    check_allowed): a data URL of an image type, or http(s) / file."""
+    scheme = url.split(":", 1)[0].lower() if ":" in url else ""
+    if scheme == "data":
+        head = url[5:].split(",", 1)[0]
+        mime = head.split(";", 1)[0].lower()
+        if mime not in IMAGE_MIME_TYPES:
+            raise InvalidArgument(f"{param}: a data URL of type '{mime}' is not an image this "
+                                  f"server reads ({_types()})", param=param,
+                                  reason="UNSUPPORTED_MEDIA_TYPE")
+        if not head.endswith(";base64"):
+            raise InvalidArgument(f"{param}: a data URL must be base64 "
+                                  "(data:image/png;base64,...)", param=param,
+                                  reason="MEDIA_INVALID")
+        return
+    if scheme not in ("http", "https", "file"):
+        raise InvalidArgument(f"{param}: scheme '{scheme or url[:16]}' is not served (a data "
+                              "URL; http(s) from --allowed-media-domains)", param=param,
+                              reason="MEDIA_URL_NOT_ALLOWED")
+
+
+def check_allowed(param: str, url: str, domains: Sequence[str], local_path: str) -> None:
+    """http(s) only on a host of `domains` (--allowed-media-domains), file:
+    only with `local_path` set (--allowed-local-media-path; vLLM checks the
+    path is under it); data URLs always."""
+    scheme = url.split(":", 1)[0].lower()
+    if scheme in ("http", "https"):
+        host = urllib.parse.urlsplit(url).hostname or ""
+        if host and host in domains:
+            return
+        raise InvalidArgument(
+            f"{param}: the server fetches http(s) images only from its "
+            f"--allowed-media-domains ({', '.join(domains) or 'none'}); send a data URL",
+            param=param, reason="MEDIA_URL_NOT_ALLOWED")
+    if scheme == "file" and not local_path:
+        raise InvalidArgument(f"{param}: file URLs are read only under the server's "
+                              "--allowed-local-media-path (not set)", param=param,
+                              reason="MEDIA_URL_NOT_ALLOWED")
+
+
+def image_url(param: str, image: Any) -> str:
+    """A typed ImageInput (bytes + MIME type, or a URL) as the URL vLLM's
+    parser loads: bytes become a data URL."""
+    if image.data:
+        if image.url:
+            raise InvalidArgument(f"{param}: give data or url, not both",
+                                  param=f"{param}.url", reason="FIELDS_CONFLICT")
+        mime = image.mime_type.lower()
+        if mime not in IMAGE_MIME_TYPES:
+            raise InvalidArgument(f"{param}.mime_type '{image.mime_type}' is not one of "
+                                  f"{_types()}", param=f"{param}.mime_type",
+                                  reason="UNSUPPORTED_MEDIA_TYPE")
+        return f"data:{mime};base64," + base64.b64encode(image.data).decode("ascii")
+    if not image.url:
+        raise InvalidArgument(f"{param}: set data (with mime_type) or url",
+                              param=f"{param}.data", reason="FIELD_REQUIRED")
+    check_url(f"{param}.url", image.url)
+    return str(image.url)
+
+
+def image_parts(messages: list[dict[str, Any]]) -> Iterator[tuple[str, str]]:
+    """Each image part of template-ready messages: (its field, its URL)."""
+    for i, m in enumerate(messages):
+        content = m.get("content")
+        if not isinstance(content, list):
+            continue
+        for j, part in enumerate(content):
+            if part.get("type") == "image_url":
+                yield f"messages[{i}].content[{j}]", part["image_url"]["url"]
+
+
+def _data_len(url: str) -> int:
+    """The decoded size of a data URL's payload (from its base64 length)."""
+    if not url.startswith("data:"):
+        return 0
+    payload = len(url) - url.find(",") - 1
+    return payload * 3 // 4
+
+
+def check_request_media(messages: list[dict[str, Any]]) -> None:
+    """The request's bounds, before anything is decoded: at most
+    MAX_IMAGES_PER_REQUEST images and MAX_MEDIA_BYTES of image bytes."""
+    count = total = 0
+    for param, url in image_parts(messages):
+        count += 1
+        if count > MAX_IMAGES_PER_REQUEST:
+            raise InvalidArgument(f"{param}: more than {MAX_IMAGES_PER_REQUEST} images in one "
+                                  "request", param=param, reason="TOO_MANY_ITEMS")
+        total += _data_len(url)
+        if total > MAX_MEDIA_BYTES:
+            raise InvalidArgument(f"{param}: the request's images exceed {MAX_MEDIA_BYTES} "
+                                  "bytes", param=param, reason="MEDIA_TOO_LARGE")
+
+
+def inspect_data_url(param: str, url: str) -> tuple[int, int]:
+    """A data URL's image, read to its header only (no pixel decoding): its
+    size; MEDIA_INVALID when it is not an image, MEDIA_TOO_LARGE past
+    MAX_IMAGE_PIXELS. CPU work: call it off the event loop."""
+    from PIL import Image, UnidentifiedImageError
+
+    try:
+        data = base64.b64decode(url.split(",", 1)[1], validate=True)
+    except (binascii.Error, IndexError, ValueError) as exc:
+        raise InvalidArgument(f"{param}: the data URL is not valid base64", param=param,
+                              reason="MEDIA_INVALID") from exc
+    try:
+        with Image.open(io.BytesIO(data)) as img:
+            width, height = img.size
+    except (UnidentifiedImageError, OSError, ValueError) as exc:
+        raise InvalidArgument(f"{param}: the image does not decode ({exc})", param=param,
+                              reason="MEDIA_INVALID") from exc
+    if width * height > MAX_IMAGE_PIXELS:
+        raise InvalidArgument(f"{param}: the image has {width}x{height} pixels, more than "
+                              f"{MAX_IMAGE_PIXELS} per image", param=param,
+                              reason="MEDIA_TOO_LARGE")
+    return width, height

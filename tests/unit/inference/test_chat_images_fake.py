@@ -1,0 +1,194 @@
+"""Chat with images (issue #36 item 1) on the fake engine: OpenAI's
+image_url parts (REST's shape, in `content`) and gRPC's typed parts (bytes
+and a MIME type) give the same expanded prompt; return_token_ids answers
+the expanded ids and mm_placeholders (unary and the first chunk); the
+URL rules, the limits and bad images are INVALID_ARGUMENT naming the
+field; the cache salt keeps image blocks apart; streaming, n > 1,
+logprobs, stop ids and weight versions work as without images."""
+
+from __future__ import annotations
+
+import base64
+import collections.abc
+import io
+
+import grpc
+import pytest
+from google.protobuf import json_format
+from PIL import Image
+
+from tests.servers import fake_serving
+from tokenwire.server.engine.fake import media
+from tokenwire.server.engine.fake.engine import FakeEngine
+from tokenwire.v1 import chat_pb2, multimodal_pb2, service_pb2_grpc
+
+
+def png(w: int = 8, h: int = 6, color: tuple[int, int, int] = (200, 30, 30)) -> bytes:
+    buf = io.BytesIO()
+    Image.new("RGB", (w, h), color).save(buf, "PNG")
+    return buf.getvalue()
+
+
+def data_url(data: bytes, mime: str = "image/png") -> str:
+    return f"data:{mime};base64," + base64.b64encode(data).decode()
+
+
+PNG = png()
+URL = data_url(PNG)
+
+
+@pytest.fixture(scope="module")
+def vlm() -> collections.abc.Iterator[tuple[service_pb2_grpc.TokenwireServiceStub, FakeEngine]]:
+    engine = FakeEngine(max_model_len=512, block_size=4)
+    engine.takes_media = True
+    with fake_serving(engine, served_model_name="fake-model") as server, \
+            grpc.insecure_channel(server.address) as channel:
+        yield service_pb2_grpc.TokenwireServiceStub(channel), engine
+
+
+def chat(content: object, **body: object) -> chat_pb2.CreateChatCompletionRequest:
+    return json_format.ParseDict(
+        {"model": "fake-model", "max_tokens": 4, "return_token_ids": True,
+         "messages": [{"role": "user", "content": content}], **body},
+        chat_pb2.CreateChatCompletionRequest())
+
+
+def parts(*items: object) -> list[dict]:
+    return [{"type": "text", "text": i} if isinstance(i, str) else
+            {"type": "image_url", "image_url": {"url": i[0]}} for i in items]
+
+
+def refused(call: object, req: object) -> tuple[str, str]:
+    with pytest.raises(grpc.RpcError) as info:
+        call(req)  # type: ignore[operator]
+    err = info.value
+    assert err.code() == grpc.StatusCode.INVALID_ARGUMENT, err.details()
+    from grpc_status import rpc_status
+    from google.rpc import error_details_pb2
+
+    status = rpc_status.from_call(err)
+    for detail in status.details:
+        if detail.Is(error_details_pb2.ErrorInfo.DESCRIPTOR):
+            ei = error_details_pb2.ErrorInfo()
+            detail.Unpack(ei)
+            return ei.reason, ei.metadata["param"]
+    raise AssertionError("no ErrorInfo")
+
+
+def test_an_image_part_expands_in_the_prompt_and_names_its_placeholders(vlm) -> None:
+    stub, _ = vlm
+    resp = stub.CreateChatCompletion(chat(parts("Look: ", (URL,), " what?")))
+    ids = list(resp.prompt_token_ids)
+    (place,) = resp.mm_placeholders.image
+    assert ids[place.offset:place.offset + place.length] == media.EXPAND
+    assert ids.count(media.IMAGE) == media.EMBEDS
+    text = stub.CreateChatCompletion(chat("Look:  what?"))
+    # the text around the image is the text-only rendering's
+    assert [t for t in ids if t not in media.EXPAND] == list(text.prompt_token_ids)
+    assert not text.HasField("mm_placeholders")
+    assert resp.choices[0].message.content == text.choices[0].message.content
+
+
+def test_typed_grpc_parts_are_the_rest_shape(vlm) -> None:
+    stub, _ = vlm
+    rest = stub.CreateChatCompletion(chat(parts("Look: ", (URL,))))
+    req = chat("")
+    req.messages[0].ClearField("content")
+    req.messages[0].parts.add(text="Look: ")
+    req.messages[0].parts.add(image=multimodal_pb2.ImageInput(data=PNG, mime_type="image/png"))
+    typed = stub.CreateChatCompletion(req)
+    assert list(typed.prompt_token_ids) == list(rest.prompt_token_ids)
+    assert typed.mm_placeholders == rest.mm_placeholders
+    assert json_format.MessageToDict(typed.mm_placeholders) == {
+        "image": [{"offset": rest.mm_placeholders.image[0].offset,
+                   "length": len(media.EXPAND)}]}
+
+
+def test_streaming_n_logprobs_and_stop_ids_with_an_image(vlm) -> None:
+    stub, _ = vlm
+    unary = stub.CreateChatCompletion(chat(parts((URL,), "hi"), n=2, logprobs=True,
+                                           top_logprobs=2))
+    assert len(unary.choices) == 2
+    for choice in unary.choices:
+        assert len(choice.logprobs.content) == len(choice.token_ids) > 0
+    chunks = list(stub.StreamChatCompletion(chat(parts((URL,), "hi"), n=2, logprobs=True)))
+    first = chunks[0]
+    assert list(first.prompt_token_ids) == list(unary.prompt_token_ids)
+    assert first.mm_placeholders == unary.mm_placeholders
+    for i in range(2):
+        streamed = [t for c in chunks for ch in c.choices if ch.index == i for t in ch.token_ids]
+        assert streamed == list(unary.choices[i].token_ids)
+    stop_at = unary.choices[0].token_ids[1]
+    stopped = stub.CreateChatCompletion(chat(parts((URL,), "hi"), stop_token_ids=[stop_at]))
+    assert stopped.choices[0].finish_reason == "stop"
+    assert list(stopped.choices[0].token_ids) == list(unary.choices[0].token_ids[:2])
+    assert stopped.system_fingerprint == unary.system_fingerprint
+
+
+def test_the_cache_salt_keeps_image_blocks_apart(vlm) -> None:
+    stub, _ = vlm
+    long_text = "describe this picture in detail " * 4
+    body = parts((data_url(png(color=(1, 2, 3))),), long_text)
+    first = stub.CreateChatCompletion(chat(body, cache_salt="tenant-a"))
+    again = stub.CreateChatCompletion(chat(body, cache_salt="tenant-a"))
+    other = stub.CreateChatCompletion(chat(body, cache_salt="tenant-b"))
+    assert first.usage.prompt_tokens_details.cached_tokens == 0
+    assert again.usage.prompt_tokens_details.cached_tokens > 0
+    assert other.usage.prompt_tokens_details.cached_tokens == 0
+    # another image, same salt and text: its blocks are not the first image's
+    changed = stub.CreateChatCompletion(
+        chat(parts((data_url(png(color=(9, 9, 9))),), long_text), cache_salt="tenant-a"))
+    assert changed.usage.prompt_tokens_details.cached_tokens == 0
+
+
+BAD = [
+    ("http-not-allowed", parts(("https://evil.example/x.png",)), "MEDIA_URL_NOT_ALLOWED",
+     "messages[0].content[0].image_url.url"),
+    ("file-not-allowed", parts(("file:///etc/passwd",)), "MEDIA_URL_NOT_ALLOWED",
+     "messages[0].content[0].image_url.url"),
+    ("not-an-image-type", parts(("data:text/plain;base64,aGk=",)), "UNSUPPORTED_MEDIA_TYPE",
+     "messages[0].content[0].image_url.url"),
+    ("undecodable", parts((data_url(b"not a png at all"),)), "MEDIA_INVALID",
+     "messages[0].content[0].image_url.url"),
+    ("not-base64", parts(("data:image/png;base64,@@@",)), "MEDIA_INVALID",
+     "messages[0].content[0].image_url.url"),
+    ("too-many", parts((URL,), (URL,), (URL,)), "TOO_MANY_ITEMS",
+     "messages[0].content[2]"),
+    ("no-url", [{"type": "image_url"}], "FIELD_REQUIRED", "messages[0].content[0].image_url"),
+]
+
+
+@pytest.mark.parametrize(("content", "reason", "param"), [b[1:] for b in BAD],
+                         ids=[b[0] for b in BAD])
+def test_bad_images_are_refused_naming_the_field(vlm, content, reason, param) -> None:
+    stub, _ = vlm
+    assert refused(stub.CreateChatCompletion, chat(content)) == (reason, param)
+    assert stub.CreateChatCompletion(chat("still serving")).choices[0].message.content
+
+
+def test_pixels_and_bytes_per_request_are_bounded(vlm) -> None:
+    stub, _ = vlm
+    buf = io.BytesIO()
+    Image.new("1", (5000, 4000)).save(buf, "PNG")  # small file, 20 M pixels
+    assert refused(stub.CreateChatCompletion, chat(parts((data_url(buf.getvalue()),)))) == (
+        "MEDIA_TOO_LARGE", "messages[0].content[0].image_url.url")
+    six, five = data_url(b"\0" * (6 << 20)), data_url(b"\0" * (5 << 20))  # over 10 MiB
+    assert refused(stub.CreateChatCompletion, chat(parts((six,), (five,)))) == (
+        "MEDIA_TOO_LARGE", "messages[0].content[1]")
+
+
+def test_typed_parts_refuse_an_unsupported_mime_type_and_both_forms(vlm) -> None:
+    stub, _ = vlm
+    req = chat("")
+    req.messages[0].ClearField("content")
+    req.messages[0].parts.add(image=multimodal_pb2.ImageInput(data=PNG, mime_type="image/tiff"))
+    assert refused(stub.CreateChatCompletion, req) == (
+        "UNSUPPORTED_MEDIA_TYPE", "messages[0].parts[0].image.mime_type")
+    req = chat("text too")
+    req.messages[0].parts.add(text="and parts")
+    assert refused(stub.CreateChatCompletion, req) == ("FIELDS_CONFLICT", "messages[0].parts")
+
+
+def test_a_text_only_model_refuses_an_image(fake_stub) -> None:
+    assert refused(fake_stub.CreateChatCompletion, chat(parts("x", (URL,)))) == (
+        "UNSUPPORTED_MODALITY", "messages[0].content[1]")
