@@ -50,10 +50,20 @@ def from_parts(prompt: list[int], parts: list[MediaPart]) -> MultimodalPrompt:
             raise InvalidArgument(f"{part.param}: the image does not decode",
                                   param="content_parts", reason="MEDIA_INVALID")
         hashes.append(_digest(data))
-    if prompt.count(IMAGE) != len(parts):
-        raise InvalidArgument(f"content_parts: {len(parts)} images for {prompt.count(IMAGE)} "
-                              "image tokens in token_ids", param="content_parts",
-                              reason="MEDIA_INVALID")
+    if prompt.count(IMAGE) != len(parts):  # already expanded (a later turn): placed
+        places, at = [], 0
+        for _ in parts:
+            found = next((i for i in range(at, len(prompt) - len(EXPAND) + 1)
+                          if prompt[i:i + len(EXPAND)] == EXPAND), -1)
+            if found < 0:
+                raise InvalidArgument(
+                    f"content_parts: {len(parts)} images for {prompt.count(IMAGE)} image "
+                    "tokens in token_ids, and not each image's expansion",
+                    param="content_parts", reason="PLACEHOLDER_MISMATCH")
+            places.append((found, len(EXPAND)))
+            at = found + len(EXPAND)
+        return MultimodalPrompt(list(prompt), {"image": places}, engine_input=hashes,
+                                items=len(parts))
     ids: list[int] = []
     places = []
     for t in prompt:
