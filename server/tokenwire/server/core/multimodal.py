@@ -21,7 +21,6 @@ IMAGE_MIME_TYPES = frozenset({"image/png", "image/jpeg", "image/webp", "image/gi
 MAX_IMAGES_PER_REQUEST = 64  # before the model's own --limit-mm-per-prompt
 MAX_MEDIA_BYTES = 10 << 20  # encoded image bytes per request (data URLs, gRPC bytes)
 MAX_IMAGE_PIXELS = 4096 * 4096  # per image, read from its header before decoding
-FETCH_TIMEOUT_SECONDS = 5  # an allowed http(s) fetch (vLLM's VLLM_IMAGE_FETCH_TIMEOUT)
 
 
 def _types() -> str:

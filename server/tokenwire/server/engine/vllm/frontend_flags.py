@@ -46,7 +46,8 @@ FRONTEND: dict[str, str] = {
     "return_tokens_as_token_ids": HONOURED,  # the default of the request field
     "enable_force_include_usage": HONOURED,  # usage on every chat / completions stream
     # refused
-    "trust_request_mm_kwargs": "tokenwire serves text only (no multimodal inputs): drop it",
+    "trust_request_mm_kwargs": "per-request mm_processor_kwargs are not taken (images: "
+                               "docs/multimodal.md): drop it",
     "exclude_tools_when_tool_choice_none": "not supported: leave `tools` out of requests whose "
                                            "tool_choice is none",
     "tool_strict_level": "not supported: tool calls follow the configured --tool-call-parser "
