@@ -145,3 +145,32 @@ def test_bad_features_are_refused_naming_the_field(vlm_stub, vllm_render) -> Non
     # ... and the server still serves.
     ok = vlm_stub.Generate(gen({"token_ids": r["expanded"], "features": f}), timeout=120)
     assert ok.choices[0].token_ids
+
+
+def test_chat_token_data_rollout_with_its_image_hits_the_cache(vlm_stub, vllm_render) -> None:
+    """Chat's token-in (nvext.token_data) takes the same media: turn 1 as
+    unexpanded ids + content_parts, turn 2 as turn 1's expanded prompt +
+    completion + the new turn's ids with the same image: its image blocks
+    come from the cache (more cached tokens than the image's placeholder)."""
+    from tokenwire.v1 import chat_pb2
+
+    r = vllm_render
+    part = [{"type": "image_url", "url": r["url"]}]
+
+    def chat(ids: list[int], **nvext) -> chat_pb2.CreateChatCompletionRequest:
+        return json_format.ParseDict({
+            "messages": [{"role": "user", "content": "(ids)"}], "max_tokens": 24,
+            "temperature": 0, "ignore_eos": True, "return_token_ids": True,
+            "cache_salt": "chat-rollout", "nvext": {"token_data": ids, **nvext}},
+            chat_pb2.CreateChatCompletionRequest())
+
+    one = vlm_stub.CreateChatCompletion(chat(r["ids"], content_parts=part), timeout=120)
+    assert list(one.prompt_token_ids) == r["expanded"]
+    image_len = r["features"]["mm_placeholders"]["image"][0]["length"]
+    assert [(p.offset, p.length) for p in one.mm_placeholders.image] == [
+        (r["features"]["mm_placeholders"]["image"][0]["offset"], image_len)]
+    turn2 = [*one.prompt_token_ids, *one.choices[0].token_ids, 2, 198, 1, 4093, 198, 520, 2,
+             198, 1, 520, 198]
+    two = vlm_stub.CreateChatCompletion(chat(turn2, content_parts=part), timeout=120)
+    assert list(two.prompt_token_ids) == turn2
+    assert two.usage.prompt_tokens_details.cached_tokens > image_len

@@ -17,7 +17,7 @@ from google.protobuf import json_format
 from tests.servers import fake_serving
 from tokenwire.server.engine.fake import media
 from tokenwire.server.engine.fake.engine import FakeEngine
-from tokenwire.v1 import generate_pb2, multimodal_pb2, service_pb2_grpc
+from tokenwire.v1 import chat_pb2, generate_pb2, multimodal_pb2, service_pb2_grpc
 
 PNG = b"\x89PNG fake image bytes"
 URL = "data:image/png;base64," + base64.b64encode(PNG).decode()
@@ -219,3 +219,51 @@ def test_turn_two_as_expanded_ids_with_its_image_hits_the_cache(vlm) -> None:
     assert two.usage.prompt_tokens_details.cached_tokens >= 16
     err = refused(stub, gen({"token_ids": [1, I, I, 70], "content_parts": part}))
     assert dict(err.trailing_metadata()).get("tokenwire-reason") == "PLACEHOLDER_MISMATCH"
+
+
+def chat(body: dict) -> chat_pb2.CreateChatCompletionRequest:
+    base = {"messages": [{"role": "user", "content": "(ids)"}], "max_tokens": 4,
+            "return_token_ids": True}
+    return json_format.ParseDict({**base, **body}, chat_pb2.CreateChatCompletionRequest())
+
+
+def test_chat_token_data_takes_the_same_media(vlm) -> None:
+    """nvext.token_data with nvext.content_parts / features: turn 1 from
+    unexpanded ids and its image, turn 2 as turn 1's expanded ids +
+    completion + the new turn with the same image, hitting the cache."""
+    stub, _ = vlm
+    part = [{"type": "image_url", "url": URL}]
+    ids = [1] + [70 + k for k in range(12)] + [I, 80]
+    one = stub.CreateChatCompletion(chat({"nvext": {"token_data": ids, "content_parts": part},
+                                          "cache_salt": "chat-a"}), timeout=10)
+    assert list(one.prompt_token_ids)[13:17] == media.EXPAND
+    assert [(p.offset, p.length) for p in one.mm_placeholders.image] == [(13, 4)]
+    turn2 = [*one.prompt_token_ids, *one.choices[0].token_ids, 81, 82]
+    two = stub.CreateChatCompletion(chat({"nvext": {"token_data": turn2, "content_parts": part},
+                                          "cache_salt": "chat-a"}), timeout=10)
+    assert list(two.prompt_token_ids) == turn2
+    assert two.usage.prompt_tokens_details.cached_tokens >= 16
+    other = stub.CreateChatCompletion(chat({"nvext": {"token_data": turn2, "content_parts": part},
+                                            "cache_salt": "chat-b"}), timeout=10)
+    assert other.usage.prompt_tokens_details.cached_tokens == 0
+    feats = json_features(P)
+    resp = stub.CreateChatCompletion(chat({"nvext": {"token_data": P,
+                                                     "features": feats["features"]}}), timeout=10)
+    assert [(p.offset, p.length) for p in resp.mm_placeholders.image] == [(3, 4)]
+    chunks = list(stub.StreamChatCompletion(chat({
+        "nvext": {"token_data": ids, "content_parts": part}, "stream": True}), timeout=10))
+    assert [(p.offset, p.length) for c in chunks for p in c.mm_placeholders.image] == [(13, 4)]
+
+
+@pytest.mark.parametrize(("nvext", "param"), [
+    ({"content_parts": [{"type": "image_url", "url": URL}]}, "nvext.content_parts"),
+    ({"token_data": P, "features": json_features(P, kwargs_data={"image": ["AAAA"]})[
+        "features"]}, "nvext.features.kwargs_data.image[0]"),
+    ({"token_data": P, "content_parts": [{"type": "image_url", "url": "http://x.example/i"}]},
+     "nvext.content_parts[0].url"),
+])
+def test_chat_token_media_refused_naming_the_field(vlm, nvext, param) -> None:
+    with pytest.raises(grpc.RpcError) as info:
+        vlm[0].CreateChatCompletion(chat({"nvext": nvext}), timeout=10)
+    assert info.value.code() == grpc.StatusCode.INVALID_ARGUMENT
+    assert dict(info.value.trailing_metadata()).get("tokenwire-param") == param

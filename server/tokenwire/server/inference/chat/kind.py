@@ -20,6 +20,7 @@ from tokenwire.server.inference.kind_base import RequestKind
 from tokenwire.server.inference.shared.messages import render_options
 from tokenwire.server.inference.shared.prompt_chars import rendered_chars
 from tokenwire.server.inference.shared.render import as_generate_request
+from tokenwire.server.inference.shared.token_media import prepare
 from tokenwire.v1 import chat_pb2, generate_pb2
 
 
@@ -42,6 +43,13 @@ class ChatKind(RequestKind[chat_pb2.CreateChatCompletionRequest, ChatPlan,
                                   session_id=session_id)
         if plan.media is not None:
             await render_media(plane.engine, plan)
+        if plan.token_media is not None:  # token ids with their images (nvext)
+            param, asked = plan.max_tokens_asked
+            await prepare(plane.engine, plan.request, plan.token_media,
+                          max_tokens_param=param, max_tokens=asked)
+            if plan.parsing is not None:
+                plan.request.reasoning_ended, plan.request.reasoning_kwargs = (
+                    plan.parsing.engine_reasoning(plan.request.prompt_token_ids))
         return plan
 
     def build(self, plane: DataPlane, req: chat_pb2.CreateChatCompletionRequest, *,
@@ -62,7 +70,8 @@ class ChatKind(RequestKind[chat_pb2.CreateChatCompletionRequest, ChatPlan,
         return RunOutcome()  # the speculative prefill of the next turn reads it
 
     def after(self, plane: DataPlane, plan: ChatPlan, outcome: RunOutcome | None) -> bool:
-        if outcome is None or plan.media is not None:  # no prefill of a prompt with images
+        if outcome is None or plan.media is not None or plan.token_media is not None:
+            # no prefill of a prompt with images
             return False
         first = outcome.completions[0] if outcome.completions else []
         # The next turn's prefill (its template probe where the request's rendering ran).

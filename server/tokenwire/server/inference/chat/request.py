@@ -42,6 +42,7 @@ from tokenwire.server.inference.shared.nvext import check_extra_fields
 from tokenwire.server.inference.shared.prompt_chars import rendered_chars
 from tokenwire.server.inference.shared.sampling import opt, sampling_from_body
 from tokenwire.server.inference.shared.tenant_policy import body_priority, pick_cache_salt
+from tokenwire.server.inference.shared.token_media import TokenMedia, check_model_takes, token_media
 from tokenwire.v1 import chat_pb2
 
 TOOL_CHOICES = frozenset({"none", "auto", "required"})
@@ -71,6 +72,10 @@ class ChatPlan:
     role: str = "assistant"  # the reply's role: --response-role, or the last message's (vLLM's)
     # Messages with images, rendered after the plan is built (chat/media.py).
     media: ChatMedia | None = None
+    # Token ids with their media (nvext.content_parts / features), prepared
+    # after the plan is built (chat/kind.py); the max_tokens field as asked.
+    token_media: TokenMedia | None = None
+    max_tokens_asked: tuple[str, int | None] = ("max_tokens", None)
 
     @property
     def fingerprint(self) -> str:
@@ -215,6 +220,7 @@ def build_chat_plan(
     request_id = new_request_id("chatcmpl", req.request_id, caller.request_id)
     nv = req.nvext
     media: ChatMedia | None = None
+    ids_media: TokenMedia | None = None
     given_param, given_ids = given_prompt_ids(req)
     if not given_ids:
         # Cheap limit first: a text too long for the window by its length
@@ -243,6 +249,9 @@ def build_chat_plan(
         prompt_param = given_param
         v.prompt_fits(prompt_param, len(given_ids), engine.max_model_len)  # before the walk
         prompt = v.token_ids(prompt_param, given_ids, engine.vocab_size)
+        ids_media = _token_media(nv)
+        if ids_media is not None:
+            check_model_takes(engine, ids_media)
     else:
         prompt_param = "messages"
         messages = messages_to_dicts(req.messages, media=True)
@@ -311,7 +320,31 @@ def build_chat_plan(
         as_token_ids=as_token_ids(req, settings.return_tokens_as_token_ids),
         role=_reply_role(req, settings),
         media=media,
+        token_media=ids_media if given_ids else _no_media_without_ids(nv),
+        max_tokens_asked=(("max_completion_tokens", req.max_completion_tokens)
+                          if req.HasField("max_completion_tokens")
+                          else ("max_tokens", opt(req, "max_tokens"))),
     )
+
+
+def _token_media(nv: chat_pb2.NvExtRequest) -> TokenMedia | None:
+    """nvext's media of a token-in prompt (inference/shared/token_media.py)."""
+    return token_media(parts=nv.content_parts,
+                       features=nv.features if nv.HasField("features") else None,
+                       typed=nv.mm_features if nv.HasField("mm_features") else None,
+                       prefix="nvext.")
+
+
+def _no_media_without_ids(nv: chat_pb2.NvExtRequest) -> None:
+    """Media for a token-in prompt with no ids: refused (images in messages
+    are image_url parts)."""
+    for name in ("content_parts", "features", "mm_features"):
+        given = nv.content_parts if name == "content_parts" else nv.HasField(name)
+        if given:
+            raise InvalidArgument(
+                f"nvext.{name} goes with nvext.token_data (the ids holding its image tokens); "
+                "images in messages are image_url parts", param=f"nvext.{name}",
+                reason="MISSING_DEPENDENCY")
 
 
 def _reply_role(req: chat_pb2.CreateChatCompletionRequest, settings: ServerSettings) -> str:

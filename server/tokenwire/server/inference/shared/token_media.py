@@ -30,6 +30,7 @@ class TokenMedia:
     parts: list[MediaPart] | None = None
     features: list[FeatureItem] | None = None
     param: str = "content_parts"  # the field an error about the whole names
+    prefix: str = ""  # where the body's media fields sit ("nvext." on chat)
 
 
 def _refuse(msg: str, param: str, reason: str = "INVALID_TYPE") -> InvalidArgument:
@@ -155,14 +156,17 @@ def token_media(*, parts: Any, features: struct_pb2.Struct | None, typed: Any,
         if len(parts) > MAX_ITEMS:
             raise _refuse(f"more than {MAX_ITEMS} items", prefix + "content_parts",
                           "TOO_MANY_ITEMS")
-        return TokenMedia(parts=_parts(parts, prefix), param=prefix + "content_parts")
+        return TokenMedia(parts=_parts(parts, prefix), param=prefix + "content_parts",
+                          prefix=prefix)
     if features is not None:
         items = _json_features(features, prefix)
-        return TokenMedia(features=items, param=prefix + "features") if items else None
+        return (TokenMedia(features=items, param=prefix + "features", prefix=prefix)
+                if items else None)
     if len(typed.items) > MAX_ITEMS:
         raise _refuse(f"more than {MAX_ITEMS} items", prefix + "mm_features", "TOO_MANY_ITEMS")
     items = _typed_features(typed, prefix)
-    return TokenMedia(features=items, param=prefix + "mm_features") if items else None
+    return (TokenMedia(features=items, param=prefix + "mm_features", prefix=prefix)
+            if items else None)
 
 
 def check_model_takes(engine: Engine, media: TokenMedia) -> None:
@@ -178,8 +182,14 @@ async def prepare(engine: Any, request: EngineRequest, media: TokenMedia, *,
     feature checks, admitted, off the event loop) and run the request on
     the expanded prompt: its length checked again, an unset max_tokens
     recomputed for it."""
-    mm = await engine.prepare_media(request.prompt_token_ids, parts=media.parts,
-                                    features=media.features, tenant=request.tenant)
+    try:
+        mm = await engine.prepare_media(request.prompt_token_ids, parts=media.parts,
+                                        features=media.features, tenant=request.tenant)
+    except InvalidArgument as exc:  # the engine names the fields as Generate's: where they sit
+        if media.prefix and exc.param and not exc.param.startswith(media.prefix):
+            exc.message = exc.message.replace(exc.param, media.prefix + exc.param, 1)
+            exc.param = media.prefix + exc.param
+        raise
     ids = mm.prompt_token_ids
     v.prompt_fits(media.param, len(ids), engine.max_model_len)
     request.params.max_tokens = v.max_tokens(max_tokens_param, max_tokens, len(ids),
