@@ -86,13 +86,17 @@ def real_stub(
 
 # The tiny random VLM (an Idefics3; docs/multimodal.md): up to 2 images a
 # prompt; each image is up to 4 tiles + 1 global of 4 placeholder tokens.
+# file: URLs are read under VLM_MEDIA only (vLLM's --allowed-local-media-path).
 TINY_VLM = TESTS.parent / ".models" / "tiny-random-vlm"
+VLM_MEDIA = TESTS.parent / ".cache" / "vlm-media"
 VLM_SERVER_ARGS = [
     "--model",
     str(TINY_VLM),
     *REAL_SERVER_ARGS,
     "--limit-mm-per-prompt",
     '{"image": 2}',
+    "--allowed-local-media-path",
+    str(VLM_MEDIA),
 ]
 
 
@@ -100,6 +104,7 @@ VLM_SERVER_ARGS = [
 def vlm_server() -> collections.abc.Iterator[ProcessServer]:
     if not (TINY_VLM / "config.json").exists():
         pytest.skip("make tiny-vlm")
+    VLM_MEDIA.mkdir(parents=True, exist_ok=True)
     server = ProcessServer(VLM_SERVER_ARGS).start()
     yield server
     server.stop()

@@ -4,7 +4,10 @@ expanded prompt ids equal what the model's own Hugging Face processor
 makes of the same messages (the processor vLLM runs), mm_placeholders
 name each image's run, the cache salt keeps image blocks apart and a
 repeat hits them, streaming / n > 1 / logprobs work, a bad image is
-INVALID_ARGUMENT and the server keeps serving."""
+INVALID_ARGUMENT and the server keeps serving; `file:` URLs are read only
+under --allowed-local-media-path; --chat-template-content-format auto
+detects this model's parts template (text-only chats render as the
+model's processor renders them)."""
 
 from __future__ import annotations
 
@@ -16,7 +19,7 @@ import pytest
 from google.protobuf import json_format
 from PIL import Image
 
-from tests.conftest import TINY_VLM
+from tests.conftest import TINY_VLM, VLM_MEDIA
 from tokenwire.v1 import chat_pb2, multimodal_pb2
 
 
@@ -118,3 +121,34 @@ def test_a_bad_image_is_refused_and_the_server_serves_on(vlm_stub) -> None:
     assert info.value.code() == grpc.StatusCode.INVALID_ARGUMENT
     assert "--limit-mm-per-prompt" in info.value.details()
     assert vlm_stub.CreateChatCompletion(chat("just text")).choices[0].token_ids
+
+
+def test_file_urls_only_under_the_allowed_path(vlm_stub, tmp_path) -> None:
+    image = png(50, 40, (5, 6, 7))
+    inside = VLM_MEDIA / "red.png"
+    inside.write_bytes(image)
+    def body(where: str) -> list[dict]:
+        return [{"type": "text", "text": "hi"},
+                {"type": "image_url", "image_url": {"url": where}}]
+
+    by_file = vlm_stub.CreateChatCompletion(chat(body(inside.as_uri())))
+    by_data = vlm_stub.CreateChatCompletion(chat(body(url(image))))
+    assert list(by_file.prompt_token_ids) == list(by_data.prompt_token_ids)
+    outside = tmp_path / "elsewhere.png"
+    outside.write_bytes(image)
+    with pytest.raises(grpc.RpcError) as info:
+        vlm_stub.CreateChatCompletion(chat(
+            [{"type": "image_url", "image_url": {"url": outside.as_uri()}}]))
+    assert info.value.code() == grpc.StatusCode.INVALID_ARGUMENT
+
+
+def test_text_only_chat_renders_as_the_parts_template_does(vlm_stub) -> None:
+    from transformers import AutoProcessor
+
+    resp = vlm_stub.CreateChatCompletion(chat("Hello there"))
+    proc = AutoProcessor.from_pretrained(TINY_VLM)
+    text = proc.apply_chat_template(
+        [{"role": "user", "content": [{"type": "text", "text": "Hello there"}]}],
+        add_generation_prompt=True)
+    assert list(resp.prompt_token_ids) == proc.tokenizer.encode(text, add_special_tokens=False)
+    assert not resp.HasField("mm_placeholders")

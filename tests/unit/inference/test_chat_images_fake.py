@@ -63,8 +63,8 @@ def refused(call: object, req: object) -> tuple[str, str]:
         call(req)  # type: ignore[operator]
     err = info.value
     assert err.code() == grpc.StatusCode.INVALID_ARGUMENT, err.details()
-    from grpc_status import rpc_status
     from google.rpc import error_details_pb2
+    from grpc_status import rpc_status
 
     status = rpc_status.from_call(err)
     for detail in status.details:
@@ -192,3 +192,34 @@ def test_typed_parts_refuse_an_unsupported_mime_type_and_both_forms(vlm) -> None
 def test_a_text_only_model_refuses_an_image(fake_stub) -> None:
     assert refused(fake_stub.CreateChatCompletion, chat(parts("x", (URL,)))) == (
         "UNSUPPORTED_MODALITY", "messages[0].content[1]")
+
+
+KEYS = """
+[[keys]]
+key = "sk-tenant-a"
+tenant = "a"
+
+[[keys]]
+key = "sk-tenant-b"
+tenant = "b"
+"""
+
+
+def test_two_tenants_never_share_an_image_s_blocks(tmp_path) -> None:
+    keys = tmp_path / "keys.toml"
+    keys.write_text(KEYS)
+    engine = FakeEngine(max_model_len=512, block_size=4)
+    engine.takes_media = True
+    body = chat(parts((data_url(png(color=(4, 5, 6))),), "the same picture, the same words"))
+    with fake_serving(engine, served_model_name="fake-model", api_keys_file=str(keys)) as server, \
+            grpc.insecure_channel(server.address) as channel:
+        stub = service_pb2_grpc.TokenwireServiceStub(channel)
+
+        def cached(key: str) -> int:
+            resp = stub.CreateChatCompletion(body, metadata=(("authorization", f"Bearer {key}"),))
+            return resp.usage.prompt_tokens_details.cached_tokens
+
+        assert cached("sk-tenant-a") == 0
+        assert cached("sk-tenant-a") > 0  # the same tenant hits its own image blocks
+        assert cached("sk-tenant-b") == 0  # the other tenant does not
+        assert cached("sk-tenant-b") > 0
