@@ -123,6 +123,9 @@ def test_streaming_n_logprobs_and_stop_ids_with_an_image(vlm) -> None:
     assert stopped.choices[0].finish_reason == "stop"
     assert list(stopped.choices[0].token_ids) == list(unary.choices[0].token_ids[:2])
     assert stopped.system_fingerprint == unary.system_fingerprint
+    for choice in unary.choices:  # one weight version spans the whole completion
+        (span,) = choice.weight_versions
+        assert (span.start, span.end) == (0, len(choice.token_ids))
 
 
 def test_the_cache_salt_keeps_image_blocks_apart(vlm) -> None:
@@ -223,3 +226,33 @@ def test_two_tenants_never_share_an_image_s_blocks(tmp_path) -> None:
         assert cached("sk-tenant-a") > 0  # the same tenant hits its own image blocks
         assert cached("sk-tenant-b") == 0  # the other tenant does not
         assert cached("sk-tenant-b") > 0
+
+
+def test_rendering_images_is_admitted_as_a_request() -> None:
+    import asyncio
+
+    from tokenwire.server.core.admission import Admission
+    from tokenwire.server.core.domain import RenderOptions
+    from tokenwire.server.core.errors import ResourceExhausted
+    from tokenwire.server.core.metrics import Metrics
+    from tokenwire.server.engine.guarded import GuardedEngine
+
+    inner = FakeEngine(max_model_len=512)
+    inner.takes_media = True
+    seen: list[int] = []
+    admission = Admission(max_requests=1, max_tokens=10_000)
+    render = inner.render_chat_media
+
+    async def counting(messages, options):
+        seen.append(admission.requests)
+        return await render(messages, options)
+
+    inner.render_chat_media = counting  # type: ignore[method-assign]
+    guarded = GuardedEngine(inner, admission, Metrics())
+    messages = [{"role": "user", "content": parts((URL,), "hi")}]
+    prepared = asyncio.run(guarded.render_chat_media(messages, RenderOptions()))
+    assert seen == [1] and admission.requests == 0
+    assert prepared.placeholders["image"] == [(prepared.prompt_token_ids.index(media.IMAGE) - 1,
+                                               len(media.EXPAND))]
+    with admission.hold(0), pytest.raises(ResourceExhausted):  # a full server refuses it
+        asyncio.run(guarded.render_chat_media(messages, RenderOptions()))
