@@ -11,13 +11,13 @@ the field named and the server keeps serving."""
 from __future__ import annotations
 
 import base64
-import io
 
 import grpc
 import pytest
 from google.protobuf import json_format
 
 from tests.conftest import TINY_VLM
+from tests.vlm_features import vllm_features
 from tokenwire.v1 import generate_pb2
 
 IMAGE_TOKEN = 49153  # <image> of the tiny VLM's tokenizer (docs/multimodal.md)
@@ -25,34 +25,10 @@ IMAGE_TOKEN = 49153  # <image> of the tiny VLM's tokenizer (docs/multimodal.md)
 
 @pytest.fixture(scope="module")
 def vllm_render():
-    """vLLM's own renderer for the tiny VLM (in this process): the features
-    a vLLM /render would give, and the ids its processor expands to."""
+    """vLLM's own renderer's ids and features for the tiny VLM (tests/vlm_features.py)."""
     if not (TINY_VLM / "config.json").exists():
         pytest.skip("make tiny-vlm")
-    from PIL import Image
-    from transformers import AutoTokenizer
-    from vllm.engine.arg_utils import EngineArgs
-    from vllm.entrypoints.scale_out.token_in_token_out.mm_features import extract_mm_features
-    from vllm.inputs import TokensPrompt
-    from vllm.renderers import renderer_from_config
-
-    config = EngineArgs(model=str(TINY_VLM), max_model_len=2048,
-                        limit_mm_per_prompt={"image": 2}).create_engine_config()
-    renderer = renderer_from_config(config)
-    tok = AutoTokenizer.from_pretrained(TINY_VLM)
-    image = Image.new("RGB", (100, 60), (200, 30, 30))
-    buf = io.BytesIO()
-    image.save(buf, format="PNG")
-    url = "data:image/png;base64," + base64.b64encode(buf.getvalue()).decode()
-    text = tok.apply_chat_template(
-        [{"role": "user", "content": [{"type": "image"}, {"type": "text", "text": "What?"}]}],
-        add_generation_prompt=True, tokenize=False)
-    ids = tok.encode(text, add_special_tokens=False)
-    (rendered,) = renderer.render_cmpl([TokensPrompt(prompt_token_ids=list(ids),
-                                                     multi_modal_data={"image": [image]})])
-    features = extract_mm_features(rendered).model_dump(exclude_none=True)
-    return {"ids": ids, "url": url, "expanded": list(rendered["prompt_token_ids"]),
-            "features": features}
+    return vllm_features()
 
 
 def gen(body: dict) -> generate_pb2.GenerateRequest:
