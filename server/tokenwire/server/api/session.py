@@ -252,7 +252,9 @@ class Session:
                 )
             await outbox.put_data(event)
         done = session_pb2.SessionRequestDone(continuable=False)
-        if outcome.prompt_ids:  # (a completion batch is not one turn: not stored)
+        # (A completion batch is not one turn; a turn with images is not
+        # continued by ids, which would lose its images: neither is stored.)
+        if outcome.prompt_ids and plan.request.multimodal is None:
             turn = StoredTurn.of(outcome.prompt_ids, outcome.completions, plan.request.cache_salt)
             done.continuable = plane.store.put(self.id, rid, turn)
         if cont is not None:
