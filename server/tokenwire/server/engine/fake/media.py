@@ -18,7 +18,6 @@ from tokenwire.server.core import multimodal
 from tokenwire.server.core.domain import RenderOptions
 from tokenwire.server.core.errors import InvalidArgument
 from tokenwire.server.core.media_inputs import FeatureItem, MediaPart, MultimodalPrompt
-from tokenwire.server.core.media_urls import media_url
 
 IMAGE_START, IMAGE, IMAGE_END = 296, 297, 298
 EXPAND = [IMAGE_START, IMAGE, IMAGE, IMAGE_END]
@@ -35,7 +34,9 @@ def from_parts(prompt: list[int], parts: list[MediaPart]) -> MultimodalPrompt:
     if len(parts) > LIMIT:
         raise InvalidArgument(f"content_parts: {len(parts)} image items, at most {LIMIT} per "
                               "prompt", param="content_parts", reason="TOO_MANY_ITEMS")
-    urls = [media_url(p, ALLOWED_DOMAINS) for p in parts]
+    for part in parts:
+        multimodal.check_allowed(part.param + ".url", part.url, ALLOWED_DOMAINS, "")
+    urls = [p.url for p in parts]
     hashes = []
     for part, url in zip(parts, urls, strict=True):
         if url.startswith("data:"):

@@ -12,14 +12,15 @@ apart by the cache salt, which keys the image blocks after it."""
 
 from __future__ import annotations
 
+import asyncio
 import dataclasses
 import hashlib
 from collections.abc import Callable
 from typing import Any
 
+from tokenwire.server.core import multimodal
 from tokenwire.server.core.errors import InvalidArgument
 from tokenwire.server.core.media_inputs import FeatureItem, MediaPart, MultimodalPrompt
-from tokenwire.server.core.media_urls import media_url
 
 MODALITIES = ("image",)
 
@@ -164,8 +165,8 @@ class VllmMultimodal:
                 self._check_modality(part.modality, 1, part.param)
         self._check_modality("image", len(parts), "content_parts")
         config = self._llm.model_config
-        allowed = list(getattr(config, "allowed_media_domains", None) or [])
-        urls = [media_url(p, allowed) for p in parts]
+        await asyncio.to_thread(self._check_urls, parts)
+        urls = [p.url for p in parts]
         tracker = AsyncMultiModalItemTracker(config)
         parser = tracker.create_parser()
         try:
@@ -186,6 +187,19 @@ class VllmMultimodal:
                   for m, ranges in (engine_input.get("mm_placeholders") or {}).items()}
         return MultimodalPrompt(list(engine_input["prompt_token_ids"]), places,
                                 engine_input=engine_input, items=len(parts))
+
+    def _check_urls(self, parts: list[MediaPart]) -> None:
+        """Chat's rules (core/multimodal.py) with vLLM's flags: http(s) only
+        on --allowed-media-domains, file: only under
+        --allowed-local-media-path; each data URL's header and pixels. CPU:
+        run off the event loop."""
+        config = self._llm.model_config
+        domains = list(getattr(config, "allowed_media_domains", None) or [])
+        local = str(getattr(config, "allowed_local_media_path", "") or "")
+        for part in parts:
+            multimodal.check_allowed(part.param + ".url", part.url, domains, local)
+            if part.url.startswith("data:"):
+                multimodal.inspect_data_url(part.param + ".url", part.url)
 
     def _image_token(self) -> int | None:
         config = self._llm.model_config.hf_config

@@ -14,12 +14,13 @@ from typing import Any
 
 from google.protobuf import struct_pb2
 
+from tokenwire.server.core import multimodal
 from tokenwire.server.core import validation as v
 from tokenwire.server.core.domain import Engine, EngineRequest
 from tokenwire.server.core.errors import InvalidArgument
 from tokenwire.server.core.media_inputs import FeatureItem, MediaPart
 
-MAX_ITEMS = 64  # a bound before any decoding; the model's own limit is checked after
+MAX_ITEMS = multimodal.MAX_IMAGES_PER_REQUEST  # before any decoding; then the model's limit
 PART_TYPES = {"image_url": "image"}
 
 
@@ -38,7 +39,12 @@ def _refuse(msg: str, param: str, reason: str = "INVALID_TYPE") -> InvalidArgume
 
 
 def _parts(parts: Any, prefix: str) -> list[MediaPart]:
+    """Each part's URL under chat's image rules (core/multimodal.py): a
+    data URL of an image type, or http(s) / file: (the engine checks them
+    against its flags); gRPC bytes become a data URL; the request's image
+    bytes bounded before anything is decoded."""
     out = []
+    total = 0
     for i, part in enumerate(parts):
         param = f"{prefix}content_parts[{i}]"
         modality = PART_TYPES.get(part.type)
@@ -46,14 +52,23 @@ def _parts(parts: Any, prefix: str) -> list[MediaPart]:
             raise InvalidArgument(
                 f"{param}.type '{part.type}' is not served (image_url only)",
                 param=param + ".type", reason="UNSUPPORTED_MODALITY")
-        image = part.image if part.HasField("image") else None
-        if image is not None and image.url:
-            raise _refuse("give the URL as url, the bytes as image.data", param + ".image.url",
-                          "FIELDS_CONFLICT")
-        out.append(MediaPart(modality, param, url=part.url,
-                             data=image.data if image is not None else b"",
-                             mime_type=image.mime_type if image is not None else "",
-                             uuid=part.uuid or None))
+        if part.HasField("image"):
+            if part.url:
+                raise _refuse("give the URL as url or the image as image, not both",
+                              param + ".image", "FIELDS_CONFLICT")
+            url = multimodal.image_url(param + ".image", part.image)
+        else:
+            if not part.url:
+                raise _refuse("url (or image) is required", param + ".url", "FIELD_REQUIRED")
+            multimodal.check_url(param + ".url", part.url)
+            url = part.url
+        if url.startswith("data:"):
+            total += (len(url) - url.find(",") - 1) * 3 // 4
+            if total > multimodal.MAX_MEDIA_BYTES:
+                raise InvalidArgument(f"{param}: the request's images exceed "
+                                      f"{multimodal.MAX_MEDIA_BYTES} bytes", param=param,
+                                      reason="MEDIA_TOO_LARGE")
+        out.append(MediaPart(modality, param, url=url, uuid=part.uuid or None))
     return out
 
 
