@@ -62,6 +62,21 @@ def test_content_parts_and_features_give_vllms_ids_and_the_same_output(vlm_stub,
     for resp in (as_json, grpc_typed):
         assert list(resp.prompt_token_ids) == r["expanded"]
         assert list(resp.choices[0].token_ids) == list(parts.choices[0].token_ids)
+    # n > 1, logprobs, stop ids and weight spans as without images (streamed too).
+    chunks = list(vlm_stub.StreamGenerate(gen({
+        "token_ids": r["ids"], "content_parts": [{"type": "image_url", "url": r["url"]}],
+        "sampling_params": {"max_tokens": 5, "n": 2, "temperature": 1.0, "seed": 7,
+                            "logprobs": 1, "stop_token_ids": [2]}}), timeout=120))
+    assert list(chunks[0].prompt_token_ids) == r["expanded"]
+    assert [(p.offset, p.length) for p in chunks[0].mm_placeholders.image] == [
+        (places["image"][0]["offset"], places["image"][0]["length"])]
+    for index in (0, 1):
+        mine = [ch for c in chunks for ch in c.choices if ch.index == index]
+        ids = [t for ch in mine for t in ch.token_ids]
+        assert 0 < len(ids) <= 5
+        assert sum(len(ch.logprobs.content) for ch in mine) == len(ids)
+        (last,) = [ch for ch in mine if ch.finish_reason]
+        assert [(s.start, s.end) for s in last.weight_versions] == [(0, len(ids))]
 
 
 def test_turn_two_as_ids_hits_the_image_blocks_in_its_salt_only(vlm_stub, vllm_render) -> None:

@@ -267,3 +267,47 @@ def test_chat_token_media_refused_naming_the_field(vlm, nvext, param) -> None:
         vlm[0].CreateChatCompletion(chat({"nvext": nvext}), timeout=10)
     assert info.value.code() == grpc.StatusCode.INVALID_ARGUMENT
     assert dict(info.value.trailing_metadata()).get("tokenwire-param") == param
+
+
+KEYS = """
+[[keys]]
+key = "sk-alpha-one"
+tenant = "alpha"
+
+[[keys]]
+key = "sk-alpha-two"
+tenant = "alpha"
+
+[[keys]]
+key = "sk-beta-0001"
+tenant = "beta"
+"""
+
+
+def test_tenants_never_share_image_blocks_one_tenant_does(tmp_path) -> None:
+    path = tmp_path / "keys.toml"
+    path.write_text(KEYS)
+    engine = FakeEngine(max_model_len=512, block_size=4)
+    engine.takes_media = True
+    body = {"token_ids": [1] + [70 + k for k in range(12)] + [I, 80],
+            "content_parts": [{"type": "image_url", "url": URL}]}
+    with fake_serving(engine, api_keys_file=str(path)) as server, \
+            grpc.insecure_channel(server.address) as channel:
+        stub = service_pb2_grpc.TokenwireServiceStub(channel)
+
+        def cached(key: str, salt: str = "") -> int:
+            req = gen({**body, "cache_salt": salt} if salt else body)
+            resp = stub.Generate(req, metadata=(("authorization", f"Bearer {key}"),),
+                                 timeout=10)
+            return resp.usage.prompt_tokens_details.cached_tokens
+
+        assert cached("sk-alpha-one") == 0
+        assert cached("sk-alpha-two") >= 16  # the same tenant: its image blocks hit
+        assert cached("sk-beta-0001") == 0  # another tenant never shares them ...
+        assert cached("sk-beta-0001", "x") == 0  # ... whatever salt it names
+        features = json_features(P)
+        for key, hit in (("sk-alpha-one", False), ("sk-alpha-two", True),
+                         ("sk-beta-0001", False)):
+            resp = stub.Generate(gen(features), timeout=10,
+                                 metadata=(("authorization", f"Bearer {key}"),))
+            assert (resp.usage.prompt_tokens_details.cached_tokens > 0) == hit
