@@ -7,9 +7,9 @@ from __future__ import annotations
 
 import pytest
 
-from tests.unit.runtime.test_vllm_command_line import parse_settings
 from tokenwire.server.core import multimodal
 from tokenwire.server.core.errors import InvalidArgument
+from tokenwire.server.runtime.cli import parse_settings
 
 
 def test_media_flags_reach_the_engine_arguments() -> None:
@@ -36,3 +36,18 @@ def test_the_allow_list(url: str, domains: list[str], local: str, allowed: bool)
     with pytest.raises(InvalidArgument) as info:
         multimodal.check_allowed("p", url, domains, local)
     assert (info.value.reason, info.value.param) == ("MEDIA_URL_NOT_ALLOWED", "p")
+
+
+def test_allowed_fetches_follow_no_redirect_and_are_bounded(monkeypatch) -> None:
+    from tokenwire.server.engine.vllm.args import engine_env
+
+    for name in ("VLLM_MEDIA_URL_ALLOW_REDIRECTS", "VLLM_MAX_MEDIA_DOWNLOAD_SIZE_MB",
+                 "VLLM_MAX_IMAGE_PIXELS"):
+        monkeypatch.delenv(name, raising=False)
+    monkeypatch.setenv("VLLM_MAX_IMAGE_PIXELS", "1000")  # the operator's value wins
+    engine_env()
+    import os
+
+    assert os.environ["VLLM_MEDIA_URL_ALLOW_REDIRECTS"] == "0"
+    assert os.environ["VLLM_MAX_MEDIA_DOWNLOAD_SIZE_MB"] == "10"
+    assert os.environ["VLLM_MAX_IMAGE_PIXELS"] == "1000"

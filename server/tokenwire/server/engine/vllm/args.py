@@ -27,6 +27,8 @@ import pathlib
 from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any
 
+from tokenwire.server.core.multimodal import MAX_IMAGE_PIXELS, MAX_MEDIA_BYTES
+
 if TYPE_CHECKING:
     from tokenwire.server.core.settings import ServerSettings
 
@@ -241,6 +243,12 @@ def engine_env() -> None:
     # ("auto" reserves one of two cores, halving decode speed here).
     os.environ.setdefault("VLLM_CPU_OMP_THREADS_BIND", "nobind")
     os.environ.setdefault("VLLM_LOGGING_LEVEL", "WARNING")
+    # Media fetched from --allowed-media-domains (docs/multimodal.md): no
+    # redirects (an allowed host could send the fetch anywhere), at most the
+    # bytes a request may carry inline, and the pixels per image.
+    os.environ.setdefault("VLLM_MEDIA_URL_ALLOW_REDIRECTS", "0")
+    os.environ.setdefault("VLLM_MAX_MEDIA_DOWNLOAD_SIZE_MB", str(MAX_MEDIA_BYTES >> 20))
+    os.environ.setdefault("VLLM_MAX_IMAGE_PIXELS", str(MAX_IMAGE_PIXELS))
 
 
 def programmatic_engine_args(settings: ServerSettings) -> dict[str, Any]:
