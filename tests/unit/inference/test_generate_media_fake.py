@@ -311,3 +311,15 @@ def test_tenants_never_share_image_blocks_one_tenant_does(tmp_path) -> None:
             resp = stub.Generate(gen(features), timeout=10,
                                  metadata=(("authorization", f"Bearer {key}"),))
             assert (resp.usage.prompt_tokens_details.cached_tokens > 0) == hit
+
+
+def test_image_bytes_over_the_bound(vlm, monkeypatch) -> None:
+    from tokenwire.server.core import multimodal
+
+    monkeypatch.setattr(multimodal, "MAX_MEDIA_BYTES", 16)
+    big = "data:image/png;base64," + base64.b64encode(b"x" * 32).decode()
+    err = refused(vlm[0], gen({"token_ids": PROMPT,
+                               "content_parts": [{"type": "image_url", "url": big}]}))
+    meta = dict(err.trailing_metadata())
+    assert meta.get("tokenwire-reason") == "MEDIA_TOO_LARGE"
+    assert meta.get("tokenwire-param") == "content_parts[0]"

@@ -273,10 +273,10 @@ class VllmMultimodal:
         for modality, group in by_modality.items():
             self._check_modality(modality, len(group), f"features.mm_hashes.{modality}")
         try:  # vLLM's own rules: same modalities, counts, ranges sorted, not overlapping
-            MultiModalFeatures(
-                mm_hashes={m: [i.hash for i in g] for m, g in by_modality.items()},
-                mm_placeholders={m: [{"offset": i.offset, "length": i.length} for i in g]
-                                 for m, g in by_modality.items()})
+            MultiModalFeatures.model_validate({
+                "mm_hashes": {m: [i.hash for i in g] for m, g in by_modality.items()},
+                "mm_placeholders": {m: [{"offset": i.offset, "length": i.length} for i in g]
+                                    for m, g in by_modality.items()}})
         except ValidationError as exc:
             msg = "; ".join(e["msg"].removeprefix("Value error, ") for e in exc.errors())
             raise InvalidArgument(f"features.mm_placeholders: {msg}",

@@ -94,7 +94,7 @@ class ChatKind(RequestKind[chat_pb2.CreateChatCompletionRequest, ChatPlan,
                      caller: Caller) -> generate_pb2.GenerateRequest:
         """The Generate request `req` would run as (nothing is generated)."""
         plan = await self.plan(plane, req, caller=caller, stream=False)
-        if plan.media is not None:
+        if plan.media is not None or plan.token_media is not None:
             raise InvalidArgument(
                 "messages with images cannot be rendered into a Generate request here; run "
                 "the chat with return_token_ids (expanded ids and mm_placeholders)",

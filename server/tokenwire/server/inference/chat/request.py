@@ -277,6 +277,8 @@ def build_chat_plan(
             prompt = engine.render_chat(messages, options)
             if add_special:
                 prompt = engine.encode("", add_special_tokens=True) + prompt
+    if not given_ids:
+        _no_media_without_ids(nv)
     if media is None:  # else checked once expanded (chat/media.py)
         v.prompt_fits(prompt_param, len(prompt), engine.max_model_len)
 
@@ -320,7 +322,7 @@ def build_chat_plan(
         as_token_ids=as_token_ids(req, settings.return_tokens_as_token_ids),
         role=_reply_role(req, settings),
         media=media,
-        token_media=ids_media if given_ids else _no_media_without_ids(nv),
+        token_media=ids_media,
         max_tokens_asked=(("max_completion_tokens", req.max_completion_tokens)
                           if req.HasField("max_completion_tokens")
                           else ("max_tokens", opt(req, "max_tokens"))),

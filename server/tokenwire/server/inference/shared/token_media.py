@@ -123,7 +123,7 @@ def _json_features(features: struct_pb2.Struct, prefix: str) -> list[FeatureItem
         if set(groups[key]) != set(modalities):
             raise _refuse("must name the same modalities as mm_hashes", f"{base}.{key}",
                           "FEATURES_INVALID")
-    out = []
+    out: list[FeatureItem] = []
     for m in modalities:
         hashes = _list(groups["mm_hashes"][m], f"{base}.mm_hashes.{m}")
         places = _list(groups["mm_placeholders"][m], f"{base}.mm_placeholders.{m}")
