@@ -124,6 +124,9 @@ def test_bad_features_are_refused_naming_the_field(vlm_stub, vllm_render) -> Non
     outside = {**f, "mm_placeholders": {"image": [{**place, "offset": len(r["expanded"])}]}}
     assert _refused(vlm_stub, {"token_ids": r["expanded"], "features": outside})[
         "tokenwire-reason"] == "PLACEHOLDER_OUT_OF_RANGE"
+    counts = {**f, "mm_hashes": {"image": [*f["mm_hashes"]["image"], "another"]}}
+    meta = _refused(vlm_stub, {"token_ids": r["expanded"], "features": counts})
+    assert meta["tokenwire-reason"] == "FEATURES_INVALID"  # hashes count != placeholders count
     garbage = {**f, "kwargs_data": {"image": [base64.b64encode(b"\x93not msgpack").decode()]}}
     meta = _refused(vlm_stub, {"token_ids": r["expanded"], "features": garbage})
     assert meta["tokenwire-param"] == "features.kwargs_data.image[0]"
@@ -165,3 +168,14 @@ def test_chat_token_data_rollout_with_its_image_hits_the_cache(vlm_stub, vllm_re
     two = vlm_stub.CreateChatCompletion(chat(turn2, content_parts=part), timeout=120)
     assert list(two.prompt_token_ids) == turn2
     assert two.usage.prompt_tokens_details.cached_tokens > image_len
+
+
+def test_a_text_only_model_refuses_media(real_stub, vllm_render) -> None:
+    r = vllm_render
+    meta = _refused(real_stub, {"token_ids": [1, 2, 3], "content_parts": [
+        {"type": "image_url", "url": r["url"]}]})
+    assert meta["tokenwire-reason"] == "UNSUPPORTED_MODALITY"
+    assert meta["tokenwire-param"] == "content_parts"
+    meta = _refused(real_stub, {"token_ids": r["expanded"][:40], "features": {
+        **r["features"], "mm_placeholders": {"image": [{"offset": 3, "length": 33}]}}})
+    assert meta["tokenwire-param"] == "features"
