@@ -24,7 +24,7 @@ _sym_db = _symbol_database.Default()
 
 
 
-DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n\x1dtokenwire/v1/multimodal.proto\x12\x0ctokenwire.v1\":\n\nImageInput\x12\x0c\n\x04\x64\x61ta\x18\x01 \x01(\x0c\x12\x11\n\tmime_type\x18\x02 \x01(\t\x12\x0b\n\x03url\x18\x03 \x01(\t\"P\n\x0b\x43ontentPart\x12\x0e\n\x04text\x18\x01 \x01(\tH\x00\x12)\n\x05image\x18\x02 \x01(\x0b\x32\x18.tokenwire.v1.ImageInputH\x00\x42\x06\n\x04part\"2\n\x10PlaceholderRange\x12\x0e\n\x06offset\x18\x01 \x01(\r\x12\x0e\n\x06length\x18\x02 \x01(\r\"G\n\x16MultiModalPlaceholders\x12-\n\x05image\x18\x01 \x03(\x0b\x32\x1e.tokenwire.v1.PlaceholderRange\"b\n\x0eTokenMediaPart\x12\x0c\n\x04type\x18\x01 \x01(\t\x12\x0b\n\x03url\x18\x02 \x01(\t\x12\x0c\n\x04uuid\x18\x03 \x01(\t\x12\'\n\x05image\x18\x04 \x01(\x0b\x32\x18.tokenwire.v1.ImageInput\"\x81\x01\n\x15MultiModalFeatureItem\x12\x10\n\x08modality\x18\x01 \x01(\t\x12\x0c\n\x04hash\x18\x02 \x01(\t\x12\x33\n\x0bplaceholder\x18\x03 \x01(\x0b\x32\x1e.tokenwire.v1.PlaceholderRange\x12\x13\n\x0bkwargs_data\x18\x04 \x01(\x0c\"H\n\x12MultiModalFeatures\x12\x32\n\x05items\x18\x01 \x03(\x0b\x32#.tokenwire.v1.MultiModalFeatureItemb\x06proto3')
+DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n\x1dtokenwire/v1/multimodal.proto\x12\x0ctokenwire.v1\":\n\nImageInput\x12\x0c\n\x04\x64\x61ta\x18\x01 \x01(\x0c\x12\x11\n\tmime_type\x18\x02 \x01(\t\x12\x0b\n\x03url\x18\x03 \x01(\t\"P\n\x0b\x43ontentPart\x12\x0e\n\x04text\x18\x01 \x01(\tH\x00\x12)\n\x05image\x18\x02 \x01(\x0b\x32\x18.tokenwire.v1.ImageInputH\x00\x42\x06\n\x04part\"R\n\x10PlaceholderRange\x12\x13\n\x06offset\x18\x01 \x01(\rH\x00\x88\x01\x01\x12\x13\n\x06length\x18\x02 \x01(\rH\x01\x88\x01\x01\x42\t\n\x07_offsetB\t\n\x07_length\"G\n\x16MultiModalPlaceholders\x12-\n\x05image\x18\x01 \x03(\x0b\x32\x1e.tokenwire.v1.PlaceholderRange\"b\n\x0eTokenMediaPart\x12\x0c\n\x04type\x18\x01 \x01(\t\x12\x0b\n\x03url\x18\x02 \x01(\t\x12\x0c\n\x04uuid\x18\x03 \x01(\t\x12\'\n\x05image\x18\x04 \x01(\x0b\x32\x18.tokenwire.v1.ImageInput\"\x81\x01\n\x15MultiModalFeatureItem\x12\x10\n\x08modality\x18\x01 \x01(\t\x12\x0c\n\x04hash\x18\x02 \x01(\t\x12\x33\n\x0bplaceholder\x18\x03 \x01(\x0b\x32\x1e.tokenwire.v1.PlaceholderRange\x12\x13\n\x0bkwargs_data\x18\x04 \x01(\x0c\"H\n\x12MultiModalFeatures\x12\x32\n\x05items\x18\x01 \x03(\x0b\x32#.tokenwire.v1.MultiModalFeatureItemb\x06proto3')
 
 _globals = globals()
 _builder.BuildMessageAndEnumDescriptors(DESCRIPTOR, _globals)
@@ -36,13 +36,13 @@ if not _descriptor._USE_C_DESCRIPTORS:
   _globals['_CONTENTPART']._serialized_start=107
   _globals['_CONTENTPART']._serialized_end=187
   _globals['_PLACEHOLDERRANGE']._serialized_start=189
-  _globals['_PLACEHOLDERRANGE']._serialized_end=239
-  _globals['_MULTIMODALPLACEHOLDERS']._serialized_start=241
-  _globals['_MULTIMODALPLACEHOLDERS']._serialized_end=312
-  _globals['_TOKENMEDIAPART']._serialized_start=314
-  _globals['_TOKENMEDIAPART']._serialized_end=412
-  _globals['_MULTIMODALFEATUREITEM']._serialized_start=415
-  _globals['_MULTIMODALFEATUREITEM']._serialized_end=544
-  _globals['_MULTIMODALFEATURES']._serialized_start=546
-  _globals['_MULTIMODALFEATURES']._serialized_end=618
+  _globals['_PLACEHOLDERRANGE']._serialized_end=271
+  _globals['_MULTIMODALPLACEHOLDERS']._serialized_start=273
+  _globals['_MULTIMODALPLACEHOLDERS']._serialized_end=344
+  _globals['_TOKENMEDIAPART']._serialized_start=346
+  _globals['_TOKENMEDIAPART']._serialized_end=444
+  _globals['_MULTIMODALFEATUREITEM']._serialized_start=447
+  _globals['_MULTIMODALFEATUREITEM']._serialized_end=576
+  _globals['_MULTIMODALFEATURES']._serialized_start=578
+  _globals['_MULTIMODALFEATURES']._serialized_end=650
 # @@protoc_insertion_point(module_scope)

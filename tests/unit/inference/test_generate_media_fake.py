@@ -323,3 +323,15 @@ def test_image_bytes_over_the_bound(vlm, monkeypatch) -> None:
     meta = dict(err.trailing_metadata())
     assert meta.get("tokenwire-reason") == "MEDIA_TOO_LARGE"
     assert meta.get("tokenwire-param") == "content_parts[0]"
+
+
+def test_an_image_opening_the_prompt_prints_offset_zero(vlm) -> None:
+    import json
+
+    from tokenwire.server.api.sse import response_json
+
+    resp = vlm[0].Generate(gen({"token_ids": [I, 70], "return_token_ids": True,
+                                "content_parts": [{"type": "image_url", "url": URL}]}),
+                           timeout=10)
+    body = json.loads(response_json(resp))  # the REST body (the gateway's :json route)
+    assert body["mm_placeholders"] == {"image": [{"offset": 0, "length": 4}]}  # as vLLM's
