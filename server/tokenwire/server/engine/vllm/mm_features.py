@@ -329,14 +329,11 @@ class VllmMultimodal:
             engine_input=engine_input, items=len(items))
 
     def _decode(self, raw: bytes, param: str) -> dict[str, Any]:
-        from vllm.multimodal.inputs import MultiModalKwargsItem
-        from vllm.v1.serial_utils import MsgpackDecoder
-
         if not raw:
             raise InvalidArgument(f"{param} is required: the server resolves no item from its "
                                   "caches", param=param, reason="FIELD_REQUIRED")
         if self._decoder is None:
-            self._decoder = MsgpackDecoder(t=MultiModalKwargsItem)
+            self._decoder = _callers_decoder()
         try:
             item = self._decoder.decode(raw)
             return {key: elem.data for key, elem in item.items()}
@@ -344,6 +341,37 @@ class VllmMultimodal:
             raise InvalidArgument(f"{param} does not decode as vLLM's serialized "
                                   f"MultiModalKwargsItem ({type(exc).__name__})",
                                   param=param, reason="FEATURES_INVALID") from exc
+
+
+def _callers_decoder() -> Any:
+    """vLLM's MsgpackDecoder for a MultiModalKwargsItem, for bytes a caller
+    sent: no pickle extension even where the operator allows pickle for
+    vLLM's own IPC (VLLM_ALLOW_INSECURE_SERIALIZATION), and only vLLM's
+    three field factories by name."""
+    from vllm.multimodal.inputs import MultiModalKwargsItem
+    from vllm.v1.serial_utils import (
+        CUSTOM_TYPE_CLOUDPICKLE,
+        CUSTOM_TYPE_PICKLE,
+        MMF_CLASS_TO_FACTORY,
+        MsgpackDecoder,
+    )
+
+    factories = frozenset(MMF_CLASS_TO_FACTORY.values())
+
+    class CallersDecoder(MsgpackDecoder):
+        def ext_hook(self, code: int, data: memoryview) -> Any:
+            if code in (CUSTOM_TYPE_PICKLE, CUSTOM_TYPE_CLOUDPICKLE):
+                raise TypeError("pickled data is not accepted from a caller")
+            return super().ext_hook(code, data)
+
+        def _decode_mm_field_elem(self, obj: dict[str, Any]) -> Any:
+            field = obj.get("field")
+            if not (isinstance(field, (list, tuple)) and len(field) == 2
+                    and field[0] in factories and isinstance(field[1], dict)):
+                raise TypeError("not one of vLLM's multimodal field factories")
+            return super()._decode_mm_field_elem(obj)
+
+    return CallersDecoder(t=MultiModalKwargsItem)
 
 
 def _find(seq: list[int], run: list[int], start: int) -> int:
