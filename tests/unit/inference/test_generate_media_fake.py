@@ -21,8 +21,8 @@ from tokenwire.v1 import chat_pb2, generate_pb2, multimodal_pb2, service_pb2_grp
 
 PNG = b"\x89PNG fake image bytes"
 URL = "data:image/png;base64," + base64.b64encode(PNG).decode()
-I = media.IMAGE
-PROMPT = [1, 70, 71, I, 72, 73]  # one image token, expanded to 4 ids at index 3
+IMG = media.IMAGE
+PROMPT = [1, 70, 71, IMG, 72, 73]  # one image token, expanded to 4 ids at index 3
 EXPANDED = [1, 70, 71, *media.EXPAND, 72, 73]
 TEXT = [1, 70, 71, 72, 73]
 
@@ -83,7 +83,7 @@ def test_grpc_bytes_are_the_same_image(vlm) -> None:
 
 def test_features_json_and_typed(vlm) -> None:
     stub, engine = vlm
-    prompt = [1, 70, 71, media.IMAGE_START, I, I, media.IMAGE_END, 72]
+    prompt = [1, 70, 71, media.IMAGE_START, IMG, IMG, media.IMAGE_END, 72]
     resp = stub.Generate(gen(json_features(prompt)), timeout=10)
     assert list(resp.prompt_token_ids) == prompt  # features: the ids are already expanded
     assert [(p.offset, p.length) for p in resp.mm_placeholders.image] == [(3, 4)]
@@ -114,7 +114,7 @@ def test_bad_content_parts(vlm, body, param) -> None:
     assert dict(err.trailing_metadata()).get("tokenwire-param") == param
 
 
-P = [1, 70, 71, media.IMAGE_START, I, I, media.IMAGE_END, 72]
+P = [1, 70, 71, media.IMAGE_START, IMG, IMG, media.IMAGE_END, 72]
 
 
 @pytest.mark.parametrize(("over", "param"), [
@@ -140,7 +140,7 @@ def test_bad_features(vlm, over, param) -> None:
 
 
 def test_too_many_feature_items(vlm) -> None:
-    prompt = [1] + [media.IMAGE_START, I, I, media.IMAGE_END] * 3
+    prompt = [1] + [media.IMAGE_START, IMG, IMG, media.IMAGE_END] * 3
     over = {"mm_hashes": {"image": ["a", "b", "c"]},
             "mm_placeholders": {"image": [{"offset": 1 + 4 * k, "length": 4} for k in range(3)]},
             "kwargs_data": {"image": [base64.b64encode(b"fake:2").decode()] * 3}}
@@ -178,7 +178,7 @@ def _cached(stub, body: dict, salt: str = "") -> int:
 
 def test_image_blocks_keyed_by_image_and_salt(vlm) -> None:
     stub, _ = vlm
-    long = [1] + [70 + k % 20 for k in range(20)] + [I] + [80, 81, 82, 83]
+    long = [1] + [70 + k % 20 for k in range(20)] + [IMG] + [80, 81, 82, 83]
     other = "data:image/png;base64," + base64.b64encode(b"another image").decode()
     body = {"token_ids": long, "content_parts": [{"type": "image_url", "url": URL}]}
     assert _cached(stub, body, "s1") == 0
@@ -208,7 +208,7 @@ def test_logprobs_stop_ids_n_and_spans_with_an_image(vlm) -> None:
 def test_turn_two_as_expanded_ids_with_its_image_hits_the_cache(vlm) -> None:
     stub, _ = vlm
     part = [{"type": "image_url", "url": URL}]
-    one = stub.Generate(gen({"token_ids": [1] + [70 + k for k in range(12)] + [I],
+    one = stub.Generate(gen({"token_ids": [1] + [70 + k for k in range(12)] + [IMG],
                              "content_parts": part, "return_token_ids": True,
                              "cache_salt": "t2"}), timeout=10)
     turn2 = [*one.prompt_token_ids, *one.choices[0].token_ids, 80, 81]
@@ -217,7 +217,7 @@ def test_turn_two_as_expanded_ids_with_its_image_hits_the_cache(vlm) -> None:
     assert list(two.prompt_token_ids) == turn2  # placed, not expanded again
     assert [(p.offset, p.length) for p in two.mm_placeholders.image] == [(13, 4)]
     assert two.usage.prompt_tokens_details.cached_tokens >= 16
-    err = refused(stub, gen({"token_ids": [1, I, I, 70], "content_parts": part}))
+    err = refused(stub, gen({"token_ids": [1, IMG, IMG, 70], "content_parts": part}))
     assert dict(err.trailing_metadata()).get("tokenwire-reason") == "PLACEHOLDER_MISMATCH"
 
 
@@ -233,7 +233,7 @@ def test_chat_token_data_takes_the_same_media(vlm) -> None:
     completion + the new turn with the same image, hitting the cache."""
     stub, _ = vlm
     part = [{"type": "image_url", "url": URL}]
-    ids = [1] + [70 + k for k in range(12)] + [I, 80]
+    ids = [1] + [70 + k for k in range(12)] + [IMG, 80]
     one = stub.CreateChatCompletion(chat({"nvext": {"token_data": ids, "content_parts": part},
                                           "cache_salt": "chat-a"}), timeout=10)
     assert list(one.prompt_token_ids)[13:17] == media.EXPAND
@@ -289,7 +289,7 @@ def test_tenants_never_share_image_blocks_one_tenant_does(tmp_path) -> None:
     path.write_text(KEYS)
     engine = FakeEngine(max_model_len=512, block_size=4)
     engine.takes_media = True
-    body = {"token_ids": [1] + [70 + k for k in range(12)] + [I, 80],
+    body = {"token_ids": [1] + [70 + k for k in range(12)] + [IMG, 80],
             "content_parts": [{"type": "image_url", "url": URL}]}
     with fake_serving(engine, api_keys_file=str(path)) as server, \
             grpc.insecure_channel(server.address) as channel:
@@ -330,7 +330,7 @@ def test_an_image_opening_the_prompt_prints_offset_zero(vlm) -> None:
 
     from tokenwire.server.api.sse import response_json
 
-    resp = vlm[0].Generate(gen({"token_ids": [I, 70], "return_token_ids": True,
+    resp = vlm[0].Generate(gen({"token_ids": [IMG, 70], "return_token_ids": True,
                                 "content_parts": [{"type": "image_url", "url": URL}]}),
                            timeout=10)
     body = json.loads(response_json(resp))  # the REST body (the gateway's :json route)
