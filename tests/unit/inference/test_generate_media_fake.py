@@ -335,3 +335,21 @@ def test_an_image_opening_the_prompt_prints_offset_zero(vlm) -> None:
                            timeout=10)
     body = json.loads(response_json(resp))  # the REST body (the gateway's :json route)
     assert body["mm_placeholders"] == {"image": [{"offset": 0, "length": 4}]}  # as vLLM's
+
+
+def test_a_session_runs_generate_with_an_image(vlm) -> None:
+    """A Session's generate takes the same media (its turn is not stored
+    for continuation: ids alone would lose the image)."""
+    from tests.session_rpc import RawSession, start_generate
+
+    stub, _ = vlm
+    s = RawSession(stub)
+    s.send(start_generate("m1", token_ids=PROMPT, return_token_ids=True,
+                          content_parts=[{"type": "image_url", "url": URL}],
+                          sampling_params={"max_tokens": 3}))
+    events = s.until_terminal("m1")
+    m1 = events[0].generate_result
+    assert list(m1.prompt_token_ids) == EXPANDED
+    assert [(p.offset, p.length) for p in m1.mm_placeholders.image] == [(3, 4)]
+    assert events[-1].done.continuable is False
+    s.close()
