@@ -101,8 +101,10 @@ def test_tool_choice(choice, chat) -> None:
     ({"messages": []}, "messages", "FIELD_REQUIRED"),
     ({"messages": [{"role": "system", "content": "x"}]}, "messages[0].role",
      "VALUE_NOT_ALLOWED"),
-    ({"messages": [{"role": "user", "content": [{"type": "image", "source": {}}]}]},
+    ({"messages": [{"role": "user", "content": [{"type": "document", "source": {}}]}]},
      "messages[0].content[0].type", "VALUE_NOT_ALLOWED"),
+    ({"messages": [{"role": "user", "content": [{"type": "image", "source": {}}]}]},
+     "messages[0].content[0].source.type", "VALUE_NOT_ALLOWED"),
     ({"messages": [{"role": "user", "content": [{"type": "tool_result"}]}]},
      "messages[0].content[0].tool_use_id", "FIELD_REQUIRED"),
     ({"messages": [{"role": "assistant", "content": [{"type": "tool_use", "name": "f"}]}]},
@@ -240,7 +242,7 @@ def test_chat_errors_name_the_messages_field(stubs) -> None:
 
 
 def test_own_errors_keep_their_field(stubs) -> None:
-    bad = _req(messages=[{"role": "user", "content": [{"type": "image", "source": {}}]}])
+    bad = _req(messages=[{"role": "user", "content": [{"type": "document", "source": {}}]}])
     with pytest.raises(grpc.RpcError) as info:
         stubs[0].CreateMessage(bad, timeout=10)
     assert dict(info.value.trailing_metadata()).get(

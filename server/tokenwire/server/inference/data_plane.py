@@ -27,7 +27,7 @@ from tokenwire.server.inference.continuation_store import ContinuationStore
 from tokenwire.server.inference.offload import Offload
 from tokenwire.server.inference.prefill import Prefiller
 from tokenwire.server.inference.shared.identity import ServedModel
-from tokenwire.server.inference.tokenize_service import detokenize, tokenize
+from tokenwire.server.inference.tokenize_service import detokenize, tokenize_call
 from tokenwire.server.inference.turns import TurnTemplates
 from tokenwire.server.security.tenancy import Tenancy
 from tokenwire.v1 import tokenize_pb2
@@ -61,10 +61,10 @@ class DataPlane:
 
     # -- tokenizer -------------------------------------------------------
     async def tokenize(self, req: tokenize_pb2.TokenizeRequest) -> tokenize_pb2.TokenizeResponse:
-        return await self.offload.prepare(req, lambda: tokenize(
-            req, self.engine, self.turns, served_model=self.served_model,
+        return await tokenize_call(
+            req, self.engine, self.turns, self.offload, served_model=self.served_model,
             trust_template=self.settings.trust_request_chat_template,
-        ))
+        )
 
     def detokenize(self, req: tokenize_pb2.DetokenizeRequest) -> tokenize_pb2.DetokenizeResponse:
         return detokenize(req, self.engine, served_model=self.served_model)

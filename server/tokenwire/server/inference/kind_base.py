@@ -20,7 +20,7 @@ class attributes (`routing_prefix`, `dp_rank_field`, `max_tokens_param`,
 
 from __future__ import annotations
 
-from collections.abc import AsyncGenerator
+from collections.abc import AsyncGenerator, Callable
 from typing import Any, ClassVar, Generic, TypeVar
 
 from tokenwire.server.core import validation as v
@@ -163,15 +163,17 @@ class ChatBackedKind(RequestKind[Req, P, R, C]):
         return param
 
     async def plan_chat(self, plane: DataPlane, chat_req: Any, *, caller: Caller, stream: bool,
-                        dp_rank: str | None = None, session_id: str | None = None) -> Any:
+                        dp_rank: str | None = None, session_id: str | None = None,
+                        rename: Callable[[str], str] | None = None) -> Any:
         """The chat kind's plan of `chat_req`; its INVALID_ARGUMENT names
-        this kind's field."""
+        this kind's field (`rename`: this request's own naming, e.g. of its
+        image parts; else `chat_param`)."""
         try:
             return await self.chat.plan(plane, chat_req, caller=caller, stream=stream,
                                         dp_rank=dp_rank, session_id=session_id)
         except InvalidArgument as exc:
             if exc.param:
-                name = self.chat_param(exc.param)
+                name = (rename or self.chat_param)(exc.param)
                 if name != exc.param:
                     exc.message = exc.message.replace(exc.param, name)
                     exc.param = name

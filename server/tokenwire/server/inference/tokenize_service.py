@@ -1,13 +1,21 @@
-"""Tokenize / detokenize (vLLM `/tokenize`, `/detokenize` shapes)."""
+"""Tokenize / detokenize (vLLM `/tokenize`, `/detokenize` shapes). Messages
+with images are tokenized as vLLM's /tokenize does: rendered by chat's
+image path (the engine's renderer and processor, admitted, off the event
+loop) into the expanded ids, each image's placeholder run included."""
 
 from __future__ import annotations
 
+import dataclasses
+from typing import Any
+
 from tokenwire.server.core import validation as v
-from tokenwire.server.core.domain import Engine
+from tokenwire.server.core.domain import Engine, RenderOptions
 from tokenwire.server.core.errors import InvalidArgument
+from tokenwire.server.inference.offload import Offload
 from tokenwire.server.inference.shared.identity import check_model
 from tokenwire.server.inference.shared.messages import (
     check_render_flags,
+    has_media,
     messages_to_dicts,
     render_options,
 )
@@ -16,10 +24,40 @@ from tokenwire.server.inference.turns import TurnTemplates
 from tokenwire.v1 import tokenize_pb2
 
 
+@dataclasses.dataclass
+class MediaMessages:
+    """Messages with images, to be rendered by the engine (tokenize_call)."""
+
+    messages: list[dict[str, Any]]
+    options: RenderOptions
+    add_special: bool
+
+
+async def tokenize_call(
+    req: tokenize_pb2.TokenizeRequest, engine: Engine, turns: TurnTemplates, offload: Offload,
+    *, served_model: str, trust_template: bool = False,
+) -> tokenize_pb2.TokenizeResponse:
+    """The Tokenize RPC: `tokenize` off the event loop; messages with images
+    then rendered by the engine as chat renders them (admitted), so the ids
+    are the expanded ids the engine would get."""
+    out = await offload.prepare(req, lambda: tokenize(
+        req, engine, turns, served_model=served_model, trust_template=trust_template))
+    if isinstance(out, tokenize_pb2.TokenizeResponse):
+        return out
+    prepared = await engine.render_chat_media(out.messages, out.options)
+    ids = list(prepared.prompt_token_ids)
+    v.prompt_fits("messages", len(ids), engine.max_model_len)
+    if out.add_special:
+        ids = engine.encode("", add_special_tokens=True) + ids
+    return _response(req, engine, ids)
+
+
 def tokenize(
     req: tokenize_pb2.TokenizeRequest, engine: Engine, turns: TurnTemplates, *,
     served_model: str, trust_template: bool = False,
-) -> tokenize_pb2.TokenizeResponse:
+) -> tokenize_pb2.TokenizeResponse | MediaMessages:
+    """The request's ids; for messages with images, what the engine renders
+    (MediaMessages: tokenize_call renders them)."""
     check_model(req.model, served_model, engine.lora_names())
     has_prompt = req.HasField("prompt")
     if has_prompt == bool(req.messages):
@@ -42,9 +80,18 @@ def tokenize(
     else:
         check_render_flags(req)
         options = render_options(req, trust_template=trust_template)
-        ids = engine.render_chat(messages_to_dicts(req.messages), options)
-        if req.HasField("add_special_tokens") and req.add_special_tokens:
+        messages = messages_to_dicts(req.messages, media=True)
+        add_special = req.HasField("add_special_tokens") and req.add_special_tokens
+        if has_media(messages):
+            return MediaMessages(messages, options, add_special)
+        ids = engine.render_chat(messages, options)
+        if add_special:
             ids = engine.encode("", add_special_tokens=True) + ids
+    return _response(req, engine, ids)
+
+
+def _response(req: tokenize_pb2.TokenizeRequest, engine: Engine, ids: list[int]
+              ) -> tokenize_pb2.TokenizeResponse:
     resp = tokenize_pb2.TokenizeResponse(count=len(ids), max_model_len=engine.max_model_len,
                                          tokens=ids)
     if req.return_token_strs:

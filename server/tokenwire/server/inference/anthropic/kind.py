@@ -2,8 +2,8 @@
 CountMessageTokens): a Messages request becomes the chat request it runs
 as (request.py), which the chat kind — handed in by inference/kinds.py, as
 kinds never import one another — plans, runs and streams: rendering,
-admission, limits, tenancy, weight bounds, cancellation, metrics and the
-next turn's prefill are chat's (a chat error's field renamed to the
+admission, limits, tenancy, weight bounds, cancellation, metrics, the
+next turn's prefill and images (chat's image path) are chat's (a chat error's field renamed to the
 Messages field). Its outputs become Anthropic's Message and
 events (response.py). Routing fields come from the call's metadata."""
 
@@ -15,7 +15,12 @@ from contextlib import aclosing
 from typing import Any
 
 from tokenwire.server.core.domain import Caller, RunOutcome
-from tokenwire.server.inference.anthropic.request import chat_param, count_to_chat, to_chat
+from tokenwire.server.inference.anthropic.request import (
+    chat_param,
+    count_to_chat,
+    image_param,
+    to_chat,
+)
 from tokenwire.server.inference.anthropic.response import Event, MessageEvents, build_message
 from tokenwire.server.inference.data_plane import DataPlane
 from tokenwire.server.inference.kind_base import ChatBackedKind
@@ -45,9 +50,11 @@ class AnthropicKind(ChatBackedKind[anthropic_pb2.CreateMessageRequest, MessagePl
     async def plan(self, plane: DataPlane, req: anthropic_pb2.CreateMessageRequest, *,
                    caller: Caller, stream: bool, dp_rank: str | None = None,
                    session_id: str | None = None) -> MessagePlan:
-        chat_req = to_chat(req, stream=stream)  # (its errors name Messages fields already)
+        images: dict[str, str] = {}  # chat's image part -> its block's source (errors)
+        chat_req = to_chat(req, stream=stream, images=images)  # (errors name Messages fields)
         chat = await self.plan_chat(plane, chat_req, caller=caller, stream=stream,
-                                    dp_rank=dp_rank, session_id=session_id)
+                                    dp_rank=dp_rank, session_id=session_id,
+                                    rename=lambda param: image_param(param, images))
         chat.continuous_usage = False  # (--enable-force-include-usage): usage ends the stream
         return MessagePlan(chat, len(chat.request.prompt_token_ids))
 
@@ -66,7 +73,10 @@ class AnthropicKind(ChatBackedKind[anthropic_pb2.CreateMessageRequest, MessagePl
     async def count_tokens(self, plane: DataPlane,
                            req: anthropic_pb2.CountMessageTokensRequest, *, caller: Caller,
                            ) -> anthropic_pb2.CountMessageTokensResponse:
-        """The tokens of the request's rendered prompt (nothing is generated)."""
-        chat = await self.plan_chat(plane, count_to_chat(req), caller=caller, stream=False)
+        """The tokens of the request's rendered prompt, each image's expanded
+        tokens included: the ids the engine would get (nothing is generated)."""
+        images: dict[str, str] = {}
+        chat = await self.plan_chat(plane, count_to_chat(req, images), caller=caller,
+                                    stream=False, rename=lambda param: image_param(param, images))
         return anthropic_pb2.CountMessageTokensResponse(
             input_tokens=len(chat.request.prompt_token_ids))

@@ -2,7 +2,9 @@
 request) -> the chat request it runs as, every field validated with its
 Anthropic name: `system`, `messages` with text / tool_use / tool_result /
 thinking blocks (chat messages with tool_calls, tool messages,
-reasoning_content), `tools` (input_schema -> function parameters),
+reasoning_content), `image` blocks in user turns (chat's image_url parts:
+a base64 source as a data URL, a url source under chat's URL rules),
+`tools` (input_schema -> function parameters),
 `tool_choice` (auto / any / tool / none), `stop_sequences`, `max_tokens`,
 sampling, `metadata.user_id`, `thinking` (the template's enable_thinking).
 The chat kind then plans it: rendering, admission, limits, tenancy and
@@ -15,6 +17,7 @@ from typing import Any
 
 from google.protobuf import json_format, struct_pb2
 
+from tokenwire.server.core import multimodal as mm
 from tokenwire.server.core.errors import InvalidArgument
 from tokenwire.v1 import anthropic_pb2, chat_pb2
 
@@ -28,6 +31,16 @@ TOOL_CHOICES = {"auto": "auto", "any": "required", "none": "none"}
 PARAMS = {"stop": "stop_sequences", "user": "metadata.user_id",
           "chat_template_kwargs": "thinking",
           "parallel_tool_calls": "tool_choice.disable_parallel_tool_use"}
+
+
+def image_param(param: str, images: dict[str, str]) -> str:
+    """The Messages name of a chat error's field: an image block's source
+    (`images`: chat's part -> the block's source field, as to_chat
+    recorded them), else chat_param's."""
+    for key, name in images.items():
+        if param == key or param.startswith(key + "."):
+            return name
+    return chat_param(param)
 
 
 def chat_param(param: str) -> str:
@@ -96,15 +109,52 @@ def _tool_use(param: str, block: dict[str, Any]) -> chat_pb2.ToolCall:
         name=block["name"], arguments=json.dumps(args, ensure_ascii=False)))
 
 
-def _user(param: str, blocks: list[dict[str, Any]]) -> list[chat_pb2.ChatMessage]:
-    """A user turn: its tool results as tool messages (first), its text as one
-    user message."""
+def _image(param: str, block: dict[str, Any]) -> tuple[struct_pb2.Value, str]:
+    """An image block as chat's image_url part (chat's URL rules:
+    core/multimodal.py), and the source field an error about it names."""
+    source = block.get("source")
+    if not isinstance(source, dict):
+        raise _bad(f"{param}.source must be an object", f"{param}.source", "FIELD_REQUIRED")
+    stype = source.get("type")
+    if stype == "base64":
+        mime, data = source.get("media_type"), source.get("data")
+        if not isinstance(mime, str) or not mime:
+            raise _bad(f"{param}.source.media_type is required", f"{param}.source.media_type",
+                       "FIELD_REQUIRED")
+        if not isinstance(data, str) or not data:
+            raise _bad(f"{param}.source.data must be base64 image bytes",
+                       f"{param}.source.data", "FIELD_REQUIRED")
+        url, field = f"data:{mime};base64,{data}", f"{param}.source.data"
+        mm.check_url(f"{param}.source.media_type", url)
+    elif stype == "url":
+        given, field = source.get("url"), f"{param}.source.url"
+        if not isinstance(given, str) or not given:
+            raise _bad(f"{field} must be a URL", field, "FIELD_REQUIRED")
+        url = given
+        mm.check_url(field, url)
+    else:
+        raise _bad(f"{param}.source.type '{stype}' is not supported (base64 and url are; "
+                   "tokenwire stores no files)", f"{param}.source.type", "VALUE_NOT_ALLOWED")
+    part = struct_pb2.Value()
+    part.struct_value.update({"type": "image_url", "image_url": {"url": url}})
+    return part, field
+
+
+def _user(param: str, blocks: list[dict[str, Any]], index: int,
+          images: dict[str, str]) -> list[chat_pb2.ChatMessage]:
+    """A user turn: its tool results as tool messages (first), its text and
+    images as one user message (the chat message at `index` + the tool
+    messages; `images` gets each image part's chat field -> its source)."""
     tools: list[chat_pb2.ChatMessage] = []
     parts: list[struct_pb2.Value] = []
+    sources: dict[int, str] = {}
     for i, block in enumerate(blocks):
         bparam, btype = f"{param}[{i}]", block["type"]
         if btype == "text":
             parts.append(_part(_text_of(param, [block])))
+        elif btype == "image":
+            part, sources[len(parts)] = _image(bparam, block)
+            parts.append(part)
         elif btype == "tool_result":
             tid = block.get("tool_use_id")
             if not isinstance(tid, str) or not tid:
@@ -115,8 +165,11 @@ def _user(param: str, blocks: list[dict[str, Any]]) -> list[chat_pb2.ChatMessage
                 role="tool", tool_call_id=tid, content=struct_pb2.Value(string_value=text)))
         else:
             raise _bad(f"{bparam}.type '{btype}' is not supported in a user message "
-                       "(text and tool_result are)", f"{bparam}.type", "VALUE_NOT_ALLOWED")
+                       "(text, image and tool_result are)", f"{bparam}.type",
+                       "VALUE_NOT_ALLOWED")
     out = tools
+    for j, field in sources.items():
+        images[f"messages[{index + len(tools)}].content[{j}]"] = field
     if parts:
         content = struct_pb2.Value()
         content.list_value.values.extend(parts)
@@ -156,7 +209,7 @@ def _assistant(param: str, blocks: list[dict[str, Any]]) -> chat_pb2.ChatMessage
     return msg
 
 
-def _messages(req: Any) -> list[chat_pb2.ChatMessage]:
+def _messages(req: Any, images: dict[str, str]) -> list[chat_pb2.ChatMessage]:
     out: list[chat_pb2.ChatMessage] = []
     if req.HasField("system"):
         system = _to_py(req.system)
@@ -172,7 +225,7 @@ def _messages(req: Any) -> list[chat_pb2.ChatMessage]:
                        f"{param}.role", "VALUE_NOT_ALLOWED")
         blocks = _blocks(f"{param}.content", m.content)
         if m.role == "user":
-            out.extend(_user(f"{param}.content", blocks))
+            out.extend(_user(f"{param}.content", blocks, len(out), images))
         else:
             out.append(_assistant(f"{param}.content", blocks))
     return out
@@ -224,11 +277,13 @@ def _thinking(req: Any, chat: chat_pb2.CreateChatCompletionRequest) -> None:
     chat.chat_template_kwargs.update({"enable_thinking": kind != "disabled"})
 
 
-def to_chat(req: anthropic_pb2.CreateMessageRequest, *, stream: bool
-            ) -> chat_pb2.CreateChatCompletionRequest:
-    """The chat request `req` runs as (validated here where chat's names differ)."""
+def to_chat(req: anthropic_pb2.CreateMessageRequest, *, stream: bool,
+            images: dict[str, str] | None = None) -> chat_pb2.CreateChatCompletionRequest:
+    """The chat request `req` runs as (validated here where chat's names
+    differ; `images` gets each image part's chat field -> its block's
+    source, for image_param)."""
     chat = chat_pb2.CreateChatCompletionRequest(model=req.model, session_id=req.session_id)
-    chat.messages.extend(_messages(req))
+    chat.messages.extend(_messages(req, {} if images is None else images))
     if not req.HasField("max_tokens"):
         raise _bad("max_tokens is required", "max_tokens", "FIELD_REQUIRED")
     if req.max_tokens < 1:
@@ -256,8 +311,8 @@ def to_chat(req: anthropic_pb2.CreateMessageRequest, *, stream: bool
     return chat
 
 
-def count_to_chat(req: anthropic_pb2.CountMessageTokensRequest
-                  ) -> chat_pb2.CreateChatCompletionRequest:
+def count_to_chat(req: anthropic_pb2.CountMessageTokensRequest,
+                  images: dict[str, str] | None = None) -> chat_pb2.CreateChatCompletionRequest:
     """The chat request whose rendered prompt CountMessageTokens counts."""
     full = anthropic_pb2.CreateMessageRequest(model=req.model, max_tokens=1)
     full.messages.extend(req.messages)
@@ -265,4 +320,4 @@ def count_to_chat(req: anthropic_pb2.CountMessageTokensRequest
     for name in ("system", "tool_choice", "thinking"):
         if req.HasField(name):
             getattr(full, name).CopyFrom(getattr(req, name))
-    return to_chat(full, stream=False)
+    return to_chat(full, stream=False, images=images)

@@ -2,8 +2,9 @@
 StreamResponseEvents): a Responses request becomes the chat request it
 runs as (request.py), which the chat kind — handed in by
 inference/kinds.py, as kinds never import one another — plans, runs and
-streams: rendering, validation, admission, limits, tenancy, weight bounds,
-cancellation and metrics are chat's (a chat error's field is renamed to
+streams: rendering (images too: chat's image path), validation,
+admission, limits, tenancy, weight bounds, cancellation and metrics are
+chat's (a chat error's field is renamed to
 the Responses field). Its outputs become the Response and its typed events
 (response.py). Routing fields come from the call's metadata or `nvext`."""
 
@@ -17,7 +18,7 @@ from typing import Any
 from tokenwire.server.core.domain import Caller, RunOutcome
 from tokenwire.server.inference.data_plane import DataPlane
 from tokenwire.server.inference.kind_base import ChatBackedKind
-from tokenwire.server.inference.responses.request import chat_param, to_chat
+from tokenwire.server.inference.responses.request import chat_param, image_param, to_chat
 from tokenwire.server.inference.responses.response import Event, ResponseEvents, build_response
 from tokenwire.v1 import responses_pb2
 
@@ -45,8 +46,11 @@ class ResponsesKind(ChatBackedKind[responses_pb2.CreateResponseRequest, Response
     async def plan(self, plane: DataPlane, req: responses_pb2.CreateResponseRequest, *,
                    caller: Caller, stream: bool, dp_rank: str | None = None,
                    session_id: str | None = None) -> ResponsePlan:
-        chat = await self.plan_chat(plane, to_chat(req, stream=stream), caller=caller,
-                                    stream=stream, dp_rank=dp_rank, session_id=session_id)
+        images: dict[str, str] = {}  # chat's image part -> its input_image (errors)
+        chat_req = to_chat(req, stream=stream, images=images)
+        chat = await self.plan_chat(plane, chat_req, caller=caller, stream=stream,
+                                    dp_rank=dp_rank, session_id=session_id,
+                                    rename=lambda param: image_param(param, images))
         return ResponsePlan(chat, req)
 
     async def run(self, plane: DataPlane, plan: ResponsePlan, outcome: RunOutcome | None = None

@@ -2,7 +2,9 @@
 runs as, every field validated with its Responses name: `input` (a string,
 or message / function_call / function_call_output / reasoning items: chat
 messages, assistant tool_calls, tool messages, reasoning_content),
-`instructions` (a system message first), function `tools` (the flat shape
+`instructions` (a system message first), `input_image` parts (chat's
+`image_url` parts: the same URL rules, limits and rendering; `file_id`
+refused, nothing is stored), function `tools` (the flat shape
 -> chat's), `tool_choice`, `max_output_tokens`, `text.format` (chat's
 response_format), sampling and vLLM's extensions, `metadata`, `user`.
 Nothing is stored: `previous_response_id` and `background` are refused.
@@ -15,11 +17,13 @@ from typing import Any
 
 from google.protobuf import json_format, struct_pb2
 
+from tokenwire.server.core import multimodal as mm
 from tokenwire.server.core.errors import InvalidArgument
 from tokenwire.v1 import chat_pb2, responses_pb2
 
 ROLES = frozenset({"user", "assistant", "system", "developer"})
 TOOL_CHOICES = frozenset({"auto", "none", "required"})
+DETAILS = frozenset({"auto", "low", "high", "original"})  # input_image.detail: accepted, not used
 # Fields with the same name and meaning in both requests (copied when set).
 SAME_OPTIONAL = ("temperature", "top_p", "top_logprobs", "parallel_tool_calls", "top_k",
                  "min_p", "repetition_penalty", "seed", "presence_penalty",
@@ -45,6 +49,16 @@ def chat_param(param: str) -> str:
     return param
 
 
+def image_param(param: str, images: dict[str, str]) -> str:
+    """The Responses name of a chat error's field: an image part's
+    (`images`: chat's part -> its input_image's image_url, as to_chat
+    recorded them), else chat_param's."""
+    for key, name in images.items():
+        if param == key or param.startswith(key + "."):
+            return name
+    return chat_param(param)
+
+
 def _text(param: str, value: Any) -> str:
     """A string, or a list of text parts (input_text / output_text / text) joined."""
     if isinstance(value, str):
@@ -52,19 +66,54 @@ def _text(param: str, value: Any) -> str:
     if not isinstance(value, list):
         raise _bad(f"{param} must be a string or a list of content parts", param,
                    "INVALID_TYPE")
-    texts = []
+    return "".join(_part_text(f"{param}[{i}]", part) for i, part in enumerate(value))
+
+
+def _part_text(param: str, part: Any) -> str:
+    """A text part's text (input_text / output_text / text / reasoning_text / summary_text)."""
+    ptype = part.get("type") if isinstance(part, dict) else None
+    if ptype not in ("input_text", "output_text", "text", "reasoning_text", "summary_text"):
+        raise _bad(f"{param}.type must be input_text or output_text here (input_image goes "
+                   "in a message's content; files and audio are not supported)",
+                   f"{param}.type", "VALUE_NOT_ALLOWED")
+    if not isinstance(part.get("text"), str):
+        raise _bad(f"{param}.text must be a string", f"{param}.text", "INVALID_TYPE")
+    return str(part["text"])
+
+
+def _image(param: str, part: dict[str, Any]) -> dict[str, Any]:
+    """An input_image part as chat's image_url part (chat's URL rules:
+    core/multimodal.py); a file_id is refused (nothing is stored)."""
+    if part.get("file_id") is not None:
+        raise _bad(f"{param}.file_id is not supported: tokenwire stores no files; send the "
+                   "image as image_url (a data URL)", f"{param}.file_id", "FEATURE_DISABLED")
+    url = part.get("image_url")
+    if not isinstance(url, str) or not url:
+        raise _bad(f"{param}.image_url must be a URL (data:image/png;base64,...)",
+                   f"{param}.image_url", "FIELD_REQUIRED")
+    mm.check_url(f"{param}.image_url", url)
+    detail = part.get("detail")
+    if detail is not None and detail not in DETAILS:
+        raise _bad(f"{param}.detail must be one of {sorted(DETAILS)}", f"{param}.detail",
+                   "VALUE_NOT_ALLOWED")
+    return {"type": "image_url", "image_url": {"url": url}}
+
+
+def _content(param: str, value: Any) -> struct_pb2.Value:
+    """A message's content for chat: its text (parts joined), or with an
+    input_image part, chat's parts in order (text and image_url), so a
+    chat error's part index is the Responses part index."""
+    if not isinstance(value, list) or not any(
+            isinstance(p, dict) and p.get("type") == "input_image" for p in value):
+        return struct_pb2.Value(string_value=_text(param, value))
+    out = struct_pb2.Value()
     for i, part in enumerate(value):
-        ptype = part.get("type") if isinstance(part, dict) else None
-        if ptype not in ("input_text", "output_text", "text", "reasoning_text",
-                         "summary_text"):
-            raise _bad(f"{param}[{i}].type must be input_text or output_text (images, files "
-                       "and audio are not supported)", f"{param}[{i}].type",
-                       "VALUE_NOT_ALLOWED")
-        if not isinstance(part.get("text"), str):
-            raise _bad(f"{param}[{i}].text must be a string", f"{param}[{i}].text",
-                       "INVALID_TYPE")
-        texts.append(part["text"])
-    return "".join(texts)
+        if isinstance(part, dict) and part.get("type") == "input_image":
+            chat_part = _image(f"{param}[{i}]", part)
+        else:
+            chat_part = {"type": "text", "text": _part_text(f"{param}[{i}]", part)}
+        out.list_value.values.add().struct_value.update(chat_part)
+    return out
 
 
 def _str_field(param: str, item: dict[str, Any], key: str) -> str:
@@ -84,7 +133,8 @@ def _assistant(out: list[chat_pb2.ChatMessage]) -> chat_pb2.ChatMessage:
     return out[-1]
 
 
-def _item(param: str, item: Any, out: list[chat_pb2.ChatMessage]) -> None:
+def _item(param: str, item: Any, out: list[chat_pb2.ChatMessage],
+          images: dict[str, str]) -> None:
     if not isinstance(item, dict):
         raise _bad(f"{param} must be an object (an input item)", param, "INVALID_TYPE")
     itype = item.get("type", "message")
@@ -93,12 +143,16 @@ def _item(param: str, item: Any, out: list[chat_pb2.ChatMessage]) -> None:
         if role not in ROLES:
             raise _bad(f"{param}.role must be one of user, assistant, system, developer",
                        f"{param}.role", "VALUE_NOT_ALLOWED")
-        text = _text(f"{param}.content", item.get("content"))
-        if role == "assistant" and out and out[-1].role == "assistant" \
-                and not out[-1].tool_calls and not out[-1].HasField("content"):
-            out[-1].content.string_value = text  # after its reasoning item
-            return
-        out.append(chat_pb2.ChatMessage(role=role, content=struct_pb2.Value(string_value=text)))
+        content = _content(f"{param}.content", item.get("content"))
+        merge = (role == "assistant" and out and out[-1].role == "assistant"
+                 and not out[-1].tool_calls and not out[-1].HasField("content"))
+        if not merge:
+            out.append(chat_pb2.ChatMessage(role=role))
+        out[-1].content.CopyFrom(content)  # (merged: after its reasoning item)
+        for j, part in enumerate(content.list_value.values):
+            if part.struct_value.fields["type"].string_value == "image_url":
+                images[f"messages[{len(out) - 1}].content[{j}]"] = \
+                    f"{param}.content[{j}].image_url"
     elif itype == "function_call":
         call_id = _str_field(param, item, "call_id")
         name = _str_field(param, item, "name")
@@ -127,7 +181,8 @@ def _item(param: str, item: Any, out: list[chat_pb2.ChatMessage]) -> None:
                    "VALUE_NOT_ALLOWED")
 
 
-def _messages(req: responses_pb2.CreateResponseRequest) -> list[chat_pb2.ChatMessage]:
+def _messages(req: responses_pb2.CreateResponseRequest,
+              images: dict[str, str]) -> list[chat_pb2.ChatMessage]:
     out: list[chat_pb2.ChatMessage] = []
     if req.HasField("instructions"):
         out.append(chat_pb2.ChatMessage(
@@ -143,7 +198,7 @@ def _messages(req: responses_pb2.CreateResponseRequest) -> list[chat_pb2.ChatMes
     if not items:
         raise _bad("input must hold at least one item", "input", "FIELD_REQUIRED")
     for i, item in enumerate(items):
-        _item(f"input[{i}]", item, out)
+        _item(f"input[{i}]", item, out, images)
     for msg in out:  # an assistant turn of calls only renders with null content
         if msg.role == "assistant" and not msg.HasField("content") and not msg.tool_calls:
             msg.content.string_value = ""
@@ -225,13 +280,14 @@ def refuse_stateful(req: responses_pb2.CreateResponseRequest) -> None:
                    "background", "FEATURE_DISABLED")
 
 
-def to_chat(req: responses_pb2.CreateResponseRequest, *, stream: bool
-            ) -> chat_pb2.CreateChatCompletionRequest:
+def to_chat(req: responses_pb2.CreateResponseRequest, *, stream: bool,
+            images: dict[str, str] | None = None) -> chat_pb2.CreateChatCompletionRequest:
     """The chat request `req` runs as (every Responses field checked here
-    or, renamed, by the chat kind's plan)."""
+    or, renamed, by the chat kind's plan: `images` gets each image part's
+    chat field -> its Responses field, for image_param)."""
     refuse_stateful(req)
     chat = chat_pb2.CreateChatCompletionRequest(stream=stream)
-    chat.messages.extend(_messages(req))
+    chat.messages.extend(_messages(req, {} if images is None else images))
     chat.tools.extend(_tools(req))
     choice = _tool_choice(req)
     if choice is not None:

@@ -1,6 +1,7 @@
 """Chat outputs -> OpenAI's Responses shapes: the unary `Response`
 (CreateResponseResponse: reasoning, message and function_call output
-items, usage, incomplete_details) and the streamed typed events
+items, usage, incomplete_details; with the token ids asked, an image
+input's mm_placeholders) and the streamed typed events
 (response.created, response.in_progress, response.output_item.added,
 response.content_part.added, response.output_text.delta /
 reasoning_text.delta / function_call_arguments.delta, their .done events,
@@ -134,6 +135,8 @@ def build_response(req: responses_pb2.CreateResponseRequest,
     resp.system_fingerprint = chat.system_fingerprint
     resp.prompt_token_ids.extend(chat.prompt_token_ids or chat.nvext.prompt_token_ids)
     resp.output_token_ids.extend(choice.token_ids or choice.nvext.completion_token_ids)
+    if chat.HasField("mm_placeholders"):
+        resp.mm_placeholders.CopyFrom(chat.mm_placeholders)
     return resp
 
 
@@ -204,6 +207,8 @@ def response_object(resp: responses_pb2.CreateResponseResponse) -> dict[str, Any
         out["prompt_token_ids"] = list(resp.prompt_token_ids)
     if resp.output_token_ids:
         out["output_token_ids"] = list(resp.output_token_ids)
+    if resp.HasField("mm_placeholders"):  # vLLM's shape: {"image": [{"offset", "length"}]}
+        out["mm_placeholders"] = json_format.MessageToDict(resp.mm_placeholders)
     return out
 
 
@@ -310,6 +315,8 @@ class ResponseEvents:
         if chunk.system_fingerprint:
             self.resp.system_fingerprint = chunk.system_fingerprint
         self.resp.prompt_token_ids.extend(chunk.prompt_token_ids)
+        if chunk.HasField("mm_placeholders"):
+            self.resp.mm_placeholders.CopyFrom(chunk.mm_placeholders)
         for choice in chunk.choices:
             if choice.index:
                 continue  # (n is 1 for a Response)
