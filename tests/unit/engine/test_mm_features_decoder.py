@@ -40,3 +40,52 @@ def test_only_vllms_field_factories() -> None:
     body = {"dummy": {"data": None, "field": ["__init_subclass__", {}]}}
     with pytest.raises(InvalidArgument):
         decode(msgspec.msgpack.encode(body))
+
+
+def test_qwen_vl_tensors_checked_against_the_vision_config() -> None:
+    """The Qwen-VL family's check (not servable here: its processor needs
+    torchvision): rows t*h*w of the grid, each channels x temporal patch x
+    patch^2 wide; embeddings t*h*w / merge^2."""
+    from types import SimpleNamespace
+
+    import torch
+
+    from tokenwire.server.engine.vllm.mm_features import FAMILIES
+
+    vision = SimpleNamespace(spatial_merge_size=2, in_chans=3, temporal_patch_size=2,
+                             patch_size=14)
+    config = SimpleNamespace(vision_config=vision)
+    check = FAMILIES["Qwen2VLForConditionalGeneration"].batch
+    grid = torch.tensor([[1, 4, 6]])
+    batch, embeds = check({"pixel_values": torch.zeros(24, 1176), "image_grid_thw": grid},
+                          config, "p")
+    assert embeds == 6 and batch["image_grid_thw"].tolist() == [[1, 4, 6]]
+    for bad in ({"pixel_values": torch.zeros(24, 1000), "image_grid_thw": grid},
+                {"pixel_values": torch.zeros(23, 1176), "image_grid_thw": grid},
+                {"pixel_values": torch.zeros(24, 1176), "image_grid_thw": torch.tensor([1, 3, 8])},
+                {"pixel_values": torch.zeros(24, 1176), "image_grid_thw": grid, "extra": grid}):
+        with pytest.raises(InvalidArgument) as info:
+            check(bad, config, "p")
+        assert info.value.reason == "FEATURES_INVALID"
+
+
+def test_idefics3_tensors_checked_against_the_vision_config() -> None:
+    from types import SimpleNamespace
+
+    import torch
+
+    from tokenwire.server.engine.vllm.mm_features import FAMILIES
+
+    config = SimpleNamespace(scale_factor=2, vision_config=SimpleNamespace(
+        image_size=64, patch_size=16, num_channels=3))
+    check = FAMILIES["Idefics3ForConditionalGeneration"].batch
+    ok = {"pixel_values": torch.zeros(5, 3, 64, 64), "num_patches": torch.tensor(5),
+          "pixel_attention_mask": torch.ones(5, 64, 64, dtype=torch.bool)}
+    batch, embeds = check(ok, config, "p")
+    assert embeds == 5 * 4 and batch["num_patches"].tolist() == [5]
+    for bad in ({**ok, "pixel_values": torch.zeros(5, 3, 32, 32)},
+                {**ok, "num_patches": torch.tensor(4)},
+                {**ok, "pixel_attention_mask": torch.ones(5, 32, 32, dtype=torch.bool)},
+                {**ok, "pixel_values": torch.zeros(5, 3, 64, 64, dtype=torch.int64)}):
+        with pytest.raises(InvalidArgument):
+            check(bad, config, "p")

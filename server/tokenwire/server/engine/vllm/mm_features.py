@@ -103,6 +103,13 @@ def _qwen_vl(data: dict[str, Any], hf_config: Any, param: str) -> tuple[dict[str
         raise InvalidArgument(f"{param}: pixel_values rows must be t*h*w of image_grid_thw "
                               f"(h, w multiples of {merge})", param=param,
                               reason="FEATURES_INVALID")
+    channels = getattr(vision, "in_channels", getattr(vision, "in_chans", 3))
+    width = (int(channels) * int(getattr(vision, "temporal_patch_size", 2))
+             * int(getattr(vision, "patch_size", 14)) ** 2)
+    if int(pixels.shape[1]) != width:
+        raise InvalidArgument(f"{param}: pixel_values rows must be {width} wide (channels x "
+                              f"temporal patch x patch^2), not {int(pixels.shape[1])}",
+                              param=param, reason="FEATURES_INVALID")
     extra = set(data) - {"pixel_values", "image_grid_thw"}
     if extra:
         raise InvalidArgument(f"{param}: fields {sorted(extra)} are not this model's",
