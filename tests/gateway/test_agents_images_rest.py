@@ -1,0 +1,160 @@
+"""Images on the Responses and Messages APIs and /tokenize over REST (issue
+#36), through Envoy to `tokenwire serve` on the tiny random VLM (the
+session's vlm_server): the official openai SDK's responses.create with an
+input_image and the official anthropic SDK's messages.create /
+count_tokens with an image block give the expanded prompt chat gives for
+the same message (ids, mm_placeholders, usage); /tokenize expands it as
+vLLM's does; bad images are each API's own 400 naming the field."""
+
+from __future__ import annotations
+
+import base64
+import collections.abc
+import io
+from typing import Any
+
+import anthropic
+import httpx
+import openai
+import pytest
+from PIL import Image
+
+from tests.conftest import TINY_VLM
+from tests.gateway.envoy_fixture import start_gateway, stop_gateway
+from tests.servers import ProcessServer
+
+MODEL = str(TINY_VLM)
+IMAGE_TOKEN = 49153  # <image>
+
+
+def png(w: int = 100, h: int = 60) -> str:
+    buf = io.BytesIO()
+    Image.new("RGB", (w, h), (30, 30, 200)).save(buf, "PNG")
+    return base64.b64encode(buf.getvalue()).decode()
+
+
+B64 = png()
+URL = "data:image/png;base64," + B64
+
+
+@pytest.fixture(scope="module")
+def gateway(vlm_server: ProcessServer) -> collections.abc.Iterator[str]:
+    envoy = start_gateway(vlm_server.address)
+    try:
+        yield envoy.url
+    finally:
+        stop_gateway(envoy)
+
+
+@pytest.fixture(scope="module")
+def oai(gateway: str) -> openai.OpenAI:
+    return openai.OpenAI(base_url=f"{gateway}/v1", api_key="unused", max_retries=0)
+
+
+@pytest.fixture(scope="module")
+def claude(gateway: str) -> anthropic.Anthropic:
+    return anthropic.Anthropic(base_url=gateway, api_key="unused", max_retries=0)
+
+
+@pytest.fixture(scope="module")
+def chat(oai: openai.OpenAI) -> dict[str, Any]:
+    """Chat's answer for "Describe:" + the image (the reference)."""
+    resp = oai.chat.completions.create(
+        model=MODEL, max_tokens=4, temperature=0, extra_body={"return_token_ids": True},
+        messages=[{"role": "user", "content": [
+            {"type": "text", "text": "Describe:"},
+            {"type": "image_url", "image_url": {"url": URL}}]}])
+    return resp.model_dump()
+
+
+def test_responses_create_with_an_input_image(oai: openai.OpenAI, chat: dict[str, Any]) -> None:
+    resp = oai.responses.create(
+        model=MODEL, max_output_tokens=4, temperature=0, extra_body={"return_token_ids": True},
+        input=[{"role": "user", "content": [
+            {"type": "input_text", "text": "Describe:"},
+            {"type": "input_image", "image_url": URL, "detail": "auto"}]}])
+    body = resp.model_dump()
+    ids = chat["prompt_token_ids"]
+    assert body["prompt_token_ids"] == ids and ids.count(IMAGE_TOKEN) == 20
+    assert body["mm_placeholders"] == chat["mm_placeholders"]
+    assert resp.usage.input_tokens == len(ids) == chat["usage"]["prompt_tokens"]
+    assert body["output_token_ids"] == chat["choices"][0]["token_ids"]  # greedy: the same
+    assert resp.output_text == chat["choices"][0]["message"]["content"]
+
+
+@pytest.mark.parametrize("image,reason_param", [
+    ({"image_url": "http://169.254.169.254/latest/meta-data"},
+     "input[0].content[1].image_url"),
+    ({"image_url": "data:image/png;base64,bm90IGFuIGltYWdl"}, "input[0].content[1].image_url"),
+    ({"file_id": "file-abc"}, "input[0].content[1].file_id"),
+])
+def test_responses_bad_images_are_400s_naming_the_field(oai: openai.OpenAI, image: dict,
+                                                         reason_param: str) -> None:
+    with pytest.raises(openai.BadRequestError) as info:
+        oai.responses.create(model=MODEL, max_output_tokens=2, input=[
+            {"role": "user", "content": [{"type": "input_text", "text": "x"},
+                                         {"type": "input_image", "detail": "auto", **image}]}])
+    assert info.value.body["param"] == reason_param
+
+
+def test_responses_too_many_images(oai: openai.OpenAI) -> None:
+    image = {"type": "input_image", "image_url": URL, "detail": "low"}
+    with pytest.raises(openai.BadRequestError) as info:  # --limit-mm-per-prompt image: 2
+        oai.responses.create(model=MODEL, max_output_tokens=2,
+                             input=[{"role": "user", "content": [image] * 3}])
+    assert info.value.body["param"] == "input[0].content[2].image_url"
+    assert "--limit-mm-per-prompt" in info.value.body["message"]
+
+
+def _image_block(source: dict[str, Any]) -> dict[str, Any]:
+    return {"type": "image", "source": source}
+
+
+def test_messages_create_and_count_tokens_with_an_image(claude: anthropic.Anthropic,
+                                                        chat: dict[str, Any]) -> None:
+    messages = [{"role": "user", "content": [
+        {"type": "text", "text": "Describe:"},
+        _image_block({"type": "base64", "media_type": "image/png", "data": B64})]}]
+    msg = claude.messages.create(model=MODEL, max_tokens=4, messages=messages,
+                                 extra_body={"temperature": 0})
+    ids = chat["prompt_token_ids"]
+    assert msg.usage.input_tokens == len(ids)
+    assert msg.content[0].text == chat["choices"][0]["message"]["content"]  # greedy
+    counted = claude.messages.count_tokens(model=MODEL, messages=messages)
+    assert counted.input_tokens == len(ids)  # the expanded image tokens counted
+
+
+@pytest.mark.parametrize("source,field", [
+    ({"type": "url", "url": "https://169.254.169.254/a.png"}, "messages[0].content[0].source.url"),
+    ({"type": "base64", "media_type": "image/png", "data": "bm90IGFuIGltYWdl"},
+     "messages[0].content[0].source.data"),
+    ({"type": "base64", "media_type": "image/tiff", "data": B64},
+     "messages[0].content[0].source.media_type"),
+])
+def test_messages_bad_images_are_anthropic_400s(claude: anthropic.Anthropic,
+                                                source: dict, field: str) -> None:
+    messages = [{"role": "user", "content": [_image_block(source)]}]
+    with pytest.raises(anthropic.BadRequestError) as info:
+        claude.messages.create(model=MODEL, max_tokens=2, messages=messages)
+    body = info.value.body
+    assert body["type"] == "error" and body["error"]["type"] == "invalid_request_error"
+    assert field in body["error"]["message"]
+    with pytest.raises(anthropic.BadRequestError) as info:
+        claude.messages.count_tokens(model=MODEL, messages=messages)
+    assert field in info.value.body["error"]["message"]
+
+
+def test_tokenize_expands_the_image(gateway: str, chat: dict[str, Any]) -> None:
+    messages = [{"role": "user", "content": [
+        {"type": "text", "text": "Describe:"},
+        {"type": "image_url", "image_url": {"url": URL}}]}]
+    resp = httpx.post(f"{gateway}/tokenize", json={"model": MODEL, "messages": messages},
+                      timeout=60)
+    assert resp.status_code == 200, resp.text
+    out = resp.json()
+    assert out["tokens"] == chat["prompt_token_ids"] and out["count"] == len(out["tokens"])
+    bad = [{"role": "user", "content": [
+        {"type": "image_url", "image_url": {"url": "http://10.0.0.1/x.png"}}]}]
+    resp = httpx.post(f"{gateway}/tokenize", json={"model": MODEL, "messages": bad}, timeout=60)
+    assert resp.status_code == 400
+    assert resp.json()["error"]["param"] == "messages[0].content[0].image_url.url"
