@@ -50,7 +50,7 @@ def test_qwen_vl_tensors_checked_against_the_vision_config() -> None:
 
     import torch
 
-    from tokenwire.server.engine.vllm.mm_features import FAMILIES
+    from tokenwire.server.engine.vllm.mm_families import FAMILIES
 
     vision = SimpleNamespace(spatial_merge_size=2, in_chans=3, temporal_patch_size=2,
                              patch_size=14)
@@ -74,7 +74,7 @@ def test_idefics3_tensors_checked_against_the_vision_config() -> None:
 
     import torch
 
-    from tokenwire.server.engine.vllm.mm_features import FAMILIES
+    from tokenwire.server.engine.vllm.mm_families import FAMILIES
 
     config = SimpleNamespace(scale_factor=2, vision_config=SimpleNamespace(
         image_size=64, patch_size=16, num_channels=3))
