@@ -359,11 +359,12 @@ class ResponseEvents:
             self.calls[index] = item
             events += self._open(item)
         item = self.calls[index]
+        item_id = item.id
         if self.item is not item:
             return events  # (a late delta of a closed call: not re-opened)
         if call.function.arguments:
             self.text.append(call.function.arguments)
-            events.append(self._ev("response.function_call_arguments.delta", item_id=item.id,
+            events.append(self._ev("response.function_call_arguments.delta", item_id=item_id,
                                    output_index=self._index(),
                                    delta=call.function.arguments))
         return events
