@@ -80,6 +80,16 @@ def test_responses_create_with_an_input_image(oai: openai.OpenAI, chat: dict[str
     assert resp.usage.input_tokens == len(ids) == chat["usage"]["prompt_tokens"]
     assert body["output_token_ids"] == chat["choices"][0]["token_ids"]  # greedy: the same
     assert resp.output_text == chat["choices"][0]["message"]["content"]
+    with oai.responses.stream(
+            model=MODEL, max_output_tokens=4, temperature=0,
+            extra_body={"return_token_ids": True},
+            input=[{"role": "user", "content": [
+                {"type": "input_text", "text": "Describe:"},
+                {"type": "input_image", "image_url": URL, "detail": "auto"}]}]) as stream:
+        final = stream.get_final_response().model_dump()
+    assert final["prompt_token_ids"] == ids
+    assert final["mm_placeholders"] == chat["mm_placeholders"]
+    assert final["usage"]["input_tokens"] == len(ids)
 
 
 @pytest.mark.parametrize("image,reason_param", [
@@ -122,6 +132,11 @@ def test_messages_create_and_count_tokens_with_an_image(claude: anthropic.Anthro
     assert msg.content[0].text == chat["choices"][0]["message"]["content"]  # greedy
     counted = claude.messages.count_tokens(model=MODEL, messages=messages)
     assert counted.input_tokens == len(ids)  # the expanded image tokens counted
+    with claude.messages.stream(model=MODEL, max_tokens=4, messages=messages,
+                                extra_body={"temperature": 0}) as stream:
+        final = stream.get_final_message()
+    assert final.usage.input_tokens == len(ids)
+    assert final.content[0].text == msg.content[0].text
 
 
 @pytest.mark.parametrize("source,field", [
