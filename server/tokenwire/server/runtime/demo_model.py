@@ -182,14 +182,14 @@ def build_tiny_vlm(dest: pathlib.Path, tokenizer_from: pathlib.Path) -> pathlib.
             "pad_token_id": tok.pad_token_id,
         },
         scale_factor=VLM_SCALE,
-        image_token_id=tok.convert_tokens_to_ids("<image>"),
-        pad_token_id=tok.pad_token_id,
-        bos_token_id=tok.bos_token_id,
-        eos_token_id=tok.eos_token_id,
+        image_token_id=int(tok.convert_tokens_to_ids("<image>")),  # type: ignore[arg-type]
         tie_word_embeddings=False,
+        # the top-level special ids: accepted by the config's **kwargs
+        **{"pad_token_id": tok.pad_token_id, "bos_token_id": tok.bos_token_id,
+           "eos_token_id": tok.eos_token_id},
     )
     torch.manual_seed(0)
-    model = Idefics3ForConditionalGeneration(config).to(torch.float32)
+    model = Idefics3ForConditionalGeneration(config).float()
     images = Idefics3ImageProcessorPil(
         do_resize=True,
         size={"longest_edge": 2 * VLM_TILE},
