@@ -8,8 +8,9 @@ each (prometheus_client's parser and exposition).
 ``tokenwire_replica_up`` says whose scrape failed; a failed replica's
 samples are left out, the others still answer.
 
-The labels are added: vLLM's own (``model_name``, ``engine``) stay, so its dashboards' queries and sums work as on one
-server, and ``by (replica)`` splits them. The replicas' URLs are fixed at
+The labels are added: vLLM's own (``model_name``, ``engine``) stay, so its
+dashboards' queries and sums work as on one server, and ``by (replica)``
+splits them. The replicas' URLs are fixed at
 start (the operator's flags): nothing a caller names is fetched."""
 
 from __future__ import annotations
