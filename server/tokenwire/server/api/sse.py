@@ -22,6 +22,7 @@ from google.protobuf.message import Message
 from tokenwire import wire
 from tokenwire.server.api.proto_json import encode_json, to_object
 from tokenwire.server.core.errors import TokenwireError
+from tokenwire.v1 import chat_pb2
 from tokenwire.wire import error_type
 
 CONTENT_TYPE = "text/event-stream"
@@ -113,10 +114,71 @@ def with_top_logprobs(body: dict[str, Any]) -> dict[str, Any]:
 def chat_chunk_event(chunk: Message) -> bytes:
     """The event for one chat chunk (logprob entries with `top_logprobs`,
     every required choice key present)."""
+    fields = chunk.ListFields()
+    # Fields come in number order: six whose fifth is choices and sixth the
+    # fingerprint are the header's four, the choices and the fingerprint.
+    if len(fields) == 6 and fields[4][0] is _CHOICES and fields[5][0] is _FINGERPRINT:
+        event = _text_chunk_event(fields)
+        if event is not None:
+            return event
+    return _chat_chunk_event(chunk)
+
+
+def _chat_chunk_event(chunk: Message) -> bytes:
+    """chat_chunk_event for any chunk: the message walked (proto_json)."""
     body = with_choice_keys(with_top_logprobs(to_object(chunk)), CHAT_CHUNK_KEYS)
     if "choices" not in body:
         body = {"choices": [], **body}
     return b"data: " + encode_json(body) + b"\n\n"
+
+
+# The fast path for the chunk a stream sends per token (issue #37): the
+# header, the choices and the fingerprint, every choice only its index, its
+# new text and (with return_token_ids) its ids. Its bytes are those of the
+# generic path (_chat_chunk_event; tests hold the two equal), printed with a
+# few reads of the message instead of a walk: the header around the choices
+# once per stream (_HEADS), a choice by hand. Any other chunk (the role
+# chunk, the last one, logprobs, tool calls, usage) takes the generic path.
+_CHUNK = chat_pb2.StreamChatCompletionResponse.DESCRIPTOR.fields_by_name
+_CHOICES, _FINGERPRINT = _CHUNK["choices"], _CHUNK["system_fingerprint"]
+_CHOICE = chat_pb2.ChatCompletionChunkChoice.DESCRIPTOR.fields_by_name
+_INDEX, _DELTA, _TOKEN_IDS = _CHOICE["index"], _CHOICE["delta"], _CHOICE["token_ids"]
+_CONTENT = chat_pb2.ChatCompletionDelta.DESCRIPTOR.fields_by_name["content"]
+_CHOICE_TAIL = b',"logprobs":null,"finish_reason":null}'
+# (id, object, created, model, fingerprint) -> the event's bytes before and
+# after its choices; emptied when it reaches _MAX_HEADS entries.
+_HEADS: dict[tuple[Any, ...], tuple[bytes, bytes]] = {}
+_MAX_HEADS = 4096
+
+
+def _text_chunk_event(fields: list[tuple[Any, Any]]) -> bytes | None:
+    """The event of a chunk whose choices hold text (and ids) only; None for
+    any other."""
+    parts = []
+    for choice in fields[4][1]:
+        listed = choice.ListFields()
+        if not (2 <= len(listed) <= 3 and listed[0][0] is _INDEX and listed[1][0] is _DELTA
+                and (len(listed) == 2 or listed[2][0] is _TOKEN_IDS)):
+            return None
+        delta = listed[1][1].ListFields()
+        if len(delta) != 1 or delta[0][0] is not _CONTENT:
+            return None
+        part = b'{"index":%d,"delta":{"content":%b}' % (listed[0][1], encode_json(delta[0][1]))
+        if len(listed) == 3:
+            ids = listed[2][1]
+            part += (b',"token_ids":[%d]' % ids[0] if len(ids) == 1
+                     else b',"token_ids":' + encode_json(list(ids)))
+        parts.append(part + _CHOICE_TAIL)
+    key = (fields[0][1], fields[1][1], fields[2][1], fields[3][1], fields[5][1])
+    head = _HEADS.get(key)
+    if head is None:
+        if len(_HEADS) >= _MAX_HEADS:
+            _HEADS.clear()
+        head = _HEADS[key] = (
+            b'data: {"id":%b,"object":%b,"created":%d,"model":%b,"choices":[' % (
+                encode_json(key[0]), encode_json(key[1]), key[2], encode_json(key[3])),
+            b'],"system_fingerprint":%b}\n\n' % encode_json(key[4]))
+    return head[0] + b",".join(parts) + head[1]
 
 
 def error_body(err: TokenwireError) -> dict[str, dict[str, str | None]]:
