@@ -97,18 +97,22 @@ def measure(name: str, make: Any, groups: dict[str, list[int]], prompts: list[cl
     return row
 
 
-def _floor(logs: Any, prompts: list[clients.Prompt], ns: argparse.Namespace) -> dict[str, Any]:
-    """The same load on a bare grpc.aio server that only streams chunks."""
+def _floor(logs: Any, prompts: list[clients.Prompt], ns: argparse.Namespace,
+           small: bool = False) -> dict[str, Any]:
+    """The same load on a bare grpc.aio server that only streams chunks
+    (`small`: chunks of the choice alone, about 10 bytes)."""
     port = systems.free_port()
     floor = systems.spawn("frontend-floor",
-                          [systems.PY, "-m", "bench.floor_server", "--port", str(port)],
+                          [systems.PY, "-m", "bench.floor_server", "--port", str(port),
+                           *(["--small"] if small else [])],
                           logs, systems.bench_env())
     address = f"127.0.0.1:{port}"
+    name = "floor: 10-byte chunks" if small else "floor: bare grpc.aio stream"
     try:
         systems.wait_until(lambda: _reachable(address), [floor], timeout=60)
-        return measure("floor: bare grpc.aio stream", lambda: clients.tokenwire_grpc(address),
+        return measure(name, lambda: clients.tokenwire_grpc(address),
                        {"server": [floor.popen.pid]}, prompts, ns.concurrency, ns.seconds,
-                       ns.max_tokens, ns.profile)
+                       ns.max_tokens, ns.profile, ns.native)
     finally:
         floor.stop()
 
@@ -133,6 +137,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--profile", type=pathlib.Path, default=None, metavar="DIR",
                         help="sample the server with py-spy while each path is measured; "
                              "collapsed stacks and a summary per path in DIR")
+    parser.add_argument("--native", action="store_true",
+                        help="with --profile: C/Cython frames too (py-spy pauses the process "
+                             "per sample: read shares, not rates)")
     ns = parser.parse_args(argv)
     logs = pathlib.Path(ns.out).parent / "logs"
     logs.mkdir(parents=True, exist_ok=True)
@@ -146,11 +153,13 @@ def main(argv: list[str] | None = None) -> int:
     prompts = _prompts(256, 48)
     if "floor" in ns.paths.split(","):
         rows.append(_floor(logs, prompts, ns))
+    if "floor10" in ns.paths.split(","):  # not by default
+        rows.append(_floor(logs, prompts, ns, small=True))
     try:
         systems.wait_until(lambda: systems.grpc_serving(address), [server], timeout=60)
         pid = server.popen.pid
         paths = ns.paths.split(",")
-        args = (prompts, ns.concurrency, ns.seconds, ns.max_tokens, ns.profile)
+        args = (prompts, ns.concurrency, ns.seconds, ns.max_tokens, ns.profile, ns.native)
         if "chat" in paths:
             rows.append(measure("gRPC StreamChatCompletion",
                                 lambda: clients.tokenwire_grpc(address), {"server": [pid]}, *args))
