@@ -14,6 +14,7 @@ renderings equal for every status code).
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import Any
 
 import grpc
@@ -151,7 +152,7 @@ _HEADS: dict[tuple[Any, ...], tuple[bytes, bytes]] = {}
 _MAX_HEADS = 4096
 
 
-def _text_chunk_event(fields: list[tuple[Any, Any]]) -> bytes | None:
+def _text_chunk_event(fields: Sequence[tuple[Any, Any]]) -> bytes | None:
     """The event of a chunk whose choices hold text (and ids) only; None for
     any other."""
     parts = []
