@@ -142,3 +142,59 @@ def test_unary_generate_choices_carry_logprobs_and_stop_reason(rest: httpx.Clien
     choice = r.json()["choices"][0]
     assert choice["logprobs"] is None and choice["stop_reason"] is None
     assert len(choice["token_ids"]) == 2 and choice["finish_reason"] == "length"
+
+
+
+def _vllm_models() -> dict[str, type]:
+    from vllm.entrypoints.openai.chat_completion.protocol import ChatCompletionResponse
+    from vllm.entrypoints.openai.completion.protocol import CompletionResponse
+    from vllm.entrypoints.scale_out.token_in_token_out.protocol import GenerateTokensResponse
+    return {"chat": ChatCompletionResponse, "completion": CompletionResponse,
+            "generate": GenerateTokensResponse}
+
+
+UNARY_BODIES = {
+    "chat": ("/v1/chat/completions", {"model": MODEL, "max_tokens": 2,
+                                      "messages": [{"role": "user", "content": "hi"}]}),
+    "completion": ("/v1/completions", {"model": MODEL, "prompt": "hi", "max_tokens": 2}),
+    "generate": ("/inference/v1/generate", {"model": MODEL, "token_ids": [1, 75, 80],
+                                            "sampling_params": {"max_tokens": 2}}),
+}
+
+
+# vLLM's keys that are not fields of tokenwire's contract, and list fields
+# (absent when empty: a null would not parse as the contract's message;
+# api/sse.py): not printed, so the REST JSON parses as the gRPC message.
+NOT_IN_CONTRACT = {"kv_transfer_params", "ec_transfer_params", "metrics", "service_tier",
+                   "prompt_text", "prompt_token_id_logprobs", "sampling_mask",
+                   "token_ids", "prompt_token_ids", "prompt_logprobs", "routed_experts",
+                   "weight_versions"}
+
+
+@pytest.mark.parametrize("kind", sorted(UNARY_BODIES))
+def test_unary_answer_sends_every_key_vllms_sends(rest: httpx.Client, kind: str) -> None:
+    """vLLM's unary chat, completion and generate answer `model_dump()` of
+    its response model: every field, null when unset (mm_placeholders on a
+    text prompt included). The same keys here, at the top and per choice,
+    but for the few that are not fields of the contract."""
+    model = _vllm_models()[kind]
+    path, body = UNARY_BODIES[kind]
+    r = rest.post(path, json=body)
+    assert r.status_code == 200, r.text
+    answer = r.json()
+    missing = set(model.model_fields) - set(answer) - NOT_IN_CONTRACT
+    assert not missing, f"keys vLLM sends that are missing: {sorted(missing)}"
+    choice_model = model.model_fields["choices"].annotation.__args__[0]
+    missing = set(choice_model.model_fields) - set(answer["choices"][0]) - NOT_IN_CONTRACT
+    assert not missing, f"choice keys vLLM sends that are missing: {sorted(missing)}"
+    if kind == "generate":
+        assert answer["mm_placeholders"] is None  # a text prompt: null, as vLLM
+    from google.protobuf import json_format
+
+    from tokenwire.v1 import chat_pb2, completion_pb2, generate_pb2
+    message = {"chat": chat_pb2.CreateChatCompletionResponse,
+               "completion": completion_pb2.CreateCompletionResponse,
+               "generate": generate_pb2.GenerateResponse}[kind]
+    # the nulls parse as the contract's message (a chat message's `refusal`,
+    # printed for OpenAI's schema, is the one key outside it)
+    json_format.ParseDict(answer, message(), ignore_unknown_fields=kind == "chat")

@@ -152,6 +152,9 @@ def _with_message_keys(body: dict) -> dict:
     for choice in body["choices"]:
         for key, value in sse.MESSAGE_KEYS.items():
             choice["message"].setdefault(key, value)
+    for key in sse.UNARY_TOP_KEYS["tokenwire.v1.CreateChatCompletionResponse"]:
+        if key != "usage":  # popped as volatile
+            body.setdefault(key, None)
     return body
 
 
