@@ -155,20 +155,25 @@ def _grpc_stream(call_for: Callable[[Any], Any], build: Callable[[Prompt, int], 
 
 
 def _tokenwire_stream(
-    address: str, method: str, build: Callable[[Prompt, int], Any]
+    address: str, method: str, build: Callable[[Prompt, int], Any], own_connection: bool = False
 ) -> tuple[Driver, Closer]:
     import grpc
 
     from tokenwire.v1 import service_pb2_grpc
 
-    channel = grpc.aio.insecure_channel(address)
+    # own_connection: this channel opens its own TCP connection instead of
+    # sharing the process's (several serving processes on one port spread
+    # connections, not calls).
+    options = [("grpc.use_local_subchannel_pool", 1)] if own_connection else []
+    channel = grpc.aio.insecure_channel(address, options=options)
     call = getattr(service_pb2_grpc.TokenwireServiceStub(channel), method)
     return _grpc_stream(
         call, build, lambda chunk: sum(len(ch.token_ids) for ch in chunk.choices)
     ), channel.close
 
 
-def tokenwire_grpc(address: str, stream_interval: int | None = None) -> tuple[Driver, Closer]:
+def tokenwire_grpc(address: str, stream_interval: int | None = None,
+                   own_connection: bool = False) -> tuple[Driver, Closer]:
     from tokenwire.v1 import chat_pb2
 
     def build(prompt: Prompt, max_tokens: int) -> chat_pb2.CreateChatCompletionRequest:
@@ -180,10 +185,10 @@ def tokenwire_grpc(address: str, stream_interval: int | None = None) -> tuple[Dr
             req.stream_options.stream_interval = stream_interval
         return req
 
-    return _tokenwire_stream(address, "StreamChatCompletion", build)
+    return _tokenwire_stream(address, "StreamChatCompletion", build, own_connection)
 
 
-def tokenwire_generate(address: str) -> tuple[Driver, Closer]:
+def tokenwire_generate(address: str, own_connection: bool = False) -> tuple[Driver, Closer]:
     """tokenwire's token-in/token-out StreamGenerate (no chat template, ids
     only in and out: the like-for-like call to E)."""
     from tokenwire.v1 import generate_pb2
@@ -194,7 +199,7 @@ def tokenwire_generate(address: str) -> tuple[Driver, Closer]:
         sp.max_tokens, sp.ignore_eos, sp.temperature, sp.seed = max_tokens, True, 1.0, 0
         return req
 
-    return _tokenwire_stream(address, "StreamGenerate", build)
+    return _tokenwire_stream(address, "StreamGenerate", build, own_connection)
 
 
 def vllm_grpc(address: str) -> tuple[Driver, Closer]:

@@ -152,13 +152,15 @@ def start_tokenwire(cfg: systems.EngineConfig, logs: pathlib.Path) -> tuple[syst
     return proc, f"127.0.0.1:{port}"
 
 
-def start_gateway(backend: str, logs: pathlib.Path) -> tuple[systems.Proc, str] | None:
-    """Start Envoy through tokenwire's own launcher; None if not available."""
+def start_gateway(backend: str, logs: pathlib.Path,
+                  extra: list[str] | None = None) -> tuple[systems.Proc, str] | None:
+    """Start Envoy through tokenwire's own launcher (with `extra` flags);
+    None if not available."""
     port = systems.free_port()
     host, _, upstream = backend.rpartition(":")
     proc = systems.spawn("C-envoy", [
         systems.PY, "-m", "tokenwire.cli", "gateway", "--upstream-host", host,
-        "--upstream-port", upstream, "--listen-port", str(port),
+        "--upstream-port", upstream, "--listen-port", str(port), *(extra or []),
     ], logs, systems.bench_env())
     url = f"http://127.0.0.1:{port}"
     try:
