@@ -159,6 +159,75 @@ def test_messages_bad_images_are_anthropic_400s(claude: anthropic.Anthropic,
     assert field in info.value.body["error"]["message"]
 
 
+TOOL_CALL = {"role": "assistant", "content": None, "tool_calls": [
+    {"id": "t1", "type": "function", "function": {"name": "screenshot", "arguments": "{}"}}]}
+
+
+def _chat_ids(oai: openai.OpenAI, messages: list[dict[str, Any]]) -> list[int]:
+    resp = oai.chat.completions.create(model=MODEL, max_tokens=1, messages=messages,
+                                       extra_body={"return_token_ids": True})
+    return list(resp.model_dump()["prompt_token_ids"])
+
+
+def test_messages_tool_result_with_a_screenshot(claude: anthropic.Anthropic,
+                                                oai: openai.OpenAI) -> None:
+    """A computer-use turn: the tool_result carries the screenshot. It runs
+    as vLLM's Messages API puts it (tool message, then the images as a user
+    message), rendered by the model's own template and processor."""
+    expected = _chat_ids(oai, [
+        {"role": "user", "content": "Look at the screen."}, TOOL_CALL,
+        {"role": "tool", "tool_call_id": "t1", "content": "captured"},
+        {"role": "user", "content": [{"type": "image_url", "image_url": {"url": URL}}]},
+        {"role": "user", "content": [{"type": "text", "text": "What is on it?"}]}])
+    assert expected.count(IMAGE_TOKEN) == 20
+    messages = [
+        {"role": "user", "content": "Look at the screen."},
+        {"role": "assistant", "content": [{"type": "tool_use", "id": "t1", "name": "screenshot",
+                                           "input": {}}]},
+        {"role": "user", "content": [
+            {"type": "tool_result", "tool_use_id": "t1", "content": [
+                {"type": "text", "text": "captured"},
+                _image_block({"type": "base64", "media_type": "image/png", "data": B64})]},
+            {"type": "text", "text": "What is on it?"}]}]
+    msg = claude.messages.create(model=MODEL, max_tokens=2, messages=messages)
+    assert msg.usage.input_tokens == len(expected)
+    assert claude.messages.count_tokens(model=MODEL, messages=messages).input_tokens == len(
+        expected)
+    bad = [*messages[:2], {"role": "user", "content": [
+        {"type": "tool_result", "tool_use_id": "t1", "content": [
+            _image_block({"type": "base64", "media_type": "image/png",
+                          "data": "bm90IGFuIGltYWdl"})]}]}]
+    with pytest.raises(anthropic.BadRequestError) as info:
+        claude.messages.create(model=MODEL, max_tokens=2, messages=bad)
+    assert "messages[2].content[0].content[0].source.data" in info.value.body["error"]["message"]
+
+
+def test_responses_function_call_output_with_a_screenshot(oai: openai.OpenAI) -> None:
+    """A function_call_output's input_image stays in the tool message, as
+    vLLM passes it; the ids are chat's for that tool message."""
+    expected = _chat_ids(oai, [
+        {"role": "user", "content": "Look at the screen."}, TOOL_CALL,
+        {"role": "tool", "tool_call_id": "t1", "content": [
+            {"type": "text", "text": "captured"},
+            {"type": "image_url", "image_url": {"url": URL}}]}])
+    assert expected.count(IMAGE_TOKEN) == 20
+    resp = oai.responses.create(
+        model=MODEL, max_output_tokens=2, extra_body={"return_token_ids": True}, input=[
+            {"role": "user", "content": "Look at the screen."},
+            {"type": "function_call", "call_id": "t1", "name": "screenshot", "arguments": "{}"},
+            {"type": "function_call_output", "call_id": "t1", "output": [
+                {"type": "input_text", "text": "captured"},
+                {"type": "input_image", "image_url": URL, "detail": "auto"}]}])
+    assert resp.model_dump()["prompt_token_ids"] == expected
+    with pytest.raises(openai.BadRequestError) as info:
+        oai.responses.create(model=MODEL, max_output_tokens=2, input=[
+            {"type": "function_call", "call_id": "t1", "name": "screenshot", "arguments": "{}"},
+            {"type": "function_call_output", "call_id": "t1", "output": [
+                {"type": "input_image", "image_url": "http://169.254.169.254/x",
+                 "detail": "auto"}]}])
+    assert info.value.body["param"] == "input[1].output[0].image_url"
+
+
 def test_tokenize_expands_the_image(gateway: str, chat: dict[str, Any]) -> None:
     messages = [{"role": "user", "content": [
         {"type": "text", "text": "Describe:"},

@@ -199,6 +199,117 @@ def test_messages_after_a_tool_result_name_the_image_block(vlm) -> None:
                                                 "messages[2].content[2].source.data")
 
 
+def chat_prompt(stub: Any, messages_: list[dict[str, Any]],
+                placeholders: list[dict[str, Any]] | None = None) -> list[int]:
+    """The expanded prompt chat gives for these messages (and its
+    placeholders, appended to `placeholders`)."""
+    req = json_format.ParseDict({"model": "fake-model", "max_tokens": 3,
+                                 "return_token_ids": True, "messages": messages_},
+                                chat_pb2.CreateChatCompletionRequest())
+    resp = stub.CreateChatCompletion(req, timeout=10)
+    if placeholders is not None:
+        placeholders.append(json_format.MessageToDict(resp.mm_placeholders))
+    return list(resp.prompt_token_ids)
+
+
+TOOL_CALL = {"role": "assistant", "tool_calls": [
+    {"id": "t1", "type": "function", "function": {"name": "shot", "arguments": "{}"}}]}
+
+
+def tool_turn(result: Any, *after: dict[str, Any]) -> anthropic_pb2.CreateMessageRequest:
+    return json_format.ParseDict({"model": "fake-model", "max_tokens": 3, "messages": [
+        {"role": "user", "content": "Take a screenshot."},
+        {"role": "assistant", "content": [{"type": "tool_use", "id": "t1", "name": "shot",
+                                           "input": {}}]},
+        {"role": "user", "content": [
+            {"type": "tool_result", "tool_use_id": "t1", "content": result}, *after]}]},
+        anthropic_pb2.CreateMessageRequest())
+
+
+def test_messages_tool_result_images_follow_the_tool_message(vlm) -> None:
+    """A tool_result's image blocks (a computer-use screenshot) run as vLLM's
+    Messages API puts them: the tool message with the result's text, then a
+    user message with its images, then the turn's own text."""
+    stub, events = vlm
+    expected = chat_prompt(stub, [
+        {"role": "user", "content": "Take a screenshot."}, TOOL_CALL,
+        {"role": "tool", "tool_call_id": "t1", "content": "here\nit is"},
+        {"role": "user", "content": [{"type": "image_url", "image_url": {"url": URL}}]},
+        {"role": "user", "content": [{"type": "text", "text": "What now?"}]}])
+    assert expected.count(media.IMAGE) == media.EMBEDS
+    req = tool_turn([{"type": "text", "text": "here"}, image_block(),
+                     {"type": "text", "text": "it is"}], {"type": "text", "text": "What now?"})
+    assert stub.CreateMessage(req, timeout=10).usage.input_tokens == len(expected)
+    count = anthropic_pb2.CountMessageTokensRequest(model="fake-model")
+    count.messages.extend(req.messages)
+    assert stub.CountMessageTokens(count, timeout=10).input_tokens == len(expected)
+    data = b"".join(b.data for b in events.StreamMessageEvents(req, timeout=10)).decode()
+    start = json.loads(data.split("\n\n")[0].split("data: ", 1)[1])
+    assert start["message"]["usage"]["input_tokens"] == len(expected)
+
+
+@pytest.mark.parametrize("result,reason,param", [
+    ([{"type": "text", "text": "x"}, image_block(base64.b64encode(b"nope").decode())],
+     "MEDIA_INVALID", "messages[2].content[0].content[1].source.data"),
+    ([image_block(media_type="application/pdf")], "UNSUPPORTED_MEDIA_TYPE",
+     "messages[2].content[0].content[0].source.media_type"),
+    ([{"type": "image", "source": {"type": "url", "url": "http://169.254.169.254/x"}}],
+     "MEDIA_URL_NOT_ALLOWED", "messages[2].content[0].content[0].source.url"),
+    ([{"type": "document", "source": {}}], "VALUE_NOT_ALLOWED",
+     "messages[2].content[0].content[0].type"),
+    ([{"type": "text", "text": 7}], "INVALID_TYPE", "messages[2].content[0].content[0].text"),
+    ([image_block()] * 3, "TOO_MANY_ITEMS", "messages[2].content[0].content[2].source.data"),
+])
+def test_messages_bad_tool_result_images_name_the_block(vlm, result, reason, param) -> None:
+    stub, _ = vlm
+    assert refused(stub.CreateMessage, tool_turn(result)) == (reason, param)
+    assert stub.CreateMessage(tool_turn([image_block()]), timeout=10).usage.input_tokens > 0
+
+
+def tool_output(output: Any) -> responses_pb2.CreateResponseRequest:
+    return json_format.ParseDict(
+        {"model": "fake-model", "max_output_tokens": 3, "return_token_ids": True,
+         "instructions": "Be brief.", "input": [
+             {"role": "user", "content": "Take a screenshot."},
+             {"type": "function_call", "call_id": "t1", "name": "shot", "arguments": "{}"},
+             {"type": "function_call_output", "call_id": "t1", "output": output}]},
+        responses_pb2.CreateResponseRequest())
+
+
+def test_responses_function_call_output_images_in_the_tool_message(vlm) -> None:
+    """A function_call_output's input_image parts stay in the tool message
+    (vLLM passes the output as the tool message's content)."""
+    stub, _ = vlm
+    places: list[dict[str, Any]] = []
+    expected = chat_prompt(stub, [
+        {"role": "system", "content": "Be brief."},
+        {"role": "user", "content": "Take a screenshot."}, TOOL_CALL,
+        {"role": "tool", "tool_call_id": "t1", "content": [
+            {"type": "text", "text": "here:"}, {"type": "image_url", "image_url": {"url": URL}}]}],
+        places)
+    assert expected.count(media.IMAGE) == media.EMBEDS
+    resp = stub.CreateResponse(tool_output([{"type": "input_text", "text": "here:"},
+                                            input_image()]), timeout=10)
+    assert list(resp.prompt_token_ids) == expected
+    assert json_format.MessageToDict(resp.mm_placeholders) == places[0]
+    # A plain string output is still a plain tool message.
+    text = stub.CreateResponse(tool_output("done"), timeout=10)
+    assert media.IMAGE not in text.prompt_token_ids
+
+
+@pytest.mark.parametrize("output,reason,param", [
+    ([input_image("data:image/png;base64,bm90IGFuIGltYWdl")], "MEDIA_INVALID",
+     "input[2].output[0].image_url"),
+    ([{"type": "input_text", "text": "x"}, input_image("http://169.254.169.254/x")],
+     "MEDIA_URL_NOT_ALLOWED", "input[2].output[1].image_url"),
+    ([input_image(), {"type": "input_file", "file_id": "f"}], "VALUE_NOT_ALLOWED",
+     "input[2].output[1].type"),
+])
+def test_responses_bad_function_call_output_images(vlm, output, reason, param) -> None:
+    stub, _ = vlm
+    assert refused(stub.CreateResponse, tool_output(output)) == (reason, param)
+
+
 @pytest.mark.parametrize("block,reason,param", [
     (image_block(media_type="application/pdf"), "UNSUPPORTED_MEDIA_TYPE",
      "messages[0].content[0].source.media_type"),

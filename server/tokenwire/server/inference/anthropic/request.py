@@ -2,8 +2,10 @@
 request) -> the chat request it runs as, every field validated with its
 Anthropic name: `system`, `messages` with text / tool_use / tool_result /
 thinking blocks (chat messages with tool_calls, tool messages,
-reasoning_content), `image` blocks in user turns (chat's image_url parts:
-a base64 source as a data URL, a url source under chat's URL rules),
+reasoning_content), `image` blocks in user turns and in their tool_result contents (chat's
+image_url parts: a base64 source as a data URL, a url source under chat's
+URL rules; a tool_result's images follow its tool message as a user
+message, as vLLM's Messages API puts them),
 `tools` (input_schema -> function parameters),
 `tool_choice` (auto / any / tool / none), `stop_sequences`, `max_tokens`,
 sampling, `metadata.user_id`, `thinking` (the template's enable_thinking).
@@ -140,12 +142,38 @@ def _image(param: str, block: dict[str, Any]) -> tuple[struct_pb2.Value, str]:
     return part, field
 
 
+def _tool_result(param: str, value: Any) -> tuple[str, list[tuple[struct_pb2.Value, str]]]:
+    """A tool_result's content: its text blocks joined, and its image blocks
+    as chat image parts with the source field an error names."""
+    if isinstance(value, str):
+        return value, []
+    if not isinstance(value, list):
+        raise _bad(f"{param} must be a string or a list of text and image blocks", param,
+                   "INVALID_TYPE")
+    texts, parts = [], []
+    for i, block in enumerate(value):
+        btype = block.get("type") if isinstance(block, dict) else None
+        if btype == "image":
+            parts.append(_image(f"{param}[{i}]", block))
+        elif btype == "text":
+            if not isinstance(block.get("text"), str):
+                raise _bad(f"{param}[{i}].text must be a string", f"{param}[{i}].text",
+                           "INVALID_TYPE")
+            texts.append(block["text"])
+        else:
+            raise _bad(f"{param}[{i}] must be a text or image block", f"{param}[{i}].type",
+                       "VALUE_NOT_ALLOWED")
+    return "\n".join(texts), parts
+
+
 def _user(param: str, blocks: list[dict[str, Any]], index: int,
           images: dict[str, str]) -> list[chat_pb2.ChatMessage]:
-    """A user turn: its tool results as tool messages (first), its text and
-    images as one user message (the chat message at `index` + the tool
-    messages; `images` gets each image part's chat field -> its source)."""
-    tools: list[chat_pb2.ChatMessage] = []
+    """A user turn as chat messages (the first at chat index `index`; `images`
+    gets each image part's chat field -> its source field), as vLLM's
+    Messages API converts it: each tool_result a tool message with its text,
+    followed by a user message with its images when it has any; then the
+    turn's own text and images as one user message."""
+    out: list[chat_pb2.ChatMessage] = []
     parts: list[struct_pb2.Value] = []
     sources: dict[int, str] = {}
     for i, block in enumerate(blocks):
@@ -160,16 +188,21 @@ def _user(param: str, blocks: list[dict[str, Any]], index: int,
             if not isinstance(tid, str) or not tid:
                 raise _bad(f"{bparam}.tool_use_id must be a non-empty string",
                            f"{bparam}.tool_use_id", "FIELD_REQUIRED")
-            text = _text_of(f"{bparam}.content", block.get("content", ""))
-            tools.append(chat_pb2.ChatMessage(
+            text, shown = _tool_result(f"{bparam}.content", block.get("content", ""))
+            out.append(chat_pb2.ChatMessage(
                 role="tool", tool_call_id=tid, content=struct_pb2.Value(string_value=text)))
+            if shown:
+                content = struct_pb2.Value()
+                for j, (part, field) in enumerate(shown):
+                    content.list_value.values.append(part)
+                    images[f"messages[{index + len(out)}].content[{j}]"] = field
+                out.append(chat_pb2.ChatMessage(role="user", content=content))
         else:
             raise _bad(f"{bparam}.type '{btype}' is not supported in a user message "
                        "(text, image and tool_result are)", f"{bparam}.type",
                        "VALUE_NOT_ALLOWED")
-    out = tools
     for j, field in sources.items():
-        images[f"messages[{index + len(tools)}].content[{j}]"] = field
+        images[f"messages[{index + len(out)}].content[{j}]"] = field
     if parts:
         content = struct_pb2.Value()
         content.list_value.values.extend(parts)

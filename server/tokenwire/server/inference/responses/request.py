@@ -2,7 +2,8 @@
 runs as, every field validated with its Responses name: `input` (a string,
 or message / function_call / function_call_output / reasoning items: chat
 messages, assistant tool_calls, tool messages, reasoning_content),
-`instructions` (a system message first), `input_image` parts (chat's
+`instructions` (a system message first), `input_image` parts in a
+message's content or a function_call_output's output (chat's
 `image_url` parts: the same URL rules, limits and rendering; `file_id`
 refused, nothing is stored), function `tools` (the flat shape
 -> chat's), `tool_choice`, `max_output_tokens`, `text.format` (chat's
@@ -116,6 +117,15 @@ def _content(param: str, value: Any) -> struct_pb2.Value:
     return out
 
 
+def _note_images(param: str, field: str, content: struct_pb2.Value, index: int,
+                 images: dict[str, str]) -> None:
+    """`images` gets each image part of chat message `index` -> the
+    Responses field it came from (`param.field[j].image_url`)."""
+    for j, part in enumerate(content.list_value.values):
+        if part.struct_value.fields["type"].string_value == "image_url":
+            images[f"messages[{index}].content[{j}]"] = f"{param}.{field}[{j}].image_url"
+
+
 def _str_field(param: str, item: dict[str, Any], key: str) -> str:
     value = item.get(key)
     if not isinstance(value, str) or not value:
@@ -149,10 +159,7 @@ def _item(param: str, item: Any, out: list[chat_pb2.ChatMessage],
         if not merge:
             out.append(chat_pb2.ChatMessage(role=role))
         out[-1].content.CopyFrom(content)  # (merged: after its reasoning item)
-        for j, part in enumerate(content.list_value.values):
-            if part.struct_value.fields["type"].string_value == "image_url":
-                images[f"messages[{len(out) - 1}].content[{j}]"] = \
-                    f"{param}.content[{j}].image_url"
+        _note_images(param, "content", content, len(out) - 1, images)
     elif itype == "function_call":
         call_id = _str_field(param, item, "call_id")
         name = _str_field(param, item, "name")
@@ -165,11 +172,12 @@ def _item(param: str, item: Any, out: list[chat_pb2.ChatMessage],
             function=chat_pb2.FunctionCall(name=name, arguments=args)))
     elif itype == "function_call_output":
         call_id = _str_field(param, item, "call_id")
-        output = item.get("output")
-        if not isinstance(output, str):
-            output = _text(f"{param}.output", output)
-        out.append(chat_pb2.ChatMessage(role="tool", tool_call_id=call_id,
-                                        content=struct_pb2.Value(string_value=output)))
+        # A string, or input_text / input_image parts: the tool message's
+        # content as vLLM passes it (its images rendered where the tool
+        # message is).
+        content = _content(f"{param}.output", item.get("output"))
+        out.append(chat_pb2.ChatMessage(role="tool", tool_call_id=call_id, content=content))
+        _note_images(param, "output", content, len(out) - 1, images)
     elif itype == "reasoning":
         parts = item.get("content") or item.get("summary") or []
         text = _text(f"{param}.content", parts)
