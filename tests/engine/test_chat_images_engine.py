@@ -20,7 +20,7 @@ from google.protobuf import json_format
 from PIL import Image
 
 from tests.conftest import TINY_VLM, VLM_MEDIA
-from tokenwire.v1 import chat_pb2, multimodal_pb2
+from tokenwire.v1 import chat_pb2, generate_pb2, multimodal_pb2
 
 
 def png(w: int, h: int, color: tuple[int, int, int]) -> bytes:
@@ -152,3 +152,53 @@ def test_text_only_chat_renders_as_the_parts_template_does(vlm_stub) -> None:
         add_generation_prompt=True)
     assert list(resp.prompt_token_ids) == proc.tokenizer.encode(text, add_special_tokens=False)
     assert not resp.HasField("mm_placeholders")
+
+
+def test_a_session_turn_with_an_image_is_continued_with_it(vlm_stub) -> None:
+    """The next turn of a Session chat with an image runs the image again
+    under the longer prompt (vLLM gets the stored processed input with the
+    new ids): the image's placeholders stay, the earlier turn's blocks hit,
+    and the greedy answer is Generate's for the same ids and image."""
+    from tests.session_rpc import RawSession, start_chat
+
+    image = url(png(64, 48, (120, 40, 200)))
+    look = [{"role": "user", "content": [{"type": "text", "text": "What is this?"},
+                                         {"type": "image_url", "image_url": {"url": image}}]}]
+    follow = [{"role": "user", "content": "Say more."}]
+    fields = {"model": str(TINY_VLM), "max_tokens": 4, "temperature": 0,
+              "return_token_ids": True}
+    s = RawSession(vlm_stub)
+    s.send(start_chat("t1", messages=look, **fields))
+    ev1 = s.until_terminal("t1")
+    t1 = ev1[0].chat_result
+    assert ev1[-1].done.continuable
+    s.send(start_chat("t2", continuation={"previous_request_id": "t1", "suffix_token_ids": []},
+                      **fields))
+    ev2 = s.until_terminal("t2")
+    assert ev2[-1].WhichOneof("event") == "done", ev2[-1]
+    t2 = ev2[0].chat_result
+    s.send(start_chat("t3", continuation={"previous_request_id": "t1", "messages": follow},
+                      **fields))
+    ev3 = s.until_terminal("t3")
+    assert ev3[-1].WhichOneof("event") == "done", ev3[-1]
+    t3 = ev3[0].chat_result
+    s.close()
+    (place,) = t1.mm_placeholders.image
+    # No suffix: the prompt goes on after turn 1's answer, the image where it was.
+    assert list(t2.prompt_token_ids) == [*t1.prompt_token_ids, *t1.choices[0].token_ids]
+    assert [(p.offset, p.length) for p in t2.mm_placeholders.image] == [(place.offset,
+                                                                         place.length)]
+    assert t2.usage.prompt_tokens_details.cached_tokens >= place.offset + place.length - 32
+    # With a next message: the ids turn 1 sampled, then the rendered suffix
+    # (no re-tokenizing), and the greedy answer Generate gives for those ids
+    # with the same image (token-in with content_parts): the image ran.
+    done3 = ev3[-1].done
+    assert list(t3.prompt_token_ids) == [*t1.prompt_token_ids, *t1.choices[0].token_ids,
+                                         *done3.suffix_token_ids]
+    ref = vlm_stub.Generate(json_format.ParseDict(
+        {"model": str(TINY_VLM), "token_ids": list(t3.prompt_token_ids),
+         "return_token_ids": True, "content_parts": [{"type": "image_url", "url": image}],
+         "sampling_params": {"max_tokens": 4, "temperature": 0}},
+        generate_pb2.GenerateRequest()))
+    assert list(ref.prompt_token_ids) == list(t3.prompt_token_ids)
+    assert list(t3.choices[0].token_ids) == list(ref.choices[0].token_ids)

@@ -256,20 +256,3 @@ def test_rendering_images_is_admitted_as_a_request() -> None:
                                                len(media.EXPAND))]
     with admission.hold(0), pytest.raises(ResourceExhausted):  # a full server refuses it
         asyncio.run(guarded.render_chat_media(messages, RenderOptions()))
-
-
-def test_a_session_turn_with_an_image_is_not_continuable(vlm) -> None:
-    from tokenwire.v1 import session_pb2
-
-    stub, _ = vlm
-
-    def run(req: chat_pb2.CreateChatCompletionRequest) -> session_pb2.SessionRequestDone:
-        start = session_pb2.SessionRequest(start=session_pb2.SessionStart(request_id="r",
-                                                                          chat=req))
-        for event in stub.Session(iter([start])):
-            if event.HasField("done"):
-                return event.done
-        raise AssertionError("no done event")
-
-    assert run(chat("just text")).continuable
-    assert not run(chat(parts((URL,), "hi"))).continuable

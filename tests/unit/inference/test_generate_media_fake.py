@@ -338,8 +338,8 @@ def test_an_image_opening_the_prompt_prints_offset_zero(vlm) -> None:
 
 
 def test_a_session_runs_generate_with_an_image(vlm) -> None:
-    """A Session's generate takes the same media (its turn is not stored
-    for continuation: ids alone would lose the image)."""
+    """A Session's generate takes the same media; its turn is stored with
+    the image, and the next turn (suffix ids) runs the image again."""
     from tests.session_rpc import RawSession, start_generate
 
     stub, _ = vlm
@@ -351,5 +351,13 @@ def test_a_session_runs_generate_with_an_image(vlm) -> None:
     m1 = events[0].generate_result
     assert list(m1.prompt_token_ids) == EXPANDED
     assert [(p.offset, p.length) for p in m1.mm_placeholders.image] == [(3, 4)]
-    assert events[-1].done.continuable is False
+    assert events[-1].done.continuable is True
+    s.send(start_generate("m2", return_token_ids=True, sampling_params={"max_tokens": 2},
+                          continuation={"previous_request_id": "m1",
+                                        "suffix_token_ids": [80, 81]}))
+    events = s.until_terminal("m2")
+    m2 = events[0].generate_result
+    assert list(m2.prompt_token_ids) == [*EXPANDED, *m1.choices[0].token_ids, 80, 81]
+    assert [(p.offset, p.length) for p in m2.mm_placeholders.image] == [(3, 4)]
+    assert events[-1].done.continuable is True
     s.close()

@@ -228,6 +228,14 @@ class Session:
                                dp_rank=self.dp_rank, session_id=self.session_id)
         if cont is not None and plan.request.cache_salt is None:
             plan.request.cache_salt = cont.cache_salt
+        if cont is not None and cont.media is not None:
+            # The earlier turn's images run again under the longer prompt.
+            if plan.request.multimodal is not None:
+                raise InvalidArgument(
+                    "a continuation of a turn with images keeps its images: give no "
+                    "content_parts or features with it", param="continuation",
+                    reason="FIELDS_CONFLICT")
+            plan.request.multimodal = cont.media.extended(list(plan.request.prompt_token_ids))
         outcome = RunOutcome()
         outbox = self.outbox
         if req.stream:
@@ -252,10 +260,13 @@ class Session:
                 )
             await outbox.put_data(event)
         done = session_pb2.SessionRequestDone(continuable=False)
-        # (A completion batch is not one turn; a turn with images is not
-        # continued by ids, which would lose its images: neither is stored.)
-        if outcome.prompt_ids and plan.request.multimodal is None:
-            turn = StoredTurn.of(outcome.prompt_ids, outcome.completions, plan.request.cache_salt)
+        # (A completion batch is not one turn: not stored. A turn with images
+        # is stored with them, as the engine prepared them.)
+        media = plan.request.multimodal
+        if outcome.prompt_ids and (media is None
+                                   or list(outcome.prompt_ids) == media.prompt_token_ids):
+            turn = StoredTurn.of(outcome.prompt_ids, outcome.completions, plan.request.cache_salt,
+                                 media)
             done.continuable = plane.store.put(self.id, rid, turn)
         if cont is not None:
             done.prompt_token_ids.extend(cont.prompt)

@@ -44,3 +44,14 @@ class MultimodalPrompt:
     placeholders: dict[str, list[tuple[int, int]]]
     engine_input: Any = None
     items: int = 0
+    # Bytes the engine's prepared input holds (its processed tensors), for
+    # what keeps it (a Session's continuation store); 0 when unknown.
+    nbytes: int = 0
+
+    def extended(self, prompt_token_ids: list[int]) -> MultimodalPrompt:
+        """The same media under a longer prompt that starts with this one's
+        ids (a Session's next turn): the placeholders stay where they are.
+        The engine runs `prompt_token_ids`, not what its input held."""
+        if prompt_token_ids[:len(self.prompt_token_ids)] != self.prompt_token_ids:
+            raise ValueError("a continued prompt starts with the earlier prompt's ids")
+        return dataclasses.replace(self, prompt_token_ids=list(prompt_token_ids))

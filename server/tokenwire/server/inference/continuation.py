@@ -10,6 +10,7 @@ from collections.abc import Container, Sequence
 from tokenwire.server.core import validation as v
 from tokenwire.server.core.domain import Engine, RenderOptions
 from tokenwire.server.core.errors import FailedPrecondition, InvalidArgument
+from tokenwire.server.core.media_inputs import MultimodalPrompt
 from tokenwire.server.inference.continuation_store import ContinuationStore, StoredTurn
 from tokenwire.server.inference.shared.messages import messages_to_dicts
 from tokenwire.server.inference.turns import TurnTemplates
@@ -21,6 +22,7 @@ class ResolvedContinuation:
     prompt: list[int]  # earlier prompt + chosen completion + suffix
     suffix: list[int]
     cache_salt: str | None  # the earlier request's salt
+    media: MultimodalPrompt | None = None  # the earlier turn's images, under `prompt`
 
 
 def resolve_continuation(
@@ -85,12 +87,14 @@ def continue_turn(
     if c.suffix_token_ids:
         suffix = v.token_ids("continuation.suffix_token_ids", c.suffix_token_ids, engine.vocab_size)
     elif c.messages:
+        # (text only: messages_to_dicts refuses image parts here)
         suffix = turns.suffix(options, completion, continuation_messages(c.messages))
     else:
         suffix = []
     prompt = [*turn.prompt, *completion, *suffix]
     v.prompt_fits("continuation", len(prompt), engine.max_model_len)
-    return ResolvedContinuation(prompt, suffix, turn.cache_salt)
+    media = turn.media.extended(prompt) if turn.media is not None else None
+    return ResolvedContinuation(prompt, suffix, turn.cache_salt, media)
 
 
 def continuation_messages(messages: Sequence[chat_pb2.ChatMessage]) -> list[dict[str, object]]:

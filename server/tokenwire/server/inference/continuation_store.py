@@ -3,7 +3,8 @@ continue one by id. Bounded: per session (requests and tokens) and over
 all sessions (tokens); least recently used entries go first, and at the
 server-wide limit from the session holding the most (a fair share: one
 busy session cannot evict every other session's history). Ids are kept
-as 4-byte arrays, not Python int lists (about 9x smaller)."""
+as 4-byte arrays, not Python int lists (about 9x smaller); a turn's
+prepared images count as their bytes / 4 ids."""
 
 from __future__ import annotations
 
@@ -13,6 +14,7 @@ from array import array
 from collections.abc import Sequence
 
 from tokenwire.server.core.errors import NotFound
+from tokenwire.server.core.media_inputs import MultimodalPrompt
 
 Key = tuple[str, str]  # (session id, request id)
 REMEMBER_EVICTED = 1024  # evicted ids remembered per session, for a clear error
@@ -20,21 +22,28 @@ REMEMBER_EVICTED = 1024  # evicted ids remembered per session, for a clear error
 
 @dataclasses.dataclass
 class StoredTurn:
-    """One finished request: its prompt and each choice's completion."""
+    """One finished request: its prompt, each choice's completion, and the
+    prompt's media as the engine prepared them (a turn with images: the
+    next turn runs them again under its longer prompt)."""
 
     prompt: array
     completions: list[array]
     cache_salt: str | None
+    media: MultimodalPrompt | None = None
 
     @classmethod
     def of(
-        cls, prompt: Sequence[int], completions: Sequence[Sequence[int]], cache_salt: str | None
+        cls, prompt: Sequence[int], completions: Sequence[Sequence[int]], cache_salt: str | None,
+        media: MultimodalPrompt | None = None,
     ) -> StoredTurn:
-        return cls(array("I", prompt), [array("I", c) for c in completions], cache_salt)
+        return cls(array("I", prompt), [array("I", c) for c in completions], cache_salt, media)
 
     @property
     def tokens(self) -> int:
-        return len(self.prompt) + sum(len(c) for c in self.completions)
+        """Its size in the store's unit, a 4-byte id: the ids, and the
+        media's prepared bytes as that many ids' worth."""
+        media = -(-self.media.nbytes // 4) if self.media is not None else 0
+        return len(self.prompt) + sum(len(c) for c in self.completions) + media
 
 
 @dataclasses.dataclass

@@ -24,6 +24,7 @@ EXPAND = [IMAGE_START, IMAGE, IMAGE, IMAGE_END]
 EMBEDS = 2  # IMAGE ids per image
 LIMIT = 2  # images per prompt (as --limit-mm-per-prompt)
 ALLOWED_DOMAINS = ("images.example",)  # the fake's --allowed-media-domains
+ITEM_BYTES = 64 * 1024  # what one prepared image "holds" (MultimodalPrompt.nbytes)
 
 
 def _digest(data: bytes) -> str:
@@ -64,7 +65,7 @@ def from_parts(prompt: list[int], parts: list[MediaPart]) -> MultimodalPrompt:
             places.append((found, len(EXPAND)))
             at = found + len(EXPAND)
         return MultimodalPrompt(list(prompt), {"image": places}, engine_input=hashes,
-                                items=len(parts))
+                                items=len(parts), nbytes=ITEM_BYTES * len(parts))
     ids: list[int] = []
     places = []
     for t in prompt:
@@ -73,7 +74,8 @@ def from_parts(prompt: list[int], parts: list[MediaPart]) -> MultimodalPrompt:
             ids.extend(EXPAND)
         else:
             ids.append(t)
-    return MultimodalPrompt(ids, {"image": places}, engine_input=hashes, items=len(parts))
+    return MultimodalPrompt(ids, {"image": places}, engine_input=hashes, items=len(parts),
+                            nbytes=ITEM_BYTES * len(parts))
 
 
 def from_features(prompt: list[int], items: list[FeatureItem]) -> MultimodalPrompt:
@@ -111,7 +113,7 @@ def from_features(prompt: list[int], items: list[FeatureItem]) -> MultimodalProm
         hashes.append(_digest(item.hash.encode() + b"\0" + item.kwargs))
     places = [(i.offset, i.length) for i in items]
     return MultimodalPrompt(list(prompt), {"image": places}, engine_input=hashes,
-                            items=len(items))
+                            items=len(items), nbytes=ITEM_BYTES * len(items))
 
 
 class FakeMedia:

@@ -16,6 +16,7 @@ from tokenwire.server.core import multimodal as mm
 from tokenwire.server.core.domain import RenderOptions
 from tokenwire.server.core.errors import InvalidArgument
 from tokenwire.server.core.media_inputs import MultimodalPrompt
+from tokenwire.server.engine.vllm.mm_features import kwargs_nbytes
 
 
 class VllmChatMedia:
@@ -85,4 +86,5 @@ class VllmChatMedia:
         places = {m: [(p.offset, p.length) for p in ranges]
                   for m, ranges in (engine_input.get("mm_placeholders") or {}).items()}
         return MultimodalPrompt(list(engine_input["prompt_token_ids"]), places,
-                                engine_input=engine_input, items=items)
+                                engine_input=engine_input, items=items,
+                                nbytes=kwargs_nbytes(engine_input))

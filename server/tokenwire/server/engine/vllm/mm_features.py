@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import asyncio
 import hashlib
+from collections.abc import Mapping
 from typing import Any
 
 from tokenwire.server.core import multimodal
@@ -97,7 +98,8 @@ class VllmMultimodal:
         places = {m: [(p.offset, p.length) for p in ranges]
                   for m, ranges in (engine_input.get("mm_placeholders") or {}).items()}
         return MultimodalPrompt(list(engine_input["prompt_token_ids"]), places,
-                                engine_input=engine_input, items=len(parts))
+                                engine_input=engine_input, items=len(parts),
+                                nbytes=kwargs_nbytes(engine_input))
 
     def _check_urls(self, parts: list[MediaPart]) -> None:
         """Chat's rules (core/multimodal.py) with vLLM's flags: http(s) only
@@ -237,7 +239,7 @@ class VllmMultimodal:
                                 mm_hashes=hashes, mm_placeholders=places)
         return MultimodalPrompt(
             list(prompt), {m: [(i.offset, i.length) for i in g] for m, g in by_modality.items()},
-            engine_input=engine_input, items=len(items))
+            engine_input=engine_input, items=len(items), nbytes=kwargs_nbytes(engine_input))
 
     def _decode(self, raw: bytes, param: str) -> dict[str, Any]:
         if not raw:
@@ -296,11 +298,33 @@ def _find(seq: list[int], run: list[int], start: int) -> int:
 
 
 def engine_input_of(prepared: MultimodalPrompt, cache_salt: str | None) -> Any:
-    """The prepared input with the request's final cache salt (a copy: a
-    prepared prompt is never changed)."""
+    """The prepared input with the request's ids (a Session's next turn
+    extends them: MultimodalPrompt.extended) and final cache salt (a copy:
+    a prepared prompt is never changed)."""
     out = dict(prepared.engine_input)
+    out["prompt_token_ids"] = list(prepared.prompt_token_ids)
     if cache_salt:
         out["cache_salt"] = cache_salt
     else:
         out.pop("cache_salt", None)
     return out
+
+
+def kwargs_nbytes(engine_input: Any) -> int:
+    """The bytes of the tensors in a prepared input's mm_kwargs (vLLM's
+    MultiModalKwargsItems: modality -> items -> fields -> `.data`)."""
+    import torch
+
+    total, stack, seen = 0, [engine_input.get("mm_kwargs")], 0
+    while stack and seen < 100_000:
+        node = stack.pop()
+        seen += 1
+        if isinstance(node, torch.Tensor):
+            total += node.numel() * node.element_size()
+        elif isinstance(node, Mapping):
+            stack.extend(node.values())
+        elif isinstance(node, (list, tuple)):
+            stack.extend(node)
+        elif hasattr(node, "data") and not isinstance(node, (bytes, str)):
+            stack.append(node.data)
+    return total
