@@ -168,10 +168,12 @@ def test_a_session_turn_with_an_image_is_continued_with_it(vlm_stub) -> None:
     fields = {"model": str(TINY_VLM), "max_tokens": 4, "temperature": 0,
               "return_token_ids": True}
     s = RawSession(vlm_stub)
-    s.send(start_chat("t1", messages=look, **fields))
+    s.send(start_chat("t1", messages=look, nvext={"agent_hints": {"speculative_prefill": True}},
+                      **fields))
     ev1 = s.until_terminal("t1")
     t1 = ev1[0].chat_result
     assert ev1[-1].done.continuable
+    assert ev1[-1].done.speculative_prefill  # warmed with the image (vLLM takes it: t2 runs)
     s.send(start_chat("t2", continuation={"previous_request_id": "t1", "suffix_token_ids": []},
                       **fields))
     ev2 = s.until_terminal("t2")

@@ -138,3 +138,28 @@ def test_the_store_counts_the_images_prepared_bytes() -> None:
     with_image = StoredTurn.of(prepared.prompt_token_ids, [[4, 5]], None, prepared)
     assert prepared.nbytes == media.ITEM_BYTES
     assert with_image.tokens == len(prepared.prompt_token_ids) + 2 + media.ITEM_BYTES // 4
+
+
+def test_speculative_prefill_after_a_turn_with_an_image(stub, engine) -> None:
+    """The next turn's prefix is warmed with the turn's image where it was
+    (the blocks' keys include the image), so the continuation hits it."""
+    import time
+
+    s = RawSession(stub)
+    t1, done = turn(s, "p1", cache_salt="tenant-i",
+                    nvext={"agent_hints": {"speculative_prefill": True}}, messages=LOOK)
+    assert done.speculative_prefill
+    deadline = time.monotonic() + 5
+    while engine.running and time.monotonic() < deadline:
+        time.sleep(0.01)
+    prefill = next(r for r in reversed(engine.requests) if r.request_id.startswith("prefill-"))
+    prefix = list(prefill.prompt_token_ids)  # (+ what the template renders after the answer)
+    assert prefix[:len(t1.prompt_token_ids) + 4] == [*t1.prompt_token_ids,
+                                                      *t1.choices[0].token_ids]
+    assert prefill.multimodal is not None and prefill.multimodal.prompt_token_ids == prefix
+    assert prefill.multimodal.placeholders == {"image": [
+        (p.offset, p.length) for p in t1.mm_placeholders.image]}
+    t2, _ = turn(s, "p2", continuation={"previous_request_id": "p1", "messages": NEXT})
+    assert t2.usage.prompt_tokens_details.cached_tokens == (
+        len(prefix) // engine.block_size * engine.block_size)
+    s.close()

@@ -5,8 +5,9 @@ turn will start with: ``prompt_token_ids + completion_token_ids`` plus what
 the chat template renders after the completion before any next message
 (ChatML: ``\\n``; also ``<|im_end|>`` when the completion stopped without it).
 It runs as a background engine request (max_tokens=1, the same cache salt,
-low priority), started after the response went out, tracked on the serving
-state so GetStats counts it and shutdown cancels it.
+low priority, the turn's images where they were), started after the
+response went out, tracked on the serving state so GetStats counts it and
+shutdown cancels it.
 """
 
 from __future__ import annotations
@@ -90,6 +91,11 @@ class Prefiller:
             )
             if len(prefix) >= self._engine.max_model_len:  # no room for the one token
                 return
+            media = plan.request.multimodal
+            if media is not None:  # the turn's images, where they were: the blocks' keys
+                if prefix[:len(media.prompt_token_ids)] != media.prompt_token_ids:
+                    return
+                media = media.extended(prefix)
             request = EngineRequest(
                 request_id=f"prefill-{uuid.uuid4().hex}",
                 prompt_token_ids=prefix,
@@ -100,6 +106,7 @@ class Prefiller:
                 lora=plan.request.lora,  # the prefix cache is per adapter
                 tenant=plan.request.tenant,  # admitted under its tenant's caps
                 salt_by_version=plan.request.salt_by_version,  # warms the key the next turn reads
+                multimodal=media,
             )
             async for _ in self._engine.generate(request):
                 pass

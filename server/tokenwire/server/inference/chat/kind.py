@@ -70,9 +70,7 @@ class ChatKind(RequestKind[chat_pb2.CreateChatCompletionRequest, ChatPlan,
         return RunOutcome()  # the speculative prefill of the next turn reads it
 
     def after(self, plane: DataPlane, plan: ChatPlan, outcome: RunOutcome | None) -> bool:
-        if (outcome is None or plan.media is not None or plan.token_media is not None
-                or plan.request.multimodal is not None):
-            # no prefill of a prompt with images (a Session's next turn of one included)
+        if outcome is None:
             return False
         first = outcome.completions[0] if outcome.completions else []
         # The next turn's prefill (its template probe where the request's rendering ran).
