@@ -204,3 +204,26 @@ def test_a_session_turn_with_an_image_is_continued_with_it(vlm_stub) -> None:
         generate_pb2.GenerateRequest()))
     assert list(ref.prompt_token_ids) == list(t3.prompt_token_ids)
     assert list(t3.choices[0].token_ids) == list(ref.choices[0].token_ids)
+
+
+def test_render_with_an_image_then_generate_runs_it(vlm_stub) -> None:
+    """vLLM's render -> generate split (disaggregated rendering): the
+    rendered request holds the expanded ids and vLLM's own features of the
+    image (extract_mm_features); Generate takes it back and answers as the
+    chat does (greedy)."""
+    image = url(png(90, 70, (10, 120, 240)))
+    req = chat([{"type": "text", "text": "What is it?"},
+                {"type": "image_url", "image_url": {"url": image}}])
+    ref = vlm_stub.CreateChatCompletion(req)
+    rendered = vlm_stub.RenderChatCompletion(req)
+    assert list(rendered.token_ids) == list(ref.prompt_token_ids)
+    features = json_format.MessageToDict(rendered.features)
+    (place,) = ref.mm_placeholders.image
+    assert features["mm_placeholders"]["image"] == [{"offset": place.offset,
+                                                     "length": place.length}]
+    assert len(features["kwargs_data"]["image"]) == 1
+    gen = vlm_stub.Generate(rendered)
+    assert list(gen.prompt_token_ids) == list(ref.prompt_token_ids)
+    assert [(p.offset, p.length) for p in gen.mm_placeholders.image] == [(place.offset,
+                                                                          place.length)]
+    assert list(gen.choices[0].token_ids) == list(ref.choices[0].token_ids)

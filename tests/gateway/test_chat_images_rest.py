@@ -65,3 +65,30 @@ def test_a_url_off_the_allow_list_is_a_400(client: openai.OpenAI) -> None:
             model=str(TINY_VLM), messages=messages("http://169.254.169.254/latest/meta-data"),
             max_tokens=2)
     assert info.value.body["param"] == "messages[0].content[1].image_url.url"
+
+
+def test_render_then_generate_with_an_image_over_rest(client: openai.OpenAI) -> None:
+    """vLLM's POST /v1/chat/completions/render with an image answers the
+    expanded token_ids and vLLM's `features` (mm_hashes, mm_placeholders,
+    base64 kwargs_data); that body posted to /inference/v1/generate runs it
+    as the chat does (greedy)."""
+    import httpx
+
+    base = str(client.base_url).removesuffix("/v1/")
+    body = {"model": str(TINY_VLM), "messages": messages(image_url()), "max_tokens": 3,
+            "temperature": 0}
+    chat = client.chat.completions.create(**body, extra_body={"return_token_ids": True})
+    ref = chat.model_dump()
+    rendered = httpx.post(f"{base}/v1/chat/completions/render", json=body, timeout=120)
+    assert rendered.status_code == 200, rendered.text
+    gen_body = rendered.json()
+    assert gen_body["token_ids"] == ref["prompt_token_ids"]
+    features = gen_body["features"]
+    assert set(features) >= {"mm_hashes", "mm_placeholders", "kwargs_data"}
+    assert features["mm_placeholders"] == ref["mm_placeholders"]
+    assert isinstance(features["kwargs_data"]["image"][0], str)  # base64, not a cache reference
+    gen = httpx.post(f"{base}/inference/v1/generate", json=gen_body, timeout=120)
+    assert gen.status_code == 200, gen.text
+    out = gen.json()
+    assert out["prompt_token_ids"] == ref["prompt_token_ids"]
+    assert out["choices"][0]["token_ids"] == ref["choices"][0]["token_ids"]

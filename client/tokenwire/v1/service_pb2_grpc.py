@@ -254,8 +254,9 @@ class TokenwireServiceServicer:
         """The Generate request a chat body would produce, without generating
         (vLLM's `POST /v1/chat/completions/render`): the rendered prompt's
         token ids and the resolved sampling parameters, ready to send to
-        Generate. A body asking for a response_format is refused (Generate has
-        no structured outputs).
+        Generate; with images, the expanded ids and vLLM's `features` of them
+        (every item's tensors, not a reference to a cache). A body asking for a
+        response_format is refused (Generate has no structured outputs).
         """
         context.set_code(grpc.StatusCode.UNIMPLEMENTED)
         context.set_details('Method not implemented!')

@@ -256,3 +256,25 @@ def test_rendering_images_is_admitted_as_a_request() -> None:
                                                len(media.EXPAND))]
     with admission.hold(0), pytest.raises(ResourceExhausted):  # a full server refuses it
         asyncio.run(guarded.render_chat_media(messages, RenderOptions()))
+
+
+def test_render_with_images_gives_the_generate_request_that_runs_them(vlm) -> None:
+    """RenderChatCompletion (vLLM's /v1/chat/completions/render) of a chat
+    with images: the expanded ids and vLLM's `features` JSON of them;
+    Generate runs that request on the same prompt and placeholders."""
+    stub, _ = vlm
+    req = chat(parts("Look:", (URL,), "and", (data_url(png(color=(1, 2, 3))),)), temperature=0)
+    ref = stub.CreateChatCompletion(req)
+    rendered = stub.RenderChatCompletion(req)
+    assert list(rendered.token_ids) == list(ref.prompt_token_ids)
+    features = json_format.MessageToDict(rendered.features)
+    places = [(p.offset, p.length) for p in ref.mm_placeholders.image]
+    assert [(p["offset"], p["length"]) for p in features["mm_placeholders"]["image"]] == places
+    assert len(features["mm_hashes"]["image"]) == len(features["kwargs_data"]["image"]) == 2
+    assert features["mm_hashes"]["image"][0] != features["mm_hashes"]["image"][1]
+    gen = stub.Generate(rendered)
+    assert list(gen.prompt_token_ids) == list(ref.prompt_token_ids)
+    assert [(p.offset, p.length) for p in gen.mm_placeholders.image] == places
+    assert list(gen.choices[0].token_ids) == list(ref.choices[0].token_ids)  # greedy
+    # A text-only chat renders no features.
+    assert not stub.RenderChatCompletion(chat("just text")).HasField("features")

@@ -29,6 +29,7 @@ from tokenwire.server.core.errors import (
     TokenwireError,
     classify,
 )
+from tokenwire.server.core.media_inputs import keeping_tensors
 from tokenwire.server.inference.continuation import (
     ResolvedContinuation,
     chosen_turn,
@@ -224,8 +225,9 @@ class Session:
             cont = await self._continuation(rid, start.continuation, kind, req)
             req = kind.with_prompt(req, cont.prompt)
         plane = self.plane
-        plan = await kind.plan(plane, req, caller=self.caller, stream=req.stream,
-                               dp_rank=self.dp_rank, session_id=self.session_id)
+        with keeping_tensors():  # its media are stored for the next turn
+            plan = await kind.plan(plane, req, caller=self.caller, stream=req.stream,
+                                   dp_rank=self.dp_rank, session_id=self.session_id)
         if cont is not None and plan.request.cache_salt is None:
             plan.request.cache_salt = cont.cache_salt
         if cont is not None and cont.media is not None:

@@ -309,6 +309,11 @@ class Engine(Protocol):
         checked against the ids. INVALID_ARGUMENT naming the field."""
         ...
 
+    async def media_features(self, prepared: MultimodalPrompt) -> dict[str, Any]:
+        """A prepared prompt's media as vLLM's `features` JSON (what its
+        /render answers, Generate takes back); serialized off the loop."""
+        ...
+
     def shutdown(self) -> None: ...
 
 

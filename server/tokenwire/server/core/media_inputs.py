@@ -4,8 +4,34 @@ engine runs (expanded ids, placeholder ranges, its own input)."""
 
 from __future__ import annotations
 
+import contextlib
+import contextvars
 import dataclasses
+from collections.abc import Iterator
 from typing import Any
+
+# Set while a request is planned whose prepared media outlive the call (a
+# Session turn kept for continuation, a rendered request sent back later):
+# the engine then keeps every item's tensors in its prepared input, not a
+# reference to its processor cache, which may have dropped the item by the
+# time the input runs again.
+_KEEP_TENSORS: contextvars.ContextVar[bool] = contextvars.ContextVar("keep_media_tensors",
+                                                                     default=False)
+
+
+def keeps_tensors() -> bool:
+    """Whether media prepared now must hold every item's tensors."""
+    return _KEEP_TENSORS.get()
+
+
+@contextlib.contextmanager
+def keeping_tensors() -> Iterator[None]:
+    """Media prepared inside hold every item's tensors (keeps_tensors)."""
+    token = _KEEP_TENSORS.set(True)
+    try:
+        yield
+    finally:
+        _KEEP_TENSORS.reset(token)
 
 
 @dataclasses.dataclass

@@ -127,6 +127,15 @@ class FakeMedia:
             return from_parts(prompt, parts)
         return from_features(prompt, features or [])
 
+    async def media_features(self, prepared: MultimodalPrompt) -> dict[str, Any]:
+        """vLLM's features JSON of a fake prepared prompt: each item's hash,
+        its placeholder range and b"fake:<EMBEDS>" (what from_features takes)."""
+        places = prepared.placeholders.get("image", [])
+        item = base64.b64encode(f"fake:{EMBEDS}".encode()).decode()
+        return {"mm_hashes": {"image": list(prepared.engine_input)},
+                "mm_placeholders": {"image": [{"offset": o, "length": n} for o, n in places]},
+                "kwargs_data": {"image": [item] * len(places)}}
+
     async def render_chat_media(self, messages: list[dict[str, Any]],
                                 options: RenderOptions) -> MultimodalPrompt:
         """The URL rules and checks of the real engine (core/multimodal.py;

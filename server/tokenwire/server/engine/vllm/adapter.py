@@ -33,7 +33,11 @@ from tokenwire.server.engine.vllm.args import (
 from tokenwire.server.engine.vllm.chat_media import VllmChatMedia
 from tokenwire.server.engine.vllm.control import VllmControl
 from tokenwire.server.engine.vllm.convert import convert_output, map_engine_error, sampling_params
-from tokenwire.server.engine.vllm.mm_features import VllmMultimodal, engine_input_of
+from tokenwire.server.engine.vllm.mm_features import (
+    VllmMultimodal,
+    engine_input_of,
+    media_features_json,
+)
 from tokenwire.server.engine.vllm.parsers import VllmChatParsers, import_plugins
 
 log = logging.getLogger("tokenwire.engine")
@@ -170,6 +174,9 @@ class VllmEngine(VllmControl):
         if parts:
             return await self._media.from_parts(prompt, parts)
         return await asyncio.to_thread(self._media.from_features, prompt, features or [])
+
+    async def media_features(self, prepared: MultimodalPrompt) -> dict[str, Any]:
+        return await asyncio.to_thread(media_features_json, prepared)
 
     # -- generation -------------------------------------------------------
     async def generate(self, request: EngineRequest) -> AsyncIterator[EngineOutput]:

@@ -15,7 +15,7 @@ from typing import Any
 from tokenwire.server.core import multimodal as mm
 from tokenwire.server.core.domain import RenderOptions
 from tokenwire.server.core.errors import InvalidArgument
-from tokenwire.server.core.media_inputs import MultimodalPrompt
+from tokenwire.server.core.media_inputs import MultimodalPrompt, keeps_tensors
 from tokenwire.server.engine.vllm.mm_features import kwargs_nbytes
 
 
@@ -79,7 +79,8 @@ class VllmChatMedia:
         # The length is checked by the caller against the expanded prompt.
         tok = dataclasses.replace(renderer.default_chat_tok_params, max_total_tokens=None)
         try:
-            _, (engine_input,) = await renderer.render_chat_async([messages], params, tok)
+            _, (engine_input,) = await renderer.render_chat_async(
+                [messages], params, tok, skip_mm_cache=keeps_tensors())
         except (ValueError, TypeError, OSError, RuntimeError) as exc:
             raise InvalidArgument(f"messages: the images could not be processed: {exc}",
                                   param="messages", reason="MEDIA_INVALID") from exc

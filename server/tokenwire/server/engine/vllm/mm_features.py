@@ -19,7 +19,12 @@ from typing import Any
 
 from tokenwire.server.core import multimodal
 from tokenwire.server.core.errors import InvalidArgument
-from tokenwire.server.core.media_inputs import FeatureItem, MediaPart, MultimodalPrompt
+from tokenwire.server.core.media_inputs import (
+    FeatureItem,
+    MediaPart,
+    MultimodalPrompt,
+    keeps_tensors,
+)
 from tokenwire.server.engine.vllm.mm_families import FAMILIES
 
 MODALITIES = ("image",)
@@ -128,7 +133,8 @@ class VllmMultimodal:
         if mm_data:
             tokens["multi_modal_data"] = mm_data
         try:
-            (engine_input,) = await self._llm.renderer.render_cmpl_async([tokens])
+            (engine_input,) = await self._llm.renderer.render_cmpl_async(
+                [tokens], skip_mm_cache=keeps_tensors())
         except (ValueError, TypeError, RuntimeError) as exc:
             raise InvalidArgument(f"content_parts: {exc}", param="content_parts",
                                   reason="MEDIA_INVALID") from exc
@@ -328,3 +334,15 @@ def kwargs_nbytes(engine_input: Any) -> int:
         elif hasattr(node, "data") and not isinstance(node, (bytes, str)):
             stack.append(node.data)
     return total
+
+
+def media_features_json(prepared: MultimodalPrompt) -> dict[str, Any]:
+    """vLLM's own extraction of a rendered prompt's features (what its
+    /v1/chat/completions/render answers), as JSON; the ids the features
+    sit in are `prepared.prompt_token_ids`."""
+    from vllm.entrypoints.scale_out.token_in_token_out.mm_features import extract_mm_features
+
+    features = extract_mm_features(engine_input_of(prepared, None))
+    if features is None:
+        return {}
+    return {k: v for k, v in features.model_dump(mode="json").items() if v is not None}

@@ -12,6 +12,7 @@ from collections.abc import AsyncGenerator
 
 from tokenwire.server.core.domain import Caller, RenderOptions, RunOutcome
 from tokenwire.server.core.errors import InvalidArgument
+from tokenwire.server.core.media_inputs import keeping_tensors
 from tokenwire.server.inference.chat.media import render_media
 from tokenwire.server.inference.chat.request import ChatPlan, build_chat_plan
 from tokenwire.server.inference.chat.service import run_chat, stream_chat
@@ -91,21 +92,22 @@ class ChatKind(RequestKind[chat_pb2.CreateChatCompletionRequest, ChatPlan,
 
     async def render(self, plane: DataPlane, req: chat_pb2.CreateChatCompletionRequest, *,
                      caller: Caller) -> generate_pb2.GenerateRequest:
-        """The Generate request `req` would run as (nothing is generated)."""
-        plan = await self.plan(plane, req, caller=caller, stream=False)
-        if plan.media is not None or plan.token_media is not None:
-            raise InvalidArgument(
-                "messages with images cannot be rendered into a Generate request here; run "
-                "the chat with return_token_ids (expanded ids and mm_placeholders)",
-                param="messages", reason="FEATURE_DISABLED")
+        """The Generate request `req` would run as (nothing is generated);
+        with images, its expanded ids and vLLM's `features` of them, as
+        vLLM's /v1/chat/completions/render answers."""
+        with keeping_tensors():  # its features leave with the request
+            plan = await self.plan(plane, req, caller=caller, stream=False)
         if plan.request.params.structured is not None:
             raise InvalidArgument(
                 "response_format cannot be rendered into a Generate request (Generate has no "
                 "structured outputs); render without it", param="response_format",
                 reason="FEATURE_DISABLED",
             )
-        return as_generate_request(plan.model, plan.request,
-                                   req.nvext.cache_salt or req.cache_salt)
+        out = as_generate_request(plan.model, plan.request,
+                                  req.nvext.cache_salt or req.cache_salt)
+        if plan.request.multimodal is not None:  # images: the expanded ids and their features
+            out.features.update(await plane.engine.media_features(plan.request.multimodal))
+        return out
 
 
 CHAT = ChatKind()
