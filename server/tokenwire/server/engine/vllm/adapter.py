@@ -32,7 +32,12 @@ from tokenwire.server.engine.vllm.args import (
 )
 from tokenwire.server.engine.vllm.chat_media import VllmChatMedia
 from tokenwire.server.engine.vllm.control import VllmControl
-from tokenwire.server.engine.vllm.convert import convert_output, map_engine_error, sampling_params
+from tokenwire.server.engine.vllm.convert import (
+    convert_output,
+    engine_failure,
+    map_engine_error,
+    sampling_params,
+)
 from tokenwire.server.engine.vllm.mm_features import (
     VllmMultimodal,
     engine_input_of,
@@ -202,8 +207,15 @@ class VllmEngine(VllmControl):
                 reasoning_parser_kwargs=request.reasoning_kwargs,
                 trace_headers=tracing.trace_headers.get(),  # the RPC's span (api/tracing.py)
             ):
-                yield convert_output(out, wall_offset, full or out.finished)
+                converted = convert_output(out, wall_offset, full or out.finished)
                 full = False
+                failed = engine_failure(converted)
+                if failed is not None:
+                    before, error = failed
+                    if before is not None:
+                        yield before
+                    raise error
+                yield converted
         except asyncio.CancelledError:
             raise
         except Exception as exc:

@@ -5,6 +5,7 @@ Runs once per engine output: kept lean."""
 
 from __future__ import annotations
 
+import dataclasses
 import logging
 import uuid
 from typing import Any
@@ -148,6 +149,23 @@ def convert_output(out: Any, wall_offset: float, full: bool) -> EngineOutput:
         prompt_logprobs=prompt_lps,
         times=times,
     )
+
+
+def engine_failure(out: EngineOutput) -> tuple[EngineOutput | None, errors.TokenwireError] | None:
+    """An output whose choice finished with vLLM's "error" (a retryable
+    request-level failure, as a multimodal processor-cache drift: vLLM's
+    server answers 500): None when no choice failed; else the ids that
+    came with it (finish cleared, to deliver before the error: nothing is
+    lost) or None, and the error that ends the request."""
+    if not any(c.finish_reason == "error" for c in out.choices):
+        return None
+    kept = [dataclasses.replace(c, finish_reason=None, stop_reason=None)
+            for c in out.choices if c.token_ids]
+    before = dataclasses.replace(out, choices=kept, finished=False) if kept else None
+    return before, errors.Unavailable(
+        "the engine failed this request during generation (vLLM's retryable request error, "
+        "e.g. its multimodal processor cache drifted); send it again",
+        reason="ENGINE_REQUEST_FAILED")
 
 
 def map_engine_error(exc: BaseException) -> errors.TokenwireError:
