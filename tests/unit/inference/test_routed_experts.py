@@ -85,24 +85,3 @@ def test_adapter_conversion_keeps_the_array() -> None:
     got = array(converted)
     assert got.dtype == experts.dtype and (got == experts).all()
 
-
-def test_a_choice_finished_with_vllms_error_ends_the_request_after_its_ids() -> None:
-    """vLLM's finish_reason "error" (retryable, e.g. a processor-cache
-    drift) is not passed on as a finished choice: the ids that came with it
-    are delivered unfinished, then UNAVAILABLE ENGINE_REQUEST_FAILED."""
-    from tokenwire.server.engine.vllm.convert import convert_output as _convert_output
-    from tokenwire.server.engine.vllm.convert import engine_failure
-
-    def out(ids: list[int], reason: str | None) -> SimpleNamespace:
-        choice = SimpleNamespace(index=0, token_ids=ids, text="x" * len(ids), logprobs=None,
-                                 finish_reason=reason, stop_reason=None, weight_versions=None)
-        return SimpleNamespace(outputs=[choice], num_cached_tokens=0, finished=reason is not None,
-                               prompt_token_ids=[1, 2], prompt_logprobs=None, metrics=None)
-
-    assert engine_failure(_convert_output(out([5], "length"), 0.0, True)) is None
-    before, error = engine_failure(_convert_output(out([], "error"), 0.0, True))
-    assert before is None and error.reason == "ENGINE_REQUEST_FAILED"
-    assert error.code.name == "UNAVAILABLE"
-    before, error = engine_failure(_convert_output(out([7, 8], "error"), 0.0, True))
-    assert before is not None and not before.finished
-    assert [(c.token_ids, c.finish_reason) for c in before.choices] == [([7, 8], None)]
