@@ -92,8 +92,8 @@ SERVICES = (
         ),
         not_exposed={
             "Session": "a bidirectional stream: Client.session() (session.py)",
-            "RenderCompletion": "not in the client's surface",
-            "RenderChatCompletion": "not in the client's surface",
+            **dict.fromkeys(("RenderCompletion", "RenderChatCompletion", "RenderMessage",
+                             "RenderResponse"), "vLLM's /render: not in the client's surface"),
             "SglangGenerate": "SGLang's /generate shape for trainers (docs/trainers.md); "
                               "generate() is the client's",
             "FinishSession": "SkyRL's /finish_session, an acknowledgement (docs/trainers.md)",

@@ -242,3 +242,37 @@ def test_tokenize_expands_the_image(gateway: str, chat: dict[str, Any]) -> None:
     resp = httpx.post(f"{gateway}/tokenize", json={"model": MODEL, "messages": bad}, timeout=60)
     assert resp.status_code == 400
     assert resp.json()["error"]["param"] == "messages[0].content[0].image_url.url"
+
+
+def test_messages_and_responses_render_over_rest(gateway: str, chat: dict[str, Any]) -> None:
+    """vLLM's POST /v1/messages/render and /v1/responses/render: the body
+    Generate runs (expanded ids, vLLM's features of the image); posted to
+    /inference/v1/generate it answers as the chat does (greedy). A bad
+    image is each API's own 400."""
+    messages = {"model": MODEL, "max_tokens": 4, "temperature": 0, "messages": [
+        {"role": "user", "content": [
+            {"type": "text", "text": "Describe:"},
+            _image_block({"type": "base64", "media_type": "image/png", "data": B64})]}]}
+    responses = {"model": MODEL, "max_output_tokens": 4, "temperature": 0, "input": [
+        {"role": "user", "content": [{"type": "input_text", "text": "Describe:"},
+                                     {"type": "input_image", "image_url": URL,
+                                      "detail": "auto"}]}]}
+    for path, body in (("/v1/messages/render", messages), ("/v1/responses/render", responses)):
+        r = httpx.post(f"{gateway}{path}", json=body, timeout=120)
+        assert r.status_code == 200, (path, r.text)
+        gen_body = r.json()
+        assert gen_body["token_ids"] == chat["prompt_token_ids"], path
+        assert gen_body["features"]["mm_placeholders"] == chat["mm_placeholders"]
+        gen = httpx.post(f"{gateway}/inference/v1/generate", json=gen_body, timeout=120)
+        assert gen.status_code == 200, gen.text
+        assert gen.json()["choices"][0]["token_ids"] == chat["choices"][0]["token_ids"]
+    bad = {**messages, "messages": [{"role": "user", "content": [_image_block(
+        {"type": "base64", "media_type": "image/tiff", "data": B64})]}]}
+    r = httpx.post(f"{gateway}/v1/messages/render", json=bad, timeout=60)
+    assert r.status_code == 400
+    assert r.json()["type"] == "error" and r.json()["error"]["type"] == "invalid_request_error"
+    assert "messages[0].content[0].source.media_type" in r.json()["error"]["message"]
+    bad = {**responses, "input": [{"role": "user", "content": [
+        {"type": "input_image", "image_url": "http://169.254.169.254/x", "detail": "auto"}]}]}
+    r = httpx.post(f"{gateway}/v1/responses/render", json=bad, timeout=60)
+    assert r.status_code == 400 and r.json()["error"]["param"] == "input[0].content[0].image_url"

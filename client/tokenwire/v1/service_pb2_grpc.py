@@ -150,10 +150,20 @@ class TokenwireServiceStub:
                 request_serializer=tokenwire_dot_v1_dot_anthropic__pb2.CountMessageTokensRequest.SerializeToString,
                 response_deserializer=tokenwire_dot_v1_dot_anthropic__pb2.CountMessageTokensResponse.FromString,
                 _registered_method=True)
+        self.RenderMessage = channel.unary_unary(
+                '/tokenwire.v1.TokenwireService/RenderMessage',
+                request_serializer=tokenwire_dot_v1_dot_anthropic__pb2.CreateMessageRequest.SerializeToString,
+                response_deserializer=tokenwire_dot_v1_dot_generate__pb2.GenerateRequest.FromString,
+                _registered_method=True)
         self.CreateResponse = channel.unary_unary(
                 '/tokenwire.v1.TokenwireService/CreateResponse',
                 request_serializer=tokenwire_dot_v1_dot_responses__pb2.CreateResponseRequest.SerializeToString,
                 response_deserializer=tokenwire_dot_v1_dot_responses__pb2.CreateResponseResponse.FromString,
+                _registered_method=True)
+        self.RenderResponse = channel.unary_unary(
+                '/tokenwire.v1.TokenwireService/RenderResponse',
+                request_serializer=tokenwire_dot_v1_dot_responses__pb2.CreateResponseRequest.SerializeToString,
+                response_deserializer=tokenwire_dot_v1_dot_generate__pb2.GenerateRequest.FromString,
                 _registered_method=True)
         self.StreamResponse = channel.unary_stream(
                 '/tokenwire.v1.TokenwireService/StreamResponse',
@@ -338,11 +348,30 @@ class TokenwireServiceServicer:
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
+    def RenderMessage(self, request, context):
+        """The Generate request a Messages body would run as, without generating
+        (vLLM's `POST /v1/messages/render`): RenderChatCompletion of the chat
+        the Messages request runs as (images: expanded ids and `features`).
+        Errors name the Messages fields, in Anthropic's error shape over REST.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
     def CreateResponse(self, request, context):
         """Create a model response (OpenAI `POST /v1/responses`), run as a chat.
         Over REST the gateway routes `POST /v1/responses` to
         EventStreamService.CreateResponseJson (unary) or StreamResponseEvents
         ("stream": true), which print OpenAI's JSON in full.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def RenderResponse(self, request, context):
+        """The Generate request a Responses body would run as, without generating
+        (vLLM's `POST /v1/responses/render`): RenderChatCompletion of the chat
+        the Responses request runs as (images: expanded ids and `features`).
         """
         context.set_code(grpc.StatusCode.UNIMPLEMENTED)
         context.set_details('Method not implemented!')
@@ -460,10 +489,20 @@ def add_TokenwireServiceServicer_to_server(servicer, server):
                     request_deserializer=tokenwire_dot_v1_dot_anthropic__pb2.CountMessageTokensRequest.FromString,
                     response_serializer=tokenwire_dot_v1_dot_anthropic__pb2.CountMessageTokensResponse.SerializeToString,
             ),
+            'RenderMessage': grpc.unary_unary_rpc_method_handler(
+                    servicer.RenderMessage,
+                    request_deserializer=tokenwire_dot_v1_dot_anthropic__pb2.CreateMessageRequest.FromString,
+                    response_serializer=tokenwire_dot_v1_dot_generate__pb2.GenerateRequest.SerializeToString,
+            ),
             'CreateResponse': grpc.unary_unary_rpc_method_handler(
                     servicer.CreateResponse,
                     request_deserializer=tokenwire_dot_v1_dot_responses__pb2.CreateResponseRequest.FromString,
                     response_serializer=tokenwire_dot_v1_dot_responses__pb2.CreateResponseResponse.SerializeToString,
+            ),
+            'RenderResponse': grpc.unary_unary_rpc_method_handler(
+                    servicer.RenderResponse,
+                    request_deserializer=tokenwire_dot_v1_dot_responses__pb2.CreateResponseRequest.FromString,
+                    response_serializer=tokenwire_dot_v1_dot_generate__pb2.GenerateRequest.SerializeToString,
             ),
             'StreamResponse': grpc.unary_stream_rpc_method_handler(
                     servicer.StreamResponse,
@@ -1030,6 +1069,33 @@ class TokenwireService:
             _registered_method=True)
 
     @staticmethod
+    def RenderMessage(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/tokenwire.v1.TokenwireService/RenderMessage',
+            tokenwire_dot_v1_dot_anthropic__pb2.CreateMessageRequest.SerializeToString,
+            tokenwire_dot_v1_dot_generate__pb2.GenerateRequest.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
     def CreateResponse(request,
             target,
             options=(),
@@ -1046,6 +1112,33 @@ class TokenwireService:
             '/tokenwire.v1.TokenwireService/CreateResponse',
             tokenwire_dot_v1_dot_responses__pb2.CreateResponseRequest.SerializeToString,
             tokenwire_dot_v1_dot_responses__pb2.CreateResponseResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def RenderResponse(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/tokenwire.v1.TokenwireService/RenderResponse',
+            tokenwire_dot_v1_dot_responses__pb2.CreateResponseRequest.SerializeToString,
+            tokenwire_dot_v1_dot_generate__pb2.GenerateRequest.FromString,
             options,
             channel_credentials,
             insecure,

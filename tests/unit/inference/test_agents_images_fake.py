@@ -377,3 +377,35 @@ def test_tokenize_bad_images_name_the_field(vlm, fake_stub) -> None:
                                                       "messages[0].content[0]")
     turn = tokenize_req({"type": "image_url", "image_url": {"url": URL}}, next_turn=True)
     assert refused(stub.Tokenize, turn)[0] == "VALUE_NOT_ALLOWED"
+
+
+# -- Render (vLLM's /v1/messages/render, /v1/responses/render) ---------------
+
+def test_messages_and_responses_render_as_their_chat_renders(vlm) -> None:
+    """RenderMessage / RenderResponse: the Generate request the body runs as
+    (its chat's render: the expanded ids and vLLM's features of the image),
+    and Generate runs it on the same prompt; errors name the API's fields."""
+    stub, _ = vlm
+    ids, places = chat_ids(stub)
+    chat_render = stub.RenderChatCompletion(json_format.ParseDict(
+        {"model": "fake-model", "max_tokens": 3, "messages": [{"role": "user", "content": [
+            {"type": "text", "text": "Look:"}, {"type": "image_url", "image_url": {"url": URL}},
+            {"type": "text", "text": "?"}]}]}, chat_pb2.CreateChatCompletionRequest()))
+    msg = stub.RenderMessage(messages({"type": "text", "text": "Look:"}, image_block(),
+                                      {"type": "text", "text": "?"}))
+    resp = stub.RenderResponse(responses([{"type": "input_text", "text": "Look:"},
+                                          input_image(), {"type": "input_text", "text": "?"}]))
+    for rendered in (msg, resp):
+        assert list(rendered.token_ids) == ids == list(chat_render.token_ids)
+        assert json_format.MessageToDict(rendered.features) == json_format.MessageToDict(
+            chat_render.features)
+        assert rendered.sampling_params.max_tokens == 3
+        gen = stub.Generate(rendered, timeout=10)
+        assert list(gen.prompt_token_ids) == ids
+        assert json_format.MessageToDict(gen.mm_placeholders) == places
+    assert refused(stub.RenderMessage, messages(image_block(media_type="application/pdf"))) == (
+        "UNSUPPORTED_MEDIA_TYPE", "messages[0].content[0].source.media_type")
+    assert refused(stub.RenderResponse, responses([input_image("ftp://x/y.png")])) == (
+        "MEDIA_URL_NOT_ALLOWED", "input[0].content[0].image_url")
+    text = stub.RenderMessage(messages({"type": "text", "text": "hi"}))
+    assert not text.HasField("features") and len(text.token_ids) > 0

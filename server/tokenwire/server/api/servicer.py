@@ -109,6 +109,24 @@ class TokenwireServicer(service_pb2_grpc.TokenwireServiceServicer):
                                                 caller=await caller_of(self.plane, context))
 
     @unary_errors
+    async def RenderMessage(
+        self, request: anthropic_pb2.CreateMessageRequest, context: grpc.aio.ServicerContext
+    ) -> generate_pb2.GenerateRequest:
+        """vLLM's /v1/messages/render: the Generate request a Messages body runs as."""
+        with self.state.call():
+            return await ANTHROPIC.render(self.plane, request,
+                                          caller=await caller_of(self.plane, context))
+
+    @unary_errors
+    async def RenderResponse(
+        self, request: responses_pb2.CreateResponseRequest, context: grpc.aio.ServicerContext
+    ) -> generate_pb2.GenerateRequest:
+        """vLLM's /v1/responses/render: the Generate request a Responses body runs as."""
+        with self.state.call():
+            return await RESPONSES.render(self.plane, request,
+                                          caller=await caller_of(self.plane, context))
+
+    @unary_errors
     async def CreateResponse(
         self, request: responses_pb2.CreateResponseRequest, context: grpc.aio.ServicerContext
     ) -> responses_pb2.CreateResponseResponse:

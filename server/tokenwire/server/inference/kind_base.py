@@ -115,6 +115,11 @@ class RequestKind(Generic[Req, P, R, C]):
         close it when abandoned. `outcome`: filled once the stream finished."""
         raise NotImplementedError
 
+    async def render(self, plane: DataPlane, req: Req, *, caller: Caller) -> Any:
+        """What `req` runs as, without generating (vLLM's /render of this
+        API: Generate request(s)): the kinds with a render route define it."""
+        raise NotImplementedError
+
     def call_outcome(self) -> RunOutcome | None:
         """What a single call (not a Session) keeps of its run for `after`:
         nothing unless the kind starts something after a run."""
@@ -172,12 +177,26 @@ class ChatBackedKind(RequestKind[Req, P, R, C]):
             return await self.chat.plan(plane, chat_req, caller=caller, stream=stream,
                                         dp_rank=dp_rank, session_id=session_id)
         except InvalidArgument as exc:
-            if exc.param:
-                name = (rename or self.chat_param)(exc.param)
-                if name != exc.param:
-                    exc.message = exc.message.replace(exc.param, name)
-                    exc.param = name
+            self._rename(exc, rename)
             raise
+
+    async def render_chat(self, plane: DataPlane, chat_req: Any, *, caller: Caller,
+                          rename: Callable[[str], str] | None = None) -> Any:
+        """The chat kind's render of `chat_req` (the Generate request it
+        runs as: vLLM's /render of this API); errors name this kind's fields."""
+        try:
+            return await self.chat.render(plane, chat_req, caller=caller)
+        except InvalidArgument as exc:
+            self._rename(exc, rename)
+            raise
+
+    def _rename(self, exc: InvalidArgument, rename: Callable[[str], str] | None) -> None:
+        """A chat error's field as this kind names it (in place)."""
+        if exc.param:
+            name = (rename or self.chat_param)(exc.param)
+            if name != exc.param:
+                exc.message = exc.message.replace(exc.param, name)
+                exc.param = name
 
     def call_outcome(self) -> RunOutcome | None:
         return self.chat.call_outcome()
