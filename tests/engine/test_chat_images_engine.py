@@ -174,6 +174,11 @@ def test_a_session_turn_with_an_image_is_continued_with_it(vlm_stub) -> None:
     t1 = ev1[0].chat_result
     assert ev1[-1].done.continuable
     assert ev1[-1].done.speculative_prefill  # warmed with the image (vLLM takes it: t2 runs)
+    # The store holds the turn's processed image (its tensors' bytes / 4, as ids).
+    from tokenwire.v1 import models_pb2
+
+    held = vlm_stub.GetStats(models_pb2.GetStatsRequest()).continuation_tokens
+    assert held > len(t1.prompt_token_ids) + len(t1.choices[0].token_ids) + 10_000
     s.send(start_chat("t2", continuation={"previous_request_id": "t1", "suffix_token_ids": []},
                       **fields))
     ev2 = s.until_terminal("t2")
