@@ -278,3 +278,32 @@ def test_render_with_images_gives_the_generate_request_that_runs_them(vlm) -> No
     assert list(gen.choices[0].token_ids) == list(ref.choices[0].token_ids)  # greedy
     # A text-only chat renders no features.
     assert not stub.RenderChatCompletion(chat("just text")).HasField("features")
+
+
+def test_a_processor_cache_drift_is_rendered_again_and_sent_once_more(vlm) -> None:
+    """vLLM fails a request with images before any output when its
+    frontend's processor cache drifted from the engine core's (the adapter
+    raises ENGINE_REQUEST_FAILED; the frontend has dropped the drifted
+    items): chat renders the images again, every item's tensors kept, and
+    sends it once more, unary and streamed; a second failure is the error."""
+    stub, engine = vlm
+    req = chat(parts("Look:", (URL,)), temperature=0)
+    ref = stub.CreateChatCompletion(req)
+    before = len(engine.requests)
+    engine.media_misses = 1
+    again = stub.CreateChatCompletion(req)
+    assert len(engine.requests) - before == 2  # the failed attempt, then the one that ran
+    assert list(again.prompt_token_ids) == list(ref.prompt_token_ids)
+    assert list(again.choices[0].token_ids) == list(ref.choices[0].token_ids)
+    engine.media_misses = 1
+    chunks = list(stub.StreamChatCompletion(chat(parts("Look:", (URL,)), temperature=0,
+                                                 stream=True)))
+    assert [t for c in chunks for ch in c.choices for t in ch.token_ids] == list(
+        ref.choices[0].token_ids)
+    engine.media_misses = 2
+    with pytest.raises(grpc.RpcError) as info:
+        stub.CreateChatCompletion(req)
+    assert info.value.code() == grpc.StatusCode.UNAVAILABLE
+    assert engine.media_misses == 0
+    assert list(stub.CreateChatCompletion(req).choices[0].token_ids) == list(
+        ref.choices[0].token_ids)

@@ -61,6 +61,7 @@ class FakeEngine(FakeControl, media.FakeMedia):
         self.running: set[str] = set()
         self.aborted: list[str] = []
         self.requests: list[EngineRequest] = []
+        self.media_misses = 0  # next requests with media failed as on a processor-cache drift
         self._cache: set[tuple[str, tuple[int, ...]]] = set()
         self.healthy = True
         self.progress: dict[str, int] = {}  # request id -> tokens generated so far
@@ -219,6 +220,12 @@ class FakeEngine(FakeControl, media.FakeMedia):
             raise errors.InvalidArgument(f"request id {request.request_id} is in use",
                                          param="request_id", reason="DUPLICATE_REQUEST_ID")
         self.requests.append(request)
+        if request.multimodal is not None and self.media_misses > 0:
+            # vLLM's frontend/engine-core processor caches drifted (the adapter's
+            # engine_failure): the request fails before any output
+            self.media_misses -= 1
+            raise errors.Unavailable("the engine failed this request during generation",
+                                     reason="ENGINE_REQUEST_FAILED")
         self.running.add(request.request_id)
         p = request.params
         arrival = time.time()

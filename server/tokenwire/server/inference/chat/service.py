@@ -6,6 +6,7 @@ from collections.abc import AsyncIterator
 
 from tokenwire.server.core.domain import Engine, RunOutcome
 from tokenwire.server.core.errors import Internal
+from tokenwire.server.inference.chat.media import chat_outputs
 from tokenwire.server.inference.chat.request import ChatPlan
 from tokenwire.server.inference.chat.response import ChatStreamBuilder, build_chat_response
 from tokenwire.server.inference.chunk_bounds import DEFAULT_MESSAGE_LIMIT, ChunkBounds
@@ -17,7 +18,7 @@ async def run_chat(
     engine: Engine, plan: ChatPlan, *, worker_id: str, outcome: RunOutcome | None = None
 ) -> chat_pb2.CreateChatCompletionResponse:
     created = int(plan.received)
-    final = await final_output(engine, plan.request, outcome)
+    final = await final_output(engine, plan.request, outcome, chat_outputs(engine, plan))
     return build_chat_response(
         plan, engine, final, created=created, worker_id=worker_id, first_seen=None
     )
@@ -29,7 +30,7 @@ async def stream_chat(
 ) -> AsyncIterator[chat_pb2.StreamChatCompletionResponse]:
     builder = ChatStreamBuilder(plan, engine, created=int(plan.received), worker_id=worker_id)
     pieces = ChunkBounds(engine, plan.request.params.logprobs, message_limit).pieces
-    outputs = engine.generate(plan.request)
+    outputs = chat_outputs(engine, plan)
     try:
         # Wait for the first output before the role chunk, so that errors
         # raised at start (admission, a dead engine, engine-side validation)

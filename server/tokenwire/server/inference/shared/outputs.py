@@ -3,7 +3,7 @@ unary run's one final output, and a stream's chunk maker."""
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import AsyncIterator, Callable
 from typing import TypeVar
 
 from google.protobuf.message import Message
@@ -15,12 +15,14 @@ M = TypeVar("M", bound=Message)
 
 
 async def final_output(
-    engine: Engine, request: EngineRequest, outcome: RunOutcome | None
+    engine: Engine, request: EngineRequest, outcome: RunOutcome | None,
+    outputs: AsyncIterator[EngineOutput] | None = None,
 ) -> EngineOutput:
     """Run one unary request to its final output (INTERNAL if the engine ends
-    it unfinished) and fill `outcome` with what it consumed and produced."""
+    it unfinished) and fill `outcome` with what it consumed and produced.
+    `outputs`: the request's outputs when the kind starts them itself."""
     final: EngineOutput | None = None
-    async for out in engine.generate(request):
+    async for out in (outputs if outputs is not None else engine.generate(request)):
         final = out
     if final is None or not final.finished:
         raise Internal("the engine ended the request without a final output",
