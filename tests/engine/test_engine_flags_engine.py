@@ -5,7 +5,9 @@ with their ids, the server keeps serving, and vLLM's `llm_request` spans
 reach the collector; a call with a `traceparent` is one trace: the
 server's span under the caller's, vLLM's `llm_request` under the server's;
 with log stats on (vLLM's default), `--metrics-port`'s /metrics shows
-vLLM's `vllm:*` metrics beside tokenwire's `tokenwire_*`."""
+vLLM's `vllm:*` metrics beside tokenwire's `tokenwire_*`; with
+`--api-server-count 2` both serving processes trace, each call one trace
+over the shared engine core."""
 
 from __future__ import annotations
 
@@ -86,6 +88,46 @@ def test_tracing_flag_keeps_the_engine_serving_and_metrics_show_both(
         assert sum(generated) >= 5 + 7 + 4
         assert "tokenwire_completion_tokens_total" in samples
         assert "tokenwire_requests_total" in samples
+    finally:
+        code = server.stop(120)
+        collector.stop()
+    assert code == 0, server.log_tail()
+
+
+@pytest.mark.skipif(not (TINY / "config.json").exists(), reason="make tiny-model")
+def test_every_serving_process_traces_over_one_engine_core(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """`--api-server-count 2` on the real engine: each serving process
+    exports its own server spans, and each call's vLLM `llm_request` span
+    (from that process's engine client) is the child of its server span."""
+    collector = Collector().start()
+    for name, value in FAST_EXPORT.items():
+        monkeypatch.setenv(name, value)
+    server = ProcessServer(["--model", str(TINY), "--kv-cache-bytes", str(64 << 20),
+                            "--api-server-count", "2",
+                            "--otlp-traces-endpoint", collector.endpoint]).start(timeout=300)
+    traces = [uuid.uuid4().hex for _ in range(16)]
+    parent = uuid.uuid4().hex[:16]
+    try:
+        for trace_id in traces:  # each on its own connection: the kernel spreads them
+            with grpc.insecure_channel(server.address, options=[
+                    ("grpc.use_local_subchannel_pool", 1)]) as ch:
+                resp = service_pb2_grpc.TokenwireServiceStub(ch).CreateChatCompletion(
+                    chat_request(max_tokens=2, ignore_eos=True), timeout=120,
+                    metadata=(("traceparent", f"00-{trace_id}-{parent}-01"),))
+                assert resp.usage.completion_tokens == 2
+        wanted = set(traces)
+        spans = collector.wait_for(lambda spans: wanted <= {
+            s.trace_id for s in spans if s.name == "llm_request"}, timeout=60)
+        processes = set()
+        for trace_id in traces:
+            (server_span,) = [s for s in spans if s.trace_id == trace_id and s.name == CHAT]
+            (engine_span,) = [s for s in spans
+                              if s.trace_id == trace_id and s.name == "llm_request"]
+            assert server_span.parent_span_id == parent
+            assert engine_span.parent_span_id == server_span.span_id
+            processes.add(server_span.resource["tokenwire.process_index"])
+        assert processes == {0, 1}
     finally:
         code = server.stop(120)
         collector.stop()
