@@ -171,3 +171,36 @@ def test_tokens_mode_sends_the_previous_ids_on_a_plain_chat() -> None:
     turn = core.turns[1]
     assert (turn.request_id, turn.prompt_ids, turn.completion_ids, turn.suffix_ids) == \
         ("c2", [1, 2, 3, 4], [5, 6], [4])
+
+
+IMAGE = "data:image/png;base64,iVBORw0KGgo="
+LOOK = [{"role": "user", "content": [{"type": "text", "text": "Look:"},
+                                     {"type": "image_url", "image_url": {"url": IMAGE}}]}]
+
+
+def test_a_first_turn_with_an_image_sends_it_again_with_full_ids() -> None:
+    """A conversation that starts with an image: a turn sent as token ids
+    (the fallback of a lost session continuation, and every "tokens" turn)
+    carries the image as nvext.content_parts, which the server places on
+    its expanded ids; a session continuation needs nothing (the server
+    keeps the turn's image)."""
+    core = _core()
+    steps = _run(core.turn(LOOK, None, False, {}), [_result("r1", [1, 2, 3], [7, 8])])
+    assert steps[0].kwargs["messages"][1] == LOOK[0]  # type: ignore[attr-defined]
+    steps = _run(core.turn("More", None, False, {}), [
+        (NotFoundError("gone", reason="CONTINUATION_EVICTED"), False, False),
+        tokenize_pb2.TokenizeResponse(tokens=[5, 6]),
+        _result("r2", [1, 2, 3, 7, 8, 5, 6], [9]),
+    ])
+    first, again = steps[0], steps[2]
+    assert isinstance(first, SessionTurn) and "nvext" not in first.kwargs
+    assert isinstance(again, SessionTurn)
+    assert again.kwargs["nvext"]["content_parts"] == [{"type": "image_url", "url": IMAGE}]
+    tokens = _core("tokens")
+    _run(tokens.turn(LOOK, None, False, {}), [_chat("c1", [1, 2], [3])])
+    steps = _run(tokens.turn("More", None, False, {}),
+                 [tokenize_pb2.TokenizeResponse(tokens=[4]), _chat("c2", [1, 2, 3, 4], [5])])
+    chat = steps[1]
+    assert isinstance(chat, Chat)
+    assert chat.body["nvext"]["content_parts"] == [{"type": "image_url", "url": IMAGE}]
+    assert chat.body["nvext"]["token_data"] == [1, 2, 3, 4]

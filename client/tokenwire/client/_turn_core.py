@@ -101,6 +101,13 @@ class Turn:
     suffix_ids: list[int]  # what this turn appended to the previous turn's ids
 
 
+def image_urls(messages: list[dict[str, Any]]) -> list[str]:
+    """The URLs of the image_url parts of chat messages, in order."""
+    return [part["image_url"]["url"] for m in messages if isinstance(m.get("content"), list)
+            for part in m["content"]
+            if isinstance(part, dict) and part.get("type") == "image_url"]
+
+
 class TurnCore:
     """A conversation without I/O: its turns, pending messages, request
     building and bookkeeping, and each turn's plan (`turn`), shared by
@@ -120,6 +127,10 @@ class TurnCore:
         self.pending: list[dict[str, Any]] = (
             [{"role": "system", "content": system}] if system else []
         ) + as_messages(messages)
+        # The first turn's image URLs, in order: a turn sent as token ids
+        # ("tokens" mode, a session turn's fallback) sends them again as
+        # nvext.content_parts, which the server places on their expanded ids.
+        self.images: list[str] = []
 
     @property
     def last(self) -> Turn | None:
@@ -198,6 +209,8 @@ class TurnCore:
             return {**body, "messages": messages}
         nvext = dict(body.get("nvext") or {})
         nvext["token_data"] = prev.prompt_ids + prev.completion_ids + new
+        if self.images:
+            nvext["content_parts"] = [{"type": "image_url", "url": u} for u in self.images]
         return {**body, "messages": [{"role": "user", "content": ""}], "nvext": nvext}
 
     def turn(
@@ -210,6 +223,8 @@ class TurnCore:
         messages = self.take_messages(message)
         body = self.body(overrides, stream)
         prev = self.last
+        if prev is None:
+            self.images = image_urls(messages)
         if self.mode == "session":
             yield from self._session_plan(prev, messages, suffix_ids, body)
         else:

@@ -357,3 +357,37 @@ def test_session_completion_continues(client: Client) -> None:
                                  return_token_ids=True, stream=True).result()
         prompt = [p for c in nxt.completion_chunks for ch in c.choices for p in ch.prompt_token_ids]
         assert prompt == [70, 71, *ids, 72]
+
+
+def test_conversation_with_an_image_keeps_it_in_every_mode() -> None:
+    """A conversation that starts with an image (the fake VLM): the session
+    mode's continuations keep the server-side image, the tokens mode sends
+    it again as nvext.content_parts with the ids: both give the same
+    prompts, the image expanded once, in place."""
+    import base64
+    import io
+
+    from PIL import Image
+
+    from tokenwire.server.engine.fake import media
+
+    buf = io.BytesIO()
+    Image.new("RGB", (8, 6), (1, 2, 3)).save(buf, "PNG")
+    url = "data:image/png;base64," + base64.b64encode(buf.getvalue()).decode()
+    look = [{"role": "user", "content": [{"type": "text", "text": "Look:"},
+                                         {"type": "image_url", "image_url": {"url": url}}]}]
+    engine = FakeEngine(max_model_len=512, block_size=4)
+    engine.takes_media = True
+    prompts = {}
+    with fake_serving(engine, served_model_name="fake-model") as server:
+        client = Client(server.address)
+        for mode in ("session", "tokens"):
+            with Conversation(client, mode=mode, max_tokens=6) as conv:
+                conv.send(look)
+                conv.send("And now?")
+                conv.send(suffix_ids=[1, 50, 2])
+                prompts[mode] = [t.prompt_ids for t in conv.turns]
+        client.close()
+    assert prompts["session"] == prompts["tokens"]
+    for prompt in prompts["session"]:
+        assert prompt.count(media.IMAGE_START) == 1 and prompt.count(media.IMAGE) == media.EMBEDS
