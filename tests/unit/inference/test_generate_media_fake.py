@@ -361,3 +361,36 @@ def test_a_session_runs_generate_with_an_image(vlm) -> None:
     assert [(p.offset, p.length) for p in m2.mm_placeholders.image] == [(3, 4)]
     assert events[-1].done.continuable is True
     s.close()
+
+
+def test_a_processor_cache_drift_prepares_the_parts_again(vlm) -> None:
+    """Generate (and chat's nvext) with content_parts that vLLM fails before
+    any output on a processor-cache drift: the parts are prepared again,
+    every item's tensors kept, and the request sent once more (unary and
+    streamed); client features carry their tensors and are not retried."""
+    stub, engine = vlm
+    body = {"token_ids": PROMPT, "return_token_ids": True,
+            "content_parts": [{"type": "image_url", "url": URL}]}
+    ref = stub.Generate(gen(body), timeout=10)
+    engine.media_misses = 1
+    again = stub.Generate(gen(body), timeout=10)
+    assert list(again.prompt_token_ids) == EXPANDED == list(ref.prompt_token_ids)
+    assert list(again.choices[0].token_ids) == list(ref.choices[0].token_ids)
+    engine.media_misses = 1
+    chunks = list(stub.StreamGenerate(gen(body), timeout=10))
+    assert [t for c in chunks for ch in c.choices for t in ch.token_ids] == list(
+        ref.choices[0].token_ids)
+    engine.media_misses = 1
+    chat = json_format.ParseDict(
+        {"messages": [{"role": "user", "content": ""}], "max_tokens": 3, "return_token_ids": True,
+         "nvext": {"token_data": PROMPT, "content_parts": [{"type": "image_url", "url": URL}]}},
+        chat_pb2.CreateChatCompletionRequest())
+    assert list(stub.CreateChatCompletion(chat, timeout=10).prompt_token_ids) == EXPANDED
+    assert engine.media_misses == 0
+    engine.media_misses = 1  # client features: the error, no second attempt
+    with pytest.raises(grpc.RpcError) as info:
+        stub.Generate(json_format.ParseDict({**json_features(EXPANDED),
+                                             "sampling_params": {"max_tokens": 2}},
+                                            generate_pb2.GenerateRequest()), timeout=10)
+    assert info.value.code() == grpc.StatusCode.UNAVAILABLE
+    assert engine.media_misses == 0

@@ -7,14 +7,15 @@ length checked again and an unset max_tokens computed for it."""
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Awaitable, Callable
 from typing import Any
 
 from tokenwire.server.core import validation as v
 from tokenwire.server.core.domain import EngineOutput, RenderOptions
-from tokenwire.server.core.errors import InvalidArgument, Unavailable
-from tokenwire.server.core.media_inputs import keeping_tensors
+from tokenwire.server.core.errors import InvalidArgument
 from tokenwire.server.inference.shared import sampling
+from tokenwire.server.inference.shared.outputs import media_outputs
+from tokenwire.server.inference.shared.token_media import prepare
 
 
 @dataclasses.dataclass
@@ -52,35 +53,19 @@ async def render_media(engine: Any, plan: Any) -> None:
         request.reasoning_ended, request.reasoning_kwargs = plan.parsing.engine_reasoning(ids)
 
 
+
 def chat_outputs(engine: Any, plan: Any) -> AsyncIterator[EngineOutput]:
-    """The outputs of `plan` (a ChatPlan): engine.generate, and for a chat
-    with images once more when vLLM failed it before any output with its
-    retryable error (ENGINE_REQUEST_FAILED: its frontend's processor cache
-    had drifted from the engine core's, and the frontend has dropped the
-    drifted items, so rendering again sends them), rendered again keeping
-    every item's tensors. Without images: no extra layer."""
-    if plan.media is None:
-        return engine.generate(plan.request)  # type: ignore[no-any-return]
-    return _once_more(engine, plan)
-
-
-async def _once_more(engine: Any, plan: Any) -> AsyncIterator[EngineOutput]:
-    outputs = engine.generate(plan.request)
-    try:
-        try:
-            first = await anext(outputs, None)
-        except Unavailable as exc:
-            if exc.reason != "ENGINE_REQUEST_FAILED":
-                raise
-            await outputs.aclose()
-            with keeping_tensors():
-                await render_media(engine, plan)
-            outputs = engine.generate(plan.request)
-            first = await anext(outputs, None)
-        if first is None:
-            return
-        yield first
-        async for out in outputs:
-            yield out
-    finally:
-        await outputs.aclose()
+    """The outputs of `plan` (a ChatPlan); a chat with images sent once more
+    after vLLM's processor-cache drift (shared/outputs.media_outputs), its
+    images rendered again (messages) or prepared again (nvext's
+    content_parts; client features carry their tensors: never a reference)."""
+    again: Callable[[], Awaitable[None]] | None = None
+    if plan.media is not None:
+        async def again() -> None:
+            await render_media(engine, plan)
+    elif plan.token_media is not None and plan.token_media.parts:
+        async def again() -> None:
+            param, asked = plan.max_tokens_asked
+            await prepare(engine, plan.request, plan.token_media,
+                          max_tokens_param=param, max_tokens=asked)
+    return media_outputs(engine, plan.request, again)

@@ -15,6 +15,7 @@ from tokenwire.server.core.domain import (
     Caller,
     ChoiceOutput,
     Engine,
+    EngineOutput,
     EngineRequest,
     GenerationParams,
     PositionLogprobs,
@@ -27,9 +28,14 @@ from tokenwire.server.inference.shared import sampling
 from tokenwire.server.inference.shared.choices import finish_choice
 from tokenwire.server.inference.shared.identity import check_model, lora_of, new_request_id
 from tokenwire.server.inference.shared.logprobs import native_prompt_logprobs
-from tokenwire.server.inference.shared.outputs import chunk_maker, final_output
+from tokenwire.server.inference.shared.outputs import chunk_maker, final_output, media_outputs
 from tokenwire.server.inference.shared.tenant_policy import check_priority, pick_cache_salt
-from tokenwire.server.inference.shared.token_media import TokenMedia, check_model_takes, token_media
+from tokenwire.server.inference.shared.token_media import (
+    TokenMedia,
+    check_model_takes,
+    prepare,
+    token_media,
+)
 from tokenwire.server.inference.shared.usage import usage
 from tokenwire.v1 import common_pb2, generate_pb2
 
@@ -204,10 +210,23 @@ def _response(plan: GeneratePlan) -> generate_pb2.GenerateResponse:
     )
 
 
+def _outputs(engine: Engine, plan: GeneratePlan) -> AsyncIterator[EngineOutput]:
+    """The plan's outputs; with content_parts, sent once more after vLLM's
+    processor-cache drift, the parts prepared again (shared/outputs.py)."""
+    media = plan.media
+    if media is None or not media.parts:
+        return media_outputs(engine, plan.request, None)
+
+    async def again() -> None:
+        await prepare(engine, plan.request, media, max_tokens_param="sampling_params.max_tokens",
+                      max_tokens=plan.max_tokens_asked)
+    return media_outputs(engine, plan.request, again)
+
+
 async def run_generate(
     engine: Engine, plan: GeneratePlan, *, outcome: RunOutcome | None = None
 ) -> generate_pb2.GenerateResponse:
-    final = await final_output(engine, plan.request, outcome)
+    final = await final_output(engine, plan.request, outcome, _outputs(engine, plan))
     resp = _response(plan)
     for c in sorted(final.choices, key=lambda c: c.index):
         _add_choice(resp, plan, c, engine)
@@ -234,7 +253,7 @@ async def stream_generate(
     pieces = ChunkBounds(engine, plan.request.params.logprobs, message_limit).pieces
     # Nothing is sent before the first output: errors at start (admission,
     # engine validation) fail the call before its first message.
-    async with contextlib.aclosing(engine.generate(plan.request)) as outputs:
+    async with contextlib.aclosing(_outputs(engine, plan)) as outputs:  # type: ignore[type-var]
         async for out in outputs:
             cached = out.num_cached_tokens
             finished = out.finished
