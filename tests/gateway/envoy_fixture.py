@@ -1,9 +1,14 @@
-"""Start a real Envoy (tokenwire gateway) in front of a test server."""
+"""Start a real Envoy (tokenwire gateway) in front of a test server, or a
+whole `tokenwire up`."""
 
 from __future__ import annotations
 
+import collections.abc
+import contextlib
 import dataclasses
+import signal
 import subprocess
+import sys
 import time
 
 import httpx
@@ -55,3 +60,43 @@ def wait_rest(url: str, proc: subprocess.Popen, timeout: float = 60, headers=Non
             pass
         time.sleep(0.2)
     raise TimeoutError(f"{url}/health not 200 after {timeout}s")
+
+
+@dataclasses.dataclass
+class UpProcess:
+    """A running `tokenwire up`: its process, REST URL and ports; `output`
+    (what it printed) once it stopped."""
+
+    proc: subprocess.Popen
+    url: str
+    grpc_port: int
+    rest_port: int
+    output: str = ""
+
+
+@contextlib.contextmanager
+def tokenwire_up(*flags: str, env: dict[str, str] | None = None,
+                 headers: dict[str, str] | None = None, stop: int = signal.SIGTERM,
+                 grpc_port: int | None = None, fake: bool = True,
+                 timeout: float = 60) -> collections.abc.Iterator[UpProcess]:
+    """`tokenwire up` on free ports (the fake engine named fake-model unless
+    `fake` is false) with `flags`, yielded once its REST /health answers
+    (with `headers`). A body that ends normally stops it with `stop` and
+    asserts it exited 0; it is killed if still running."""
+    grpc_port = grpc_port or free_port()
+    rest_port = free_port()
+    base = ["--engine", "fake", "--served-model-name", "fake-model"] if fake else []
+    cmd = [sys.executable, "-m", "tokenwire.cli", "up", *base, "--port", str(grpc_port),
+           "--gateway-listen-port", str(rest_port), *flags]
+    proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, env=env)
+    up = UpProcess(proc, f"http://127.0.0.1:{rest_port}", grpc_port, rest_port)
+    try:
+        wait_rest(up.url, proc, timeout=timeout, headers=headers)
+        yield up
+        proc.send_signal(stop)
+        assert proc.wait(60) == 0
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+        up.output = proc.stdout.read().decode(errors="replace") if proc.stdout else ""

@@ -13,10 +13,7 @@ import collections.abc
 import concurrent.futures
 import contextlib
 import os
-import signal
 import stat
-import subprocess
-import sys
 import threading
 from pathlib import Path
 
@@ -24,7 +21,7 @@ import grpc
 import httpx
 import pytest
 
-from tests.gateway.envoy_fixture import start_gateway, stop_gateway, wait_rest
+from tests.gateway.envoy_fixture import start_gateway, stop_gateway, tokenwire_up
 from tests.servers import ThreadServer, free_port
 from tokenwire.gateway import config
 from tokenwire.gateway.settings import ADMIN_KEY_ENV, GatewaySettings, injected_admin_key
@@ -229,24 +226,10 @@ def test_up_passes_the_flag_only_with_control_and_a_key() -> None:
 
 
 def test_up_with_the_flag_gives_keyless_control() -> None:
-    grpc_port, rest_port = free_port(), free_port()
-    cmd = [sys.executable, "-m", "tokenwire.cli", "up", "--engine", "fake",
-           "--served-model-name", "fake-model", "--port", str(grpc_port),
-           "--gateway-listen-port", str(rest_port), "--enable-control",
-           "--gateway-inject-admin-key"]
     env = {**os.environ, ADMIN_KEY_ENV: ADMIN_KEY}
-    proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, env=env)
-    url = f"http://127.0.0.1:{rest_port}"
-    try:
-        wait_rest(url, proc)
+    with tokenwire_up("--enable-control", "--gateway-inject-admin-key", env=env) as up:
+        url = up.url
         assert httpx.post(f"{url}/pause_generation", json={}, timeout=10).status_code == 200
         assert httpx.get(f"{url}/is_paused", timeout=10).json() == {"is_paused": True}
         assert httpx.post(f"{url}/continue_generation", json={}, timeout=10).status_code == 200
-        proc.send_signal(signal.SIGTERM)
-        assert proc.wait(60) == 0
-    finally:
-        if proc.poll() is None:
-            proc.kill()
-            proc.wait()
-    out = proc.stdout.read().decode() if proc.stdout else ""
-    assert ADMIN_KEY not in out
+    assert ADMIN_KEY not in up.output

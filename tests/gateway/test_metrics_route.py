@@ -8,16 +8,13 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
-import signal
-import subprocess
-import sys
 
 import httpx
 import pytest
 from prometheus_client.exposition import generate_latest
 from prometheus_client.parser import text_string_to_metric_families
 
-from tests.gateway.envoy_fixture import start_gateway, stop_gateway, wait_rest
+from tests.gateway.envoy_fixture import start_gateway, stop_gateway, tokenwire_up
 from tests.servers import fake_serving, free_port
 from tokenwire.gateway import config, metrics_merge, metrics_route
 from tokenwire.gateway.cli import add_gateway_parsers
@@ -89,19 +86,14 @@ def test_up_with_replicas_serves_every_replicas_metrics() -> None:
     way on the real engine), told apart by `replica`; the calls each replica
     served add up. --enable-request-id-headers (vLLM's bare name) configures
     the gateway: every response echoes X-Request-Id."""
-    grpc_port, rest_port, metrics_port = free_port(), free_port(), free_port()
+    grpc_port, metrics_port = free_port(), free_port()
     while port_open("127.0.0.1", grpc_port + 1) or port_open("127.0.0.1", metrics_port + 1):
         grpc_port, metrics_port = free_port(), free_port()
-    cmd = [sys.executable, "-m", "tokenwire.cli", "up", "--engine", "fake", "--replicas", "2",
-           "--served-model-name", "fake-model", "--port", str(grpc_port),
-           "--metrics-port", str(metrics_port), "--gateway-listen-port", str(rest_port),
-           "--enable-request-id-headers"]
-    proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
-    url = f"http://127.0.0.1:{rest_port}"
     body = {"model": "fake-model", "messages": [{"role": "user", "content": "hi"}],
             "max_tokens": 2}
-    try:
-        wait_rest(url, proc)
+    with tokenwire_up("--replicas", "2", "--metrics-port", str(metrics_port),
+                      "--enable-request-id-headers", grpc_port=grpc_port) as up:
+        url = up.url
         for i in range(6):
             r = httpx.post(f"{url}/v1/chat/completions", json=body, timeout=10,
                            headers={"x-session-id": f"s{i}"})
@@ -123,12 +115,6 @@ def test_up_with_replicas_serves_every_replicas_metrics() -> None:
                  and s.labels["method"] == "CreateChatCompletionJson"]
         assert {s.labels["replica"] for s in chats} <= {"0", "1"}
         assert sum(s.value for s in chats) == 7
-        proc.send_signal(signal.SIGTERM)
-        assert proc.wait(60) == 0
-    finally:
-        if proc.poll() is None:
-            proc.kill()
-            proc.wait()
 
 
 def test_up_sets_the_metrics_port_itself() -> None:

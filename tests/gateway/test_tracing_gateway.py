@@ -10,19 +10,15 @@ from __future__ import annotations
 
 import collections.abc
 import os
-import signal
-import subprocess
-import sys
 import uuid
 
 import grpc
 import httpx
 import pytest
 
-from tests.gateway.envoy_fixture import wait_rest
+from tests.gateway.envoy_fixture import tokenwire_up
 from tests.otlp import FAST_EXPORT, Collector, Span
 from tests.rpc import chat_request
-from tests.servers import free_port
 from tokenwire.v1 import service_pb2_grpc
 
 KEY = "sk-trace-secret-0042"
@@ -38,23 +34,10 @@ def collector() -> collections.abc.Iterator[Collector]:
 
 @pytest.fixture(scope="module")
 def up(collector: Collector) -> collections.abc.Iterator[str]:
-    grpc_port, rest_port = free_port(), free_port()
-    cmd = [sys.executable, "-m", "tokenwire.cli", "up", "--engine", "fake",
-           "--served-model-name", "fake-model", "--port", str(grpc_port),
-           "--gateway-listen-port", str(rest_port), "--no-open-probes",
-           "--otlp-traces-endpoint", collector.endpoint]
     env = {**os.environ, **FAST_EXPORT, "TOKENWIRE_API_KEY": KEY}
-    proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, env=env)
-    url = f"http://127.0.0.1:{rest_port}"
-    try:
-        wait_rest(url, proc, headers=AUTH)
-        yield url
-        proc.send_signal(signal.SIGTERM)
-        assert proc.wait(60) == 0
-    finally:
-        if proc.poll() is None:
-            proc.kill()
-            proc.wait()
+    with tokenwire_up("--no-open-probes", "--otlp-traces-endpoint", collector.endpoint,
+                      env=env, headers=AUTH) as running:
+        yield running.url
 
 
 def _trace(collector: Collector, found: collections.abc.Callable[[Span], bool]
