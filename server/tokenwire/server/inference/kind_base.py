@@ -180,14 +180,27 @@ class ChatBackedKind(RequestKind[Req, P, R, C]):
             self._rename(exc, rename)
             raise
 
-    async def render_chat(self, plane: DataPlane, chat_req: Any, *, caller: Caller,
-                          rename: Callable[[str], str] | None = None) -> Any:
-        """The chat kind's render of `chat_req` (the Generate request it
-        runs as: vLLM's /render of this API); errors name this kind's fields."""
+    @staticmethod
+    def to_chat(req: Any, *, stream: bool, images: dict[str, str]) -> Any:
+        """The chat request `req` runs as; `images` gets each image part's
+        chat field -> this request's field (the kind's request module's)."""
+        raise NotImplementedError
+
+    @staticmethod
+    def image_param(param: str, images: dict[str, str]) -> str:
+        """This kind's name of a chat field, its image parts' included."""
+        return param
+
+    async def render(self, plane: DataPlane, req: Req, *, caller: Caller) -> Any:
+        """The Generate request `req` runs as: the chat kind's render of the
+        chat it converts to (vLLM's /render of this API); errors name this
+        kind's fields."""
+        images: dict[str, str] = {}
+        chat_req = self.to_chat(req, stream=False, images=images)
         try:
             return await self.chat.render(plane, chat_req, caller=caller)
         except InvalidArgument as exc:
-            self._rename(exc, rename)
+            self._rename(exc, lambda param: self.image_param(param, images))
             raise
 
     def _rename(self, exc: InvalidArgument, rename: Callable[[str], str] | None) -> None:

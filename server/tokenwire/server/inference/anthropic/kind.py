@@ -24,7 +24,7 @@ from tokenwire.server.inference.anthropic.request import (
 from tokenwire.server.inference.anthropic.response import Event, MessageEvents, build_message
 from tokenwire.server.inference.data_plane import DataPlane
 from tokenwire.server.inference.kind_base import ChatBackedKind
-from tokenwire.v1 import anthropic_pb2, generate_pb2
+from tokenwire.v1 import anthropic_pb2
 
 
 @dataclasses.dataclass
@@ -46,6 +46,8 @@ class AnthropicKind(ChatBackedKind[anthropic_pb2.CreateMessageRequest, MessagePl
     max_tokens_param = "max_tokens"
 
     chat_param = staticmethod(chat_param)
+    to_chat = staticmethod(to_chat)  # (render: vLLM's /v1/messages/render)
+    image_param = staticmethod(image_param)
 
     async def plan(self, plane: DataPlane, req: anthropic_pb2.CreateMessageRequest, *,
                    caller: Caller, stream: bool, dp_rank: str | None = None,
@@ -57,15 +59,6 @@ class AnthropicKind(ChatBackedKind[anthropic_pb2.CreateMessageRequest, MessagePl
                                     rename=lambda param: image_param(param, images))
         chat.continuous_usage = False  # (--enable-force-include-usage): usage ends the stream
         return MessagePlan(chat, len(chat.request.prompt_token_ids))
-
-    async def render(self, plane: DataPlane, req: anthropic_pb2.CreateMessageRequest, *,
-                     caller: Caller) -> generate_pb2.GenerateRequest:
-        """The Generate request `req` runs as (vLLM's /v1/messages/render)."""
-        images: dict[str, str] = {}
-        chat_req = to_chat(req, stream=False, images=images)
-        rendered: generate_pb2.GenerateRequest = await self.render_chat(
-            plane, chat_req, caller=caller, rename=lambda param: image_param(param, images))
-        return rendered
 
     async def run(self, plane: DataPlane, plan: MessagePlan, outcome: RunOutcome | None = None
                   ) -> anthropic_pb2.CreateMessageResponse:

@@ -20,7 +20,7 @@ from tokenwire.server.inference.data_plane import DataPlane
 from tokenwire.server.inference.kind_base import ChatBackedKind
 from tokenwire.server.inference.responses.request import chat_param, image_param, to_chat
 from tokenwire.server.inference.responses.response import Event, ResponseEvents, build_response
-from tokenwire.v1 import generate_pb2, responses_pb2
+from tokenwire.v1 import responses_pb2
 
 
 @dataclasses.dataclass
@@ -42,6 +42,8 @@ class ResponsesKind(ChatBackedKind[responses_pb2.CreateResponseRequest, Response
     max_tokens_param = "max_output_tokens"
 
     chat_param = staticmethod(chat_param)
+    to_chat = staticmethod(to_chat)  # (render: vLLM's /v1/responses/render)
+    image_param = staticmethod(image_param)
 
     async def plan(self, plane: DataPlane, req: responses_pb2.CreateResponseRequest, *,
                    caller: Caller, stream: bool, dp_rank: str | None = None,
@@ -52,15 +54,6 @@ class ResponsesKind(ChatBackedKind[responses_pb2.CreateResponseRequest, Response
                                     dp_rank=dp_rank, session_id=session_id,
                                     rename=lambda param: image_param(param, images))
         return ResponsePlan(chat, req)
-
-    async def render(self, plane: DataPlane, req: responses_pb2.CreateResponseRequest, *,
-                     caller: Caller) -> generate_pb2.GenerateRequest:
-        """The Generate request `req` runs as (vLLM's /v1/responses/render)."""
-        images: dict[str, str] = {}
-        chat_req = to_chat(req, stream=False, images=images)
-        rendered: generate_pb2.GenerateRequest = await self.render_chat(
-            plane, chat_req, caller=caller, rename=lambda param: image_param(param, images))
-        return rendered
 
     async def run(self, plane: DataPlane, plan: ResponsePlan, outcome: RunOutcome | None = None
                   ) -> responses_pb2.CreateResponseResponse:
