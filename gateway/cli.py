@@ -291,13 +291,26 @@ def _model_first(extra: list[str]) -> list[str]:
 
 
 def _free_ports(count: int, host: str) -> int:
-    """The first of `count` consecutive free ports on `host`."""
+    """The first of `count` consecutive free ports on `host`, drawn below the
+    kernel's ephemeral range where it is known (Linux): a port in that range
+    can be taken by any outgoing connection (Envoy's, a client's) between
+    this probe and the server's bind; below it only a listener can."""
+    import pathlib
+    import random
     import socket
 
-    for _ in range(64):
-        with socket.socket() as probe:
-            probe.bind((host, 0))
-            base = int(probe.getsockname()[1])
+    try:
+        low = int(pathlib.Path("/proc/sys/net/ipv4/ip_local_port_range").read_text().split()[0])
+    except (OSError, ValueError, IndexError):
+        low = 0
+    draw = random.Random()
+    for attempt in range(256):
+        if low > 10_000 + count and attempt < 192:
+            base = draw.randrange(10_000, low - count)
+        else:
+            with socket.socket() as probe:
+                probe.bind((host, 0))
+                base = int(probe.getsockname()[1])
         if base + count > 65536:
             continue
         held: list[socket.socket] = []

@@ -8,6 +8,7 @@ import collections.abc
 import contextlib
 import os
 import pathlib
+import random
 import signal
 import socket
 import subprocess
@@ -24,10 +25,39 @@ from tokenwire.server.core.settings import ServerSettings
 ROOT = pathlib.Path(__file__).resolve().parent.parent
 
 
-def free_port() -> int:
+# Ports handed to servers are drawn below the kernel's ephemeral range
+# (/proc/sys/net/ipv4/ip_local_port_range, 32768-60999 here): a port the
+# kernel gave out with bind(0) and released can be taken again by any outgoing
+# connection (Envoy's upstreams, a client) before the server binds it. Below
+# the range only a listener that asks for the number can take it.
+_LOW, _HIGH = 20000, 32700
+_handed: set[int] = set()
+_draw = random.Random(os.getpid() ^ time.time_ns())
+
+
+def _bindable(port: int) -> bool:
     with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
+        try:
+            s.bind(("127.0.0.1", port))
+        except OSError:
+            return False
+    return True
+
+
+def free_ports(count: int) -> int:
+    """The first of `count` consecutive free ports, none handed out before in
+    this process (`tokenwire up` numbers its replicas' ports from one)."""
+    for _ in range(10_000):
+        base = _draw.randrange(_LOW, _HIGH - count)
+        block = range(base, base + count)
+        if not _handed.intersection(block) and all(_bindable(p) for p in block):
+            _handed.update(block)
+            return base
+    raise RuntimeError("no free port block below the ephemeral range")
+
+
+def free_port() -> int:
+    return free_ports(1)
 
 
 def wait_serving(address: str, timeout: float, proc: subprocess.Popen | None = None) -> None:

@@ -15,10 +15,9 @@ from prometheus_client.exposition import generate_latest
 from prometheus_client.parser import text_string_to_metric_families
 
 from tests.gateway.envoy_fixture import start_gateway, stop_gateway, tokenwire_up
-from tests.servers import fake_serving, free_port
+from tests.servers import fake_serving, free_port, free_ports
 from tokenwire.gateway import config, metrics_merge, metrics_route
 from tokenwire.gateway.cli import add_gateway_parsers
-from tokenwire.gateway.process import port_open
 from tokenwire.gateway.settings import GatewaySettings
 
 
@@ -86,9 +85,7 @@ def test_up_with_replicas_serves_every_replicas_metrics() -> None:
     way on the real engine), told apart by `replica`; the calls each replica
     served add up. --enable-request-id-headers (vLLM's bare name) configures
     the gateway: every response echoes X-Request-Id."""
-    grpc_port, metrics_port = free_port(), free_port()
-    while port_open("127.0.0.1", grpc_port + 1) or port_open("127.0.0.1", metrics_port + 1):
-        grpc_port, metrics_port = free_port(), free_port()
+    grpc_port, metrics_port = free_ports(2), free_ports(2)
     body = {"model": "fake-model", "messages": [{"role": "user", "content": "hi"}],
             "max_tokens": 2}
     with tokenwire_up("--replicas", "2", "--metrics-port", str(metrics_port),

@@ -14,7 +14,7 @@ import openai
 import pytest
 
 from tests.gateway.envoy_fixture import tokenwire_up
-from tests.servers import free_port
+from tests.servers import free_ports
 from tokenwire.gateway.process import port_open
 from tokenwire.v1 import control_pb2, control_pb2_grpc
 
@@ -79,9 +79,7 @@ def test_up_with_control(admin_key) -> None:
 
 
 def test_up_with_replicas_serves_from_both_and_survives_one(tmp_path) -> None:
-    grpc_port = free_port()
-    while port_open("127.0.0.1", grpc_port + 1):
-        grpc_port = free_port()
+    grpc_port = free_ports(2)
     body = {"model": "fake-model", "messages": [{"role": "user", "content": "hi"}], "max_tokens": 2,
             "nvext": {"extra_fields": ["worker_id"]}}
     with tokenwire_up("--replicas", "2", "--gateway-health-check-interval-s", "0.5",
