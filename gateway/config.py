@@ -218,7 +218,11 @@ def _retry_policy(settings: GatewaySettings) -> dict[str, Any]:
                                   "typed_config": {_TYPE: "type.googleapis.com/envoy.extensions"
                                                    ".retry.host.previous_hosts.v3"
                                                    ".PreviousHostsPredicate"}}],
-        "host_selection_retry_max_attempts": 5,
+        # A hash-affine call's retry re-draws a host until the predicate
+        # passes: with two replicas each draw finds the failed one half of
+        # the time, so 5 draws left 1 retry in 32 on it (CI: a dead replica's
+        # sessions failed after both retries); 20 leave one in a million.
+        "host_selection_retry_max_attempts": 20,
     }
 
 
