@@ -211,6 +211,53 @@ def test_a_session_turn_with_an_image_is_continued_with_it(vlm_stub) -> None:
     assert list(t3.choices[0].token_ids) == list(ref.choices[0].token_ids)
 
 
+def test_a_continuation_with_a_new_screenshot_runs_both_images(vlm_stub) -> None:
+    """An agent's next turn brings a new image: the suffix is the template's
+    rendering of the new message with the image expanded by the model's
+    processor, vLLM runs the turn's stored image and the new one where they
+    sit, and the greedy answer is Generate's for the same ids with both
+    images processed afresh (content_parts placed on their expansions)."""
+    from tests.session_rpc import RawSession, start_chat
+
+    first, second = url(png(64, 48, (120, 40, 200))), url(png(64, 48, (10, 220, 90)))
+    look = [{"role": "user", "content": [{"type": "text", "text": "What is this?"},
+                                         {"type": "image_url", "image_url": {"url": first}}]}]
+    shot = [{"role": "user", "content": [{"type": "text", "text": "And now?"},
+                                         {"type": "image_url", "image_url": {"url": second}}]}]
+    fields = {"model": str(TINY_VLM), "max_tokens": 4, "temperature": 0,
+              "return_token_ids": True}
+    s = RawSession(vlm_stub)
+    s.send(start_chat("t1", messages=look, **fields))
+    t1 = s.until_terminal("t1")[0].chat_result
+    s.send(start_chat("t2", continuation={"previous_request_id": "t1", "messages": shot},
+                      **fields))
+    ev2 = s.until_terminal("t2")
+    assert ev2[-1].WhichOneof("event") == "done", ev2[-1]
+    t2, done2 = ev2[0].chat_result, ev2[-1].done
+    assert done2.continuable
+    s.close()
+    prompt = list(t2.prompt_token_ids)
+    assert prompt == [*t1.prompt_token_ids, *t1.choices[0].token_ids, *done2.suffix_token_ids]
+    (place1,) = t1.mm_placeholders.image
+    place2 = t2.mm_placeholders.image[1]
+    assert [(p.offset, p.length) for p in t2.mm_placeholders.image] == [
+        (place1.offset, place1.length), (place2.offset, place1.length)]
+    assert place2.offset >= len(t1.prompt_token_ids) + len(t1.choices[0].token_ids)
+    assert prompt[place2.offset:place2.offset + place2.length] == \
+        list(t1.prompt_token_ids[place1.offset:place1.offset + place1.length])  # same size
+    assert t2.usage.prompt_tokens_details.cached_tokens >= place1.offset + place1.length - 32
+    ref = vlm_stub.Generate(json_format.ParseDict(
+        {"model": str(TINY_VLM), "token_ids": prompt, "return_token_ids": True,
+         "content_parts": [{"type": "image_url", "url": first},
+                           {"type": "image_url", "url": second}],
+         "sampling_params": {"max_tokens": 4, "temperature": 0}},
+        generate_pb2.GenerateRequest()))
+    assert list(ref.prompt_token_ids) == prompt
+    assert json_format.MessageToDict(ref.mm_placeholders) == json_format.MessageToDict(
+        t2.mm_placeholders)
+    assert list(t2.choices[0].token_ids) == list(ref.choices[0].token_ids)
+
+
 def test_render_with_an_image_then_generate_runs_it(vlm_stub) -> None:
     """vLLM's render -> generate split (disaggregated rendering): the
     rendered request holds the expanded ids and vLLM's own features of the

@@ -16,6 +16,7 @@ from pathlib import Path
 import grpc
 import pytest
 
+from tests.engine.checkpoints import build_adapter
 from tests.rpc import StreamReader, error_info
 from tests.servers import ROOT, ProcessServer
 from tokenwire.v1 import (
@@ -46,26 +47,6 @@ def perturbed_copy(src: Path, dst: Path, seed: int = 0, scale: float = 0.5) -> P
         if "mlp." in name or "self_attn." in name:
             weights[name] = tensor + scale * torch.randn(tensor.shape, generator=gen)
     save_file(weights, str(dst / "model.safetensors"), metadata={"format": "pt"})
-    return dst
-
-
-def build_adapter(base: Path, dst: Path, seed: int = 0) -> Path:
-    """A LoRA adapter for `base` with random non-zero weights on the attention
-    projections, built with peft (nothing from a hub)."""
-    import torch
-    from peft import LoraConfig, get_peft_model
-    from transformers import AutoModelForCausalLM
-
-    torch.manual_seed(seed)
-    model = AutoModelForCausalLM.from_pretrained(str(base), dtype=torch.float32)
-    config = LoraConfig(r=8, lora_alpha=16, target_modules=["q_proj", "v_proj", "o_proj"],
-                        init_lora_weights=False)
-    peft_model = get_peft_model(model, config)
-    with torch.no_grad():
-        for name, param in peft_model.named_parameters():
-            if "lora_B" in name:
-                param.mul_(20.0)  # big enough to change greedy ids of a random model
-    peft_model.save_pretrained(str(dst))
     return dst
 
 

@@ -2,25 +2,31 @@
 2, vLLM's multi-API-server mode): connections land on both, both generate
 the same greedy ids from the shared engine, control calls sent to either
 act on the shared engine and show in both (process 0 runs them; the other
-relays), and SIGTERM stops everything, engine core included."""
+relays), a LoRA adapter loaded, reloaded and unloaded through either is
+served (and then refused) by both with one attribution, and SIGTERM stops
+everything, engine core included."""
 
 from __future__ import annotations
 
 import re
+from pathlib import Path
 
 import grpc
 import psutil
+import pytest
 
+from tests.engine.checkpoints import build_adapter
 from tests.servers import ROOT, ProcessServer
 from tokenwire.v1 import control_pb2, control_pb2_grpc, generate_pb2, models_pb2, service_pb2_grpc
 
 TINY = str(ROOT / ".models" / "tiny-random-llama")
 
 
-def test_two_serving_processes_share_one_engine_core() -> None:
+def test_two_serving_processes_share_one_engine_core(tmp_path: Path) -> None:
     server = ProcessServer(["--model", TINY, "--api-server-count", "2", "--no-warmup",
                             "--kv-cache-bytes", str(128 << 20), "--enable-control",
-                            "--weight-version", "v1"]).start()
+                            "--weight-version", "v1", "--enable-lora", "--max-lora-rank", "8",
+                            "--max-num-seqs", "96"]).start()
     channels: dict[str, grpc.Channel] = {}  # one open channel per serving process
     try:
         by_worker: dict[str, list[list[int]]] = {}
@@ -39,6 +45,8 @@ def test_two_serving_processes_share_one_engine_core() -> None:
         outputs = [ids for runs in by_worker.values() for ids in runs]
         assert all(ids == outputs[0] and len(ids) == 6 for ids in outputs)
         _control_across_processes(list(channels.values()), outputs[0])
+        _lora_across_processes(list(channels.values()), outputs[0],
+                               build_adapter(TINY, tmp_path / "adapter"))
         # One engine core, shared: vLLM tags its log lines with the core's pid.
         cores = set(re.findall(r"\(EngineCore[^ ]* pid=(\d+)\)", server.log_tail(10**7)))
         assert len(cores) == 1, cores
@@ -75,3 +83,37 @@ def _control_across_processes(channels: list[grpc.Channel], greedy: list[int]) -
     assert [(s.version, s.start, s.end) for s in choice.weight_versions] == [("v2", 0, 6)]
     stats = [s.GetStats(models_pb2.GetStatsRequest(), timeout=30) for s in (infer_a, infer_b)]
     assert [s.weight_version for s in stats] == ["v2", "v2"]
+
+
+def _lora_across_processes(channels: list[grpc.Channel], greedy: list[int],
+                           adapter: Path) -> None:
+    control_a, control_b = (control_pb2_grpc.ControlServiceStub(ch) for ch in channels)
+    infers = [service_pb2_grpc.TokenwireServiceStub(ch) for ch in channels]
+    with_lora = _greedy()
+    with_lora.model = "tiny-sql"
+
+    def both() -> list[tuple[list[int], set[str]]]:
+        answers = [infer.Generate(with_lora, timeout=120).choices[0] for infer in infers]
+        return [(list(c.token_ids), {s.version for s in c.weight_versions}) for c in answers]
+
+    loaded = control_b.LoadLoraAdapter(control_pb2.LoadLoraAdapterRequest(
+        lora_name="tiny-sql", lora_path=str(adapter)), timeout=120)
+    assert list(loaded.lora_adapters) == ["tiny-sql"]
+    (ids, labels), other = both()  # one load in the engine core: same ids, same label
+    assert other == (ids, labels) and ids != greedy, (ids, greedy)
+    (label,) = labels
+    version, _, load = label.rpartition("+lora:tiny-sql@")
+    assert version == "v2" and int(load) >= 1, label
+    for infer in infers:  # both list it
+        listed = infer.ListModels(models_pb2.ListModelsRequest(), timeout=30)
+        assert "tiny-sql" in {m.id for m in listed.data}
+    control_a.LoadLoraAdapter(control_pb2.LoadLoraAdapterRequest(
+        lora_name="tiny-sql", lora_path=str(adapter), load_inplace=True), timeout=120)
+    assert both() == [(ids, {f"v2+lora:tiny-sql@{int(load) + 1}"})] * 2
+    control_b.UnloadLoraAdapter(control_pb2.UnloadLoraAdapterRequest(lora_name="tiny-sql"),
+                                timeout=60)
+    for infer in infers:
+        with pytest.raises(grpc.RpcError) as exc:
+            infer.Generate(with_lora, timeout=30)
+        assert exc.value.code() == grpc.StatusCode.NOT_FOUND
+        assert list(infer.Generate(_greedy(), timeout=120).choices[0].token_ids) == greedy

@@ -28,13 +28,13 @@ from tokenwire.server.inference.continuation_store import StoredTurn
 from tokenwire.v1 import chat_pb2, service_pb2_grpc
 
 
-def _png() -> str:
+def _png(color: tuple[int, int, int] = (10, 200, 30)) -> str:
     buf = io.BytesIO()
-    Image.new("RGB", (8, 6), (10, 200, 30)).save(buf, "PNG")
+    Image.new("RGB", (8, 6), color).save(buf, "PNG")
     return "data:image/png;base64," + base64.b64encode(buf.getvalue()).decode()
 
 
-URL = _png()
+URL, URL2 = _png(), _png((200, 10, 30))
 LOOK = [{"role": "user", "content": [{"type": "text", "text": "Look:"},
                                      {"type": "image_url", "image_url": {"url": URL}}]}]
 NEXT = [{"role": "user", "content": "And now?"}]
@@ -111,13 +111,75 @@ def test_the_same_conversation_without_the_session_gives_the_same_ids(stub) -> N
         t2.prompt_token_ids)
 
 
-def test_new_images_in_a_continuation_are_refused(stub) -> None:
+def _shot(url: str, text: str = "Now:") -> list[dict[str, Any]]:
+    return [{"role": "user", "content": [{"type": "text", "text": text},
+                                         {"type": "image_url", "image_url": {"url": url}}]}]
+
+
+def _places(msg: Any) -> list[tuple[int, int]]:
+    return [(p["offset"], p["length"])
+            for p in json_format.MessageToDict(msg.mm_placeholders).get("image", [])]
+
+
+def test_new_images_in_a_continuation_join_the_turns(stub, engine) -> None:
+    """An agent's next turn with a new screenshot: the suffix is what the
+    template renders after the answer, the new image expanded in it; both
+    images run, the earlier one where it was (its blocks hit); the same
+    ids and placeholders as a chat of the whole conversation."""
+    s = RawSession(stub)
+    t1, _ = turn(s, "t1", messages=LOOK)
+    t2, done2 = turn(s, "t2", continuation={"previous_request_id": "t1",
+                                            "messages": _shot(URL2)})
+    prompt2 = list(t2.prompt_token_ids)
+    assert prompt2 == [*t1.prompt_token_ids, *t1.choices[0].token_ids,
+                       *done2.suffix_token_ids] == list(done2.prompt_token_ids)
+    first, second = _places(t2)
+    assert first == _places(t1)[0] and second[0] >= len(t1.prompt_token_ids)
+    assert all(prompt2[o:o + n] == media.EXPAND for o, n in (first, second))
+    assert list(done2.suffix_token_ids).count(media.IMAGE) == media.EMBEDS  # expanded once
+    ran = engine.requests[-1].multimodal
+    assert ran is not None and len(ran.engine_input) == 2 and ran.prompt_token_ids == prompt2
+    assert t2.usage.prompt_tokens_details.cached_tokens >= sum(first)
+    assert done2.continuable
+    whole = json_format.ParseDict(
+        {"model": "fake-model", "max_tokens": 1, "return_token_ids": True,
+         "messages": [*LOOK, {"role": "assistant", "content": t1.choices[0].message.content},
+                      *_shot(URL2)]}, chat_pb2.CreateChatCompletionRequest())
+    chat = stub.CreateChatCompletion(whole, timeout=10)
+    assert list(chat.prompt_token_ids) == prompt2 and _places(chat) == [first, second]
+    # A turn of that turn keeps both.
+    t3, done3 = turn(s, "t3", continuation={"previous_request_id": "t2", "messages": NEXT})
+    assert _places(t3) == [first, second] and done3.continuable
+    s.close()
+
+
+def test_a_text_turn_continued_with_an_image(stub) -> None:
+    s = RawSession(stub)
+    t1, _ = turn(s, "t1", messages=NEXT)
+    assert not t1.mm_placeholders.image
+    t2, done = turn(s, "t2", continuation={"previous_request_id": "t1", "messages": LOOK})
+    (offset, length), = _places(t2)
+    assert offset > len(t1.prompt_token_ids) and done.continuable
+    assert list(t2.prompt_token_ids[offset:offset + length]) == media.EXPAND
+    s.close()
+
+
+def test_images_in_a_continuation_keep_the_rules_and_name_the_field(stub) -> None:
     s = RawSession(stub)
     turn(s, "t1", messages=LOOK)
-    s.send(start_chat("t2", continuation={"previous_request_id": "t1", "messages": LOOK}))
-    err = s.until_terminal("t2")[-1].error
-    assert (code_pb2.Code.Name(err.code), err.param, err.reason) == (
-        "INVALID_ARGUMENT", "continuation.messages[0].content", "VALUE_NOT_ALLOWED")
+    cases = [  # the fake's per-prompt limit is 2 images: one stored, two new
+        ([*_shot(URL2), *_shot(URL, "Again:")], "continuation.messages", "TOO_MANY_ITEMS"),
+        (_shot("http://elsewhere.example/a.png"), "continuation.messages[0].content[1]"
+         ".image_url.url", "MEDIA_URL_NOT_ALLOWED"),
+        (_shot("data:image/png;base64,@@@"), "continuation.messages[0].content[1]"
+         ".image_url.url", "MEDIA_INVALID"),
+    ]
+    for n, (messages, param, reason) in enumerate(cases):
+        s.send(start_chat(f"bad{n}", continuation={"previous_request_id": "t1",
+                                                   "messages": messages}))
+        err = s.until_terminal(f"bad{n}")[-1].error
+        assert (code_pb2.Code.Name(err.code), err.param, err.reason) == (
+            "INVALID_ARGUMENT", param, reason), (n, err)
     # Token-in media beside a continuation of a turn with images: refused.
     s.send(start_chat("t3", continuation={"previous_request_id": "t1"},
                       nvext={"content_parts": [{"type": "image_url", "url": URL}]}))
@@ -128,6 +190,19 @@ def test_new_images_in_a_continuation_are_refused(stub) -> None:
     t4, done = turn(s, "t4", continuation={"previous_request_id": "t1", "messages": NEXT})
     assert done.continuable and t4.mm_placeholders.image
     s.close()
+
+
+def test_an_image_for_a_text_only_model_names_the_continuations_field() -> None:
+    with fake_serving(FakeEngine(max_model_len=512), served_model_name="fake-model") as srv, \
+            grpc.insecure_channel(srv.address) as ch:
+        s = RawSession(service_pb2_grpc.TokenwireServiceStub(ch))
+        turn(s, "t1", messages=NEXT)
+        s.send(start_chat("t2", continuation={"previous_request_id": "t1",
+                                              "messages": _shot(URL)}))
+        err = s.until_terminal("t2")[-1].error
+        assert (err.param, err.reason) == ("continuation.messages[0].content[1]",
+                                           "UNSUPPORTED_MODALITY")
+        s.close()
 
 
 def test_the_store_counts_the_images_prepared_bytes() -> None:

@@ -12,7 +12,6 @@ import collections.abc
 import contextlib
 import os
 import time
-from pathlib import Path
 from types import SimpleNamespace
 
 import grpc
@@ -21,11 +20,11 @@ from grpc_health.v1 import health_pb2, health_pb2_grpc
 
 from tests.rpc import StreamReader, chat_request, error_info
 from tests.servers import ThreadServer
+from tests.unit.control.relay_pair import TOKEN, start_pair
 from tokenwire.server.control import relay as relay_module
 from tokenwire.server.control.relay import LOCAL_HEADER, TOKEN_ENV, TOKEN_HEADER, ControlRelay
 from tokenwire.server.core.serving_state import ServingState
 from tokenwire.server.core.settings import ServerSettings
-from tokenwire.server.engine.fake.engine import FakeEngine
 from tokenwire.v1 import (
     common_pb2,
     control_pb2,
@@ -35,29 +34,10 @@ from tokenwire.v1 import (
     service_pb2_grpc,
 )
 
-TOKEN = "relay-token-of-this-test-launch"
-
-
-def _start_pair(folder: Path, **extra: object) -> list[ThreadServer]:
-    """Processes 0 and 1 with the launch's relay token in their environment,
-    as frontends.control_sockets gives it."""
-    sockets = (str(folder / "p0.sock"), str(folder / "p1.sock"))
-    servers = []
-    with pytest.MonkeyPatch.context() as env:
-        env.setenv(TOKEN_ENV, TOKEN)
-        for index in (0, 1):
-            settings = ServerSettings(engine="fake", port=0, max_model_len=512,
-                                      enable_control=True, control_sockets=sockets,
-                                      process_index=index, unhealthy_while_paused=True,
-                                      **extra)  # type: ignore[arg-type]
-            servers.append(ThreadServer(settings, FakeEngine(max_model_len=512,
-                                                             token_delay=0.004)).start())
-    return servers
-
 
 @pytest.fixture(scope="module")
 def pair(tmp_path_factory) -> collections.abc.Iterator[tuple[ThreadServer, ThreadServer]]:
-    servers = _start_pair(tmp_path_factory.mktemp("ctl"))
+    servers = start_pair(tmp_path_factory.mktemp("ctl"))
     yield servers[0], servers[1]
     for server in servers:
         server.stop()
@@ -143,16 +123,6 @@ def test_errors_come_back_as_process_0_gave_them(pair) -> None:
         assert info.reason == "VALUE_NOT_ALLOWED" and info.metadata["param"] == "mode"
         trailers = dict(exc.value.trailing_metadata())
         assert trailers["tokenwire-reason"] == "VALUE_NOT_ALLOWED"
-
-
-def test_runtime_lora_needs_one_process(pair, tmp_path: Path) -> None:
-    leader, _ = pair
-    ch0, control0 = _control(leader)
-    with ch0, pytest.raises(grpc.RpcError) as exc:
-        control0.LoadLoraAdapter(control_pb2.LoadLoraAdapterRequest(
-            lora_name="sql", lora_path=str(tmp_path)), timeout=5)
-    assert exc.value.code() == grpc.StatusCode.FAILED_PRECONDITION
-    assert error_info(exc.value).reason == "ONE_SERVING_PROCESS_ONLY"
 
 
 def test_abort_reaches_the_process_holding_the_request(pair) -> None:
@@ -265,7 +235,7 @@ def test_a_resume_mirrored_while_draining_leaves_health_not_serving(tmp_path) ->
     """--unhealthy-while-paused: process 1 starts shutting down while
     paused; a Resume through process 0 reaches it by the mirror, and it
     stays NOT_SERVING (shutting down wins)."""
-    leader, follower = _start_pair(tmp_path)
+    leader, follower = start_pair(tmp_path)
     stopping = None
     try:
         ch0, control0 = _control(leader)
@@ -305,7 +275,8 @@ class _Reads:
 def test_concurrent_bounded_requests_share_one_read_and_skip_it_while_fresh() -> None:
     async def run() -> None:
         state = ServingState()
-        local = SimpleNamespace(plane=SimpleNamespace(follow_bounds=None))
+        local = SimpleNamespace(plane=SimpleNamespace(follow_bounds=None,
+                                                      engine=SimpleNamespace(lora_names=list)))
         relay = ControlRelay(1, ("p0", "p1"), local, state, token=TOKEN)  # type: ignore[arg-type]
         reads, now = _Reads(), [1000.0]
         relay._read_state = reads  # type: ignore[method-assign]
@@ -339,7 +310,7 @@ def test_every_change_on_process_0_is_pushed_before_its_call_answers(tmp_path, m
     process 0's pushes can tell process 1: a new version label (set after
     the weight-change push) and an announce are seen at once."""
     monkeypatch.setattr(relay_module, "FRESH_S", 1e9)
-    leader, follower = _start_pair(tmp_path)
+    leader, follower = start_pair(tmp_path)
     try:
         running = follower._running  # type: ignore[attr-defined]
         follower.submit(_cancel(running.mirror)).result(5)

@@ -34,6 +34,9 @@ from tokenwire.server.inference.continuation import (
     ResolvedContinuation,
     chosen_turn,
     continue_turn,
+    continue_turn_with_media,
+    media_messages,
+    placed_error,
 )
 from tokenwire.server.inference.continuation_store import StoredTurn
 from tokenwire.server.inference.data_plane import DataPlane
@@ -43,6 +46,7 @@ from tokenwire.server.inference.offload import OFFLOAD_CHARS
 from tokenwire.server.inference.shared.identity import MAX_REQUEST_ID
 from tokenwire.server.inference.shared.messages import has_request_template
 from tokenwire.server.inference.shared.prompt_chars import rendered_chars
+from tokenwire.server.inference.turns import PLACEHOLDER
 from tokenwire.v1 import session_pb2
 
 log = logging.getLogger("tokenwire.session")
@@ -293,6 +297,18 @@ class Session:
         completion, turn = chosen_turn(c, session_id=self.id, request_id=rid, running=self.tasks,
                                        store=plane.store)
         trust = plane.settings.trust_request_chat_template
+        messages = media_messages(c)
+        if messages is not None:  # next messages with images: the engine renders them
+            options = kind.continuation_options(req, trust_template=trust)
+            template = await plane.offload.run(lambda: plane.turns.get(options),
+                                               own_template=has_request_template(req), heavy=False)
+            try:
+                with keeping_tensors():  # stored with the turn for the next one
+                    rendered = await engine.render_chat_media([*PLACEHOLDER, *messages], options,
+                                                              tenant=self.caller.tenant)
+            except InvalidArgument as err:
+                raise placed_error(err) from err
+            return continue_turn_with_media(turn, completion, template, rendered, engine=engine)
 
         def resolve() -> ResolvedContinuation:
             options = kind.continuation_options(req, trust_template=trust)

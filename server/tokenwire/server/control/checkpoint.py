@@ -19,7 +19,7 @@ import json
 import os
 import struct
 
-from tokenwire.server.core.domain import is_folder
+from tokenwire.server.core.engine_control import is_folder
 from tokenwire.server.core.errors import InvalidArgument
 
 MAX_HEADER_BYTES = 100 * 1024 * 1024  # the safetensors format's own limit

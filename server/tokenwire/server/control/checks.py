@@ -7,7 +7,7 @@ from __future__ import annotations
 import glob
 import os
 
-from tokenwire.server.core.domain import PAUSE_MODES, is_folder
+from tokenwire.server.core.engine_control import PAUSE_MODES, is_folder
 from tokenwire.server.core.errors import AlreadyExists, InvalidArgument, NotFound, PermissionDenied
 from tokenwire.server.core.weight_versions import MAX_VERSION_CHARS
 

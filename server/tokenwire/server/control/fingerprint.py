@@ -22,7 +22,7 @@ import hashlib
 import os
 import stat
 
-from tokenwire.server.core.domain import is_folder
+from tokenwire.server.core.engine_control import is_folder
 
 PREFIX = "files-v1:"  # the form of the fingerprint: another form, another prefix
 

@@ -67,7 +67,7 @@ from tokenwire.server.control.records import ControlSnapshot, UpdateResult, Weig
 from tokenwire.server.control.runner import OperationRunner
 from tokenwire.server.control.weights import WeightUpdates
 from tokenwire.server.control.workers import WorkerMethods
-from tokenwire.server.core.domain import EngineControl
+from tokenwire.server.core.engine_control import EngineControl
 from tokenwire.server.core.errors import FailedPrecondition, InvalidArgument
 from tokenwire.server.core.serving_state import ServingState
 from tokenwire.server.core.weight_bounds import WeightBounds
@@ -100,6 +100,10 @@ class ControlPlane:
         self.sleeping = False
         self._served_names = frozenset(served_names)  # a LoRA adapter may not take one
         self._loras_loaded: set[str] = set()  # names loaded since start (once is enough)
+        # Given the adapters served after a load or unload, before the engine
+        # drops a load no longer named (process 0 of several serving
+        # processes: control/relay.py publish_loras).
+        self.publish_loras: Callable[[dict[str, tuple[str, int]]], Awaitable[None]] | None = None
 
     async def start(self, initial_version: str) -> None:
         """At start-up: set the initial version (or read the engine's)."""
@@ -246,6 +250,10 @@ class ControlPlane:
         async def op() -> None:  # checked under the lock: the loaded set cannot change meanwhile
             check_lora_name(name, inplace, self._engine.lora_names())
             await self.runner.call("load LoRA adapter", self._engine.add_lora(name, real, inplace))
+            try:  # every process names the new load before the one it replaced goes
+                await self._publish_loras(self._engine.lora_table())
+            finally:
+                await self.runner.call("load LoRA adapter", self._engine.drop_replaced_loras())
             if name in self._loras_loaded:  # vLLM's cache keys name + folder, not the load
                 await self.runner.call("reset prefix cache",
                                        self._engine.reset_prefix_cache(True))
@@ -256,9 +264,16 @@ class ControlPlane:
     async def unload_lora(self, name: str, deadline: float | None) -> None:
         async def op() -> None:
             check_lora_known(name, self._engine.lora_names())
+            remaining = self._engine.lora_table()
+            del remaining[name]  # no process names it before the engine drops it
+            await self._publish_loras(remaining)
             await self.runner.call("unload LoRA adapter", self._engine.remove_lora(name))
 
         await self.runner.run("unload LoRA adapter", op, deadline)
+
+    async def _publish_loras(self, table: dict[str, tuple[str, int]]) -> None:
+        if self.publish_loras is not None:
+            await self.publish_loras(table)
 
     async def collective_rpc(self, method: str, args: list[Any], kwargs: dict[str, Any],
                              rpc_timeout: float | None, deadline: float | None) -> list[Any]:

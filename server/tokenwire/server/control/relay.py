@@ -23,6 +23,17 @@ AbortRequests is the exception: each process holds its own requests, so the
 process the call reaches aborts its own and asks every other process to
 abort theirs (marked with LOCAL_HEADER: that process only).
 
+Runtime LoRA: process 0 loads and unloads adapters in the shared engine core
+(one numbering of loads), and pushes the adapters it serves (name -> folder,
+load number) to every other process, which then name the same loads
+(`AdoptLoras` of the sockets' own service, PRIVATE_SERVICE). A reload pushes
+before the engine drops the load it replaced, and an unload before the
+engine drops the adapter, so no process sends a request naming a load the
+engine core no longer holds (vLLM's workers would load it again from its
+folder under the old number: tokens mislabelled). A process whose push
+failed reads the table from process 0 (`LoraTable`) when its mirror sees
+other adapter names.
+
 The sockets have their own credential: the parent makes a random token per
 launch and gives it to every serving process ($TOKENWIRE_CONTROL_RELAY_TOKEN);
 a ControlService call that arrives on a socket without it is refused
@@ -35,6 +46,7 @@ from __future__ import annotations
 
 import asyncio
 import hmac
+import json
 import logging
 import os
 import secrets
@@ -47,7 +59,7 @@ from google.protobuf import message_factory
 from google.protobuf.descriptor import MethodDescriptor
 
 from tokenwire.server.control.servicer import ControlServicer
-from tokenwire.server.core.errors import FailedPrecondition, Unauthenticated, abort_with
+from tokenwire.server.core.errors import Unauthenticated, abort_with
 from tokenwire.server.core.serving_state import ServingState
 from tokenwire.v1 import control_pb2
 from tokenwire.wire import LOCAL_ABORT_HEADER as LOCAL_HEADER
@@ -63,7 +75,9 @@ MIRROR_PERIOD_S = 0.2
 # pushed to the other processes before the control call that made it
 # answers; a push that failed is caught up by the mirror within a period).
 FRESH_S = MIRROR_PERIOD_S
-LORA_METHODS = ("LoadLoraAdapter", "UnloadLoraAdapter")
+# The sockets' own methods, between serving processes only (raw JSON bytes;
+# not a ControlService method, not in the contract).
+PRIVATE_SERVICE = "tokenwire.relay.ServingProcesses"
 _SKIP_METADATA = ("user-agent", LOCAL_HEADER, TOKEN_HEADER)
 _NO_TOKEN = Unauthenticated(
     "a call on a serving process's private control socket needs the relay token of this launch",
@@ -111,6 +125,7 @@ class ControlRelay:
         self._read_at = -float("inf")  # when the last successful read started
         self._shared: asyncio.Future[None] | None = None  # the serving path's read in flight
         self._told: tuple[object, ...] | None = None  # (process 0) the state last pushed
+        self._published: dict[str, tuple[str, int]] | None = None  # (process 0) LoRA pushed
 
     @property
     def leader(self) -> bool:
@@ -123,6 +138,37 @@ class ControlRelay:
             for method in SERVICE.methods
         })
 
+    def private_handler(self) -> grpc.GenericRpcHandler:
+        """The methods only another serving process calls (on its socket,
+        with the launch's token): AdoptLoras, LoraTable."""
+        def private(run: Callable[[bytes], bytes]) -> grpc.RpcMethodHandler:
+            async def call(raw: bytes, context: grpc.aio.ServicerContext) -> bytes:
+                if not (on_socket(context) and self._token_ok(context)):
+                    await abort_with(context, _NO_TOKEN)
+                return run(raw)
+            return grpc.unary_unary_rpc_method_handler(call)
+
+        return grpc.method_handlers_generic_handler(PRIVATE_SERVICE, {
+            "AdoptLoras": private(self._adopt_loras),
+            "LoraTable": private(lambda _raw: json.dumps(self._published_loras()).encode()),
+        })
+
+    @property
+    def _engine(self) -> Any:
+        return self.local.plane.engine
+
+    def _published_loras(self) -> dict[str, tuple[str, int]]:
+        """(Process 0) the adapters last pushed (between an unload's push
+        and the engine dropping the adapter, not the engine's names: a
+        process that reads them then must not take the adapter back)."""
+        return self._published if self._published is not None else self._engine.lora_table()
+
+    def _adopt_loras(self, raw: bytes) -> bytes:
+        table = {str(name): (str(path), int(number))
+                 for name, (path, number) in json.loads(raw).items()}
+        self._engine.adopt_loras(table)
+        return b""
+
     def _method(self, method: MethodDescriptor) -> Callable[[bytes, Any], Awaitable[bytes]]:
         request_type = message_factory.GetMessageClass(method.input_type)
         run_here = getattr(self.local, method.name)
@@ -131,12 +177,6 @@ class ControlRelay:
         async def call(raw: bytes, context: grpc.aio.ServicerContext) -> bytes:
             if on_socket(context) and not self._token_ok(context):
                 await abort_with(context, _NO_TOKEN)
-            if name in LORA_METHODS:
-                await abort_with(context, FailedPrecondition(
-                    "runtime LoRA loading needs --api-server-count 1: adapter names are kept per "
-                    "serving process (--lora-modules at start-up work with several)",
-                    param="lora_name", reason="ONE_SERVING_PROCESS_ONLY",
-                ))
             if name == "AbortRequests":
                 return await self._abort(raw, context)
             if not self.leader and name == "GetControlState" and on_socket(context) and any(
@@ -223,6 +263,27 @@ class ControlRelay:
 
         await asyncio.gather(*(tell(i) for i in range(len(self.sockets)) if i != self.index))
 
+    async def publish_loras(self, table: dict[str, tuple[str, int]]) -> None:
+        """(Process 0, under the control lock) every other process serves
+        `table`'s adapters before this call returns; one that does not answer
+        reads them from process 0 when its mirror sees other names."""
+        self._published = dict(table)
+        body = json.dumps(table).encode()
+
+        async def push(index: int) -> None:
+            call = self._channel(index).unary_unary(f"/{PRIVATE_SERVICE}/AdoptLoras")
+            try:
+                await call(body, metadata=self._relay_md, timeout=5.0)
+            except grpc.aio.AioRpcError as err:
+                log.warning("control: process %d did not take the LoRA adapters: %s",
+                            index, err.details())
+
+        await asyncio.gather(*(push(i) for i in range(len(self.sockets)) if i != self.index))
+
+    async def _read_loras(self) -> None:
+        call = self._channel(0).unary_unary(f"/{PRIVATE_SERVICE}/LoraTable")
+        self._adopt_loras(await call(b"", metadata=self._relay_md, timeout=2.0))
+
     def _snapshot(self) -> tuple[object, ...]:
         s = self.state
         return (s.weight_version, s.generation, s.bounds.announced, s.paused)
@@ -256,6 +317,8 @@ class ControlRelay:
                 self.state.paused = state.paused
                 if self._on_paused is not None:
                     await self._on_paused(state.paused)
+            if sorted(state.lora_adapters) != self._engine.lora_names():
+                await self._read_loras()  # a push that did not arrive
 
     async def refresh_quietly(self) -> None:
         """The serving path's read (ServingState.refresh: a bounded request,

@@ -17,7 +17,7 @@ from collections.abc import Awaitable, Callable
 from typing import Any, TypeVar
 
 from tokenwire.server.control.checks import check_version
-from tokenwire.server.core.domain import EngineControl
+from tokenwire.server.core.engine_control import EngineControl
 from tokenwire.server.core.errors import DeadlineExceeded, TokenwireError
 from tokenwire.server.core.serving_state import ServingState
 from tokenwire.server.core.weight_bounds import WeightBounds

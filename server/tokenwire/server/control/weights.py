@@ -20,7 +20,7 @@ from tokenwire.server.control.fingerprint import fingerprint
 from tokenwire.server.control.records import Transfer, UpdateResult, WeightRecord
 from tokenwire.server.control.runner import OperationRunner
 from tokenwire.server.control.workers import WorkerMethods
-from tokenwire.server.core.domain import EngineControl
+from tokenwire.server.core.engine_control import EngineControl
 from tokenwire.server.core.errors import FailedPrecondition, TokenwireError
 from tokenwire.server.core.serving_state import ServingState
 

@@ -10,7 +10,7 @@ from collections.abc import Awaitable
 from typing import Any
 
 from tokenwire.server.control.checks import check_rpc_allowed
-from tokenwire.server.core.domain import EngineControl
+from tokenwire.server.core.engine_control import EngineControl
 from tokenwire.server.core.errors import DeadlineExceeded
 
 

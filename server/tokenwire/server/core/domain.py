@@ -7,7 +7,6 @@ them into vLLM calls. Nothing here imports vLLM or protobuf.
 from __future__ import annotations
 
 import dataclasses
-import os
 from collections.abc import AsyncIterator
 from typing import TYPE_CHECKING, Any, Protocol
 
@@ -309,91 +308,17 @@ class Engine(Protocol):
         checked against the ids. INVALID_ARGUMENT naming the field."""
         ...
 
+    def join_media(self, earlier: MultimodalPrompt | None, later: MultimodalPrompt,
+                   prompt: list[int], shift: int) -> MultimodalPrompt:
+        """`prompt`'s media: `earlier`'s items where they are, then `later`'s
+        moved by `shift` (a Session turn's images, then those of the
+        messages continuing it). Both prepared with their tensors kept; the
+        per-prompt item limit applies to the sum (INVALID_ARGUMENT)."""
+        ...
+
     async def media_features(self, prepared: MultimodalPrompt) -> dict[str, Any]:
         """A prepared prompt's media as vLLM's `features` JSON (what its
         /render answers, Generate takes back); serialized off the loop."""
         ...
 
     def shutdown(self) -> None: ...
-
-
-PAUSE_MODES = ("abort", "wait", "keep")
-
-
-def is_folder(path: str) -> bool:
-    """A cheap stat (sync on purpose: a local metadata lookup)."""
-    return os.path.isdir(path)
-
-
-class EngineControl(Protocol):
-    """What the control plane needs from an engine: vLLM's own control APIs
-    (AsyncLLM pause/resume, reset_prefix_cache, reload_weights through
-    collective_rpc, the weight-transfer engine, sleep/wake, LoRA)."""
-
-    @property
-    def model_path(self) -> str:
-        """The model the engine started with (a folder, or a model id)."""
-        ...
-
-    # The weight files a load reads, as a glob ("*.safetensors"); a folder
-    # to load must hold one. "": no check (an engine that reads no files).
-    weight_files: str
-
-    async def pause(self, mode: str, clear_cache: bool) -> None:
-        """mode: "abort" (end in-flight requests now), "wait" (let them
-        finish), "keep" (freeze them until resume). New requests wait."""
-        ...
-
-    async def resume(self) -> None: ...
-
-    async def is_paused(self) -> bool: ...
-
-    async def reset_prefix_cache(self, reset_running_requests: bool) -> bool: ...
-
-    async def reload_weights(self, path: str) -> None:
-        """Load a checkpoint folder with the same architecture in place."""
-        ...
-
-    async def weight_version(self) -> str: ...
-
-    async def set_weight_version(self, version: str) -> None: ...
-
-    async def init_weight_transfer(self, init_info: dict[str, Any]) -> None: ...
-
-    async def start_weight_update(self) -> None: ...
-
-    async def update_weights(self, update_info: dict[str, Any]) -> None: ...
-
-    async def finish_weight_update(self) -> None: ...
-
-    async def sleep(self, level: int, mode: str) -> None:
-        """Raise FailedPrecondition where the platform cannot sleep."""
-        ...
-
-    async def wake_up(self, tags: list[str] | None) -> bool: ...
-
-    async def is_sleeping(self) -> bool: ...
-
-    async def abort_requests(self, request_ids: list[str] | None) -> int:
-        """Abort by the ids given to generate(); None: every request."""
-        ...
-
-    async def add_lora(self, name: str, path: str, load_inplace: bool) -> None: ...
-
-    async def remove_lora(self, name: str) -> None: ...
-
-    def lora_names(self) -> list[str]: ...
-
-    def world_size(self, include_dp: bool) -> int:
-        """Engine workers: tensor x pipeline parallel (x data parallel)."""
-        ...
-
-    def engine_config(self, as_json: bool) -> Any:
-        """The engine's configuration (vLLM's /server_info): its text, or a
-        JSON-ready tree whose `weight_transfer_config` is None without one."""
-        ...
-
-    async def collective_rpc(self, method: str, args: list[Any], kwargs: dict[str, Any],
-                             rpc_timeout: float | None) -> list[Any]:
-        """Call `method` on every worker; per worker its JSON-ready result."""
-        ...

@@ -1,19 +1,24 @@
 """Continuation resolution for the Session stream: a finished request's
 stored prompt and completion plus a suffix (given ids, or next messages
-rendered token-exact by the turn templates) become the next prompt."""
+rendered token-exact by the turn templates) become the next prompt. Next
+messages with images are rendered by the engine after the turn templates'
+placeholder conversation; their images join the stored turn's."""
 
 from __future__ import annotations
 
 import dataclasses
+import re
 from collections.abc import Container, Sequence
+from typing import Any
 
+from tokenwire.server.core import multimodal
 from tokenwire.server.core import validation as v
 from tokenwire.server.core.domain import Engine, RenderOptions
 from tokenwire.server.core.errors import FailedPrecondition, InvalidArgument
 from tokenwire.server.core.media_inputs import MultimodalPrompt
 from tokenwire.server.inference.continuation_store import ContinuationStore, StoredTurn
 from tokenwire.server.inference.shared.messages import messages_to_dicts
-from tokenwire.server.inference.turns import TurnTemplates
+from tokenwire.server.inference.turns import PLACEHOLDER, TurnTemplate, TurnTemplates
 from tokenwire.v1 import chat_pb2, session_pb2
 
 
@@ -97,10 +102,53 @@ def continue_turn(
     return ResolvedContinuation(prompt, suffix, turn.cache_salt, media)
 
 
-def continuation_messages(messages: Sequence[chat_pb2.ChatMessage]) -> list[dict[str, object]]:
+def continuation_messages(messages: Sequence[chat_pb2.ChatMessage],
+                          media: bool = False) -> list[dict[str, Any]]:
     try:
-        return messages_to_dicts(messages)
+        return messages_to_dicts(messages, media=media)
     except InvalidArgument as err:  # name the field where it sits in a continuation
         raise InvalidArgument(
             f"continuation.{err.message}", param=f"continuation.{err.param}", reason=err.reason
         ) from err
+
+
+def media_messages(c: session_pb2.Continuation) -> list[dict[str, Any]] | None:
+    """`c.messages` as template-ready dicts when they hold images (a next
+    turn with a new screenshot); None when they are text only."""
+    if not c.messages:
+        return None
+    messages = continuation_messages(c.messages, media=True)
+    return messages if any(True for _ in multimodal.image_parts(messages)) else None
+
+
+_PLACED = re.compile(r"\bmessages\[(\d+)\]")
+
+
+def placed_error(err: InvalidArgument) -> InvalidArgument:
+    """An error of the engine's rendering of PLACEHOLDER + the continuation's
+    messages, naming the field where it sits in the continuation."""
+    def name(text: str) -> str:
+        moved = _PLACED.sub(lambda m: f"messages[{int(m[1]) - len(PLACEHOLDER)}]", text)
+        return moved if moved.startswith("continuation.") else f"continuation.{moved}"
+
+    return InvalidArgument(_PLACED.sub(lambda m: f"continuation.messages["
+                                       f"{int(m[1]) - len(PLACEHOLDER)}]", err.message),
+                           param=name(err.param or "messages"), reason=err.reason)
+
+
+def continue_turn_with_media(
+    turn: StoredTurn, completion: list[int], template: TurnTemplate, rendered: MultimodalPrompt,
+    *, engine: Engine,
+) -> ResolvedContinuation:
+    """The next prompt when the next messages hold images: `rendered` is
+    the engine's rendering of the turn templates' placeholder conversation
+    followed by them (images expanded and prepared); the part after the
+    placeholder follows `completion`, and its images join the stored
+    turn's, moved to where they now sit."""
+    param = "continuation.messages"
+    suffix = template.following(rendered.prompt_token_ids, completion, param)
+    prompt = [*turn.prompt, *completion, *suffix]
+    v.prompt_fits("continuation", len(prompt), engine.max_model_len)
+    shift = len(prompt) - len(rendered.prompt_token_ids)  # both end with the new messages
+    media = engine.join_media(turn.media, rendered, prompt, shift)
+    return ResolvedContinuation(prompt, suffix, turn.cache_salt, media)

@@ -36,6 +36,19 @@ class TurnTemplate:
     closed: tuple[int, ...]  # the placeholder conversation, assistant turn closed
     close_ids: tuple[int, ...]  # what follows an assistant's content
 
+    def following(self, full: Sequence[int], completion: Sequence[int], param: str) -> list[int]:
+        """The ids after `completion` when the placeholder conversation
+        followed by next messages rendered as `full`."""
+        closed = list(self.closed)
+        if list(full[: len(closed)]) != closed:
+            raise InvalidArgument(
+                "the chat template renders earlier turns differently when more messages "
+                "follow, so the history cannot be kept token-exact; send "
+                "continuation.suffix_token_ids instead",
+                param=param, reason="TEMPLATE_NOT_INCREMENTAL",
+            )
+        return self.after(completion) + list(full[len(closed):])
+
     def after(self, completion: Sequence[int]) -> list[int]:
         """The ids the template renders after this completion, before the
         next message (the end-of-turn id only when the completion lacks it)."""
@@ -99,12 +112,4 @@ class TurnTemplates:
         """The ids that follow `completion` when `messages` come next."""
         template = self.get(options, param)
         full = self._engine.render_chat(PLACEHOLDER + messages, options)
-        closed = list(template.closed)
-        if full[: len(closed)] != closed:
-            raise InvalidArgument(
-                "the chat template renders earlier turns differently when more messages "
-                "follow, so the history cannot be kept token-exact; send "
-                "continuation.suffix_token_ids instead",
-                param=param, reason="TEMPLATE_NOT_INCREMENTAL",
-            )
-        return template.after(completion) + full[len(closed):]
+        return template.following(full, completion, param)

@@ -121,12 +121,16 @@ def build_data_plane(
                      tenancy=tenancy)
 
 
-async def load_lora_modules(control: ControlPlane, modules: tuple[str, ...]) -> None:
+async def load_lora_modules(control: ControlPlane, modules: tuple[str, ...],
+                            follower: bool = False) -> None:
     """--lora-modules NAME=PATH ...: load each with the control plane's
     checks; a bad one is logged and the server goes on serving the base
-    model (and the others)."""
+    model (and the others). A `follower` (serving process i > 0) skips one
+    it serves already: process 0's load, taken from it (control/relay.py)."""
     for spec in modules:
         name, _, path = spec.partition("=")
+        if follower and name in control.engine.lora_names():
+            continue
         try:
             await control.load_lora(name, path, False, None)
             log.info("LoRA adapter %s loaded from %s", name, path)
@@ -305,7 +309,7 @@ async def start(settings: ServerSettings, engine: Engine) -> RunningServer:
                 token=token_from_environment(), admin_key=settings.admin_api_key,
                 on_paused=paused_health,
             )
-            server.add_generic_rpc_handlers((relay.handler(),))
+            server.add_generic_rpc_handlers((relay.handler(), relay.private_handler()))
             if not relay.leader:
                 state.refresh = relay.refresh_quietly
             else:  # the others end their bounded requests before generation resumes
@@ -332,7 +336,10 @@ async def start(settings: ServerSettings, engine: Engine) -> RunningServer:
         running.mirror = asyncio.create_task(relay.mirror())
     else:
         await control.start(settings.weight_version)
-    await load_lora_modules(control, settings.lora_modules)
+    await load_lora_modules(control, settings.lora_modules,
+                            follower=relay is not None and not relay.leader)
+    if relay is not None and relay.leader:  # (each process loaded --lora-modules itself)
+        control.publish_loras = relay.publish_loras
     if settings.warmup:
         await warm_up(engine)
     await running.set_serving(True)

@@ -206,11 +206,21 @@ class FakeControl:
         self._lora_count += 1  # as vLLM's lora_int_id: every load a new number
         self.lora_loads[name] = self._lora_count
 
+    async def drop_replaced_loras(self) -> None:
+        return None  # (a fake load holds nothing)
+
     async def remove_lora(self, name: str) -> None:
         del self.loras[name]  # known: checked by the control plane
 
     def lora_names(self) -> list[str]:
         return sorted(self.loras)
+
+    def lora_table(self) -> dict[str, tuple[str, int]]:
+        return {name: (path, self.lora_loads.get(name, 0)) for name, path in self.loras.items()}
+
+    def adopt_loras(self, table: dict[str, tuple[str, int]]) -> None:
+        self.loras = {name: path for name, (path, _) in table.items()}
+        self.lora_loads = {name: int(number) for name, (_, number) in table.items()}
 
     def lora_label(self, name: str) -> str:
         return f"{name}@{self.lora_loads.get(name, 0)}"

@@ -172,18 +172,27 @@ class FakeEngine(FakeControl, media.FakeMedia):
         return self.encode(text, add_special_tokens=False)
 
     # -- generation -------------------------------------------------------
-    def _cached_tokens(self, prompt: list[int], salt: str | None, lora: str | None = None) -> int:
+    def _cached_tokens(self, prompt: list[int], salt: str | None, lora: str | None = None,
+                       items: tuple[tuple[int, str], ...] = ()) -> int:
+        """Prefix-cache hits, vLLM's way: a block's key holds the prefix up
+        to it, the salt, the adapter's name and folder (not its load), and
+        the hashes of the media items that start before its end (`items`:
+        offset, hash)."""
         cached = 0
         key = salt or ""
-        if lora:  # as vLLM's block hashes: the adapter's name and folder, not its load
+        if lora:
             key += f"\0lora:{lora}:{self.loras.get(lora, '')}"
+
+        def block(end: int) -> tuple[Any, ...]:
+            return key, tuple(h for at, h in items if at < end), tuple(prompt[:end])
+
         for end in range(self.block_size, len(prompt) + 1, self.block_size):
-            if (key, tuple(prompt[:end])) in self._cache:
+            if block(end) in self._cache:
                 cached = end
             else:
                 break
         for end in range(self.block_size, len(prompt) + 1, self.block_size):
-            self._cache.add((key, tuple(prompt[:end])))
+            self._cache.add(block(end))
         return cached
 
     def _logprob(self, pos: int, k: int, sampled: int) -> PositionLogprobs:
@@ -229,10 +238,13 @@ class FakeEngine(FakeControl, media.FakeMedia):
         self.running.add(request.request_id)
         p = request.params
         arrival = time.time()
-        salt = request.cache_salt
+        items: tuple[tuple[int, str], ...] = ()
         if request.multimodal is not None:  # as vLLM's: the items' hashes key the blocks
-            salt = f"{salt or ''}\0mm:{','.join(request.multimodal.engine_input)}"
-        cached = self._cached_tokens(request.prompt_token_ids, salt, request.lora)
+            places = request.multimodal.placeholders.get("image", [])
+            items = tuple((at, h) for (at, _), h in zip(places, request.multimodal.engine_input,
+                                                         strict=True))
+        cached = self._cached_tokens(request.prompt_token_ids, request.cache_salt, request.lora,
+                                     items)
         plans = [self._plan_choice(request, i) for i in range(p.n)]
         emitted = [0] * p.n
         texts = [""] * p.n  # text sent so far

@@ -127,6 +127,19 @@ class FakeMedia:
             return from_parts(prompt, parts)
         return from_features(prompt, features or [])
 
+    def join_media(self, earlier: MultimodalPrompt | None, later: MultimodalPrompt,
+                   prompt: list[int], shift: int) -> MultimodalPrompt:
+        first = earlier.placeholders.get("image", []) if earlier is not None else []
+        items = len(first) + len(later.placeholders.get("image", []))
+        if items > LIMIT:
+            raise InvalidArgument(f"continuation.messages: {items} images in the continued "
+                                  f"prompt, at most {LIMIT} per prompt",
+                                  param="continuation.messages", reason="TOO_MANY_ITEMS")
+        places = [*first, *((o + shift, n) for o, n in later.placeholders.get("image", []))]
+        hashes = [*(earlier.engine_input if earlier is not None else []), *later.engine_input]
+        return MultimodalPrompt(list(prompt), {"image": places}, engine_input=hashes, items=items,
+                                nbytes=ITEM_BYTES * items)
+
     async def media_features(self, prepared: MultimodalPrompt) -> dict[str, Any]:
         """vLLM's features JSON of a fake prepared prompt: each item's hash,
         its placeholder range and b"fake:<EMBEDS>" (what from_features takes)."""

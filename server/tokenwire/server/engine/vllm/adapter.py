@@ -90,6 +90,7 @@ class VllmEngine(VllmControl):
         self._max_token_chars = self._tok.max_token_chars()
         self._media = VllmMultimodal(self._llm)
         self._loras: dict[str, Any] = {}
+        self._replaced_loras: list[Any] = []
         self._sampling_defaults = dict(self._llm.model_config.get_diff_sampling_param())
         if self._sampling_defaults:
             log.info("sampling defaults from the generation config: %s", self._sampling_defaults)
@@ -179,6 +180,10 @@ class VllmEngine(VllmControl):
         if parts:
             return await self._media.from_parts(prompt, parts)
         return await asyncio.to_thread(self._media.from_features, prompt, features or [])
+
+    def join_media(self, earlier: MultimodalPrompt | None, later: MultimodalPrompt,
+                   prompt: list[int], shift: int) -> MultimodalPrompt:
+        return self._media.join(earlier, later, prompt, shift)
 
     async def media_features(self, prepared: MultimodalPrompt) -> dict[str, Any]:
         return await asyncio.to_thread(media_features_json, prepared)

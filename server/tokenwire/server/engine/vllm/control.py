@@ -24,6 +24,7 @@ class VllmControl:
 
     _llm: Any
     _loras: dict[str, Any]  # name -> LoRARequest
+    _replaced_loras: list[Any]  # loads a reload replaced, not yet removed
     _lora_ids = itertools.count(1)
     weight_files = "*.safetensors"  # what a load may read (never pickled .bin/.pt)
 
@@ -147,8 +148,12 @@ class VllmControl:
                 param="lora_path", reason="LORA_LOAD_FAILED",
             ) from exc
         self._loras[name] = request
-        if old is not None:
-            await self._llm.remove_lora(old.lora_int_id)
+        if old is not None:  # removed by drop_replaced_loras, once no process names it
+            self._replaced_loras.append(old)
+
+    async def drop_replaced_loras(self) -> None:
+        while self._replaced_loras:
+            await self._llm.remove_lora(self._replaced_loras.pop().lora_int_id)
 
     async def remove_lora(self, name: str) -> None:
         request = self._loras.pop(name)  # known: checked by the control plane
@@ -156,6 +161,17 @@ class VllmControl:
 
     def lora_names(self) -> list[str]:
         return sorted(self._loras)
+
+    def lora_table(self) -> dict[str, tuple[str, int]]:
+        return {name: (r.lora_path, r.lora_int_id) for name, r in self._loras.items()}
+
+    def adopt_loras(self, table: dict[str, tuple[str, int]]) -> None:
+        from vllm.lora.request import LoRARequest
+
+        # The engine core holds these loads already (another serving
+        # process added them): only this process's names change.
+        self._loras = {name: LoRARequest(lora_name=name, lora_int_id=int(number), lora_path=path)
+                       for name, (path, number) in table.items()}
 
     def lora_label(self, name: str) -> str:
         request = self._loras.get(name)  # lora_int_id: a new number at every load

@@ -169,6 +169,43 @@ class VllmMultimodal:
         return mm_input(prompt_token_ids=list(prompt), mm_kwargs=alone["mm_kwargs"],
                         mm_hashes=alone["mm_hashes"], mm_placeholders=placed)
 
+    def join(self, earlier: MultimodalPrompt | None, later: MultimodalPrompt,
+             prompt: list[int], shift: int) -> MultimodalPrompt:
+        """One prepared input of `earlier`'s items (in place) and `later`'s
+        (moved by `shift`), each item's processed tensors, hash and range
+        as vLLM prepared them: a Session turn's images and those of the
+        messages that continue it."""
+        from vllm.inputs import mm_input
+        from vllm.multimodal.inputs import MultiModalKwargsItems, PlaceholderRange
+
+        parts = [p for p in (earlier, later) if p is not None]
+        kwargs: dict[str, list[Any]] = {}
+        hashes: dict[str, list[str]] = {}
+        places: dict[str, list[Any]] = {}
+        for part, moved in zip(parts, (0, shift) if earlier is not None else (shift,),
+                               strict=True):
+            e = part.engine_input
+            for modality, items in e["mm_kwargs"].items():
+                kwargs.setdefault(modality, []).extend(items)
+            for modality, found in e["mm_hashes"].items():
+                hashes.setdefault(modality, []).extend(found)
+            for modality, ranges in e["mm_placeholders"].items():
+                places.setdefault(modality, []).extend(
+                    PlaceholderRange(offset=r.offset + moved, length=r.length, is_embed=r.is_embed)
+                    for r in ranges)
+        for modality, ranges in places.items():
+            self._check_modality(modality, len(ranges), "continuation.messages")
+            for r in ranges:
+                if r.offset < 0 or r.offset + r.length > len(prompt):
+                    raise ValueError("a joined placeholder lies outside the prompt")
+        engine_input = mm_input(prompt_token_ids=list(prompt),
+                                mm_kwargs=MultiModalKwargsItems(kwargs),
+                                mm_hashes=hashes, mm_placeholders=places)
+        return MultimodalPrompt(
+            list(prompt), {m: [(r.offset, r.length) for r in g] for m, g in places.items()},
+            engine_input=engine_input, items=sum(len(g) for g in places.values()),
+            nbytes=kwargs_nbytes(engine_input))
+
     # -- features: vLLM's serializer, the model's checks ------------------
     def from_features(self, prompt: list[int], items: list[FeatureItem]) -> MultimodalPrompt:
         """Decode and check client-processed items; sync (the caller runs it
