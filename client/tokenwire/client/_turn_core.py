@@ -127,10 +127,13 @@ class TurnCore:
         self.pending: list[dict[str, Any]] = (
             [{"role": "system", "content": system}] if system else []
         ) + as_messages(messages)
-        # The first turn's image URLs, in order: a turn sent as token ids
+        # Every turn's image URLs so far, in order: a turn sent as token ids
         # ("tokens" mode, a session turn's fallback) sends them again as
-        # nvext.content_parts, which the server places on their expanded ids.
+        # nvext.content_parts, which the server places on their expanded ids
+        # (a later turn's images come expanded in its suffix: Tokenize
+        # next_turn, or the Session continuation's own rendering).
         self.images: list[str] = []
+        self.turn_images: list[str] = []  # the turn being sent: `images` and its own
 
     @property
     def last(self) -> Turn | None:
@@ -209,8 +212,8 @@ class TurnCore:
             return {**body, "messages": messages}
         nvext = dict(body.get("nvext") or {})
         nvext["token_data"] = prev.prompt_ids + prev.completion_ids + new
-        if self.images:
-            nvext["content_parts"] = [{"type": "image_url", "url": u} for u in self.images]
+        if self.turn_images:
+            nvext["content_parts"] = [{"type": "image_url", "url": u} for u in self.turn_images]
         return {**body, "messages": [{"role": "user", "content": ""}], "nvext": nvext}
 
     def turn(
@@ -223,8 +226,8 @@ class TurnCore:
         messages = self.take_messages(message)
         body = self.body(overrides, stream)
         prev = self.last
-        if prev is None:
-            self.images = image_urls(messages)
+        images = image_urls(messages) if suffix_ids is None or prev is None else []
+        self.turn_images = [*(self.images if prev is not None else []), *images]
         if self.mode == "session":
             yield from self._session_plan(prev, messages, suffix_ids, body)
         else:
@@ -289,4 +292,5 @@ class TurnCore:
             suffix_ids=list(tokens.prompt_ids) if suffix_ids is None else suffix_ids,
         )
         self.turns.append(turn)
+        self.images = self.turn_images
         return turn

@@ -391,3 +391,43 @@ def test_conversation_with_an_image_keeps_it_in_every_mode() -> None:
     assert prompts["session"] == prompts["tokens"]
     for prompt in prompts["session"]:
         assert prompt.count(media.IMAGE_START) == 1 and prompt.count(media.IMAGE) == media.EMBEDS
+
+
+def test_conversation_with_a_new_image_each_turn_in_every_mode() -> None:
+    """An agent's conversation with a new screenshot in a later turn: the
+    session mode continues with the new image's message (the server expands
+    it after the stored turn), the tokens mode gets the expanded suffix from
+    Tokenize next_turn and sends every image so far as content_parts with
+    the ids: both give the same prompts, each image expanded once, in order."""
+    import base64
+    import io
+
+    from PIL import Image
+
+    from tokenwire.server.engine.fake import media
+
+    def shot(color: tuple[int, int, int], text: str) -> list[dict]:
+        buf = io.BytesIO()
+        Image.new("RGB", (8, 6), color).save(buf, "PNG")
+        url = "data:image/png;base64," + base64.b64encode(buf.getvalue()).decode()
+        return [{"role": "user", "content": [{"type": "text", "text": text},
+                                             {"type": "image_url", "image_url": {"url": url}}]}]
+
+    engine = FakeEngine(max_model_len=512, block_size=4)
+    engine.takes_media = True
+    prompts, places = {}, {}
+    with fake_serving(engine, served_model_name="fake-model") as server:
+        client = Client(server.address)
+        for mode in ("session", "tokens"):
+            with Conversation(client, mode=mode, max_tokens=6) as conv:
+                conv.send(shot((1, 2, 3), "Look:"))
+                conv.send(shot((200, 2, 3), "And now?"))
+                conv.send("Done?")
+                prompts[mode] = [t.prompt_ids for t in conv.turns]
+            places[mode] = engine.requests[-1].multimodal.placeholders
+        client.close()
+    assert prompts["session"] == prompts["tokens"]
+    assert [p.count(media.IMAGE_START) for p in prompts["session"]] == [1, 2, 2]
+    last = prompts["session"][-1]
+    assert places["session"] == places["tokens"]
+    assert [last[o:o + n] for o, n in places["session"]["image"]] == [media.EXPAND] * 2

@@ -375,8 +375,27 @@ def test_tokenize_bad_images_name_the_field(vlm, fake_stub) -> None:
     text_only.model = ""
     assert refused(fake_stub.Tokenize, text_only) == ("UNSUPPORTED_MODALITY",
                                                       "messages[0].content[0]")
-    turn = tokenize_req({"type": "image_url", "image_url": {"url": URL}}, next_turn=True)
-    assert refused(stub.Tokenize, turn)[0] == "VALUE_NOT_ALLOWED"
+    turn = tokenize_req({"type": "text", "text": "Now:"},
+                        {"type": "image_url", "image_url": {"url": "http://10.0.0.1/a.png"}},
+                        next_turn=True)  # named in the caller's messages, not the probe's
+    assert refused(stub.Tokenize, turn) == ("MEDIA_URL_NOT_ALLOWED",
+                                            "messages[0].content[1].image_url.url")
+
+
+def test_tokenize_next_turn_with_an_image_gives_the_expanded_suffix(vlm) -> None:
+    """next_turn with an image: what follows an earlier completion, the new
+    image expanded once (the suffix a Session continuation runs)."""
+    stub, _ = vlm
+    text = tokenize_req({"type": "text", "text": "Now:"}, next_turn=True,
+                        previous_completion_ids=[72, 105])
+    shot = tokenize_req({"type": "text", "text": "Now:"},
+                        {"type": "image_url", "image_url": {"url": URL}}, next_turn=True,
+                        previous_completion_ids=[72, 105])
+    plain, with_image = (list(stub.Tokenize(r, timeout=10).tokens) for r in (text, shot))
+    at = with_image.index(media.IMAGE_START)
+    assert with_image[at:at + len(media.EXPAND)] == media.EXPAND
+    assert with_image.count(media.IMAGE_START) == 1
+    assert with_image[:at] == plain[:at]  # the same end of turn and opener before it
 
 
 # -- Render (vLLM's /v1/messages/render, /v1/responses/render) ---------------

@@ -363,6 +363,28 @@ def test_a_session_runs_generate_with_an_image(vlm) -> None:
     assert list(m2.prompt_token_ids) == [*EXPANDED, *m1.choices[0].token_ids, 80, 81]
     assert [(p.offset, p.length) for p in m2.mm_placeholders.image] == [(3, 4)]
     assert events[-1].done.continuable is True
+    # A next message with a new image (rendered with the model's template):
+    # both images run, the first where it was, the new one in the suffix.
+    import io
+
+    from PIL import Image
+
+    buf = io.BytesIO()
+    Image.new("RGB", (8, 6), (5, 6, 7)).save(buf, "PNG")
+    shot = "data:image/png;base64," + base64.b64encode(buf.getvalue()).decode()
+    s.send(start_generate("m3", return_token_ids=True, sampling_params={"max_tokens": 2},
+                          continuation={"previous_request_id": "m2", "messages": [
+                              {"role": "user", "content": [
+                                  {"type": "text", "text": "Now:"},
+                                  {"type": "image_url", "image_url": {"url": shot}}]}]}))
+    events = s.until_terminal("m3")
+    assert events[-1].WhichOneof("event") == "done", events[-1]
+    m3, done3 = events[0].generate_result, events[-1].done
+    prompt = list(m3.prompt_token_ids)
+    assert prompt == [*m2.prompt_token_ids, *m2.choices[0].token_ids, *done3.suffix_token_ids]
+    first, second = [(p.offset, p.length) for p in m3.mm_placeholders.image]
+    assert first == (3, 4) and second[0] > len(m2.prompt_token_ids)
+    assert prompt[second[0]:second[0] + second[1]] == media.EXPAND and done3.continuable
     s.close()
 
 

@@ -36,7 +36,6 @@ from tokenwire.server.inference.continuation import (
     continue_turn,
     continue_turn_with_media,
     media_messages,
-    placed_error,
 )
 from tokenwire.server.inference.continuation_store import StoredTurn
 from tokenwire.server.inference.data_plane import DataPlane
@@ -46,7 +45,7 @@ from tokenwire.server.inference.offload import OFFLOAD_CHARS
 from tokenwire.server.inference.shared.identity import MAX_REQUEST_ID
 from tokenwire.server.inference.shared.messages import has_request_template
 from tokenwire.server.inference.shared.prompt_chars import rendered_chars
-from tokenwire.server.inference.turns import PLACEHOLDER
+from tokenwire.server.inference.turns import PLACEHOLDER, placed_error
 from tokenwire.v1 import session_pb2
 
 log = logging.getLogger("tokenwire.session")
@@ -307,7 +306,7 @@ class Session:
                     rendered = await engine.render_chat_media([*PLACEHOLDER, *messages], options,
                                                               tenant=self.caller.tenant)
             except InvalidArgument as err:
-                raise placed_error(err) from err
+                raise placed_error(err, "continuation.") from err
             return continue_turn_with_media(turn, completion, template, rendered, engine=engine)
 
         def resolve() -> ResolvedContinuation:

@@ -7,7 +7,6 @@ placeholder conversation; their images join the stored turn's."""
 from __future__ import annotations
 
 import dataclasses
-import re
 from collections.abc import Container, Sequence
 from typing import Any
 
@@ -18,7 +17,7 @@ from tokenwire.server.core.errors import FailedPrecondition, InvalidArgument
 from tokenwire.server.core.media_inputs import MultimodalPrompt
 from tokenwire.server.inference.continuation_store import ContinuationStore, StoredTurn
 from tokenwire.server.inference.shared.messages import messages_to_dicts
-from tokenwire.server.inference.turns import PLACEHOLDER, TurnTemplate, TurnTemplates
+from tokenwire.server.inference.turns import TurnTemplate, TurnTemplates
 from tokenwire.v1 import chat_pb2, session_pb2
 
 
@@ -119,21 +118,6 @@ def media_messages(c: session_pb2.Continuation) -> list[dict[str, Any]] | None:
         return None
     messages = continuation_messages(c.messages, media=True)
     return messages if any(True for _ in multimodal.image_parts(messages)) else None
-
-
-_PLACED = re.compile(r"\bmessages\[(\d+)\]")
-
-
-def placed_error(err: InvalidArgument) -> InvalidArgument:
-    """An error of the engine's rendering of PLACEHOLDER + the continuation's
-    messages, naming the field where it sits in the continuation."""
-    def name(text: str) -> str:
-        moved = _PLACED.sub(lambda m: f"messages[{int(m[1]) - len(PLACEHOLDER)}]", text)
-        return moved if moved.startswith("continuation.") else f"continuation.{moved}"
-
-    return InvalidArgument(_PLACED.sub(lambda m: f"continuation.messages["
-                                       f"{int(m[1]) - len(PLACEHOLDER)}]", err.message),
-                           param=name(err.param or "messages"), reason=err.reason)
 
 
 def continue_turn_with_media(

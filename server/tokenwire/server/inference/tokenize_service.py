@@ -1,7 +1,9 @@
 """Tokenize / detokenize (vLLM `/tokenize`, `/detokenize` shapes). Messages
 with images are tokenized as vLLM's /tokenize does: rendered by chat's
 image path (the engine's renderer and processor, admitted, off the event
-loop) into the expanded ids, each image's placeholder run included."""
+loop) into the expanded ids, each image's placeholder run included; a
+`next_turn` with images the same way, after the turn templates'
+placeholder conversation (the suffix a Session continuation would run)."""
 
 from __future__ import annotations
 
@@ -20,17 +22,25 @@ from tokenwire.server.inference.shared.messages import (
     render_options,
 )
 from tokenwire.server.inference.shared.prompt_chars import rendered_chars
-from tokenwire.server.inference.turns import TurnTemplates
+from tokenwire.server.inference.turns import (
+    PLACEHOLDER,
+    TurnTemplate,
+    TurnTemplates,
+    placed_error,
+)
 from tokenwire.v1 import tokenize_pb2
 
 
 @dataclasses.dataclass
 class MediaMessages:
-    """Messages with images, to be rendered by the engine (tokenize_call)."""
+    """Messages with images, to be rendered by the engine (tokenize_call);
+    with `next_turn`, after the turn template's placeholder conversation."""
 
     messages: list[dict[str, Any]]
     options: RenderOptions
     add_special: bool
+    next_turn: TurnTemplate | None = None
+    previous: list[int] = dataclasses.field(default_factory=list)
 
 
 async def tokenize_call(
@@ -44,6 +54,14 @@ async def tokenize_call(
         req, engine, turns, served_model=served_model, trust_template=trust_template))
     if isinstance(out, tokenize_pb2.TokenizeResponse):
         return out
+    if out.next_turn is not None:  # the suffix, its new images expanded
+        try:
+            prepared = await engine.render_chat_media([*PLACEHOLDER, *out.messages], out.options)
+        except InvalidArgument as err:
+            raise placed_error(err) from err
+        ids = out.next_turn.following(prepared.prompt_token_ids, out.previous, "messages")
+        v.prompt_fits("messages", len(ids), engine.max_model_len)
+        return _response(req, engine, ids)
     prepared = await engine.render_chat_media(out.messages, out.options)
     ids = list(prepared.prompt_token_ids)
     v.prompt_fits("messages", len(ids), engine.max_model_len)
@@ -73,7 +91,11 @@ def tokenize(
         options = render_options(req, trust_template=trust_template)
         previous = v.token_ids("previous_completion_ids", req.previous_completion_ids,
                                engine.vocab_size)
-        ids = turns.suffix(options, previous, messages_to_dicts(req.messages), param="messages")
+        messages = messages_to_dicts(req.messages, media=True)
+        if has_media(messages):  # a next turn with images: the engine expands them
+            return MediaMessages(messages, options, False, turns.get(options, "messages"),
+                                 previous)
+        ids = turns.suffix(options, previous, messages, param="messages")
     elif has_prompt:
         add_special = req.add_special_tokens if req.HasField("add_special_tokens") else True
         ids = engine.encode(req.prompt, add_special_tokens=add_special)

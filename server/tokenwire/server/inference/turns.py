@@ -16,6 +16,7 @@ from __future__ import annotations
 import dataclasses
 import hashlib
 import json
+import re
 from collections.abc import Sequence
 from typing import Any
 
@@ -113,3 +114,19 @@ class TurnTemplates:
         template = self.get(options, param)
         full = self._engine.render_chat(PLACEHOLDER + messages, options)
         return template.following(full, completion, param)
+
+
+_PLACED = re.compile(r"\bmessages\[(\d+)\]")
+
+
+def placed_error(err: InvalidArgument, prefix: str = "") -> InvalidArgument:
+    """An error of the engine's rendering of PLACEHOLDER + next messages
+    (with images), naming the field where it sits in the caller's messages
+    (under `prefix`, e.g. "continuation.")."""
+    def name(text: str) -> str:
+        return _PLACED.sub(lambda m: f"{prefix}messages[{int(m[1]) - len(PLACEHOLDER)}]", text)
+
+    param = name(err.param or "messages")
+    if not param.startswith(prefix):
+        param = prefix + param
+    return InvalidArgument(name(err.message), param=param, reason=err.reason)
