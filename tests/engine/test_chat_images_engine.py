@@ -258,6 +258,33 @@ def test_a_continuation_with_a_new_screenshot_runs_both_images(vlm_stub) -> None
     assert list(t2.choices[0].token_ids) == list(ref.choices[0].token_ids)
 
 
+def test_a_conversation_with_a_new_screenshot_is_the_same_in_both_modes(vlm_server) -> None:
+    """The client's Conversation on the tiny VLM, a new image in turn 2:
+    "session" continues on the server, "tokens" sends the ids (turn 2's
+    suffix from Tokenize next_turn, its image expanded by the model's
+    processor) with both images as content_parts: the same prompts, the
+    same greedy answers."""
+    from tokenwire.client import Client, Conversation
+
+    def shot(color: tuple[int, int, int], text: str) -> list[dict]:
+        return [{"role": "user", "content": [
+            {"type": "text", "text": text},
+            {"type": "image_url", "image_url": {"url": url(png(64, 48, color))}}]}]
+
+    runs = {}
+    with Client(vlm_server.address) as client:
+        for mode in ("session", "tokens"):
+            with Conversation(client, mode=mode, model=str(TINY_VLM), max_tokens=4,
+                              temperature=0) as conv:
+                conv.send(shot((120, 40, 200), "What is this?"))
+                conv.send(shot((10, 220, 90), "And now?"))
+                conv.send("Which changed?")
+                runs[mode] = [(t.prompt_ids, t.completion_ids) for t in conv.turns]
+    assert runs["session"] == runs["tokens"]
+    prompt = runs["session"][1][0]
+    assert prompt[:len(runs["session"][0][0])] == runs["session"][0][0]
+
+
 def test_render_with_an_image_then_generate_runs_it(vlm_stub) -> None:
     """vLLM's render -> generate split (disaggregated rendering): the
     rendered request holds the expanded ids and vLLM's own features of the
