@@ -79,6 +79,7 @@ SERVICES = (
             Method("StreamCompletion", "stream_complete", "StreamCompletion."),
             Method("Generate", "generate", "Generate from token ids."),
             Method("StreamGenerate", "stream_generate", "StreamGenerate."),
+            Method("CreateEmbedding", "embed", "Embed texts or id lists (a pooling model)."),
             Method("Tokenize", "tokenize", "Tokenize a prompt or chat messages."),
             Method("Detokenize", "detokenize", "Detokenize ids: their text.",
                    params='tokens: Sequence[int], *, model: str = ""',

@@ -14,7 +14,14 @@ from collections.abc import AsyncIterator, Iterator, Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
 from tokenwire.client._common import Metadata, build
-from tokenwire.v1 import chat_pb2, completion_pb2, generate_pb2, models_pb2, tokenize_pb2
+from tokenwire.v1 import (
+    chat_pb2,
+    completion_pb2,
+    embeddings_pb2,
+    generate_pb2,
+    models_pb2,
+    tokenize_pb2,
+)
 
 
 class ServiceMethods:
@@ -79,6 +86,14 @@ class ServiceMethods:
         """StreamGenerate."""
         req = build(generate_pb2.GenerateRequest, request, fields)
         return self._stream(self.stub.StreamGenerate, req, timeout, metadata)
+
+    def embed(
+        self, request: embeddings_pb2.CreateEmbeddingRequest | Mapping[str, Any] | None = None, /,
+        *, timeout: float | None = None, metadata: Metadata = None, **fields: Any,
+    ) -> embeddings_pb2.CreateEmbeddingResponse:
+        """Embed texts or id lists (a pooling model)."""
+        req = build(embeddings_pb2.CreateEmbeddingRequest, request, fields)
+        return self._unary(self.stub.CreateEmbedding, req, timeout, metadata)
 
     def tokenize(
         self, request: tokenize_pb2.TokenizeRequest | Mapping[str, Any] | None = None, /, *,
@@ -180,6 +195,14 @@ class AsyncServiceMethods:
         """StreamGenerate."""
         req = build(generate_pb2.GenerateRequest, request, fields)
         return self._stream(self.stub.StreamGenerate, req, timeout, metadata)
+
+    async def embed(
+        self, request: embeddings_pb2.CreateEmbeddingRequest | Mapping[str, Any] | None = None, /,
+        *, timeout: float | None = None, metadata: Metadata = None, **fields: Any,
+    ) -> embeddings_pb2.CreateEmbeddingResponse:
+        """Embed texts or id lists (a pooling model)."""
+        req = build(embeddings_pb2.CreateEmbeddingRequest, request, fields)
+        return await self._unary(self.stub.CreateEmbedding, req, timeout, metadata)
 
     async def tokenize(
         self, request: tokenize_pb2.TokenizeRequest | Mapping[str, Any] | None = None, /, *,

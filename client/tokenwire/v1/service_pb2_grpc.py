@@ -6,6 +6,7 @@ import warnings
 from tokenwire.v1 import anthropic_pb2 as tokenwire_dot_v1_dot_anthropic__pb2
 from tokenwire.v1 import chat_pb2 as tokenwire_dot_v1_dot_chat__pb2
 from tokenwire.v1 import completion_pb2 as tokenwire_dot_v1_dot_completion__pb2
+from tokenwire.v1 import embeddings_pb2 as tokenwire_dot_v1_dot_embeddings__pb2
 from tokenwire.v1 import generate_pb2 as tokenwire_dot_v1_dot_generate__pb2
 from tokenwire.v1 import models_pb2 as tokenwire_dot_v1_dot_models__pb2
 from tokenwire.v1 import responses_pb2 as tokenwire_dot_v1_dot_responses__pb2
@@ -84,6 +85,11 @@ class TokenwireServiceStub:
                 '/tokenwire.v1.TokenwireService/StreamGenerate',
                 request_serializer=tokenwire_dot_v1_dot_generate__pb2.GenerateRequest.SerializeToString,
                 response_deserializer=tokenwire_dot_v1_dot_generate__pb2.GenerateResponse.FromString,
+                _registered_method=True)
+        self.CreateEmbedding = channel.unary_unary(
+                '/tokenwire.v1.TokenwireService/CreateEmbedding',
+                request_serializer=tokenwire_dot_v1_dot_embeddings__pb2.CreateEmbeddingRequest.SerializeToString,
+                response_deserializer=tokenwire_dot_v1_dot_embeddings__pb2.CreateEmbeddingResponse.FromString,
                 _registered_method=True)
         self.Tokenize = channel.unary_unary(
                 '/tokenwire.v1.TokenwireService/Tokenize',
@@ -234,6 +240,14 @@ class TokenwireServiceServicer:
 
     def StreamGenerate(self, request, context):
         """Stream a token-in generate as chunks.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def CreateEmbedding(self, request, context):
+        """Embed texts or token-id lists (OpenAI's and vLLM's `POST /v1/embeddings`)
+        on a pooling model.
         """
         context.set_code(grpc.StatusCode.UNIMPLEMENTED)
         context.set_details('Method not implemented!')
@@ -423,6 +437,11 @@ def add_TokenwireServiceServicer_to_server(servicer, server):
                     servicer.StreamGenerate,
                     request_deserializer=tokenwire_dot_v1_dot_generate__pb2.GenerateRequest.FromString,
                     response_serializer=tokenwire_dot_v1_dot_generate__pb2.GenerateResponse.SerializeToString,
+            ),
+            'CreateEmbedding': grpc.unary_unary_rpc_method_handler(
+                    servicer.CreateEmbedding,
+                    request_deserializer=tokenwire_dot_v1_dot_embeddings__pb2.CreateEmbeddingRequest.FromString,
+                    response_serializer=tokenwire_dot_v1_dot_embeddings__pb2.CreateEmbeddingResponse.SerializeToString,
             ),
             'Tokenize': grpc.unary_unary_rpc_method_handler(
                     servicer.Tokenize,
@@ -707,6 +726,33 @@ class TokenwireService:
             '/tokenwire.v1.TokenwireService/StreamGenerate',
             tokenwire_dot_v1_dot_generate__pb2.GenerateRequest.SerializeToString,
             tokenwire_dot_v1_dot_generate__pb2.GenerateResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def CreateEmbedding(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/tokenwire.v1.TokenwireService/CreateEmbedding',
+            tokenwire_dot_v1_dot_embeddings__pb2.CreateEmbeddingRequest.SerializeToString,
+            tokenwire_dot_v1_dot_embeddings__pb2.CreateEmbeddingResponse.FromString,
             options,
             channel_credentials,
             insecure,

@@ -116,6 +116,19 @@ class EngineRequest:
 
 
 @dataclasses.dataclass
+class EmbedRequest:
+    """One input of an embeddings call, for a pooling model."""
+
+    request_id: str
+    prompt_token_ids: list[int]
+    dimensions: int | None = None  # matryoshka truncation; None: the model's size
+    use_activation: bool | None = None  # the pooler's normalization; None: the model's
+    priority: int = 0
+    lora: str | None = None
+    tenant: str | None = None
+
+
+@dataclasses.dataclass
 class Candidate:
     token_id: int
     logprob: float
@@ -239,6 +252,17 @@ class Engine(Protocol):
 
     def generate(self, request: EngineRequest) -> AsyncIterator[EngineOutput]:
         """Run a request; cancelling the consumer aborts it in the engine."""
+        ...
+
+    @property
+    def pooling(self) -> bool:
+        """The engine runs a pooling model (vLLM's --runner pooling): it
+        embeds, it does not generate."""
+        ...
+
+    async def embed(self, request: EmbedRequest) -> list[float]:
+        """The input's embedding; cancelling aborts it in the engine.
+        INVALID_ARGUMENT for parameters the model refuses (`dimensions`)."""
         ...
 
     def num_unfinished_requests(self) -> int: ...

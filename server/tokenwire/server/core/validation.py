@@ -58,15 +58,18 @@ def token_ids(param: str, ids: Iterable[int], vocab_size: int) -> list[int]:
     return out
 
 
-def prompt_fits(param: str, prompt_len: int, max_model_len: int) -> None:
+def prompt_fits(param: str, prompt_len: int, max_model_len: int,
+                generates: bool = True) -> None:
+    """A prompt of `prompt_len` ids fits the window (leaving one to generate,
+    unless the model only pools it: an embedding's input may fill it)."""
     if prompt_len == 0:
         raise InvalidArgument(f"{param}: the prompt is empty (0 tokens)",
                               param=param, reason="PROMPT_EMPTY")
-    if prompt_len >= max_model_len:
+    if prompt_len > max_model_len or (generates and prompt_len == max_model_len):
+        left = " and at least one must be left to generate" if generates else ""
         raise InvalidArgument(
             f"{param}: the prompt is {prompt_len} tokens; the context window is "
-            f"{max_model_len} tokens and at least one must be left to generate",
-            param=param, reason="PROMPT_TOO_LONG",
+            f"{max_model_len} tokens{left}", param=param, reason="PROMPT_TOO_LONG",
         )
 
 

@@ -19,12 +19,14 @@ from typing import Any
 
 from tokenwire.server.core.admission import Admission
 from tokenwire.server.core.domain import (
+    EmbedRequest,
     Engine,
     EngineOutput,
     EngineRequest,
     RenderOptions,
     adapter_spans,
 )
+from tokenwire.server.core.errors import FailedPrecondition
 from tokenwire.server.core.media_inputs import FeatureItem, MediaPart, MultimodalPrompt
 from tokenwire.server.core.metrics import Metrics, current_access
 from tokenwire.server.core.serving_state import ServingState
@@ -71,7 +73,36 @@ class GuardedEngine:
         with self.admission.hold(len(prompt), tenant):
             return await self.inner.prepare_media(prompt, parts=parts, features=features)
 
+    async def embed(self, request: EmbedRequest) -> list[float]:
+        """One input's embedding on a pooling model, admitted as a request
+        of its ids, under an engine id unique in flight."""
+        if not self.inner.pooling:
+            raise FailedPrecondition(
+                "the served model generates: embeddings need a pooling model (start the server "
+                "with --runner pooling, e.g. --convert embed)", reason="MODEL_DOES_NOT_EMBED")
+        state = self.state
+        engine_id = state.engine_ids.claim(request.request_id)
+        try:
+            with self.admission.hold(len(request.prompt_token_ids), request.tenant):
+                self.metrics.in_flight.inc()
+                self.metrics.prompt_tokens.inc(len(request.prompt_token_ids))
+                access = current_access.get()  # the RPC's access-log line (core/metrics.py)
+                if access is not None:
+                    access.add_request(request.request_id, request.tenant,
+                                       len(request.prompt_token_ids))
+                try:
+                    return await self.inner.embed(dataclasses.replace(request,
+                                                                      request_id=engine_id))
+                finally:
+                    self.metrics.in_flight.dec()
+        finally:
+            state.engine_ids.release(engine_id)
+
     async def generate(self, request: EngineRequest) -> AsyncIterator[EngineOutput]:
+        if self.inner.pooling:
+            raise FailedPrecondition(
+                "the served model is a pooling model (--runner pooling): it embeds "
+                "(/v1/embeddings), it does not generate", reason="MODEL_DOES_NOT_GENERATE")
         p = request.params
         need = len(request.prompt_token_ids) + p.max_tokens * p.n
         m = self.metrics

@@ -340,7 +340,7 @@ async def start(settings: ServerSettings, engine: Engine) -> RunningServer:
                             follower=relay is not None and not relay.leader)
     if relay is not None and relay.leader:  # (each process loaded --lora-modules itself)
         control.publish_loras = relay.publish_loras
-    if settings.warmup:
+    if settings.warmup and not engine.pooling:  # (a pooling model does not generate)
         await warm_up(engine)
     await running.set_serving(True)
     log.info("tokenwire serving %s on %s:%d", settings.resolved_served_name(), settings.host, port)

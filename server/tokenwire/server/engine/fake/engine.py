@@ -32,6 +32,7 @@ from tokenwire.server.core.parsing import ParserConfig
 from tokenwire.server.engine.fake import media
 from tokenwire.server.engine.fake.control import FakeControl
 from tokenwire.server.engine.fake.parsers import FakeChatParsers
+from tokenwire.server.engine.fake.pooling import FakePooling
 
 UNK, IM_START, IM_END = 0, 1, 2
 SPECIALS = {UNK: "<unk>", IM_START: "<|im_start|>", IM_END: "<|im_end|>"}
@@ -49,7 +50,7 @@ _SPECIAL_SPLIT = re.compile("(" + "|".join(re.escape(t) for t in SPECIALS.values
 REPLIES = ["Hello from the fake engine.", "Another answer here.", "Third reply!"]
 
 
-class FakeEngine(FakeControl, media.FakeMedia):
+class FakeEngine(FakeControl, media.FakeMedia, FakePooling):
     def __init__(
         self, *, max_model_len: int = 512, block_size: int = 16, token_delay: float = 0.0,
         nan_logprob_at: int | None = None,

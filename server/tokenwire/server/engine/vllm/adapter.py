@@ -16,6 +16,7 @@ from typing import Any
 
 from tokenwire.server.core import errors, tracing
 from tokenwire.server.core.domain import (
+    EmbedRequest,
     EngineOutput,
     EngineRequest,
     RenderOptions,
@@ -225,6 +226,39 @@ class VllmEngine(VllmControl):
             raise
         except Exception as exc:
             raise map_engine_error(exc) from exc
+
+    # -- pooling ------------------------------------------------------------
+    @property
+    def pooling(self) -> bool:
+        return str(getattr(self._llm.model_config, "runner_type", "")) == "pooling"
+
+    async def embed(self, request: EmbedRequest) -> list[float]:
+        from vllm import PoolingParams
+        from vllm.inputs.engine import tokens_input
+
+        params = PoolingParams(task="embed", dimensions=request.dimensions,
+                               use_activation=request.use_activation)
+        try:  # vLLM's own rules (matryoshka dimensions), before the engine runs it
+            params.verify(self._llm.model_config)
+        except Exception as exc:  # (vLLM's VLLMValidationError, a ValueError elsewhere)
+            raise errors.InvalidArgument(f"dimensions: {exc}", param="dimensions",
+                                         reason="VALUE_OUT_OF_RANGE") from exc
+        final = None
+        try:
+            async for out in self._llm.encode(
+                tokens_input(list(request.prompt_token_ids)), params, request.request_id,
+                lora_request=self.lora_request(request.lora), priority=request.priority,
+                trace_headers=tracing.trace_headers.get(),
+            ):
+                final = out
+        except asyncio.CancelledError:
+            raise
+        except Exception as exc:
+            raise map_engine_error(exc) from exc
+        if final is None:
+            raise errors.Unavailable("the engine ended the request without its embedding",
+                                     reason="ENGINE_REQUEST_FAILED")
+        return [float(x) for x in final.outputs.data.float().tolist()]
 
     def num_unfinished_requests(self) -> int:
         return int(self._llm.get_num_unfinished_requests())

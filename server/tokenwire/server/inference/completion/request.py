@@ -10,9 +10,7 @@ tenant_policy.py, nvext.py).
 from __future__ import annotations
 
 import dataclasses
-import math
 import time
-from typing import Any
 
 from tokenwire.server.core import validation as v
 from tokenwire.server.core.domain import Caller, Engine, EngineRequest, GenerationParams
@@ -22,21 +20,12 @@ from tokenwire.server.inference.shared import sampling
 from tokenwire.server.inference.shared.identity import check_model, lora_of, new_request_id
 from tokenwire.server.inference.shared.logprobs import as_token_ids
 from tokenwire.server.inference.shared.nvext import check_extra_fields
+from tokenwire.server.inference.shared.prompts import Prompt, prompts_of
 from tokenwire.server.inference.shared.sampling import sampling_from_body
 from tokenwire.server.inference.shared.tenant_policy import body_priority, pick_cache_salt
 from tokenwire.v1 import completion_pb2
 
 DEFAULT_MAX_TOKENS = 16  # OpenAI's and vLLM's default for completions
-
-
-@dataclasses.dataclass
-class Prompt:
-    """One prompt of a completion body: its ids, and its text when it was
-    sent as text (echo repeats it as sent)."""
-
-    token_ids: list[int]
-    text: str | None
-    param: str  # the field it came from, for errors
 
 
 @dataclasses.dataclass
@@ -75,37 +64,6 @@ class CompletionPlan:
             self.extra_fields & {"completion_token_ids", "engine_data"})
 
 
-def _ids(param: str, values: Any, engine: Engine) -> list[int]:
-    """Token ids from JSON numbers (a struct_pb2 list), checked: whole,
-    non-negative, in the vocabulary; the length is checked before the walk."""
-    v.prompt_fits(param, len(values), engine.max_model_len)
-    out: list[int] = []
-    vocab = engine.vocab_size
-    for i, x in enumerate(values):
-        number = x.number_value
-        if not math.isfinite(number) or number < 0 or number != int(number):
-            raise InvalidArgument(
-                f"{param}[{i}] = {number:g} is not a token id (a non-negative integer)",
-                param=param, reason="INVALID_FORMAT",
-            )
-        if number >= vocab:
-            raise InvalidArgument(
-                f"{param}[{i}] = {number:g} is not a token id: the vocabulary has {vocab} ids "
-                f"(0..{vocab - 1})", param=param, reason="TOKEN_ID_OUT_OF_VOCAB",
-            )
-        out.append(int(number))
-    return out
-
-
-def _text(param: str, text: str, engine: Engine, add_special: bool) -> list[int]:
-    v.text_fits(param, len(text), engine.max_model_len, engine.max_token_chars)
-    if not text:
-        raise InvalidArgument(f"{param}: the prompt is empty", param=param, reason="PROMPT_EMPTY")
-    ids = engine.encode(text, add_special_tokens=add_special)
-    v.prompt_fits(param, len(ids), engine.max_model_len)
-    return ids
-
-
 def parse_prompts(
     req: completion_pb2.CreateCompletionRequest, engine: Engine, settings: ServerSettings,
 ) -> list[Prompt]:
@@ -116,46 +74,8 @@ def parse_prompts(
         v.prompt_fits(param, len(req.nvext.token_data), engine.max_model_len)
         return [Prompt(v.token_ids(param, req.nvext.token_data, engine.vocab_size), None, param)]
     add_special = req.add_special_tokens if req.HasField("add_special_tokens") else True
-    value = req.prompt
-    kind = value.WhichOneof("kind") if req.HasField("prompt") else None
-    if kind is None or kind == "null_value":
-        raise InvalidArgument("prompt is required (a string, a list of strings, a list of token "
-                              "ids or a list of id lists)", param="prompt", reason="FIELD_REQUIRED")
-    if kind == "string_value":
-        return [Prompt(_text("prompt", value.string_value, engine, add_special),
-                       value.string_value, "prompt")]
-    if kind != "list_value":
-        raise InvalidArgument("prompt must be a string or a list",
-                              param="prompt", reason="INVALID_TYPE")
-    items = value.list_value.values
-    if not items:
-        raise InvalidArgument("prompt: the list is empty", param="prompt", reason="EMPTY_VALUE")
-    kinds = {x.WhichOneof("kind") for x in items}
-    if kinds == {"number_value"}:
-        return [Prompt(_ids("prompt", items, engine), None, "prompt")]
-    if len(kinds) > 1 or kinds.pop() not in ("string_value", "list_value"):
-        raise InvalidArgument(
-            "prompt: a list must hold only token ids, only strings or only id lists (not a mix)",
-            param="prompt", reason="INVALID_TYPE",
-        )
-    if len(items) > settings.max_completion_prompts:
-        raise InvalidArgument(
-            f"prompt: {len(items)} prompts; at most {settings.max_completion_prompts} per request",
-            param="prompt", reason="TOO_MANY_ITEMS",
-        )
-    prompts = []
-    for i, item in enumerate(items):
-        param = f"prompt[{i}]"
-        if item.HasField("string_value"):
-            prompts.append(Prompt(_text(param, item.string_value, engine, add_special),
-                                  item.string_value, param))
-            continue
-        inner = item.list_value.values
-        if any(not x.HasField("number_value") for x in inner):
-            raise InvalidArgument(f"{param}: an id list must hold only token ids", param=param,
-                                  reason="INVALID_TYPE")
-        prompts.append(Prompt(_ids(param, inner, engine), None, param))
-    return prompts
+    return prompts_of(req.prompt if req.HasField("prompt") else None, "prompt", engine,
+                      add_special=add_special, most=settings.max_completion_prompts)
 
 
 def _max_tokens(req: completion_pb2.CreateCompletionRequest, prompt_len: int, echo: bool,

@@ -1,0 +1,1 @@
+"""CreateEmbedding: request -> plan (one input or a batch), run on a pooling model, response."""

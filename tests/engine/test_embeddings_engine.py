@@ -1,0 +1,86 @@
+"""/v1/embeddings on the real engine: the tiny random Llama served as a
+pooling model (`--runner pooling --convert embed`, vLLM's own flags) by
+`tokenwire serve`. Each input's embedding is the model's own (Hugging Face:
+the last token's final hidden state, L2-normalized, as vLLM's embedding
+pooler takes it), a text and its ids give the same numbers, base64 is their
+float32 bytes, a batch answers in input order; vLLM's own rules refuse
+`dimensions` on a model without matryoshka support; the pooling model
+refuses generation and the server serves on."""
+
+from __future__ import annotations
+
+import base64
+import collections.abc
+import struct
+
+import grpc
+import pytest
+from google.protobuf import json_format
+
+from tests.rpc import chat_request, error_info
+from tests.servers import ROOT, ProcessServer
+from tokenwire.v1 import embeddings_pb2, service_pb2_grpc, tokenize_pb2
+
+TINY = ROOT / ".models" / "tiny-random-llama"
+
+
+@pytest.fixture(scope="module")
+def stub() -> collections.abc.Iterator[service_pb2_grpc.TokenwireServiceStub]:
+    server = ProcessServer(["--model", str(TINY), "--runner", "pooling", "--convert", "embed",
+                            "--kv-cache-bytes", str(64 << 20)]).start()
+    try:
+        with grpc.insecure_channel(server.address) as ch:
+            yield service_pb2_grpc.TokenwireServiceStub(ch)
+    finally:
+        assert server.stop(120) == 0, server.log_tail()
+
+
+def embed(stub, **body) -> embeddings_pb2.CreateEmbeddingResponse:
+    return stub.CreateEmbedding(json_format.ParseDict(
+        body, embeddings_pb2.CreateEmbeddingRequest()), timeout=120)
+
+
+def vectors(resp) -> list[list[float]]:
+    return [list(json_format.MessageToDict(d)["embedding"]) for d in resp.data]
+
+
+def hf_embedding(ids: list[int]) -> list[float]:
+    import torch
+    from transformers import AutoModel
+
+    model = AutoModel.from_pretrained(str(TINY), dtype=torch.float32)
+    with torch.no_grad():
+        last = model(torch.tensor([ids])).last_hidden_state[0, -1]
+    return torch.nn.functional.normalize(last, dim=0).tolist()
+
+
+def test_embeddings_are_the_models_own(stub) -> None:
+    texts = ["The capital of France is Paris.", "tokenwire embeds"]
+    resp = embed(stub, input=texts)
+    ids = [list(stub.Tokenize(tokenize_pb2.TokenizeRequest(prompt=t), timeout=30).tokens)
+           for t in texts]
+    assert [d.index for d in resp.data] == [0, 1]
+    assert resp.usage.prompt_tokens == resp.usage.total_tokens == sum(map(len, ids))
+    got = vectors(resp)
+    for vector, prompt in zip(got, ids, strict=True):
+        want = hf_embedding(prompt)
+        assert len(vector) == len(want)
+        assert max(abs(a - b) for a, b in zip(vector, want, strict=True)) < 1e-4
+    assert vectors(embed(stub, input=ids)) == got  # the same ids, the same numbers
+    b64 = embed(stub, input=texts, encoding_format="base64")
+    decoded = [list(struct.unpack(f"<{len(got[0])}f", base64.b64decode(
+        d.embedding.string_value))) for d in b64.data]
+    assert decoded == [[struct.unpack("<f", struct.pack("<f", x))[0] for x in v] for v in got]
+
+
+def test_vllms_rules_and_generation_are_refused_and_it_serves_on(stub) -> None:
+    with pytest.raises(grpc.RpcError) as exc:
+        embed(stub, input="x", dimensions=8)
+    assert exc.value.code() == grpc.StatusCode.INVALID_ARGUMENT
+    assert error_info(exc.value).metadata["param"] == "dimensions"
+    assert "Matryoshka" in exc.value.details()
+    with pytest.raises(grpc.RpcError) as exc:
+        stub.CreateChatCompletion(chat_request(), timeout=60)
+    assert exc.value.code() == grpc.StatusCode.FAILED_PRECONDITION
+    assert error_info(exc.value).reason == "MODEL_DOES_NOT_GENERATE"
+    assert len(vectors(embed(stub, input="still serving"))[0]) == 64
