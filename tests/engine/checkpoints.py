@@ -23,3 +23,28 @@ def build_adapter(base: Path, dst: Path, seed: int = 0) -> Path:
                 param.mul_(20.0)  # big enough to change greedy ids of a random model
     peft_model.save_pretrained(str(dst))
     return dst
+
+
+def build_classifier(base: Path, dst: Path, labels: tuple[str, ...], seed: int = 0) -> Path:
+    """`base` with a sequence-classification head of `labels` (random, seeded):
+    a tiny reward-model-like classifier, built with transformers."""
+    import shutil
+
+    import torch
+    from transformers import AutoConfig, LlamaForSequenceClassification
+
+    torch.manual_seed(seed)
+    config = AutoConfig.from_pretrained(str(base))
+    config.num_labels = len(labels)
+    config.id2label = dict(enumerate(labels))
+    config.label2id = {name: i for i, name in enumerate(labels)}
+    config.architectures = ["LlamaForSequenceClassification"]
+    model = LlamaForSequenceClassification.from_pretrained(str(base), config=config,
+                                                           dtype=torch.float32)
+    with torch.no_grad():
+        model.score.weight.normal_(0.0, 2.0)  # big enough for distinct scores
+    model.save_pretrained(str(dst))
+    for name in base.iterdir():  # the tokenizer's files
+        if name.name.startswith(("tokenizer", "special_tokens")) or name.suffix == ".jinja":
+            shutil.copy(name, dst / name.name)
+    return dst

@@ -59,7 +59,7 @@ class ServiceMethods:
         self, request: completion_pb2.CreateCompletionRequest | Mapping[str, Any] | None = None, /,
         *, timeout: float | None = None, metadata: Metadata = None, **fields: Any,
     ) -> completion_pb2.CreateCompletionResponse:
-        """CreateCompletion: a text or token-id prompt, or a batch of them."""
+        """CreateCompletion: a prompt, or a batch."""
         req = build(completion_pb2.CreateCompletionRequest, request, fields)
         return self._unary(self.stub.CreateCompletion, req, timeout, metadata)
 
@@ -94,6 +94,14 @@ class ServiceMethods:
         """Embed texts or id lists (a pooling model)."""
         req = build(embeddings_pb2.CreateEmbeddingRequest, request, fields)
         return self._unary(self.stub.CreateEmbedding, req, timeout, metadata)
+
+    def classify(
+        self, request: embeddings_pb2.ClassifyRequest | Mapping[str, Any] | None = None, /, *,
+        timeout: float | None = None, metadata: Metadata = None, **fields: Any,
+    ) -> embeddings_pb2.ClassifyResponse:
+        """Classify texts or id lists (a pooling model)."""
+        req = build(embeddings_pb2.ClassifyRequest, request, fields)
+        return self._unary(self.stub.Classify, req, timeout, metadata)
 
     def tokenize(
         self, request: tokenize_pb2.TokenizeRequest | Mapping[str, Any] | None = None, /, *,
@@ -168,7 +176,7 @@ class AsyncServiceMethods:
         self, request: completion_pb2.CreateCompletionRequest | Mapping[str, Any] | None = None, /,
         *, timeout: float | None = None, metadata: Metadata = None, **fields: Any,
     ) -> completion_pb2.CreateCompletionResponse:
-        """CreateCompletion: a text or token-id prompt, or a batch of them."""
+        """CreateCompletion: a prompt, or a batch."""
         req = build(completion_pb2.CreateCompletionRequest, request, fields)
         return await self._unary(self.stub.CreateCompletion, req, timeout, metadata)
 
@@ -203,6 +211,14 @@ class AsyncServiceMethods:
         """Embed texts or id lists (a pooling model)."""
         req = build(embeddings_pb2.CreateEmbeddingRequest, request, fields)
         return await self._unary(self.stub.CreateEmbedding, req, timeout, metadata)
+
+    async def classify(
+        self, request: embeddings_pb2.ClassifyRequest | Mapping[str, Any] | None = None, /, *,
+        timeout: float | None = None, metadata: Metadata = None, **fields: Any,
+    ) -> embeddings_pb2.ClassifyResponse:
+        """Classify texts or id lists (a pooling model)."""
+        req = build(embeddings_pb2.ClassifyRequest, request, fields)
+        return await self._unary(self.stub.Classify, req, timeout, metadata)
 
     async def tokenize(
         self, request: tokenize_pb2.TokenizeRequest | Mapping[str, Any] | None = None, /, *,

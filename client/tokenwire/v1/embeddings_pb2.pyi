@@ -59,3 +59,53 @@ class CreateEmbeddingResponse(_message.Message):
     data: _containers.RepeatedCompositeFieldContainer[Embedding]
     usage: _common_pb2.Usage
     def __init__(self, id: _Optional[str] = ..., object: _Optional[str] = ..., created: _Optional[int] = ..., model: _Optional[str] = ..., data: _Optional[_Iterable[_Union[Embedding, _Mapping]]] = ..., usage: _Optional[_Union[_common_pb2.Usage, _Mapping]] = ...) -> None: ...
+
+class ClassifyRequest(_message.Message):
+    __slots__ = ("model", "input", "user", "use_activation", "add_special_tokens", "truncate_prompt_tokens", "truncation_side", "request_id", "priority")
+    MODEL_FIELD_NUMBER: _ClassVar[int]
+    INPUT_FIELD_NUMBER: _ClassVar[int]
+    USER_FIELD_NUMBER: _ClassVar[int]
+    USE_ACTIVATION_FIELD_NUMBER: _ClassVar[int]
+    ADD_SPECIAL_TOKENS_FIELD_NUMBER: _ClassVar[int]
+    TRUNCATE_PROMPT_TOKENS_FIELD_NUMBER: _ClassVar[int]
+    TRUNCATION_SIDE_FIELD_NUMBER: _ClassVar[int]
+    REQUEST_ID_FIELD_NUMBER: _ClassVar[int]
+    PRIORITY_FIELD_NUMBER: _ClassVar[int]
+    model: str
+    input: _struct_pb2.Value
+    user: str
+    use_activation: bool
+    add_special_tokens: bool
+    truncate_prompt_tokens: int
+    truncation_side: str
+    request_id: str
+    priority: int
+    def __init__(self, model: _Optional[str] = ..., input: _Optional[_Union[_struct_pb2.Value, _Mapping]] = ..., user: _Optional[str] = ..., use_activation: _Optional[bool] = ..., add_special_tokens: _Optional[bool] = ..., truncate_prompt_tokens: _Optional[int] = ..., truncation_side: _Optional[str] = ..., request_id: _Optional[str] = ..., priority: _Optional[int] = ...) -> None: ...
+
+class Classification(_message.Message):
+    __slots__ = ("index", "label", "probs", "num_classes")
+    INDEX_FIELD_NUMBER: _ClassVar[int]
+    LABEL_FIELD_NUMBER: _ClassVar[int]
+    PROBS_FIELD_NUMBER: _ClassVar[int]
+    NUM_CLASSES_FIELD_NUMBER: _ClassVar[int]
+    index: int
+    label: str
+    probs: _containers.RepeatedScalarFieldContainer[float]
+    num_classes: int
+    def __init__(self, index: _Optional[int] = ..., label: _Optional[str] = ..., probs: _Optional[_Iterable[float]] = ..., num_classes: _Optional[int] = ...) -> None: ...
+
+class ClassifyResponse(_message.Message):
+    __slots__ = ("id", "object", "created", "model", "data", "usage")
+    ID_FIELD_NUMBER: _ClassVar[int]
+    OBJECT_FIELD_NUMBER: _ClassVar[int]
+    CREATED_FIELD_NUMBER: _ClassVar[int]
+    MODEL_FIELD_NUMBER: _ClassVar[int]
+    DATA_FIELD_NUMBER: _ClassVar[int]
+    USAGE_FIELD_NUMBER: _ClassVar[int]
+    id: str
+    object: str
+    created: int
+    model: str
+    data: _containers.RepeatedCompositeFieldContainer[Classification]
+    usage: _common_pb2.Usage
+    def __init__(self, id: _Optional[str] = ..., object: _Optional[str] = ..., created: _Optional[int] = ..., model: _Optional[str] = ..., data: _Optional[_Iterable[_Union[Classification, _Mapping]]] = ..., usage: _Optional[_Union[_common_pb2.Usage, _Mapping]] = ...) -> None: ...

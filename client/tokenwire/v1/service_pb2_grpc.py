@@ -91,6 +91,11 @@ class TokenwireServiceStub:
                 request_serializer=tokenwire_dot_v1_dot_embeddings__pb2.CreateEmbeddingRequest.SerializeToString,
                 response_deserializer=tokenwire_dot_v1_dot_embeddings__pb2.CreateEmbeddingResponse.FromString,
                 _registered_method=True)
+        self.Classify = channel.unary_unary(
+                '/tokenwire.v1.TokenwireService/Classify',
+                request_serializer=tokenwire_dot_v1_dot_embeddings__pb2.ClassifyRequest.SerializeToString,
+                response_deserializer=tokenwire_dot_v1_dot_embeddings__pb2.ClassifyResponse.FromString,
+                _registered_method=True)
         self.Tokenize = channel.unary_unary(
                 '/tokenwire.v1.TokenwireService/Tokenize',
                 request_serializer=tokenwire_dot_v1_dot_tokenize__pb2.TokenizeRequest.SerializeToString,
@@ -248,6 +253,14 @@ class TokenwireServiceServicer:
     def CreateEmbedding(self, request, context):
         """Embed texts or token-id lists (OpenAI's and vLLM's `POST /v1/embeddings`)
         on a pooling model.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def Classify(self, request, context):
+        """Classify texts or token-id lists (vLLM's `POST /classify`) on a pooling
+        model with a classification head.
         """
         context.set_code(grpc.StatusCode.UNIMPLEMENTED)
         context.set_details('Method not implemented!')
@@ -442,6 +455,11 @@ def add_TokenwireServiceServicer_to_server(servicer, server):
                     servicer.CreateEmbedding,
                     request_deserializer=tokenwire_dot_v1_dot_embeddings__pb2.CreateEmbeddingRequest.FromString,
                     response_serializer=tokenwire_dot_v1_dot_embeddings__pb2.CreateEmbeddingResponse.SerializeToString,
+            ),
+            'Classify': grpc.unary_unary_rpc_method_handler(
+                    servicer.Classify,
+                    request_deserializer=tokenwire_dot_v1_dot_embeddings__pb2.ClassifyRequest.FromString,
+                    response_serializer=tokenwire_dot_v1_dot_embeddings__pb2.ClassifyResponse.SerializeToString,
             ),
             'Tokenize': grpc.unary_unary_rpc_method_handler(
                     servicer.Tokenize,
@@ -753,6 +771,33 @@ class TokenwireService:
             '/tokenwire.v1.TokenwireService/CreateEmbedding',
             tokenwire_dot_v1_dot_embeddings__pb2.CreateEmbeddingRequest.SerializeToString,
             tokenwire_dot_v1_dot_embeddings__pb2.CreateEmbeddingResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def Classify(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/tokenwire.v1.TokenwireService/Classify',
+            tokenwire_dot_v1_dot_embeddings__pb2.ClassifyRequest.SerializeToString,
+            tokenwire_dot_v1_dot_embeddings__pb2.ClassifyResponse.FromString,
             options,
             channel_credentials,
             insecure,

@@ -1,5 +1,6 @@
 -- the JSON kind of each REST body field, from the descriptor (generated: do not edit)
 return {
+  ["/classify"] = { addSpecialTokens = "bool", add_special_tokens = "bool", useActivation = "bool", use_activation = "bool" },
   ["/detokenize"] = { tokens = "array" },
   ["/generate"] = { inputIds = "array", input_ids = "array", returnLogprob = "bool", returnRoutedExperts = "bool", return_logprob = "bool", return_routed_experts = "bool", samplingParams = "object", sampling_params = "object", stream = "bool" },
   ["/inference/v1/generate"] = { contentParts = "array", content_parts = "array", mmFeatures = "object", mm_features = "object", returnTokenIds = "bool", return_token_ids = "bool", saltCacheByVersion = "bool", salt_cache_by_version = "bool", samplingParams = "object", sampling_params = "object", stream = "bool", streamOptions = "object", stream_options = "object", tokenIds = "array", token_ids = "array" },

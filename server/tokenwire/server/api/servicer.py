@@ -19,9 +19,9 @@ from tokenwire.server.api.call_metadata import caller_of, dp_rank_of, session_of
 from tokenwire.server.api.session import Session
 from tokenwire.server.core.errors import InvalidArgument, stream_errors, unary_errors
 from tokenwire.server.inference.data_plane import DataPlane
-from tokenwire.server.inference.embedding.service import create_embedding
 from tokenwire.server.inference.generate.sglang import SGLANG
 from tokenwire.server.inference.kinds import ANTHROPIC, CHAT, COMPLETION, GENERATE, RESPONSES
+from tokenwire.server.inference.pooling.service import classify, create_embedding
 from tokenwire.server.inference.responses.response import typed_event
 from tokenwire.v1 import (
     anthropic_pb2,
@@ -171,11 +171,21 @@ class TokenwireServicer(service_pb2_grpc.TokenwireServiceServicer):
     async def CreateEmbedding(
         self, request: embeddings_pb2.CreateEmbeddingRequest, context: grpc.aio.ServicerContext
     ) -> embeddings_pb2.CreateEmbeddingResponse:
-        """OpenAI's and vLLM's /v1/embeddings on a pooling model (inference/embedding/)."""
+        """OpenAI's and vLLM's /v1/embeddings on a pooling model (inference/pooling/)."""
         with self.state.call():
             return await create_embedding(request, self.engine, self.plane.settings,
                                           served_model=self.plane.served_model,
                                           caller=await caller_of(self.plane, context))
+
+    @unary_errors
+    async def Classify(
+        self, request: embeddings_pb2.ClassifyRequest, context: grpc.aio.ServicerContext
+    ) -> embeddings_pb2.ClassifyResponse:
+        """vLLM's /classify on a pooling model (inference/pooling/)."""
+        with self.state.call():
+            return await classify(request, self.engine, self.plane.settings,
+                                  served_model=self.plane.served_model,
+                                  caller=await caller_of(self.plane, context))
 
     @unary_errors
     async def Tokenize(

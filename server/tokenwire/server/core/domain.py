@@ -116,16 +116,26 @@ class EngineRequest:
 
 
 @dataclasses.dataclass
-class EmbedRequest:
-    """One input of an embeddings call, for a pooling model."""
+class PoolRequest:
+    """One input of an embeddings or classification call, for a pooling model."""
 
     request_id: str
     prompt_token_ids: list[int]
+    task: str = "embed"  # "embed" or "classify" (vLLM's pooling tasks)
     dimensions: int | None = None  # matryoshka truncation; None: the model's size
-    use_activation: bool | None = None  # the pooler's normalization; None: the model's
+    use_activation: bool | None = None  # normalization / softmax; None: the model's
     priority: int = 0
     lora: str | None = None
     tenant: str | None = None
+
+
+@dataclasses.dataclass
+class PoolOutput:
+    """A pooled input: its embedding, or its class scores and the top
+    class's label (None when the model names none)."""
+
+    data: list[float]
+    label: str | None = None
 
 
 @dataclasses.dataclass
@@ -257,12 +267,13 @@ class Engine(Protocol):
     @property
     def pooling(self) -> bool:
         """The engine runs a pooling model (vLLM's --runner pooling): it
-        embeds, it does not generate."""
+        embeds or classifies, it does not generate."""
         ...
 
-    async def embed(self, request: EmbedRequest) -> list[float]:
-        """The input's embedding; cancelling aborts it in the engine.
-        INVALID_ARGUMENT for parameters the model refuses (`dimensions`)."""
+    async def pool(self, request: PoolRequest) -> PoolOutput:
+        """The input pooled for its task; cancelling aborts it in the engine.
+        INVALID_ARGUMENT for parameters the model refuses (`dimensions`, a
+        task the model does not serve)."""
         ...
 
     def num_unfinished_requests(self) -> int: ...

@@ -19,10 +19,11 @@ from typing import Any
 
 from tokenwire.server.core.admission import Admission
 from tokenwire.server.core.domain import (
-    EmbedRequest,
     Engine,
     EngineOutput,
     EngineRequest,
+    PoolOutput,
+    PoolRequest,
     RenderOptions,
     adapter_spans,
 )
@@ -73,13 +74,14 @@ class GuardedEngine:
         with self.admission.hold(len(prompt), tenant):
             return await self.inner.prepare_media(prompt, parts=parts, features=features)
 
-    async def embed(self, request: EmbedRequest) -> list[float]:
-        """One input's embedding on a pooling model, admitted as a request
-        of its ids, under an engine id unique in flight."""
+    async def pool(self, request: PoolRequest) -> PoolOutput:
+        """One input pooled (embedded, classified) on a pooling model,
+        admitted as a request of its ids, under an engine id unique in flight."""
         if not self.inner.pooling:
             raise FailedPrecondition(
-                "the served model generates: embeddings need a pooling model (start the server "
-                "with --runner pooling, e.g. --convert embed)", reason="MODEL_DOES_NOT_EMBED")
+                "the served model generates: embeddings and classification need a pooling model "
+                "(start the server with --runner pooling, e.g. --convert embed)",
+                reason="MODEL_DOES_NOT_POOL")
         state = self.state
         engine_id = state.engine_ids.claim(request.request_id)
         try:
@@ -91,8 +93,8 @@ class GuardedEngine:
                     access.add_request(request.request_id, request.tenant,
                                        len(request.prompt_token_ids))
                 try:
-                    return await self.inner.embed(dataclasses.replace(request,
-                                                                      request_id=engine_id))
+                    return await self.inner.pool(dataclasses.replace(request,
+                                                                     request_id=engine_id))
                 finally:
                     self.metrics.in_flight.dec()
         finally:

@@ -1,51 +1,72 @@
 """The fake engine's pooling half (a test double of the vLLM adapter's
-`embed`): a deterministic embedding of DIMENSIONS numbers per input, made
-from its ids, normalized (L2) unless use_activation is false; `dimensions`
-takes the first ones as a matryoshka model does (any 1..DIMENSIONS)."""
+`pool`): embeddings are DIMENSIONS numbers per input made from its ids,
+normalized (L2) unless use_activation is false, `dimensions` taking the
+first ones as a matryoshka model does (any 1..DIMENSIONS); classification
+scores LABELS' classes from the ids, softmaxed unless use_activation is
+false, labelled by the top class."""
 
 from __future__ import annotations
 
 import asyncio
 import math
 
-from tokenwire.server.core.domain import EmbedRequest
+from tokenwire.server.core.domain import PoolOutput, PoolRequest
 from tokenwire.server.core.errors import InvalidArgument
 
 DIMENSIONS = 8
+LABELS = ("negative", "neutral", "positive")
+
+
+def _raw(ids: list[int], size: int) -> list[float]:
+    return [math.sin(sum((i + 1) * (t + k + 1) for i, t in enumerate(ids)) * 0.001)
+            for k in range(size)]
 
 
 def fake_embedding(ids: list[int], dimensions: int | None = None,
                    normalize: bool = True) -> list[float]:
-    """What FakePooling.embed answers for `ids` (tests compare with it)."""
-    raw = [math.sin(sum((i + 1) * (t + k + 1) for i, t in enumerate(ids)) * 0.001)
-           for k in range(DIMENSIONS)]
+    """What FakePooling answers for an embedding of `ids`."""
+    raw = _raw(ids, DIMENSIONS)
     if normalize:
         norm = math.sqrt(sum(x * x for x in raw)) or 1.0
         raw = [x / norm for x in raw]
     return raw[:dimensions] if dimensions else raw
 
 
+def fake_scores(ids: list[int], activation: bool = True) -> list[float]:
+    """What FakePooling answers for a classification of `ids`."""
+    raw = [3 * x for x in _raw(list(reversed(ids)), len(LABELS))]
+    if not activation:
+        return raw
+    top = max(raw)
+    exps = [math.exp(x - top) for x in raw]
+    return [x / sum(exps) for x in exps]
+
+
 class FakePooling:
     """Mixed into FakeEngine; tests make an engine a pooling one."""
 
     pooling = False
-    embed_delay = 0.0  # seconds an embedding takes (cancellation tests)
+    pool_delay = 0.0  # seconds an input takes (cancellation tests)
 
-    async def embed(self, request: EmbedRequest) -> list[float]:
+    async def pool(self, request: PoolRequest) -> PoolOutput:
         if request.dimensions is not None and not 1 <= request.dimensions <= DIMENSIONS:
             raise InvalidArgument(
                 f"dimensions: the model only supports dimensions in range [1, {DIMENSIONS}], "
                 f"got {request.dimensions}", param="dimensions", reason="VALUE_OUT_OF_RANGE")
-        self.embedded.append(request)
-        if self.embed_delay:
-            await asyncio.sleep(self.embed_delay)
-        return fake_embedding(request.prompt_token_ids, request.dimensions,
-                              request.use_activation is not False)
+        self.pooled.append(request)
+        if self.pool_delay:
+            await asyncio.sleep(self.pool_delay)
+        activation = request.use_activation is not False
+        if request.task == "classify":
+            scores = fake_scores(request.prompt_token_ids, activation)
+            return PoolOutput(scores, LABELS[scores.index(max(scores))])
+        return PoolOutput(fake_embedding(request.prompt_token_ids, request.dimensions,
+                                         activation))
 
     @property
-    def embedded(self) -> list[EmbedRequest]:
-        """The embed requests this engine received, in order."""
-        found = self.__dict__.get("_embedded")
+    def pooled(self) -> list[PoolRequest]:
+        """The pooling requests this engine received, in order."""
+        found = self.__dict__.get("_pooled")
         if found is None:
-            found = self.__dict__["_embedded"] = []
+            found = self.__dict__["_pooled"] = []
         return found

@@ -16,9 +16,10 @@ from typing import Any
 
 from tokenwire.server.core import errors, tracing
 from tokenwire.server.core.domain import (
-    EmbedRequest,
     EngineOutput,
     EngineRequest,
+    PoolOutput,
+    PoolRequest,
     RenderOptions,
 )
 from tokenwire.server.core.media_inputs import FeatureItem, MediaPart, MultimodalPrompt
@@ -232,17 +233,27 @@ class VllmEngine(VllmControl):
     def pooling(self) -> bool:
         return str(getattr(self._llm.model_config, "runner_type", "")) == "pooling"
 
-    async def embed(self, request: EmbedRequest) -> list[float]:
+    async def pool(self, request: PoolRequest) -> PoolOutput:
         from vllm import PoolingParams
         from vllm.inputs.engine import tokens_input
 
-        params = PoolingParams(task="embed", dimensions=request.dimensions,
+        tasks = await self._llm.get_supported_tasks()  # (cached by vLLM)
+        if request.task not in tasks:
+            raise errors.FailedPrecondition(
+                f"the served model does not serve {request.task!r}: it serves "
+                f"{', '.join(sorted(str(t) for t in tasks))}", reason="TASK_NOT_SUPPORTED")
+        params = PoolingParams(task=request.task, dimensions=request.dimensions,
                                use_activation=request.use_activation)
-        try:  # vLLM's own rules (matryoshka dimensions), before the engine runs it
-            params.verify(self._llm.model_config)
+        config = self._llm.model_config
+        try:  # vLLM's own rules (the model's tasks, matryoshka dimensions) before it runs
+            params.verify(config)
         except Exception as exc:  # (vLLM's VLLMValidationError, a ValueError elsewhere)
-            raise errors.InvalidArgument(f"dimensions: {exc}", param="dimensions",
-                                         reason="VALUE_OUT_OF_RANGE") from exc
+            if request.dimensions is not None:
+                raise errors.InvalidArgument(f"dimensions: {exc}", param="dimensions",
+                                             reason="VALUE_OUT_OF_RANGE") from exc
+            raise errors.FailedPrecondition(
+                f"the served model does not serve {request.task!r}: {exc}",
+                reason="TASK_NOT_SUPPORTED") from exc
         final = None
         try:
             async for out in self._llm.encode(
@@ -256,9 +267,14 @@ class VllmEngine(VllmControl):
         except Exception as exc:
             raise map_engine_error(exc) from exc
         if final is None:
-            raise errors.Unavailable("the engine ended the request without its embedding",
+            raise errors.Unavailable("the engine ended the request without its output",
                                      reason="ENGINE_REQUEST_FAILED")
-        return [float(x) for x in final.outputs.data.float().tolist()]
+        data = [float(x) for x in final.outputs.data.float().flatten().tolist()]
+        label = None
+        if request.task == "classify" and data:  # vLLM's: the top class's name
+            names = getattr(config.hf_config, "id2label", None) or {}
+            label = names.get(max(range(len(data)), key=data.__getitem__))
+        return PoolOutput(data, label)
 
     def num_unfinished_requests(self) -> int:
         return int(self._llm.get_num_unfinished_requests())

@@ -1,63 +1,73 @@
-"""CreateEmbeddingRequest (proto) -> a validated EmbeddingPlan (domain).
+"""CreateEmbeddingRequest / ClassifyRequest (proto) -> a validated PoolPlan
+(domain).
 
 The input is read as a completion's prompt is (inference/shared/prompts.py):
 a string, a list of strings, a list of ids or a list of id lists; each
-input becomes its own EmbedRequest, "<id>-<i>" in a batch. Inputs longer
-than the window are cut when the body asks (truncate_prompt_tokens,
-truncation_side), else refused."""
+input becomes its own PoolRequest, "<id>-<i>" in a batch. An input may fill
+the window (nothing is generated); a longer one is cut when the body asks
+(truncate_prompt_tokens, truncation_side), else refused."""
 
 from __future__ import annotations
 
 import dataclasses
+from typing import Any
 
 from tokenwire.server.core import validation as v
-from tokenwire.server.core.domain import Caller, EmbedRequest, Engine
+from tokenwire.server.core.domain import Caller, Engine, PoolRequest
 from tokenwire.server.core.errors import InvalidArgument
 from tokenwire.server.core.settings import ServerSettings
 from tokenwire.server.inference.shared.identity import check_model, lora_of, new_request_id
 from tokenwire.server.inference.shared.prompts import prompts_of
 from tokenwire.server.inference.shared.tenant_policy import check_priority
-from tokenwire.v1 import embeddings_pb2
 
 ENCODINGS = ("float", "base64")
 SIDES = ("right", "left")
 
 
 @dataclasses.dataclass
-class EmbeddingPlan:
+class PoolPlan:
     id: str
     model: str
-    requests: list[EmbedRequest]  # one per input, in input order
-    encoding: str  # "float" or "base64"
+    requests: list[PoolRequest]  # one per input, in input order
+    encoding: str = "float"  # embeddings: "float" or "base64"
 
 
-def build_embedding_plan(
-    req: embeddings_pb2.CreateEmbeddingRequest, engine: Engine, settings: ServerSettings, *,
-    served_model: str, caller: Caller,
-) -> EmbeddingPlan:
-    model = check_model(req.model, served_model, engine.lora_names())
+def _embedding_options(req: Any) -> tuple[str, int | None]:
     encoding = req.encoding_format or "float"
     if encoding not in ENCODINGS:
         raise InvalidArgument(f"encoding_format must be one of {list(ENCODINGS)}, got "
                               f"{encoding!r}", param="encoding_format",
                               reason="VALUE_NOT_ALLOWED")
+    if req.HasField("dimensions") and req.dimensions < 1:
+        raise InvalidArgument("dimensions must be at least 1", param="dimensions",
+                              reason="VALUE_OUT_OF_RANGE")
+    return encoding, req.dimensions if req.HasField("dimensions") else None
+
+
+def _kept(req: Any, engine: Engine) -> tuple[int | None, str]:
     side = req.truncation_side or "right"
     if side not in SIDES:
         raise InvalidArgument(f"truncation_side must be one of {list(SIDES)}, got {side!r}",
                               param="truncation_side", reason="VALUE_NOT_ALLOWED")
-    if req.HasField("dimensions") and req.dimensions < 1:
-        raise InvalidArgument("dimensions must be at least 1", param="dimensions",
-                              reason="VALUE_OUT_OF_RANGE")
-    keep = None
-    if req.HasField("truncate_prompt_tokens"):
-        keep = req.truncate_prompt_tokens
-        if keep == -1:
-            keep = engine.max_model_len
-        elif not 1 <= keep <= engine.max_model_len:
-            raise InvalidArgument(
-                f"truncate_prompt_tokens must be -1 or 1..{engine.max_model_len} (the context "
-                f"window), got {req.truncate_prompt_tokens}", param="truncate_prompt_tokens",
-                reason="VALUE_OUT_OF_RANGE")
+    if not req.HasField("truncate_prompt_tokens"):
+        return None, side
+    keep = req.truncate_prompt_tokens
+    if keep == -1:
+        return engine.max_model_len, side
+    if not 1 <= keep <= engine.max_model_len:
+        raise InvalidArgument(
+            f"truncate_prompt_tokens must be -1 or 1..{engine.max_model_len} (the context "
+            f"window), got {keep}", param="truncate_prompt_tokens", reason="VALUE_OUT_OF_RANGE")
+    return keep, side
+
+
+def build_pool_plan(req: Any, engine: Engine, settings: ServerSettings, *, task: str,
+                    served_model: str, caller: Caller) -> PoolPlan:
+    """The plan of a CreateEmbeddingRequest (`task` "embed") or a
+    ClassifyRequest ("classify")."""
+    model = check_model(req.model, served_model, engine.lora_names())
+    encoding, dimensions = _embedding_options(req) if task == "embed" else ("float", None)
+    keep, side = _kept(req, engine)
     add_special = req.add_special_tokens if req.HasField("add_special_tokens") else True
     # With truncation, an input may be longer than the window before it is
     # cut (as vLLM's), up to 4 windows: no caller makes the server tokenize
@@ -66,7 +76,8 @@ def build_embedding_plan(
                          add_special=add_special, most=settings.max_completion_prompts,
                          longest=None if keep is None else 4 * engine.max_model_len,
                          generates=False)
-    response_id = new_request_id("embd", req.request_id, caller.request_id)
+    response_id = new_request_id("embd" if task == "embed" else "classify", req.request_id,
+                                 caller.request_id)
     priority = check_priority(req.priority, settings, caller)
     lora = lora_of(model, served_model)
     requests = []
@@ -75,11 +86,10 @@ def build_embedding_plan(
         if keep is not None and len(ids) > keep:
             ids = ids[:keep] if side == "right" else ids[len(ids) - keep:]
         v.prompt_fits(prompt.param, len(ids), engine.max_model_len, generates=False)
-        requests.append(EmbedRequest(
+        requests.append(PoolRequest(
             request_id=response_id if len(prompts) == 1 else f"{response_id}-{i}",
-            prompt_token_ids=ids,
-            dimensions=req.dimensions if req.HasField("dimensions") else None,
+            prompt_token_ids=ids, task=task, dimensions=dimensions,
             use_activation=req.use_activation if req.HasField("use_activation") else None,
             priority=priority, lora=lora, tenant=caller.tenant,
         ))
-    return EmbeddingPlan(response_id, model, requests, encoding)
+    return PoolPlan(response_id, model, requests, encoding)

@@ -1,4 +1,5 @@
-"""CreateEmbedding (/v1/embeddings) on the fake pooling engine: each input
+"""CreateEmbedding (/v1/embeddings) and Classify (/classify) on the fake
+pooling engine: each input
 (a string, strings, ids, id lists) is embedded as its own engine request,
 answered in input order with usage; base64 is the little-endian float32
 bytes of the same numbers; dimensions, use_activation and truncation reach
@@ -15,12 +16,12 @@ from typing import Any
 
 import grpc
 import pytest
-from google.protobuf import json_format
+from google.protobuf import json_format, struct_pb2
 
 from tests.rpc import chat_request, error_info
 from tests.servers import fake_serving
 from tokenwire.server.engine.fake.engine import FakeEngine
-from tokenwire.server.engine.fake.pooling import DIMENSIONS, fake_embedding
+from tokenwire.server.engine.fake.pooling import DIMENSIONS, LABELS, fake_embedding, fake_scores
 from tokenwire.v1 import embeddings_pb2, service_pb2_grpc
 
 
@@ -58,7 +59,7 @@ def test_each_input_is_embedded_in_order(pooled) -> None:
     assert [(d.index, d.object) for d in resp.data] == [(0, "embedding"), (1, "embedding"),
                                                         (2, "embedding")]
     assert vectors(resp) == [fake_embedding(i) for i in ids]
-    assert [r.prompt_token_ids for r in engine.embedded[-3:]] == ids
+    assert [r.prompt_token_ids for r in engine.pooled[-3:]] == ids
     assert (resp.usage.prompt_tokens, resp.usage.total_tokens) == (sum(map(len, ids)),) * 2
     # One string, ids, id lists: the same numbers for the same ids.
     one = embed(stub, input=texts[0])
@@ -84,12 +85,12 @@ def test_dimensions_activation_and_truncation_reach_the_engine(pooled) -> None:
     assert vectors(embed(stub, input=ids, use_activation=False)) == [
         fake_embedding(ids, normalize=False)]
     embed(stub, input=ids, truncate_prompt_tokens=5)
-    assert engine.embedded[-1].prompt_token_ids == ids[:5]  # right: keep the first
+    assert engine.pooled[-1].prompt_token_ids == ids[:5]  # right: keep the first
     embed(stub, input=ids, truncate_prompt_tokens=5, truncation_side="left")
-    assert engine.embedded[-1].prompt_token_ids == ids[-5:]
+    assert engine.pooled[-1].prompt_token_ids == ids[-5:]
     long = list(range(3, 100))  # longer than the 64-token window: cut, not refused
     embed(stub, input=long, truncate_prompt_tokens=-1)
-    assert engine.embedded[-1].prompt_token_ids == long[:64]
+    assert engine.pooled[-1].prompt_token_ids == long[:64]
 
 
 @pytest.mark.parametrize(("body", "param", "reason"), [
@@ -125,4 +126,35 @@ def test_a_pooling_model_does_not_generate_and_a_generative_one_does_not_embed(p
     with fake_serving(FakeEngine(max_model_len=64)) as server, \
             grpc.insecure_channel(server.address) as ch:
         plain = service_pb2_grpc.TokenwireServiceStub(ch)
-        assert refused(plain, input="x")[::2] == ("FAILED_PRECONDITION", "MODEL_DOES_NOT_EMBED")
+        assert refused(plain, input="x")[::2] == ("FAILED_PRECONDITION", "MODEL_DOES_NOT_POOL")
+        with pytest.raises(grpc.RpcError) as exc:
+            plain.Classify(embeddings_pb2.ClassifyRequest(input=json_format.ParseDict(
+                "x", struct_pb2.Value())), timeout=10)
+        assert error_info(exc.value).reason == "MODEL_DOES_NOT_POOL"
+
+
+def classify(stub: Any, **body: Any) -> embeddings_pb2.ClassifyResponse:
+    return stub.Classify(json_format.ParseDict(body, embeddings_pb2.ClassifyRequest()),
+                         timeout=10)
+
+
+def test_classify_scores_each_input_and_names_the_top_class(pooled) -> None:
+    stub, engine = pooled
+    texts = ["great product", "terrible", "it is fine"]
+    ids = [engine.encode(t, add_special_tokens=True) for t in texts]
+    resp = classify(stub, model="fake-embed", input=texts)
+    assert resp.object == "list" and resp.id.startswith("classify-")
+    for i, (item, prompt) in enumerate(zip(resp.data, ids, strict=True)):
+        scores = fake_scores(prompt)
+        assert (item.index, list(item.probs), item.num_classes) == (i, scores, len(LABELS))
+        assert item.label == LABELS[scores.index(max(scores))]
+        assert abs(sum(item.probs) - 1) < 1e-9
+    assert resp.usage.prompt_tokens == sum(map(len, ids))
+    raw = classify(stub, input=ids[0], use_activation=False)
+    assert list(raw.data[0].probs) == fake_scores(ids[0], activation=False)
+    assert [r.task for r in engine.pooled[-4:]] == ["classify"] * 4
+    classify(stub, input=list(range(3, 40)), truncate_prompt_tokens=4, truncation_side="left")
+    assert engine.pooled[-1].prompt_token_ids == [36, 37, 38, 39]
+    with pytest.raises(grpc.RpcError) as exc:
+        classify(stub, input=[])
+    assert error_info(exc.value).metadata["param"] == "input"

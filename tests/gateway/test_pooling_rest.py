@@ -2,7 +2,8 @@
 base_url, through Envoy to a fake pooling server. The SDK asks for base64 by
 default and decodes it: its numbers are the engine's, as float32; asked for
 floats it gets the same numbers; usage and order as OpenAI's; a bad body is
-a 400 in OpenAI's error shape naming the field."""
+a 400 in OpenAI's error shape naming the field. /classify answers vLLM's
+JSON shape."""
 
 from __future__ import annotations
 
@@ -16,7 +17,7 @@ import pytest
 from tests.gateway.envoy_fixture import start_gateway, stop_gateway
 from tests.servers import fake_serving
 from tokenwire.server.engine.fake.engine import FakeEngine
-from tokenwire.server.engine.fake.pooling import fake_embedding
+from tokenwire.server.engine.fake.pooling import LABELS, fake_embedding, fake_scores
 
 
 @pytest.fixture(scope="module")
@@ -59,3 +60,15 @@ def test_a_bad_body_is_a_400_naming_the_field(served) -> None:
     assert exc.value.body["param"] == "input"  # type: ignore[index]
     raw = httpx.post(f"{url}/v1/embeddings", json={"input": "x", "encoding_format": "bytes"})
     assert raw.status_code == 400 and raw.json()["error"]["param"] == "encoding_format"
+
+
+def test_classify_answers_vllms_shape(served) -> None:
+    _, url, engine = served
+    r = httpx.post(f"{url}/classify", json={"model": "fake-embed", "input": ["good", "bad"]})
+    assert r.status_code == 200, r.text
+    body = r.json()
+    assert set(body) == {"id", "object", "created", "model", "data", "usage"}
+    for i, (item, text) in enumerate(zip(body["data"], ["good", "bad"], strict=True)):
+        scores = fake_scores(engine.encode(text, add_special_tokens=True))
+        assert item == {"index": i, "label": LABELS[scores.index(max(scores))],
+                        "probs": scores, "num_classes": 3}

@@ -5,7 +5,10 @@ the last token's final hidden state, L2-normalized, as vLLM's embedding
 pooler takes it), a text and its ids give the same numbers, base64 is their
 float32 bytes, a batch answers in input order; vLLM's own rules refuse
 `dimensions` on a model without matryoshka support; the pooling model
-refuses generation and the server serves on."""
+refuses generation and the server serves on. /classify on a tiny
+sequence-classification Llama (a reward model's shape, built here): each
+input's class scores are the model's own softmaxed logits, labelled by its
+id2label."""
 
 from __future__ import annotations
 
@@ -17,6 +20,7 @@ import grpc
 import pytest
 from google.protobuf import json_format
 
+from tests.engine.checkpoints import build_classifier
 from tests.rpc import chat_request, error_info
 from tests.servers import ROOT, ProcessServer
 from tokenwire.v1 import embeddings_pb2, service_pb2_grpc, tokenize_pb2
@@ -84,3 +88,41 @@ def test_vllms_rules_and_generation_are_refused_and_it_serves_on(stub) -> None:
     assert exc.value.code() == grpc.StatusCode.FAILED_PRECONDITION
     assert error_info(exc.value).reason == "MODEL_DOES_NOT_GENERATE"
     assert len(vectors(embed(stub, input="still serving"))[0]) == 64
+
+
+LABELS = ("bad", "okay", "good")
+
+
+@pytest.fixture(scope="module")
+def classifier(tmp_path_factory) -> collections.abc.Iterator[tuple[object, object]]:
+    folder = build_classifier(TINY, tmp_path_factory.mktemp("classifier"), LABELS)
+    server = ProcessServer(["--model", str(folder), "--runner", "pooling",
+                            "--kv-cache-bytes", str(64 << 20)]).start()
+    try:
+        with grpc.insecure_channel(server.address) as ch:
+            yield service_pb2_grpc.TokenwireServiceStub(ch), folder
+    finally:
+        assert server.stop(120) == 0, server.log_tail()
+
+
+def test_classify_answers_the_models_own_scores(classifier) -> None:
+    import torch
+    from transformers import AutoModelForSequenceClassification
+
+    stub, folder = classifier
+    texts = ["A fine answer.", "no", "The capital of France is Paris."]
+    resp = stub.Classify(json_format.ParseDict({"input": texts},
+                                               embeddings_pb2.ClassifyRequest()), timeout=120)
+    model = AutoModelForSequenceClassification.from_pretrained(str(folder), dtype=torch.float32)
+    for i, (item, text) in enumerate(zip(resp.data, texts, strict=True)):
+        ids = list(stub.Tokenize(tokenize_pb2.TokenizeRequest(prompt=text), timeout=30).tokens)
+        with torch.no_grad():
+            want = torch.softmax(model(torch.tensor([ids])).logits[0], dim=0).tolist()
+        assert (item.index, item.num_classes) == (i, len(LABELS))
+        assert max(abs(a - b) for a, b in zip(item.probs, want, strict=True)) < 1e-4
+        assert item.label == LABELS[max(range(3), key=want.__getitem__)]
+    # An embeddings call on a classifier: vLLM's task check, not served.
+    with pytest.raises(grpc.RpcError) as exc:
+        embed(stub, input="x")
+    assert exc.value.code() == grpc.StatusCode.FAILED_PRECONDITION
+    assert error_info(exc.value).reason == "TASK_NOT_SUPPORTED"

@@ -1,0 +1,106 @@
+"""Side by side: vLLM's own OpenAI server and tokenwire (serve + Envoy) on
+pooling models, the same bodies: /v1/embeddings (the tiny random Llama with
+`--runner pooling --convert embed`; float and base64, a batch, token ids)
+and /classify (a tiny sequence-classification Llama built here). Prints the
+keys only one side prints, and the largest difference between the numbers.
+
+    .venv/bin/python -m bench.pooling_vs_vllm    (about 2 minutes here)
+
+Results: docs/contract.md ("Pooling models").
+"""
+
+from __future__ import annotations
+
+import base64
+import os
+import struct
+import subprocess
+import sys
+import tempfile
+from pathlib import Path
+from typing import Any
+
+import httpx
+
+from bench import systems
+from tests.engine.checkpoints import build_classifier
+from tests.gateway.envoy_fixture import start_gateway, stop_gateway
+from tests.servers import ProcessServer
+
+TINY = systems.ROOT / ".models" / "tiny-random-llama"
+BODIES = {
+    "embeddings float": ("/v1/embeddings", {"input": ["The capital of France", "Paris"],
+                                             "encoding_format": "float"}),
+    "embeddings base64": ("/v1/embeddings", {"input": "The capital of France",
+                                              "encoding_format": "base64"}),
+    "embeddings ids": ("/v1/embeddings", {"input": [[1, 40, 41, 42], [1, 50]],
+                                           "encoding_format": "float"}),
+}
+CLASSIFY = {"classify": ("/classify", {"input": ["A fine answer.", "no"]})}
+
+
+def _numbers(item: dict[str, Any]) -> list[float]:
+    value = item.get("embedding", item.get("probs"))
+    if isinstance(value, str):
+        raw = base64.b64decode(value)
+        return list(struct.unpack(f"<{len(raw) // 4}f", raw))
+    return list(value or [])
+
+
+def _compare(a: dict[str, Any], b: dict[str, Any]) -> None:
+    print(f"  keys only vLLM prints: {sorted(set(a) - set(b))}; only tokenwire: "
+          f"{sorted(set(b) - set(a))}")
+    da, db = a.get("data") or [], b.get("data") or []
+    pairs = list(zip(da, db, strict=False))  # (counts printed above)
+    keys = [(sorted(set(x) - set(y)), sorted(set(y) - set(x))) for x, y in pairs]
+    print(f"  data items: {len(da)} / {len(db)}; item keys (only vLLM, only tokenwire): "
+          f"{keys[:1]}")
+    worst = max((abs(p - q) for x, y in pairs
+                 for p, q in zip(_numbers(x), _numbers(y), strict=False)), default=None)
+    print(f"  largest difference between the numbers: {worst}; labels "
+          f"{[x.get('label') for x in da]} / {[y.get('label') for y in db]}")
+    print(f"  usage: {a.get('usage')} / {b.get('usage')}")
+
+
+def _side_by_side(model: Path, engine: list[str], bodies: dict[str, Any]) -> None:
+    port = systems.free_port()
+    log = systems.ROOT / ".cache" / "pooling-vs-vllm.log"
+    log.parent.mkdir(parents=True, exist_ok=True)
+    vllm = subprocess.Popen(
+        [sys.executable, "-m", "vllm.entrypoints.openai.api_server", "--host", "127.0.0.1",
+         "--port", str(port), "--model", str(model), "--served-model-name", "m", *engine,
+         "--kv-cache-memory-bytes", str(64 << 20), "--dtype", "float32", "--enforce-eager"],
+        stdout=open(log, "w"), stderr=subprocess.STDOUT,
+        env=dict(os.environ, VLLM_LOGGING_LEVEL="WARNING"))
+    tw = ProcessServer(["--model", str(model), "--served-model-name", "m", *engine,
+                        "--kv-cache-bytes", str(64 << 20)]).start()
+    gw = start_gateway(tw.address)
+    try:
+        systems.wait_until(lambda: systems.http_ok(f"http://127.0.0.1:{port}/health"),
+                           [systems.Proc("vllm", vllm, log)], timeout=600)
+        for name, (path, body) in bodies.items():
+            body = {"model": "m", **body}
+            a = httpx.post(f"http://127.0.0.1:{port}{path}", json=body, timeout=120)
+            b = httpx.post(f"{gw.url}{path}", json=body, timeout=120)
+            print(f"== {name} ({path}): vLLM {a.status_code}, tokenwire {b.status_code}")
+            if a.status_code != 200 or b.status_code != 200:
+                print(f"  vLLM: {a.text[:300]}\n  tokenwire: {b.text[:300]}")
+                continue
+            _compare(a.json(), b.json())
+    finally:
+        vllm.terminate()
+        vllm.wait(60)
+        stop_gateway(gw)
+        tw.stop()
+
+
+def main() -> int:
+    _side_by_side(TINY, ["--runner", "pooling", "--convert", "embed"], BODIES)
+    with tempfile.TemporaryDirectory() as folder:
+        model = build_classifier(TINY, Path(folder), ("bad", "okay", "good"))
+        _side_by_side(model, ["--runner", "pooling"], CLASSIFY)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

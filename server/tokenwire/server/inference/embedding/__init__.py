@@ -1,1 +1,0 @@
-"""CreateEmbedding: request -> plan (one input or a batch), run on a pooling model, response."""

@@ -1,0 +1,76 @@
+"""CreateEmbedding and Classify: the plan's inputs pooled together (one
+engine request each, run at once so the engine batches them; one failing
+cancels the others), answered in OpenAI's / vLLM's shapes: `data[i]` for
+input i — an embedding as numbers or (base64) its little-endian float32
+bytes; a classification as its class scores and the top class's label."""
+
+from __future__ import annotations
+
+import asyncio
+import base64
+import struct
+import time
+
+from google.protobuf import struct_pb2
+
+from tokenwire.server.core.domain import Caller, Engine, PoolOutput
+from tokenwire.server.core.settings import ServerSettings
+from tokenwire.server.inference.pooling.request import PoolPlan, build_pool_plan
+from tokenwire.v1 import common_pb2, embeddings_pb2
+
+
+def _value(vector: list[float], encoding: str) -> struct_pb2.Value:
+    if encoding == "base64":
+        raw = struct.pack(f"<{len(vector)}f", *vector)
+        return struct_pb2.Value(string_value=base64.b64encode(raw).decode())
+    listed = struct_pb2.Value()
+    listed.list_value.values.extend(struct_pb2.Value(number_value=x) for x in vector)
+    return listed
+
+
+async def run_pool(plan: PoolPlan, engine: Engine) -> list[PoolOutput]:
+    tasks = [asyncio.ensure_future(engine.pool(r)) for r in plan.requests]
+    try:
+        return list(await asyncio.gather(*tasks))
+    except BaseException:  # the first error (or the call's cancellation) ends the others
+        for task in tasks:
+            task.cancel()
+        await asyncio.gather(*tasks, return_exceptions=True)
+        raise
+
+
+def _usage(plan: PoolPlan) -> common_pb2.Usage:
+    tokens = sum(len(r.prompt_token_ids) for r in plan.requests)
+    return common_pb2.Usage(prompt_tokens=tokens, completion_tokens=0, total_tokens=tokens)
+
+
+async def create_embedding(
+    req: embeddings_pb2.CreateEmbeddingRequest, engine: Engine, settings: ServerSettings, *,
+    served_model: str, caller: Caller,
+) -> embeddings_pb2.CreateEmbeddingResponse:
+    plan = build_pool_plan(req, engine, settings, task="embed", served_model=served_model,
+                           caller=caller)
+    found = await run_pool(plan, engine)
+    resp = embeddings_pb2.CreateEmbeddingResponse(
+        id=plan.id, object="list", created=int(time.time()), model=plan.model)
+    for i, out in enumerate(found):
+        resp.data.add(index=i, object="embedding", embedding=_value(out.data, plan.encoding))
+    resp.usage.CopyFrom(_usage(plan))
+    return resp
+
+
+async def classify(
+    req: embeddings_pb2.ClassifyRequest, engine: Engine, settings: ServerSettings, *,
+    served_model: str, caller: Caller,
+) -> embeddings_pb2.ClassifyResponse:
+    plan = build_pool_plan(req, engine, settings, task="classify", served_model=served_model,
+                           caller=caller)
+    found = await run_pool(plan, engine)
+    resp = embeddings_pb2.ClassifyResponse(
+        id=plan.id, object="list", created=int(time.time()), model=plan.model)
+    for i, out in enumerate(found):
+        item = resp.data.add(index=i, probs=out.data, num_classes=len(out.data))
+        if out.label is not None:
+            item.label = out.label
+    resp.usage.CopyFrom(_usage(plan))
+    return resp
