@@ -1,7 +1,9 @@
 """Side by side: vLLM's own OpenAI server and tokenwire (serve + Envoy) on
 pooling models, the same bodies: /v1/embeddings (the tiny random Llama with
 `--runner pooling --convert embed`; float and base64, a batch, token ids)
-and /classify (a tiny sequence-classification Llama built here). Prints the
+and /classify and /pooling (a tiny sequence-classification Llama built
+here; then served with pooling task token_classify: a process reward
+model's shape), and what each refuses. Prints the
 keys only one side prints, and the largest difference between the numbers.
 
     .venv/bin/python -m bench.pooling_vs_vllm    (about 2 minutes here)
@@ -36,15 +38,28 @@ BODIES = {
     "embeddings ids": ("/v1/embeddings", {"input": [[1, 40, 41, 42], [1, 50]],
                                            "encoding_format": "float"}),
 }
-CLASSIFY = {"classify": ("/classify", {"input": ["A fine answer.", "no"]})}
+CLASSIFY = {
+    "classify": ("/classify", {"input": ["A fine answer.", "no"]}),
+    "pooling default task": ("/pooling", {"input": ["A fine answer.", "no"]}),
+    "embeddings on a classifier (both refuse)": ("/v1/embeddings", {"input": "x"}),
+}
+PRM = {
+    "pooling token_classify": ("/pooling", {"input": "Step 1. Step 2.",
+                                            "task": "token_classify"}),
+    "pooling another task (both refuse)": ("/pooling", {"input": "x", "task": "classify"}),
+    "classify on a token_classify server (both refuse)": ("/classify", {"input": "x"}),
+}
 
 
 def _numbers(item: dict[str, Any]) -> list[float]:
-    value = item.get("embedding", item.get("probs"))
+    value = item.get("embedding", item.get("probs", item.get("data")))
     if isinstance(value, str):
         raw = base64.b64decode(value)
         return list(struct.unpack(f"<{len(raw) // 4}f", raw))
-    return list(value or [])
+    flat: list[float] = []
+    for x in value or []:  # a token-level task's rows, flattened
+        flat.extend(x if isinstance(x, list) else [x])
+    return flat
 
 
 def _compare(a: dict[str, Any], b: dict[str, Any]) -> None:
@@ -99,6 +114,8 @@ def main() -> int:
     with tempfile.TemporaryDirectory() as folder:
         model = build_classifier(TINY, Path(folder), ("bad", "okay", "good"))
         _side_by_side(model, ["--runner", "pooling"], CLASSIFY)
+        _side_by_side(model, ["--runner", "pooling", "--pooler-config",
+                              '{"task": "token_classify"}'], PRM)
     return 0
 
 

@@ -80,6 +80,7 @@ SERVICES = (
             Method("StreamGenerate", "stream_generate", "StreamGenerate."),
             Method("CreateEmbedding", "embed", "Embed texts or id lists (a pooling model)."),
             Method("Classify", "classify", "Classify texts or id lists (a pooling model)."),
+            Method("Pool", "pool", "Pool texts or id lists for a task (a pooling model)."),
             Method("Tokenize", "tokenize", "Tokenize a prompt or chat messages."),
             Method("Detokenize", "detokenize", "Detokenize ids: their text.",
                    params='tokens: Sequence[int], *, model: str = ""',
@@ -87,9 +88,8 @@ SERVICES = (
                    result="str({}.prompt)", returns="str"),
             Method("ListModels", "list_models", "List the served models.", params=""),
             Method("GetHealth", "health", "Serving status.", params=""),
-            Method("GetStats", "stats",
-                   "Live counters (the operator's: sent with the admin key when the client "
-                   "has one).", params="", operator=True),
+            Method("GetStats", "stats", "Live counters (the operator's: sent with the admin key "
+                   "when the client has one).", params="", operator=True),
         ),
         not_exposed={
             "Session": "a bidirectional stream: Client.session() (session.py)",

@@ -105,6 +105,21 @@ def classifier(tmp_path_factory) -> collections.abc.Iterator[tuple[object, objec
         assert server.stop(120) == 0, server.log_tail()
 
 
+@pytest.fixture(scope="module")
+def prm(classifier) -> collections.abc.Iterator[tuple[object, object]]:
+    """The same classifier served with pooling task token_classify (a process
+    reward model's: vLLM serves one pooling task per server)."""
+    _, folder = classifier
+    server = ProcessServer(["--model", str(folder), "--runner", "pooling",
+                            "--pooler-config", '{"task": "token_classify"}',
+                            "--kv-cache-bytes", str(64 << 20)]).start()
+    try:
+        with grpc.insecure_channel(server.address) as ch:
+            yield service_pb2_grpc.TokenwireServiceStub(ch), folder
+    finally:
+        assert server.stop(120) == 0, server.log_tail()
+
+
 def test_classify_answers_the_models_own_scores(classifier) -> None:
     import torch
     from transformers import AutoModelForSequenceClassification
@@ -125,4 +140,39 @@ def test_classify_answers_the_models_own_scores(classifier) -> None:
     with pytest.raises(grpc.RpcError) as exc:
         embed(stub, input="x")
     assert exc.value.code() == grpc.StatusCode.FAILED_PRECONDITION
+    assert error_info(exc.value).reason == "TASK_NOT_SUPPORTED"
+
+
+def test_pooling_gives_the_models_per_token_scores(prm) -> None:
+    """vLLM's /pooling on the classifier served with pooling task
+    token_classify (a process reward model's shape): a row per token, each
+    the model's own softmaxed scores at that token, named or not; another
+    task refused by name, and /classify not served (vLLM's rule)."""
+    import torch
+    from transformers import AutoModelForSequenceClassification
+
+    stub, folder = prm
+    ids = list(stub.Tokenize(tokenize_pb2.TokenizeRequest(prompt="Step 1. Step 2."),
+                             timeout=30).tokens)
+    model = AutoModelForSequenceClassification.from_pretrained(str(folder), dtype=torch.float32)
+    with torch.no_grad():
+        hidden = model.model(torch.tensor([ids])).last_hidden_state[0]
+        want = torch.softmax(model.score(hidden), dim=-1).tolist()
+    resp = stub.Pool(json_format.ParseDict({"input": ids, "task": "token_classify"},
+                                           embeddings_pb2.PoolRequest()), timeout=120)
+    rows = json_format.MessageToDict(resp.data[0])["data"]
+    assert len(rows) == len(ids) and all(len(r) == len(LABELS) for r in rows)
+    assert max(abs(a - b) for r, w in zip(rows, want, strict=True)
+               for a, b in zip(r, w, strict=True)) < 1e-4
+    default = stub.Pool(json_format.ParseDict({"input": ids}, embeddings_pb2.PoolRequest()),
+                        timeout=120)
+    assert json_format.MessageToDict(default.data[0])["data"] == rows
+    with pytest.raises(grpc.RpcError) as exc:
+        stub.Pool(json_format.ParseDict({"input": ids, "task": "classify"},
+                                        embeddings_pb2.PoolRequest()), timeout=120)
+    assert exc.value.code() == grpc.StatusCode.INVALID_ARGUMENT
+    assert error_info(exc.value).metadata["param"] == "task"
+    with pytest.raises(grpc.RpcError) as exc:
+        stub.Classify(json_format.ParseDict({"input": "x"}, embeddings_pb2.ClassifyRequest()),
+                      timeout=120)
     assert error_info(exc.value).reason == "TASK_NOT_SUPPORTED"

@@ -103,6 +103,14 @@ class ServiceMethods:
         req = build(embeddings_pb2.ClassifyRequest, request, fields)
         return self._unary(self.stub.Classify, req, timeout, metadata)
 
+    def pool(
+        self, request: embeddings_pb2.PoolRequest | Mapping[str, Any] | None = None, /, *,
+        timeout: float | None = None, metadata: Metadata = None, **fields: Any,
+    ) -> embeddings_pb2.PoolResponse:
+        """Pool texts or id lists for a task (a pooling model)."""
+        req = build(embeddings_pb2.PoolRequest, request, fields)
+        return self._unary(self.stub.Pool, req, timeout, metadata)
+
     def tokenize(
         self, request: tokenize_pb2.TokenizeRequest | Mapping[str, Any] | None = None, /, *,
         timeout: float | None = None, metadata: Metadata = None, **fields: Any,
@@ -219,6 +227,14 @@ class AsyncServiceMethods:
         """Classify texts or id lists (a pooling model)."""
         req = build(embeddings_pb2.ClassifyRequest, request, fields)
         return await self._unary(self.stub.Classify, req, timeout, metadata)
+
+    async def pool(
+        self, request: embeddings_pb2.PoolRequest | Mapping[str, Any] | None = None, /, *,
+        timeout: float | None = None, metadata: Metadata = None, **fields: Any,
+    ) -> embeddings_pb2.PoolResponse:
+        """Pool texts or id lists for a task (a pooling model)."""
+        req = build(embeddings_pb2.PoolRequest, request, fields)
+        return await self._unary(self.stub.Pool, req, timeout, metadata)
 
     async def tokenize(
         self, request: tokenize_pb2.TokenizeRequest | Mapping[str, Any] | None = None, /, *,

@@ -109,3 +109,57 @@ class ClassifyResponse(_message.Message):
     data: _containers.RepeatedCompositeFieldContainer[Classification]
     usage: _common_pb2.Usage
     def __init__(self, id: _Optional[str] = ..., object: _Optional[str] = ..., created: _Optional[int] = ..., model: _Optional[str] = ..., data: _Optional[_Iterable[_Union[Classification, _Mapping]]] = ..., usage: _Optional[_Union[_common_pb2.Usage, _Mapping]] = ...) -> None: ...
+
+class PoolRequest(_message.Message):
+    __slots__ = ("model", "input", "task", "encoding_format", "dimensions", "use_activation", "add_special_tokens", "truncate_prompt_tokens", "truncation_side", "request_id", "priority", "user")
+    MODEL_FIELD_NUMBER: _ClassVar[int]
+    INPUT_FIELD_NUMBER: _ClassVar[int]
+    TASK_FIELD_NUMBER: _ClassVar[int]
+    ENCODING_FORMAT_FIELD_NUMBER: _ClassVar[int]
+    DIMENSIONS_FIELD_NUMBER: _ClassVar[int]
+    USE_ACTIVATION_FIELD_NUMBER: _ClassVar[int]
+    ADD_SPECIAL_TOKENS_FIELD_NUMBER: _ClassVar[int]
+    TRUNCATE_PROMPT_TOKENS_FIELD_NUMBER: _ClassVar[int]
+    TRUNCATION_SIDE_FIELD_NUMBER: _ClassVar[int]
+    REQUEST_ID_FIELD_NUMBER: _ClassVar[int]
+    PRIORITY_FIELD_NUMBER: _ClassVar[int]
+    USER_FIELD_NUMBER: _ClassVar[int]
+    model: str
+    input: _struct_pb2.Value
+    task: str
+    encoding_format: str
+    dimensions: int
+    use_activation: bool
+    add_special_tokens: bool
+    truncate_prompt_tokens: int
+    truncation_side: str
+    request_id: str
+    priority: int
+    user: str
+    def __init__(self, model: _Optional[str] = ..., input: _Optional[_Union[_struct_pb2.Value, _Mapping]] = ..., task: _Optional[str] = ..., encoding_format: _Optional[str] = ..., dimensions: _Optional[int] = ..., use_activation: _Optional[bool] = ..., add_special_tokens: _Optional[bool] = ..., truncate_prompt_tokens: _Optional[int] = ..., truncation_side: _Optional[str] = ..., request_id: _Optional[str] = ..., priority: _Optional[int] = ..., user: _Optional[str] = ...) -> None: ...
+
+class PoolOutput(_message.Message):
+    __slots__ = ("index", "object", "data")
+    INDEX_FIELD_NUMBER: _ClassVar[int]
+    OBJECT_FIELD_NUMBER: _ClassVar[int]
+    DATA_FIELD_NUMBER: _ClassVar[int]
+    index: int
+    object: str
+    data: _struct_pb2.Value
+    def __init__(self, index: _Optional[int] = ..., object: _Optional[str] = ..., data: _Optional[_Union[_struct_pb2.Value, _Mapping]] = ...) -> None: ...
+
+class PoolResponse(_message.Message):
+    __slots__ = ("id", "object", "created", "model", "data", "usage")
+    ID_FIELD_NUMBER: _ClassVar[int]
+    OBJECT_FIELD_NUMBER: _ClassVar[int]
+    CREATED_FIELD_NUMBER: _ClassVar[int]
+    MODEL_FIELD_NUMBER: _ClassVar[int]
+    DATA_FIELD_NUMBER: _ClassVar[int]
+    USAGE_FIELD_NUMBER: _ClassVar[int]
+    id: str
+    object: str
+    created: int
+    model: str
+    data: _containers.RepeatedCompositeFieldContainer[PoolOutput]
+    usage: _common_pb2.Usage
+    def __init__(self, id: _Optional[str] = ..., object: _Optional[str] = ..., created: _Optional[int] = ..., model: _Optional[str] = ..., data: _Optional[_Iterable[_Union[PoolOutput, _Mapping]]] = ..., usage: _Optional[_Union[_common_pb2.Usage, _Mapping]] = ...) -> None: ...

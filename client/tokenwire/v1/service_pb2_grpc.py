@@ -96,6 +96,11 @@ class TokenwireServiceStub:
                 request_serializer=tokenwire_dot_v1_dot_embeddings__pb2.ClassifyRequest.SerializeToString,
                 response_deserializer=tokenwire_dot_v1_dot_embeddings__pb2.ClassifyResponse.FromString,
                 _registered_method=True)
+        self.Pool = channel.unary_unary(
+                '/tokenwire.v1.TokenwireService/Pool',
+                request_serializer=tokenwire_dot_v1_dot_embeddings__pb2.PoolRequest.SerializeToString,
+                response_deserializer=tokenwire_dot_v1_dot_embeddings__pb2.PoolResponse.FromString,
+                _registered_method=True)
         self.Tokenize = channel.unary_unary(
                 '/tokenwire.v1.TokenwireService/Tokenize',
                 request_serializer=tokenwire_dot_v1_dot_tokenize__pb2.TokenizeRequest.SerializeToString,
@@ -261,6 +266,14 @@ class TokenwireServiceServicer:
     def Classify(self, request, context):
         """Classify texts or token-id lists (vLLM's `POST /classify`) on a pooling
         model with a classification head.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def Pool(self, request, context):
+        """Pool texts or token-id lists for any task the pooling model serves
+        (vLLM's `POST /pooling`).
         """
         context.set_code(grpc.StatusCode.UNIMPLEMENTED)
         context.set_details('Method not implemented!')
@@ -460,6 +473,11 @@ def add_TokenwireServiceServicer_to_server(servicer, server):
                     servicer.Classify,
                     request_deserializer=tokenwire_dot_v1_dot_embeddings__pb2.ClassifyRequest.FromString,
                     response_serializer=tokenwire_dot_v1_dot_embeddings__pb2.ClassifyResponse.SerializeToString,
+            ),
+            'Pool': grpc.unary_unary_rpc_method_handler(
+                    servicer.Pool,
+                    request_deserializer=tokenwire_dot_v1_dot_embeddings__pb2.PoolRequest.FromString,
+                    response_serializer=tokenwire_dot_v1_dot_embeddings__pb2.PoolResponse.SerializeToString,
             ),
             'Tokenize': grpc.unary_unary_rpc_method_handler(
                     servicer.Tokenize,
@@ -798,6 +816,33 @@ class TokenwireService:
             '/tokenwire.v1.TokenwireService/Classify',
             tokenwire_dot_v1_dot_embeddings__pb2.ClassifyRequest.SerializeToString,
             tokenwire_dot_v1_dot_embeddings__pb2.ClassifyResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def Pool(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/tokenwire.v1.TokenwireService/Pool',
+            tokenwire_dot_v1_dot_embeddings__pb2.PoolRequest.SerializeToString,
+            tokenwire_dot_v1_dot_embeddings__pb2.PoolResponse.FromString,
             options,
             channel_credentials,
             insecure,

@@ -140,21 +140,70 @@ def classify(stub: Any, **body: Any) -> embeddings_pb2.ClassifyResponse:
 
 def test_classify_scores_each_input_and_names_the_top_class(pooled) -> None:
     stub, engine = pooled
-    texts = ["great product", "terrible", "it is fine"]
-    ids = [engine.encode(t, add_special_tokens=True) for t in texts]
-    resp = classify(stub, model="fake-embed", input=texts)
-    assert resp.object == "list" and resp.id.startswith("classify-")
-    for i, (item, prompt) in enumerate(zip(resp.data, ids, strict=True)):
-        scores = fake_scores(prompt)
-        assert (item.index, list(item.probs), item.num_classes) == (i, scores, len(LABELS))
-        assert item.label == LABELS[scores.index(max(scores))]
-        assert abs(sum(item.probs) - 1) < 1e-9
-    assert resp.usage.prompt_tokens == sum(map(len, ids))
-    raw = classify(stub, input=ids[0], use_activation=False)
-    assert list(raw.data[0].probs) == fake_scores(ids[0], activation=False)
-    assert [r.task for r in engine.pooled[-4:]] == ["classify"] * 4
-    classify(stub, input=list(range(3, 40)), truncate_prompt_tokens=4, truncation_side="left")
-    assert engine.pooled[-1].prompt_token_ids == [36, 37, 38, 39]
+    engine.pool_tasks = ("classify",)  # a classifier's pooling task
+    try:
+        texts = ["great product", "terrible", "it is fine"]
+        ids = [engine.encode(t, add_special_tokens=True) for t in texts]
+        resp = classify(stub, model="fake-embed", input=texts)
+        assert resp.object == "list" and resp.id.startswith("classify-")
+        for i, (item, prompt) in enumerate(zip(resp.data, ids, strict=True)):
+            scores = fake_scores(prompt)
+            assert (item.index, list(item.probs), item.num_classes) == (i, scores, len(LABELS))
+            assert item.label == LABELS[scores.index(max(scores))]
+            assert abs(sum(item.probs) - 1) < 1e-9
+        assert resp.usage.prompt_tokens == sum(map(len, ids))
+        raw = classify(stub, input=ids[0], use_activation=False)
+        assert list(raw.data[0].probs) == fake_scores(ids[0], activation=False)
+        assert [r.task for r in engine.pooled[-4:]] == ["classify"] * 4
+        classify(stub, input=list(range(3, 40)), truncate_prompt_tokens=4, truncation_side="left")
+        assert engine.pooled[-1].prompt_token_ids == [36, 37, 38, 39]
+        with pytest.raises(grpc.RpcError) as exc:
+            classify(stub, input=[])
+        assert error_info(exc.value).metadata["param"] == "input"
+    finally:
+        del engine.pool_tasks
+    # A pooling server serves its model's task only (vLLM's): not /classify here.
     with pytest.raises(grpc.RpcError) as exc:
-        classify(stub, input=[])
-    assert error_info(exc.value).metadata["param"] == "input"
+        classify(stub, input="x")
+    assert error_info(exc.value).reason == "TASK_NOT_SUPPORTED"
+
+
+def pool(stub: Any, **body: Any) -> embeddings_pb2.PoolResponse:
+    return stub.Pool(json_format.ParseDict(body, embeddings_pb2.PoolRequest()), timeout=10)
+
+
+def test_pooling_runs_the_models_pooling_task(pooled) -> None:
+    """vLLM's /pooling: the model's pooling task (named or not); another
+    task is refused by name, as vLLM does; a token-level task answers a row
+    per token (a process reward model's per-token scores), base64 every
+    value in order; a task the model does not serve at all is refused."""
+    stub, engine = pooled
+    ids = engine.encode("step one. step two.", add_special_tokens=True)
+    resp = pool(stub, input=ids)  # the fake's pooling task: embed
+    assert resp.id.startswith("pool-") and resp.data[0].object == "pooling"
+    assert list(json_format.MessageToDict(resp.data[0])["data"]) == fake_embedding(ids)
+    assert refused_pool(stub, input=ids, task="classify") == ("task", "VALUE_NOT_ALLOWED")
+    assert refused_pool(stub, input=ids, task="reward") == ("task", "VALUE_NOT_ALLOWED")
+    engine.pool_tasks = ("token_classify", "classify")  # a process reward model's
+    try:
+        for body in ({"task": "token_classify"}, {}):
+            rows = json_format.MessageToDict(pool(stub, input=ids, **body).data[0])["data"]
+            assert rows == [fake_scores(ids[:k + 1]) for k in range(len(ids))]
+        b64 = pool(stub, input=ids, encoding_format="base64").data[0]
+        flat = struct.unpack(f"<{len(ids) * len(LABELS)}f",
+                             base64.b64decode(b64.data.string_value))
+        assert list(flat) == [struct.unpack("<f", struct.pack("<f", x))[0]
+                              for row in rows for x in row]
+        with pytest.raises(grpc.RpcError) as exc:  # /v1/embeddings: not served by it
+            embed(stub, input=ids)
+        assert exc.value.code() == grpc.StatusCode.FAILED_PRECONDITION
+        assert error_info(exc.value).reason == "TASK_NOT_SUPPORTED"
+    finally:
+        del engine.pool_tasks
+
+
+def refused_pool(stub: Any, **body: Any) -> tuple[str, str]:
+    with pytest.raises(grpc.RpcError) as exc:
+        pool(stub, **body)
+    info = error_info(exc.value)
+    return info.metadata.get("param", ""), info.reason

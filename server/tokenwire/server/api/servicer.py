@@ -21,7 +21,7 @@ from tokenwire.server.core.errors import InvalidArgument, stream_errors, unary_e
 from tokenwire.server.inference.data_plane import DataPlane
 from tokenwire.server.inference.generate.sglang import SGLANG
 from tokenwire.server.inference.kinds import ANTHROPIC, CHAT, COMPLETION, GENERATE, RESPONSES
-from tokenwire.server.inference.pooling.service import classify, create_embedding
+from tokenwire.server.inference.pooling.service import classify, create_embedding, pool
 from tokenwire.server.inference.responses.response import typed_event
 from tokenwire.v1 import (
     anthropic_pb2,
@@ -186,6 +186,16 @@ class TokenwireServicer(service_pb2_grpc.TokenwireServiceServicer):
             return await classify(request, self.engine, self.plane.settings,
                                   served_model=self.plane.served_model,
                                   caller=await caller_of(self.plane, context))
+
+    @unary_errors
+    async def Pool(
+        self, request: embeddings_pb2.PoolRequest, context: grpc.aio.ServicerContext
+    ) -> embeddings_pb2.PoolResponse:
+        """vLLM's /pooling on a pooling model (inference/pooling/)."""
+        with self.state.call():
+            return await pool(request, self.engine, self.plane.settings,
+                              served_model=self.plane.served_model,
+                              caller=await caller_of(self.plane, context))
 
     @unary_errors
     async def Tokenize(

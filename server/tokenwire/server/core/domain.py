@@ -121,7 +121,10 @@ class PoolRequest:
 
     request_id: str
     prompt_token_ids: list[int]
-    task: str = "embed"  # "embed" or "classify" (vLLM's pooling tasks)
+    # vLLM's pooling task ("embed", "classify", "token_embed", "token_classify");
+    # "": the model's default task
+    task: str = "embed"
+    only_pooling_task: bool = False  # (/pooling) the task must be the model's pooling task
     dimensions: int | None = None  # matryoshka truncation; None: the model's size
     use_activation: bool | None = None  # normalization / softmax; None: the model's
     priority: int = 0
@@ -132,10 +135,12 @@ class PoolRequest:
 @dataclasses.dataclass
 class PoolOutput:
     """A pooled input: its embedding, or its class scores and the top
-    class's label (None when the model names none)."""
+    class's label (None when the model names none); a token-level task's
+    output is `rows`, one list per token (then `data` is every row in order)."""
 
     data: list[float]
     label: str | None = None
+    rows: list[list[float]] | None = None
 
 
 @dataclasses.dataclass
@@ -357,3 +362,4 @@ class Engine(Protocol):
         ...
 
     def shutdown(self) -> None: ...
+

@@ -7,7 +7,7 @@ import math
 from collections.abc import Iterable
 from typing import Any
 
-from tokenwire.server.core.errors import InvalidArgument
+from tokenwire.server.core.errors import FailedPrecondition, InvalidArgument
 
 
 def finite(param: str, value: float) -> float:
@@ -178,3 +178,19 @@ def stream_interval(options: Any) -> int | None:
         return None
     return int_range("stream_options.stream_interval", options.stream_interval,
                      1, STREAM_INTERVAL_MAX)
+
+
+def check_pooling_task(task: str, pooling_task: str, tasks: tuple[str, ...], *,
+                       named: bool) -> None:
+    """vLLM's rule: a pooling server serves one task, its model's pooling task
+    (`--pooler-config '{"task": ...}'` picks another the model supports).
+    A task named in a /pooling body (`named`) is refused as that field."""
+    if task == pooling_task:
+        return
+    hint = (f"the served model pools for {pooling_task!r}, not {task!r}" if task in tasks else
+            f"the served model does not serve {task!r} (it serves {', '.join(sorted(tasks))})")
+    if task in tasks:
+        hint += f": start the server with --pooler-config '{{\"task\": \"{task}\"}}'"
+    if named:
+        raise InvalidArgument(f"task: {hint}", param="task", reason="VALUE_NOT_ALLOWED")
+    raise FailedPrecondition(hint, reason="TASK_NOT_SUPPORTED")

@@ -3,7 +3,9 @@
 normalized (L2) unless use_activation is false, `dimensions` taking the
 first ones as a matryoshka model does (any 1..DIMENSIONS); classification
 scores LABELS' classes from the ids, softmaxed unless use_activation is
-false, labelled by the top class."""
+false, labelled by the top class; token-level tasks answer a row per
+token (the same over the ids up to it). The model's pooling task is the
+first of `pool_tasks`, the only one served (vLLM's rule)."""
 
 from __future__ import annotations
 
@@ -12,6 +14,7 @@ import math
 
 from tokenwire.server.core.domain import PoolOutput, PoolRequest
 from tokenwire.server.core.errors import InvalidArgument
+from tokenwire.server.core.validation import check_pooling_task
 
 DIMENSIONS = 8
 LABELS = ("negative", "neutral", "positive")
@@ -47,6 +50,7 @@ class FakePooling:
 
     pooling = False
     pool_delay = 0.0  # seconds an input takes (cancellation tests)
+    pool_tasks: tuple[str, ...] = ("embed", "classify", "token_embed", "token_classify")
 
     async def pool(self, request: PoolRequest) -> PoolOutput:
         if request.dimensions is not None and not 1 <= request.dimensions <= DIMENSIONS:
@@ -57,7 +61,16 @@ class FakePooling:
         if self.pool_delay:
             await asyncio.sleep(self.pool_delay)
         activation = request.use_activation is not False
-        if request.task == "classify":
+        task = request.task or self.pool_tasks[0]
+        check_pooling_task(task, self.pool_tasks[0], self.pool_tasks,
+                           named=request.only_pooling_task)
+        ids = request.prompt_token_ids
+        if task.startswith("token_"):
+            one = fake_scores if task == "token_classify" else (
+                lambda prefix, act: fake_embedding(prefix, request.dimensions, act))
+            rows = [one(ids[:k + 1], activation) for k in range(len(ids))]
+            return PoolOutput([x for row in rows for x in row], rows=rows)
+        if task == "classify":
             scores = fake_scores(request.prompt_token_ids, activation)
             return PoolOutput(scores, LABELS[scores.index(max(scores))])
         return PoolOutput(fake_embedding(request.prompt_token_ids, request.dimensions,

@@ -14,7 +14,7 @@ import time
 from collections.abc import AsyncIterator
 from typing import Any
 
-from tokenwire.server.core import errors, tracing
+from tokenwire.server.core import errors, tracing, validation
 from tokenwire.server.core.domain import (
     EngineOutput,
     EngineRequest,
@@ -238,13 +238,14 @@ class VllmEngine(VllmControl):
         from vllm.inputs.engine import tokens_input
 
         tasks = await self._llm.get_supported_tasks()  # (cached by vLLM)
-        if request.task not in tasks:
-            raise errors.FailedPrecondition(
-                f"the served model does not serve {request.task!r}: it serves "
-                f"{', '.join(sorted(str(t) for t in tasks))}", reason="TASK_NOT_SUPPORTED")
-        params = PoolingParams(task=request.task, dimensions=request.dimensions,
-                               use_activation=request.use_activation)
         config = self._llm.model_config
+        default = str(config.get_pooling_task(tasks) or "")
+        task = request.task or default  # /pooling without a task: the model's, as vLLM's
+        validation.check_pooling_task(task, default, tuple(str(t) for t in tasks),
+                                      named=request.only_pooling_task)
+        params = PoolingParams(task=task,  # type: ignore[arg-type]  # (checked: the model's)
+                               dimensions=request.dimensions,
+                               use_activation=request.use_activation)
         try:  # vLLM's own rules (the model's tasks, matryoshka dimensions) before it runs
             params.verify(config)
         except Exception as exc:  # (vLLM's VLLMValidationError, a ValueError elsewhere)
@@ -269,9 +270,12 @@ class VllmEngine(VllmControl):
         if final is None:
             raise errors.Unavailable("the engine ended the request without its output",
                                      reason="ENGINE_REQUEST_FAILED")
-        data = [float(x) for x in final.outputs.data.float().flatten().tolist()]
+        tensor = final.outputs.data.float()
+        data = [float(x) for x in tensor.flatten().tolist()]
+        if tensor.dim() > 1:  # a token-level task: one row per token
+            return PoolOutput(data, rows=[[float(x) for x in row] for row in tensor.tolist()])
         label = None
-        if request.task == "classify" and data:  # vLLM's: the top class's name
+        if task == "classify" and data:  # vLLM's: the top class's name
             names = getattr(config.hf_config, "id2label", None) or {}
             label = names.get(max(range(len(data)), key=data.__getitem__))
         return PoolOutput(data, label)

@@ -1,5 +1,5 @@
-"""CreateEmbeddingRequest / ClassifyRequest (proto) -> a validated PoolPlan
-(domain).
+"""CreateEmbeddingRequest / ClassifyRequest / PoolRequest (proto) -> a
+validated PoolPlan (domain).
 
 The input is read as a completion's prompt is (inference/shared/prompts.py):
 a string, a list of strings, a list of ids or a list of id lists; each
@@ -22,6 +22,8 @@ from tokenwire.server.inference.shared.tenant_policy import check_priority
 
 ENCODINGS = ("float", "base64")
 SIDES = ("right", "left")
+TASKS = ("embed", "classify", "token_embed", "token_classify")  # vLLM's, for /pooling
+PREFIXES = {"embed": "embd", "classify": "classify"}  # the response id's; /pooling: "pool"
 
 
 @dataclasses.dataclass
@@ -61,12 +63,25 @@ def _kept(req: Any, engine: Engine) -> tuple[int | None, str]:
     return keep, side
 
 
-def build_pool_plan(req: Any, engine: Engine, settings: ServerSettings, *, task: str,
+def _pooling_task(req: Any) -> str:
+    if req.task and req.task not in TASKS:
+        raise InvalidArgument(f"task must be one of {list(TASKS)} (or unset: the model's "
+                              f"default), got {req.task!r}", param="task",
+                              reason="VALUE_NOT_ALLOWED")
+    return str(req.task)
+
+
+def build_pool_plan(req: Any, engine: Engine, settings: ServerSettings, *, task: str | None,
                     served_model: str, caller: Caller) -> PoolPlan:
-    """The plan of a CreateEmbeddingRequest (`task` "embed") or a
-    ClassifyRequest ("classify")."""
+    """The plan of a CreateEmbeddingRequest (`task` "embed"), a
+    ClassifyRequest ("classify") or a PoolRequest (None: its own `task`)."""
     model = check_model(req.model, served_model, engine.lora_names())
-    encoding, dimensions = _embedding_options(req) if task == "embed" else ("float", None)
+    prefix = PREFIXES.get(task or "", "pool")
+    if task is None:
+        task = _pooling_task(req)
+    fields = req.DESCRIPTOR.fields_by_name
+    encoding, dimensions = (_embedding_options(req) if "encoding_format" in fields
+                            else ("float", None))
     keep, side = _kept(req, engine)
     add_special = req.add_special_tokens if req.HasField("add_special_tokens") else True
     # With truncation, an input may be longer than the window before it is
@@ -76,8 +91,7 @@ def build_pool_plan(req: Any, engine: Engine, settings: ServerSettings, *, task:
                          add_special=add_special, most=settings.max_completion_prompts,
                          longest=None if keep is None else 4 * engine.max_model_len,
                          generates=False)
-    response_id = new_request_id("embd" if task == "embed" else "classify", req.request_id,
-                                 caller.request_id)
+    response_id = new_request_id(prefix, req.request_id, caller.request_id)
     priority = check_priority(req.priority, settings, caller)
     lora = lora_of(model, served_model)
     requests = []
@@ -89,6 +103,7 @@ def build_pool_plan(req: Any, engine: Engine, settings: ServerSettings, *, task:
         requests.append(PoolRequest(
             request_id=response_id if len(prompts) == 1 else f"{response_id}-{i}",
             prompt_token_ids=ids, task=task, dimensions=dimensions,
+            only_pooling_task=prefix == "pool",
             use_activation=req.use_activation if req.HasField("use_activation") else None,
             priority=priority, lora=lora, tenant=caller.tenant,
         ))

@@ -1,8 +1,10 @@
-"""CreateEmbedding and Classify: the plan's inputs pooled together (one
+"""CreateEmbedding, Classify and Pool: the plan's inputs pooled together (one
 engine request each, run at once so the engine batches them; one failing
 cancels the others), answered in OpenAI's / vLLM's shapes: `data[i]` for
 input i — an embedding as numbers or (base64) its little-endian float32
-bytes; a classification as its class scores and the top class's label."""
+bytes; a classification as its class scores and the top class's label; a
+/pooling output as numbers, one list per token (token-level tasks), or
+base64 of all its float32 values."""
 
 from __future__ import annotations
 
@@ -55,6 +57,26 @@ async def create_embedding(
         id=plan.id, object="list", created=int(time.time()), model=plan.model)
     for i, out in enumerate(found):
         resp.data.add(index=i, object="embedding", embedding=_value(out.data, plan.encoding))
+    resp.usage.CopyFrom(_usage(plan))
+    return resp
+
+
+async def pool(
+    req: embeddings_pb2.PoolRequest, engine: Engine, settings: ServerSettings, *,
+    served_model: str, caller: Caller,
+) -> embeddings_pb2.PoolResponse:
+    plan = build_pool_plan(req, engine, settings, task=None, served_model=served_model,
+                           caller=caller)
+    found = await run_pool(plan, engine)
+    resp = embeddings_pb2.PoolResponse(
+        id=plan.id, object="list", created=int(time.time()), model=plan.model)
+    for i, out in enumerate(found):
+        if out.rows is not None and plan.encoding == "float":  # one list per token
+            data = struct_pb2.Value()
+            data.list_value.values.extend(_value(row, "float") for row in out.rows)
+        else:
+            data = _value(out.data, plan.encoding)
+        resp.data.add(index=i, object="pooling", data=data)
     resp.usage.CopyFrom(_usage(plan))
     return resp
 
