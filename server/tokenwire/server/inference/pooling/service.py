@@ -12,6 +12,7 @@ import asyncio
 import base64
 import struct
 import time
+from typing import Any
 
 from google.protobuf import struct_pb2
 
@@ -41,23 +42,30 @@ async def run_pool(plan: PoolPlan, engine: Engine) -> list[PoolOutput]:
         raise
 
 
-def _usage(plan: PoolPlan) -> common_pb2.Usage:
+async def _pooled(req: Any, response: Any, engine: Engine, settings: ServerSettings, *,
+                  task: str | None, served_model: str,
+                  caller: Caller) -> tuple[Any, PoolPlan, list[PoolOutput]]:
+    """The request planned and run; its response (of type `response`) with
+    the header and usage every pooling answer has, and the outputs."""
+    plan = build_pool_plan(req, engine, settings, task=task, served_model=served_model,
+                           caller=caller)
+    found = await run_pool(plan, engine)
     tokens = sum(len(r.prompt_token_ids) for r in plan.requests)
-    return common_pb2.Usage(prompt_tokens=tokens, completion_tokens=0, total_tokens=tokens)
+    resp = response(id=plan.id, object="list", created=int(time.time()), model=plan.model,
+                    usage=common_pb2.Usage(prompt_tokens=tokens, completion_tokens=0,
+                                           total_tokens=tokens))
+    return resp, plan, found
 
 
 async def create_embedding(
     req: embeddings_pb2.CreateEmbeddingRequest, engine: Engine, settings: ServerSettings, *,
     served_model: str, caller: Caller,
 ) -> embeddings_pb2.CreateEmbeddingResponse:
-    plan = build_pool_plan(req, engine, settings, task="embed", served_model=served_model,
-                           caller=caller)
-    found = await run_pool(plan, engine)
-    resp = embeddings_pb2.CreateEmbeddingResponse(
-        id=plan.id, object="list", created=int(time.time()), model=plan.model)
+    resp, plan, found = await _pooled(req, embeddings_pb2.CreateEmbeddingResponse, engine,
+                                      settings, task="embed", served_model=served_model,
+                                      caller=caller)
     for i, out in enumerate(found):
         resp.data.add(index=i, object="embedding", embedding=_value(out.data, plan.encoding))
-    resp.usage.CopyFrom(_usage(plan))
     return resp
 
 
@@ -65,11 +73,8 @@ async def pool(
     req: embeddings_pb2.PoolRequest, engine: Engine, settings: ServerSettings, *,
     served_model: str, caller: Caller,
 ) -> embeddings_pb2.PoolResponse:
-    plan = build_pool_plan(req, engine, settings, task=None, served_model=served_model,
-                           caller=caller)
-    found = await run_pool(plan, engine)
-    resp = embeddings_pb2.PoolResponse(
-        id=plan.id, object="list", created=int(time.time()), model=plan.model)
+    resp, plan, found = await _pooled(req, embeddings_pb2.PoolResponse, engine, settings,
+                                      task=None, served_model=served_model, caller=caller)
     for i, out in enumerate(found):
         if out.rows is not None and plan.encoding == "float":  # one list per token
             data = struct_pb2.Value()
@@ -77,7 +82,6 @@ async def pool(
         else:
             data = _value(out.data, plan.encoding)
         resp.data.add(index=i, object="pooling", data=data)
-    resp.usage.CopyFrom(_usage(plan))
     return resp
 
 
@@ -85,14 +89,10 @@ async def classify(
     req: embeddings_pb2.ClassifyRequest, engine: Engine, settings: ServerSettings, *,
     served_model: str, caller: Caller,
 ) -> embeddings_pb2.ClassifyResponse:
-    plan = build_pool_plan(req, engine, settings, task="classify", served_model=served_model,
-                           caller=caller)
-    found = await run_pool(plan, engine)
-    resp = embeddings_pb2.ClassifyResponse(
-        id=plan.id, object="list", created=int(time.time()), model=plan.model)
+    resp, _, found = await _pooled(req, embeddings_pb2.ClassifyResponse, engine, settings,
+                                   task="classify", served_model=served_model, caller=caller)
     for i, out in enumerate(found):
         item = resp.data.add(index=i, probs=out.data, num_classes=len(out.data))
         if out.label is not None:
             item.label = out.label
-    resp.usage.CopyFrom(_usage(plan))
     return resp
