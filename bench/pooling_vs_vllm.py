@@ -14,20 +14,15 @@ Results: docs/contract.md ("Pooling models").
 from __future__ import annotations
 
 import base64
-import os
 import struct
-import subprocess
 import sys
 import tempfile
 from pathlib import Path
 from typing import Any
 
-import httpx
-
 from bench import systems
+from bench.vllm_side import side_by_side
 from tests.engine.checkpoints import build_classifier
-from tests.gateway.envoy_fixture import start_gateway, stop_gateway
-from tests.servers import ProcessServer
 
 TINY = systems.ROOT / ".models" / "tiny-random-llama"
 BODIES = {
@@ -77,44 +72,21 @@ def _compare(a: dict[str, Any], b: dict[str, Any]) -> None:
     print(f"  usage: {a.get('usage')} / {b.get('usage')}")
 
 
-def _side_by_side(model: Path, engine: list[str], bodies: dict[str, Any]) -> None:
-    port = systems.free_port()
-    log = systems.ROOT / ".cache" / "pooling-vs-vllm.log"
-    log.parent.mkdir(parents=True, exist_ok=True)
-    vllm = subprocess.Popen(
-        [sys.executable, "-m", "vllm.entrypoints.openai.api_server", "--host", "127.0.0.1",
-         "--port", str(port), "--model", str(model), "--served-model-name", "m", *engine,
-         "--kv-cache-memory-bytes", str(64 << 20), "--dtype", "float32", "--enforce-eager"],
-        stdout=open(log, "w"), stderr=subprocess.STDOUT,
-        env=dict(os.environ, VLLM_LOGGING_LEVEL="WARNING"))
-    tw = ProcessServer(["--model", str(model), "--served-model-name", "m", *engine,
-                        "--kv-cache-bytes", str(64 << 20)]).start()
-    gw = start_gateway(tw.address)
-    try:
-        systems.wait_until(lambda: systems.http_ok(f"http://127.0.0.1:{port}/health"),
-                           [systems.Proc("vllm", vllm, log)], timeout=600)
+def _compare_all(model: Path, engine: list[str], bodies: dict[str, Any]) -> None:
+    with side_by_side(str(model), ["--served-model-name", "m", *engine], kv_bytes=64 << 20,
+                      log_name="pooling-vs-vllm.log") as pair:
         for name, (path, body) in bodies.items():
-            body = {"model": "m", **body}
-            a = httpx.post(f"http://127.0.0.1:{port}{path}", json=body, timeout=120)
-            b = httpx.post(f"{gw.url}{path}", json=body, timeout=120)
-            print(f"== {name} ({path}): vLLM {a.status_code}, tokenwire {b.status_code}")
-            if a.status_code != 200 or b.status_code != 200:
-                print(f"  vLLM: {a.text[:300]}\n  tokenwire: {b.text[:300]}")
-                continue
-            _compare(a.json(), b.json())
-    finally:
-        vllm.terminate()
-        vllm.wait(60)
-        stop_gateway(gw)
-        tw.stop()
+            answers = pair.post(name, path, {"model": "m", **body})
+            if answers is not None:
+                _compare(answers[0].json(), answers[1].json())
 
 
 def main() -> int:
-    _side_by_side(TINY, ["--runner", "pooling", "--convert", "embed"], BODIES)
+    _compare_all(TINY, ["--runner", "pooling", "--convert", "embed"], BODIES)
     with tempfile.TemporaryDirectory() as folder:
         model = build_classifier(TINY, Path(folder), ("bad", "okay", "good"))
-        _side_by_side(model, ["--runner", "pooling"], CLASSIFY)
-        _side_by_side(model, ["--runner", "pooling", "--pooler-config",
+        _compare_all(model, ["--runner", "pooling"], CLASSIFY)
+        _compare_all(model, ["--runner", "pooling", "--pooler-config",
                               '{"task": "token_classify"}'], PRM)
     return 0
 

@@ -14,8 +14,6 @@ from __future__ import annotations
 
 import base64
 import io
-import os
-import subprocess
 import sys
 from typing import Any
 
@@ -23,8 +21,7 @@ import httpx
 from PIL import Image
 
 from bench import systems
-from tests.gateway.envoy_fixture import start_gateway, stop_gateway
-from tests.servers import ProcessServer
+from bench.vllm_side import side_by_side
 
 VLM = str(systems.ROOT / ".models" / "tiny-random-vlm")
 ENGINE = ["--max-model-len", "2048", "--block-size", "32", "--limit-mm-per-prompt",
@@ -98,37 +95,19 @@ def _compare(name: str, ja: dict[str, Any], jb: dict[str, Any]) -> None:
 
 
 def main() -> int:
-    port = systems.free_port()
-    log = systems.ROOT / ".cache" / "render-vs-vllm.log"
-    log.parent.mkdir(parents=True, exist_ok=True)
-    vllm = subprocess.Popen(
-        [sys.executable, "-m", "vllm.entrypoints.openai.api_server", "--host", "127.0.0.1",
-         "--port", str(port), "--model", VLM, *ENGINE, "--kv-cache-memory-bytes",
-         str(256 << 20), "--dtype", "float32", "--enforce-eager", "--enable-scale-out"],
-        stdout=open(log, "w"), stderr=subprocess.STDOUT,
-        env=dict(os.environ, VLLM_LOGGING_LEVEL="WARNING"))
-    tw = ProcessServer(["--model", VLM, *ENGINE, "--kv-cache-bytes", str(256 << 20)]).start()
-    gw = start_gateway(tw.address)
-    try:
-        systems.wait_until(lambda: systems.http_ok(f"http://127.0.0.1:{port}/health"),
-                           [systems.Proc("vllm", vllm, log)], timeout=600)
+    with side_by_side(VLM, ENGINE, kv_bytes=256 << 20, log_name="render-vs-vllm.log",
+                      vllm_only=("--enable-scale-out",)) as pair:
         for name, (path, body) in _bodies().items():
-            a = httpx.post(f"http://127.0.0.1:{port}{path}", json=body, timeout=120)
-            b = httpx.post(f"{gw.url}{path}", json=body, timeout=120)
-            print(f"== {name} ({path}): vLLM {a.status_code}, tokenwire {b.status_code}")
-            if a.status_code != 200 or b.status_code != 200:
-                print(f"  vLLM: {a.text[:300]}\n  tokenwire: {b.text[:300]}")
+            answers = pair.post(name, path, body)
+            if answers is None:
                 continue
+            a, b = answers
             _compare(name, a.json(), b.json())
             if name != "text chat":  # vLLM's rendered body, run by tokenwire's Generate
-                g = httpx.post(f"{gw.url}/inference/v1/generate", json=a.json(), timeout=120)
+                g = httpx.post(f"{pair.tokenwire}/inference/v1/generate", json=a.json(),
+                               timeout=120)
                 print(f"  vLLM's rendered body -> tokenwire's /inference/v1/generate: "
                       f"{g.status_code}")
-    finally:
-        vllm.terminate()
-        vllm.wait(60)
-        stop_gateway(gw)
-        tw.stop()
     return 0
 
 
