@@ -79,6 +79,29 @@ def wait_serving(address: str, timeout: float, proc: subprocess.Popen | None = N
     raise TimeoutError(f"{address} not SERVING after {timeout}s: {last}")
 
 
+def wait_workers(address: str, count: int, timeout: float,
+                 proc: subprocess.Popen | None = None) -> None:
+    """Until `count` serving processes answer on `address` (--api-server-count):
+    each probe on a new connection, which the kernel hands to one of the
+    processes' sockets; process 1 may listen seconds after process 0 serves."""
+    from tokenwire.v1 import models_pb2, service_pb2_grpc
+
+    deadline = time.monotonic() + timeout
+    workers: set[str] = set()
+    while len(workers) < count:
+        if proc is not None and proc.poll() is not None:
+            raise RuntimeError(f"server exited early with {proc.returncode}")
+        if time.monotonic() > deadline:
+            raise TimeoutError(f"only {len(workers)} of {count} processes serve {address}")
+        try:
+            options = [("grpc.use_local_subchannel_pool", 1)]
+            with grpc.insecure_channel(address, options=options) as ch:
+                workers.add(service_pb2_grpc.TokenwireServiceStub(ch).GetStats(
+                    models_pb2.GetStatsRequest(), timeout=5).worker_id)
+        except grpc.RpcError:
+            time.sleep(0.2)
+
+
 @dataclass
 class ThreadServer:
     """A tokenwire server on a FakeEngine, in its own thread and loop."""
@@ -169,6 +192,9 @@ class ProcessServer:
         self.proc = subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT, env=env)
         try:
             wait_serving(self.address, timeout, self.proc)
+            if "--api-server-count" in self.args:
+                count = int(self.args[self.args.index("--api-server-count") + 1])
+                wait_workers(self.address, count, timeout, self.proc)
         except Exception:
             self.stop()
             raise RuntimeError(f"server failed; log tail:\n{self.log_tail()}") from None

@@ -14,7 +14,7 @@ import openai
 import pytest
 
 from tests.gateway.envoy_fixture import tokenwire_up
-from tests.servers import free_ports
+from tests.servers import free_ports, wait_workers
 from tokenwire.gateway.process import port_open
 from tokenwire.v1 import control_pb2, control_pb2_grpc
 
@@ -117,6 +117,9 @@ def test_up_with_several_serving_processes_uses_them_all() -> None:
                       # the kernel's spread leaves no process without one (up alone sets 8).
                       "--gateway-upstream-streams-per-connection", "2") as up:
         url = up.url
+        # both processes listen before Envoy opens its connections (process 1
+        # may start seconds after process 0 answers /health)
+        wait_workers(f"127.0.0.1:{up.grpc_port}", 2, 60, up.proc)
 
         def call(_: int) -> str:
             r = httpx.post(f"{url}/v1/chat/completions", json=body, timeout=30)
