@@ -12,9 +12,8 @@ _control_methods.py (ControlMethods / AsyncControlMethods for the control
 clients). The classes that use them only do I/O (``_unary``/``_stream``/
 ``_call``). Every RPC of a service is in the table or in its not_exposed, so
 a new RPC fails here until the client decides. ``--check`` exits 1 when a
-committed module is stale
-(tests/pure/test_client_methods_fresh.py compares them too). Run it after
-``make proto`` when a service changes.
+committed module is stale (tests/pure/test_client_methods_fresh.py too).
+Run it after ``make proto`` when a service changes.
 """
 
 from __future__ import annotations
@@ -81,6 +80,8 @@ SERVICES = (
             Method("CreateEmbedding", "embed", "Embed texts or id lists (a pooling model)."),
             Method("Classify", "classify", "Classify texts or id lists (a pooling model)."),
             Method("Pool", "pool", "Pool texts or id lists for a task (a pooling model)."),
+            Method("Score", "score", "Score documents against queries (a pooling model)."),
+            Method("Rerank", "rerank", "Order documents by relevance to a query."),
             Method("Tokenize", "tokenize", "Tokenize a prompt or chat messages."),
             Method("Detokenize", "detokenize", "Detokenize ids: their text.",
                    params='tokens: Sequence[int], *, model: str = ""',
@@ -329,8 +330,7 @@ def render_service(service: Service) -> str:
     proto = importlib.import_module(f"tokenwire.v1.{service.proto_module}")
     rpcs = proto.DESCRIPTOR.services_by_name[service.name].methods_by_name
     named = {m.rpc for m in service.methods}
-    unknown = (named | set(service.not_exposed)) - set(rpcs)
-    if unknown:
+    if unknown := (named | set(service.not_exposed)) - set(rpcs):
         raise SystemExit(f"{service.name} has no RPC {sorted(unknown)}")
     missing = set(rpcs) - named - set(service.not_exposed)
     if missing:

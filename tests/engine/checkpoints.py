@@ -48,3 +48,37 @@ def build_classifier(base: Path, dst: Path, labels: tuple[str, ...], seed: int =
         if name.name.startswith(("tokenizer", "special_tokens")) or name.suffix == ".jinja":
             shutil.copy(name, dst / name.name)
     return dst
+
+
+def build_bert_cross_encoder(dst: Path, seed: int = 0) -> Path:
+    """A tiny random BERT cross-encoder (BertForSequenceClassification, one
+    label: a reranker's shape, as ms-marco-MiniLM) with a WordPiece tokenizer
+    whose vocabulary spells any lowercase ASCII word letter by letter; its
+    text pairs carry segment ids (token_type_ids)."""
+    import string
+
+    import torch
+    from transformers import BertConfig, BertForSequenceClassification, BertTokenizer
+
+    dst.mkdir(parents=True, exist_ok=True)
+    pieces = [*string.ascii_lowercase, *string.digits, *".,?!'-"]
+    words = ["the", "capital", "of", "france", "is", "paris", "what", "bananas", "are",
+             "yellow", "borders", "spain"]
+    vocab = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]", *pieces,
+             *("##" + p for p in pieces), *words]
+    tokenizer = BertTokenizer(vocab={w: i for i, w in enumerate(vocab)},
+                              do_lower_case=True, model_max_length=256)
+    tokenizer.save_pretrained(str(dst))
+    torch.manual_seed(seed)
+    config = BertConfig(vocab_size=len(vocab), hidden_size=64, num_hidden_layers=2,
+                        num_attention_heads=2, intermediate_size=128,  # head size 32 (vLLM CPU)
+                        max_position_embeddings=256, type_vocab_size=2,
+                        initializer_range=0.05,  # distinct scores of a random model
+                        architectures=["BertForSequenceClassification"])
+    config.num_labels = 1
+    model = BertForSequenceClassification(config).eval()
+    with torch.no_grad():
+        model.classifier.weight.normal_(0.0, 1.0)  # distinct scores
+        model.bert.embeddings.token_type_embeddings.weight.normal_(0.0, 1.0)
+    model.save_pretrained(str(dst))
+    return dst

@@ -14,7 +14,7 @@ import pytest
 from tests.conftest import REAL_SERVER_ARGS
 from tests.rpc import chat_request, stream_ids
 from tests.servers import ProcessServer
-from tokenwire.v1 import service_pb2_grpc
+from tokenwire.v1 import service_pb2_grpc, tokenize_pb2
 
 PARSERS = ["--enable-auto-tool-choice", "--tool-call-parser", "hermes",
            "--reasoning-parser", "qwen3"]
@@ -69,3 +69,27 @@ def test_qwen3_reasoning_and_enable_thinking(stub) -> None:
         chat_template_kwargs={"enable_thinking": False}, **ask), timeout=300).choices[0]
     assert (off.message.content or off.message.tool_calls) and not off.message.reasoning_content
     assert len(off.token_ids) > 0
+
+
+def test_include_reasoning_false_hides_the_thought(stub) -> None:
+    """vLLM's include_reasoning false: the qwen3 thought is generated (the
+    same greedy ids) but left out of the message and the deltas; a
+    response_format then constrains from the first generated token."""
+    ask = {"messages": ASK, "temperature": 0, "max_tokens": 16, "return_token_ids": True}
+    shown = stub.CreateChatCompletion(chat_request(**ask), timeout=300).choices[0]
+    assert shown.message.reasoning_content
+    req = chat_request(include_reasoning=False, **ask)
+    hidden = stub.CreateChatCompletion(req, timeout=300).choices[0]
+    assert not hidden.message.HasField("reasoning_content")
+    assert list(hidden.token_ids) == list(shown.token_ids)
+    chunks = list(stub.StreamChatCompletion(req, timeout=300))
+    assert not any(ch.delta.HasField("reasoning_content") for k in chunks for ch in k.choices)
+    assert stream_ids(chunks)[0] == list(shown.token_ids)
+    schema = {"type": "object", "properties": {"city": {"type": "string", "enum": ["Paris"]}},
+              "required": ["city"], "additionalProperties": False}
+    fmt = {"type": "json_schema", "json_schema": {"name": "w", "schema": schema}}
+    ids = stub.CreateChatCompletion(chat_request(
+        include_reasoning=False, response_format=fmt, **{**ask, "max_tokens": 40}),
+        timeout=300).choices[0].token_ids
+    text = stub.Detokenize(tokenize_pb2.DetokenizeRequest(tokens=ids), timeout=60).prompt
+    assert json.loads(text.split("<|im_end|>")[0]) == {"city": "Paris"}

@@ -176,3 +176,25 @@ def test_pooling_gives_the_models_per_token_scores(prm) -> None:
         stub.Classify(json_format.ParseDict({"input": "x"}, embeddings_pb2.ClassifyRequest()),
                       timeout=120)
     assert error_info(exc.value).reason == "TASK_NOT_SUPPORTED"
+
+
+def test_scores_are_the_cosine_of_the_models_embeddings(stub) -> None:
+    """An embedding model scores as vLLM's bi-encoder: each text embedded
+    once (the query once for every document), the cosine of a pair."""
+    import math
+
+    query, docs = "The capital of France", ["Paris is in France.", "tokenwire embeds"]
+    resp = stub.Score(json_format.ParseDict({"queries": query, "documents": docs},
+                                            embeddings_pb2.ScoreRequest()), timeout=120)
+    ids = [list(stub.Tokenize(tokenize_pb2.TokenizeRequest(prompt=t), timeout=30).tokens)
+           for t in [query, *docs]]
+    q = hf_embedding(ids[0])
+    for d, doc_ids in zip(resp.data, ids[1:], strict=True):
+        e = hf_embedding(doc_ids)
+        assert math.isclose(d.score, sum(a * b for a, b in zip(q, e, strict=True)),
+                            abs_tol=1e-4)  # both normalized: the cosine
+    assert resp.usage.prompt_tokens == sum(map(len, ids))
+    ranked = stub.Rerank(json_format.ParseDict({"query": query, "documents": docs},
+                                               embeddings_pb2.RerankRequest()), timeout=120)
+    assert [r.relevance_score for r in ranked.results] == sorted(
+        (d.score for d in resp.data), reverse=True)

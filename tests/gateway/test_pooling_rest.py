@@ -76,3 +76,36 @@ def test_classify_answers_vllms_shape(served) -> None:
         scores = fake_scores(engine.encode(text, add_special_tokens=True))
         assert item == {"index": i, "label": LABELS[scores.index(max(scores))],
                         "probs": scores, "num_classes": 3}
+
+
+def test_score_and_rerank_answer_vllms_shapes(served) -> None:
+    """/score and /rerank (and their /v1, /v2 routes) through Envoy, on an
+    embedding model (a bi-encoder): vLLM's keys, the same numbers on every
+    route, a bad body a 400 naming the field."""
+    _, url, _ = served
+    body = {"model": "fake-embed", "queries": "capital of France",
+            "documents": ["Paris", "bananas"]}
+    scored = [httpx.post(f"{url}{route}", json=body) for route in ("/score", "/v1/score")]
+    assert [r.status_code for r in scored] == [200, 200], scored[0].text
+    first = scored[0].json()
+    assert set(first) == {"id", "object", "created", "model", "data", "usage"}
+    assert first["id"].startswith("score-") and first["object"] == "list"
+    assert [set(d) for d in first["data"]] == [{"index", "object", "score"}] * 2
+    assert [d["index"] for d in first["data"]] == [0, 1]
+    assert [d["score"] for d in scored[1].json()["data"]] == [d["score"] for d in first["data"]]
+    query = {"model": "fake-embed", "query": "capital of France",
+             "documents": ["Paris", "bananas"], "top_n": 1}
+    ranked = [httpx.post(f"{url}{route}", json=query)
+              for route in ("/rerank", "/v1/rerank", "/v2/rerank")]
+    assert [r.status_code for r in ranked] == [200] * 3, ranked[0].text
+    answer = ranked[0].json()
+    assert set(answer) == {"id", "model", "usage", "results"}
+    assert set(answer["usage"]) == {"prompt_tokens", "total_tokens"}
+    best = max(first["data"], key=lambda d: d["score"])
+    assert answer["results"] == [{"index": best["index"], "relevance_score": best["score"],
+                                  "document": {"text": query["documents"][best["index"]],
+                                               "multi_modal": None}}]
+    assert all(r.json()["results"] == answer["results"] for r in ranked[1:])
+    bad = httpx.post(f"{url}/score", json={"queries": ["a", "b"], "documents": ["c", "d", "e"]})
+    assert bad.status_code == 400 and bad.json()["error"]["param"] == "queries"
+    assert httpx.post(f"{url}/rerank", json=query).status_code == 200

@@ -111,6 +111,22 @@ class ServiceMethods:
         req = build(embeddings_pb2.PoolRequest, request, fields)
         return self._unary(self.stub.Pool, req, timeout, metadata)
 
+    def score(
+        self, request: embeddings_pb2.ScoreRequest | Mapping[str, Any] | None = None, /, *,
+        timeout: float | None = None, metadata: Metadata = None, **fields: Any,
+    ) -> embeddings_pb2.ScoreResponse:
+        """Score documents against queries (a pooling model)."""
+        req = build(embeddings_pb2.ScoreRequest, request, fields)
+        return self._unary(self.stub.Score, req, timeout, metadata)
+
+    def rerank(
+        self, request: embeddings_pb2.RerankRequest | Mapping[str, Any] | None = None, /, *,
+        timeout: float | None = None, metadata: Metadata = None, **fields: Any,
+    ) -> embeddings_pb2.RerankResponse:
+        """Order documents by relevance to a query."""
+        req = build(embeddings_pb2.RerankRequest, request, fields)
+        return self._unary(self.stub.Rerank, req, timeout, metadata)
+
     def tokenize(
         self, request: tokenize_pb2.TokenizeRequest | Mapping[str, Any] | None = None, /, *,
         timeout: float | None = None, metadata: Metadata = None, **fields: Any,
@@ -235,6 +251,22 @@ class AsyncServiceMethods:
         """Pool texts or id lists for a task (a pooling model)."""
         req = build(embeddings_pb2.PoolRequest, request, fields)
         return await self._unary(self.stub.Pool, req, timeout, metadata)
+
+    async def score(
+        self, request: embeddings_pb2.ScoreRequest | Mapping[str, Any] | None = None, /, *,
+        timeout: float | None = None, metadata: Metadata = None, **fields: Any,
+    ) -> embeddings_pb2.ScoreResponse:
+        """Score documents against queries (a pooling model)."""
+        req = build(embeddings_pb2.ScoreRequest, request, fields)
+        return await self._unary(self.stub.Score, req, timeout, metadata)
+
+    async def rerank(
+        self, request: embeddings_pb2.RerankRequest | Mapping[str, Any] | None = None, /, *,
+        timeout: float | None = None, metadata: Metadata = None, **fields: Any,
+    ) -> embeddings_pb2.RerankResponse:
+        """Order documents by relevance to a query."""
+        req = build(embeddings_pb2.RerankRequest, request, fields)
+        return await self._unary(self.stub.Rerank, req, timeout, metadata)
 
     async def tokenize(
         self, request: tokenize_pb2.TokenizeRequest | Mapping[str, Any] | None = None, /, *,

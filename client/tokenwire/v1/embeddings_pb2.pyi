@@ -163,3 +163,139 @@ class PoolResponse(_message.Message):
     data: _containers.RepeatedCompositeFieldContainer[PoolOutput]
     usage: _common_pb2.Usage
     def __init__(self, id: _Optional[str] = ..., object: _Optional[str] = ..., created: _Optional[int] = ..., model: _Optional[str] = ..., data: _Optional[_Iterable[_Union[PoolOutput, _Mapping]]] = ..., usage: _Optional[_Union[_common_pb2.Usage, _Mapping]] = ...) -> None: ...
+
+class ScoreRequest(_message.Message):
+    __slots__ = ("model", "queries", "documents", "items", "data_1", "data_2", "text_1", "text_2", "user", "use_activation", "truncate_prompt_tokens", "truncation_side", "max_tokens_per_query", "max_tokens_per_doc", "instruction", "chat_template_kwargs", "request_id", "priority")
+    MODEL_FIELD_NUMBER: _ClassVar[int]
+    QUERIES_FIELD_NUMBER: _ClassVar[int]
+    DOCUMENTS_FIELD_NUMBER: _ClassVar[int]
+    ITEMS_FIELD_NUMBER: _ClassVar[int]
+    DATA_1_FIELD_NUMBER: _ClassVar[int]
+    DATA_2_FIELD_NUMBER: _ClassVar[int]
+    TEXT_1_FIELD_NUMBER: _ClassVar[int]
+    TEXT_2_FIELD_NUMBER: _ClassVar[int]
+    USER_FIELD_NUMBER: _ClassVar[int]
+    USE_ACTIVATION_FIELD_NUMBER: _ClassVar[int]
+    TRUNCATE_PROMPT_TOKENS_FIELD_NUMBER: _ClassVar[int]
+    TRUNCATION_SIDE_FIELD_NUMBER: _ClassVar[int]
+    MAX_TOKENS_PER_QUERY_FIELD_NUMBER: _ClassVar[int]
+    MAX_TOKENS_PER_DOC_FIELD_NUMBER: _ClassVar[int]
+    INSTRUCTION_FIELD_NUMBER: _ClassVar[int]
+    CHAT_TEMPLATE_KWARGS_FIELD_NUMBER: _ClassVar[int]
+    REQUEST_ID_FIELD_NUMBER: _ClassVar[int]
+    PRIORITY_FIELD_NUMBER: _ClassVar[int]
+    model: str
+    queries: _struct_pb2.Value
+    documents: _struct_pb2.Value
+    items: _struct_pb2.Value
+    data_1: _struct_pb2.Value
+    data_2: _struct_pb2.Value
+    text_1: _struct_pb2.Value
+    text_2: _struct_pb2.Value
+    user: str
+    use_activation: bool
+    truncate_prompt_tokens: int
+    truncation_side: str
+    max_tokens_per_query: int
+    max_tokens_per_doc: int
+    instruction: str
+    chat_template_kwargs: _struct_pb2.Struct
+    request_id: str
+    priority: int
+    def __init__(self, model: _Optional[str] = ..., queries: _Optional[_Union[_struct_pb2.Value, _Mapping]] = ..., documents: _Optional[_Union[_struct_pb2.Value, _Mapping]] = ..., items: _Optional[_Union[_struct_pb2.Value, _Mapping]] = ..., data_1: _Optional[_Union[_struct_pb2.Value, _Mapping]] = ..., data_2: _Optional[_Union[_struct_pb2.Value, _Mapping]] = ..., text_1: _Optional[_Union[_struct_pb2.Value, _Mapping]] = ..., text_2: _Optional[_Union[_struct_pb2.Value, _Mapping]] = ..., user: _Optional[str] = ..., use_activation: _Optional[bool] = ..., truncate_prompt_tokens: _Optional[int] = ..., truncation_side: _Optional[str] = ..., max_tokens_per_query: _Optional[int] = ..., max_tokens_per_doc: _Optional[int] = ..., instruction: _Optional[str] = ..., chat_template_kwargs: _Optional[_Union[_struct_pb2.Struct, _Mapping]] = ..., request_id: _Optional[str] = ..., priority: _Optional[int] = ...) -> None: ...
+
+class ScoreData(_message.Message):
+    __slots__ = ("index", "object", "score")
+    INDEX_FIELD_NUMBER: _ClassVar[int]
+    OBJECT_FIELD_NUMBER: _ClassVar[int]
+    SCORE_FIELD_NUMBER: _ClassVar[int]
+    index: int
+    object: str
+    score: float
+    def __init__(self, index: _Optional[int] = ..., object: _Optional[str] = ..., score: _Optional[float] = ...) -> None: ...
+
+class ScoreResponse(_message.Message):
+    __slots__ = ("id", "object", "created", "model", "data", "usage")
+    ID_FIELD_NUMBER: _ClassVar[int]
+    OBJECT_FIELD_NUMBER: _ClassVar[int]
+    CREATED_FIELD_NUMBER: _ClassVar[int]
+    MODEL_FIELD_NUMBER: _ClassVar[int]
+    DATA_FIELD_NUMBER: _ClassVar[int]
+    USAGE_FIELD_NUMBER: _ClassVar[int]
+    id: str
+    object: str
+    created: int
+    model: str
+    data: _containers.RepeatedCompositeFieldContainer[ScoreData]
+    usage: _common_pb2.Usage
+    def __init__(self, id: _Optional[str] = ..., object: _Optional[str] = ..., created: _Optional[int] = ..., model: _Optional[str] = ..., data: _Optional[_Iterable[_Union[ScoreData, _Mapping]]] = ..., usage: _Optional[_Union[_common_pb2.Usage, _Mapping]] = ...) -> None: ...
+
+class RerankRequest(_message.Message):
+    __slots__ = ("model", "query", "documents", "top_n", "user", "use_activation", "truncate_prompt_tokens", "truncation_side", "max_tokens_per_query", "max_tokens_per_doc", "instruction", "chat_template_kwargs", "request_id", "priority")
+    MODEL_FIELD_NUMBER: _ClassVar[int]
+    QUERY_FIELD_NUMBER: _ClassVar[int]
+    DOCUMENTS_FIELD_NUMBER: _ClassVar[int]
+    TOP_N_FIELD_NUMBER: _ClassVar[int]
+    USER_FIELD_NUMBER: _ClassVar[int]
+    USE_ACTIVATION_FIELD_NUMBER: _ClassVar[int]
+    TRUNCATE_PROMPT_TOKENS_FIELD_NUMBER: _ClassVar[int]
+    TRUNCATION_SIDE_FIELD_NUMBER: _ClassVar[int]
+    MAX_TOKENS_PER_QUERY_FIELD_NUMBER: _ClassVar[int]
+    MAX_TOKENS_PER_DOC_FIELD_NUMBER: _ClassVar[int]
+    INSTRUCTION_FIELD_NUMBER: _ClassVar[int]
+    CHAT_TEMPLATE_KWARGS_FIELD_NUMBER: _ClassVar[int]
+    REQUEST_ID_FIELD_NUMBER: _ClassVar[int]
+    PRIORITY_FIELD_NUMBER: _ClassVar[int]
+    model: str
+    query: _struct_pb2.Value
+    documents: _struct_pb2.Value
+    top_n: int
+    user: str
+    use_activation: bool
+    truncate_prompt_tokens: int
+    truncation_side: str
+    max_tokens_per_query: int
+    max_tokens_per_doc: int
+    instruction: str
+    chat_template_kwargs: _struct_pb2.Struct
+    request_id: str
+    priority: int
+    def __init__(self, model: _Optional[str] = ..., query: _Optional[_Union[_struct_pb2.Value, _Mapping]] = ..., documents: _Optional[_Union[_struct_pb2.Value, _Mapping]] = ..., top_n: _Optional[int] = ..., user: _Optional[str] = ..., use_activation: _Optional[bool] = ..., truncate_prompt_tokens: _Optional[int] = ..., truncation_side: _Optional[str] = ..., max_tokens_per_query: _Optional[int] = ..., max_tokens_per_doc: _Optional[int] = ..., instruction: _Optional[str] = ..., chat_template_kwargs: _Optional[_Union[_struct_pb2.Struct, _Mapping]] = ..., request_id: _Optional[str] = ..., priority: _Optional[int] = ...) -> None: ...
+
+class RerankDocument(_message.Message):
+    __slots__ = ("text", "multi_modal")
+    TEXT_FIELD_NUMBER: _ClassVar[int]
+    MULTI_MODAL_FIELD_NUMBER: _ClassVar[int]
+    text: str
+    multi_modal: _struct_pb2.Value
+    def __init__(self, text: _Optional[str] = ..., multi_modal: _Optional[_Union[_struct_pb2.Value, _Mapping]] = ...) -> None: ...
+
+class RerankResult(_message.Message):
+    __slots__ = ("index", "document", "relevance_score")
+    INDEX_FIELD_NUMBER: _ClassVar[int]
+    DOCUMENT_FIELD_NUMBER: _ClassVar[int]
+    RELEVANCE_SCORE_FIELD_NUMBER: _ClassVar[int]
+    index: int
+    document: RerankDocument
+    relevance_score: float
+    def __init__(self, index: _Optional[int] = ..., document: _Optional[_Union[RerankDocument, _Mapping]] = ..., relevance_score: _Optional[float] = ...) -> None: ...
+
+class RerankUsage(_message.Message):
+    __slots__ = ("prompt_tokens", "total_tokens")
+    PROMPT_TOKENS_FIELD_NUMBER: _ClassVar[int]
+    TOTAL_TOKENS_FIELD_NUMBER: _ClassVar[int]
+    prompt_tokens: int
+    total_tokens: int
+    def __init__(self, prompt_tokens: _Optional[int] = ..., total_tokens: _Optional[int] = ...) -> None: ...
+
+class RerankResponse(_message.Message):
+    __slots__ = ("id", "model", "usage", "results")
+    ID_FIELD_NUMBER: _ClassVar[int]
+    MODEL_FIELD_NUMBER: _ClassVar[int]
+    USAGE_FIELD_NUMBER: _ClassVar[int]
+    RESULTS_FIELD_NUMBER: _ClassVar[int]
+    id: str
+    model: str
+    usage: RerankUsage
+    results: _containers.RepeatedCompositeFieldContainer[RerankResult]
+    def __init__(self, id: _Optional[str] = ..., model: _Optional[str] = ..., usage: _Optional[_Union[RerankUsage, _Mapping]] = ..., results: _Optional[_Iterable[_Union[RerankResult, _Mapping]]] = ...) -> None: ...

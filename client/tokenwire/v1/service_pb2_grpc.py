@@ -101,6 +101,16 @@ class TokenwireServiceStub:
                 request_serializer=tokenwire_dot_v1_dot_embeddings__pb2.PoolRequest.SerializeToString,
                 response_deserializer=tokenwire_dot_v1_dot_embeddings__pb2.PoolResponse.FromString,
                 _registered_method=True)
+        self.Score = channel.unary_unary(
+                '/tokenwire.v1.TokenwireService/Score',
+                request_serializer=tokenwire_dot_v1_dot_embeddings__pb2.ScoreRequest.SerializeToString,
+                response_deserializer=tokenwire_dot_v1_dot_embeddings__pb2.ScoreResponse.FromString,
+                _registered_method=True)
+        self.Rerank = channel.unary_unary(
+                '/tokenwire.v1.TokenwireService/Rerank',
+                request_serializer=tokenwire_dot_v1_dot_embeddings__pb2.RerankRequest.SerializeToString,
+                response_deserializer=tokenwire_dot_v1_dot_embeddings__pb2.RerankResponse.FromString,
+                _registered_method=True)
         self.Tokenize = channel.unary_unary(
                 '/tokenwire.v1.TokenwireService/Tokenize',
                 request_serializer=tokenwire_dot_v1_dot_tokenize__pb2.TokenizeRequest.SerializeToString,
@@ -274,6 +284,23 @@ class TokenwireServiceServicer:
     def Pool(self, request, context):
         """Pool texts or token-id lists for any task the pooling model serves
         (vLLM's `POST /pooling`).
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def Score(self, request, context):
+        """Score documents against queries (vLLM's `POST /score`) on a pooling
+        model that scores: a cross-encoder, an embedding or a token-embedding
+        model.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def Rerank(self, request, context):
+        """Order documents by relevance to a query (vLLM's `POST /rerank`; Jina's
+        and Cohere's rerank API at `/v1/rerank`, `/v2/rerank`).
         """
         context.set_code(grpc.StatusCode.UNIMPLEMENTED)
         context.set_details('Method not implemented!')
@@ -478,6 +505,16 @@ def add_TokenwireServiceServicer_to_server(servicer, server):
                     servicer.Pool,
                     request_deserializer=tokenwire_dot_v1_dot_embeddings__pb2.PoolRequest.FromString,
                     response_serializer=tokenwire_dot_v1_dot_embeddings__pb2.PoolResponse.SerializeToString,
+            ),
+            'Score': grpc.unary_unary_rpc_method_handler(
+                    servicer.Score,
+                    request_deserializer=tokenwire_dot_v1_dot_embeddings__pb2.ScoreRequest.FromString,
+                    response_serializer=tokenwire_dot_v1_dot_embeddings__pb2.ScoreResponse.SerializeToString,
+            ),
+            'Rerank': grpc.unary_unary_rpc_method_handler(
+                    servicer.Rerank,
+                    request_deserializer=tokenwire_dot_v1_dot_embeddings__pb2.RerankRequest.FromString,
+                    response_serializer=tokenwire_dot_v1_dot_embeddings__pb2.RerankResponse.SerializeToString,
             ),
             'Tokenize': grpc.unary_unary_rpc_method_handler(
                     servicer.Tokenize,
@@ -843,6 +880,60 @@ class TokenwireService:
             '/tokenwire.v1.TokenwireService/Pool',
             tokenwire_dot_v1_dot_embeddings__pb2.PoolRequest.SerializeToString,
             tokenwire_dot_v1_dot_embeddings__pb2.PoolResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def Score(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/tokenwire.v1.TokenwireService/Score',
+            tokenwire_dot_v1_dot_embeddings__pb2.ScoreRequest.SerializeToString,
+            tokenwire_dot_v1_dot_embeddings__pb2.ScoreResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def Rerank(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/tokenwire.v1.TokenwireService/Rerank',
+            tokenwire_dot_v1_dot_embeddings__pb2.RerankRequest.SerializeToString,
+            tokenwire_dot_v1_dot_embeddings__pb2.RerankResponse.FromString,
             options,
             channel_credentials,
             insecure,

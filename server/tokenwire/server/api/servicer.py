@@ -21,6 +21,7 @@ from tokenwire.server.core.errors import InvalidArgument, stream_errors, unary_e
 from tokenwire.server.inference.data_plane import DataPlane
 from tokenwire.server.inference.generate.sglang import SGLANG
 from tokenwire.server.inference.kinds import ANTHROPIC, CHAT, COMPLETION, GENERATE, RESPONSES
+from tokenwire.server.inference.pooling.scores import rerank, score
 from tokenwire.server.inference.pooling.service import classify, create_embedding, pool
 from tokenwire.server.inference.responses.response import typed_event
 from tokenwire.v1 import (
@@ -196,6 +197,26 @@ class TokenwireServicer(service_pb2_grpc.TokenwireServiceServicer):
             return await pool(request, self.engine, self.plane.settings,
                               served_model=self.plane.served_model,
                               caller=await caller_of(self.plane, context))
+
+    @unary_errors
+    async def Score(
+        self, request: embeddings_pb2.ScoreRequest, context: grpc.aio.ServicerContext
+    ) -> embeddings_pb2.ScoreResponse:
+        """vLLM's /score on a pooling model that scores (inference/pooling/)."""
+        with self.state.call():
+            return await score(request, self.engine, self.plane.settings,
+                               served_model=self.plane.served_model,
+                               caller=await caller_of(self.plane, context))
+
+    @unary_errors
+    async def Rerank(
+        self, request: embeddings_pb2.RerankRequest, context: grpc.aio.ServicerContext
+    ) -> embeddings_pb2.RerankResponse:
+        """vLLM's /rerank on a pooling model that scores (inference/pooling/)."""
+        with self.state.call():
+            return await rerank(request, self.engine, self.plane.settings,
+                                served_model=self.plane.served_model,
+                                caller=await caller_of(self.plane, context))
 
     @unary_errors
     async def Tokenize(

@@ -130,6 +130,9 @@ class PoolRequest:
     priority: int = 0
     lora: str | None = None
     tenant: str | None = None
+    # A cross-encoder pair's segment ids (BERT-style: 0 query, 1 document),
+    # one per prompt id; None: the model takes none.
+    token_type_ids: list[int] | None = None
 
 
 @dataclasses.dataclass
@@ -279,6 +282,31 @@ class Engine(Protocol):
         """The input pooled for its task; cancelling aborts it in the engine.
         INVALID_ARGUMENT for parameters the model refuses (`dimensions`, a
         task the model does not serve)."""
+        ...
+
+    async def score_type(self) -> str | None:
+        """How the pooling model scores a query and a document (vLLM's score
+        types): "cross-encoder" (a classifier with one label runs the pair),
+        "bi-encoder" (the cosine of two embeddings), "late-interaction"
+        (MaxSim of token embeddings); None: it does not score."""
+        ...
+
+    def score_prompt(self, query: str, document: str, *, max_query_tokens: int = 0,
+                     max_doc_tokens: int = 0, template_kwargs: dict[str, Any] | None = None,
+                     ) -> tuple[list[int], list[int] | None]:
+        """A cross-encoder's prompt of the pair as vLLM makes it (the score
+        template, the tokenizer's text pair, or the texts joined) with its
+        segment ids (None: the model takes none)."""
+        ...
+
+    def truncate_text(self, text: str, max_tokens: int) -> str:
+        """`text` cut to its first `max_tokens` tokens, at a character
+        boundary (vLLM's max_tokens_per_query / max_tokens_per_doc)."""
+        ...
+
+    def similarity(self, query: PoolOutput, document: PoolOutput) -> float:
+        """The score of two pooled texts: the cosine of two embeddings, or
+        MaxSim of two token-embedding outputs (as vLLM computes them)."""
         ...
 
     def num_unfinished_requests(self) -> int: ...

@@ -27,6 +27,9 @@ class ParserConfig:
     tool_call_parser: str = ""  # --tool-call-parser ("": none)
     enable_auto_tool_choice: bool = False  # --enable-auto-tool-choice
     reasoning_parser: str = ""  # --reasoning-parser ("": none)
+    # --tool-strict-level: vLLM's floor for tool-call structural tags (auto,
+    # function, parameter); the vLLM parsers read it, the fake ignores it.
+    tool_strict_level: str = "auto"
 
 
 @dataclasses.dataclass
@@ -37,6 +40,7 @@ class ParseSpec:
     tool_choice: str | dict[str, Any] | None = None  # None: not given
     parallel_tool_calls: bool | None = None
     template_kwargs: dict[str, Any] = dataclasses.field(default_factory=dict)
+    include_reasoning: bool = True  # vLLM's request field (false: reasoning text left out)
 
 
 @dataclasses.dataclass
@@ -117,3 +121,48 @@ class ChatParsers(Protocol):
         configured). Raises InvalidArgument where vLLM answers 400 (a
         tool_choice the flags do not allow)."""
         ...
+
+
+class _HiddenReasoningChoice:
+    """A choice's stream parser with its reasoning text dropped: a delta of
+    reasoning alone becomes None (nothing released, as vLLM's parse_delta)."""
+
+    def __init__(self, inner: ChoiceParser):
+        self._inner = inner
+
+    def delta(self, text: str, ids: list[int], *, finished: bool) -> ParsedDelta | None:
+        out = self._inner.delta(text, ids, finished=finished)
+        if out is None or out.reasoning is None:
+            return out
+        if out.content is None and not out.tool_calls:
+            return None
+        return dataclasses.replace(out, reasoning=None)
+
+    @property
+    def tool_finish(self) -> bool:
+        return self._inner.tool_finish
+
+
+class HiddenReasoning:
+    """A request's parsing with `include_reasoning: false` (vLLM's request
+    field): the reasoning is generated and parsed but its text is left out
+    of messages and deltas, and structured outputs apply from the first
+    generated token (vLLM's resolve_reasoning_ended). Text only, as all
+    parsing: token ids and logprobs still go out when asked (vLLM drops
+    them with the reasoning; tokenwire's contract is every sampled id)."""
+
+    def __init__(self, inner: RequestParsers):
+        self._inner = inner
+
+    def adjust(self, params: Sampling) -> None:
+        self._inner.adjust(params)
+
+    def engine_reasoning(self, prompt_ids: list[int]
+                         ) -> tuple[bool | None, dict[str, Any] | None]:
+        return True, self._inner.engine_reasoning(prompt_ids)[1]
+
+    def stream_parser(self, prompt_ids: list[int]) -> ChoiceParser:
+        return _HiddenReasoningChoice(self._inner.stream_parser(prompt_ids))
+
+    def parse(self, text: str, ids: list[int], prompt_ids: list[int]) -> ParsedMessage:
+        return dataclasses.replace(self._inner.parse(text, ids, prompt_ids), reasoning=None)

@@ -129,6 +129,13 @@ class ServerSettings:
     return_tokens_as_token_ids: bool = _own(
         False, "spell logprob tokens \"token_id:N\" when a chat or completions request does "
                "not set return_tokens_as_token_ids itself (vLLM's flag)")
+    exclude_tools_when_tool_choice_none: bool = _own(
+        False, "render no tools into the chat template when a request's tool_choice is "
+               "\"none\" (vLLM's flag; chat, Responses and Messages)")
+    tool_strict_level: Literal["auto", "function", "parameter"] = _own(
+        "auto", "floor for tool-call structural tags (vLLM's flag): auto (from tool_choice and "
+                "each tool's `strict`), function (the call envelope of every request with "
+                "tools), parameter (also every tool's argument schema)")
     enable_force_include_usage: bool = _own(
         False, "every chat and completions stream carries usage, on each chunk and a final "
                "usage chunk, as if stream_options asked for both (vLLM's flag)")
@@ -251,7 +258,7 @@ class ServerSettings:
         """The parser flags (--tool-call-parser, --enable-auto-tool-choice,
         --reasoning-parser) for Engine.chat_parsers."""
         return ParserConfig(self.tool_call_parser, self.enable_auto_tool_choice,
-                            self.reasoning_parser)
+                            self.reasoning_parser, self.tool_strict_level)
 
     def api_keys(self) -> tuple[str, ...]:
         """Every inference key of --api-key (each accepted)."""

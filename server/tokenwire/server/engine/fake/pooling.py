@@ -5,12 +5,19 @@ first ones as a matryoshka model does (any 1..DIMENSIONS); classification
 scores LABELS' classes from the ids, softmaxed unless use_activation is
 false, labelled by the top class; token-level tasks answer a row per
 token (the same over the ids up to it). The model's pooling task is the
-first of `pool_tasks`, the only one served (vLLM's rule)."""
+first of `pool_tasks`, the only one served (vLLM's rule).
+
+Scoring as vLLM's: a classifier with one label (`labels`) is a
+cross-encoder (the pair's prompt: the query's ids with BOS, then the
+document's, segment ids 0 then 1; the score its sigmoid), an embedding
+model a bi-encoder (cosine), a token-embedding one late-interaction
+(MaxSim)."""
 
 from __future__ import annotations
 
 import asyncio
 import math
+from typing import Any
 
 from tokenwire.server.core.domain import PoolOutput, PoolRequest
 from tokenwire.server.core.errors import InvalidArgument
@@ -35,11 +42,15 @@ def fake_embedding(ids: list[int], dimensions: int | None = None,
     return raw[:dimensions] if dimensions else raw
 
 
-def fake_scores(ids: list[int], activation: bool = True) -> list[float]:
-    """What FakePooling answers for a classification of `ids`."""
-    raw = [3 * x for x in _raw(list(reversed(ids)), len(LABELS))]
+def fake_scores(ids: list[int], activation: bool = True, count: int = len(LABELS)
+                ) -> list[float]:
+    """What FakePooling answers for a classification of `ids` (`count`
+    classes; one class: a cross-encoder's score, sigmoid as vLLM's)."""
+    raw = [3 * x for x in _raw(list(reversed(ids)), count)]
     if not activation:
         return raw
+    if count == 1:
+        return [1 / (1 + math.exp(-raw[0]))]
     top = max(raw)
     exps = [math.exp(x - top) for x in raw]
     return [x / sum(exps) for x in exps]
@@ -51,6 +62,39 @@ class FakePooling:
     pooling = False
     pool_delay = 0.0  # seconds an input takes (cancellation tests)
     pool_tasks: tuple[str, ...] = ("embed", "classify", "token_embed", "token_classify")
+    labels: tuple[str, ...] = LABELS  # the classifier's; one: a cross-encoder
+
+    async def score_type(self) -> str | None:
+        if not self.pooling:
+            return None
+        task = self.pool_tasks[0]
+        if task == "classify":
+            return "cross-encoder" if len(self.labels) == 1 else None
+        return {"embed": "bi-encoder", "token_embed": "late-interaction"}.get(task)
+
+    def score_prompt(self, query: str, document: str, *, max_query_tokens: int = 0,
+                     max_doc_tokens: int = 0, template_kwargs: dict[str, Any] | None = None,
+                     ) -> tuple[list[int], list[int] | None]:
+        if max_query_tokens:
+            query = self.truncate_text(query, max_query_tokens)
+        if max_doc_tokens:
+            document = self.truncate_text(document, max_doc_tokens)
+        first = self.encode(query, add_special_tokens=True)  # type: ignore[attr-defined]
+        second = self.encode(document, add_special_tokens=False)  # type: ignore[attr-defined]
+        return first + second, [0] * len(first) + [1] * len(second)
+
+    def truncate_text(self, text: str, max_tokens: int) -> str:
+        ids = self.encode(text, add_special_tokens=False)  # type: ignore[attr-defined]
+        return str(self.decode(ids[:max_tokens]))  # type: ignore[attr-defined]
+
+    def similarity(self, query: PoolOutput, document: PoolOutput) -> float:
+        if query.rows is not None and document.rows is not None:  # MaxSim
+            return sum(max(sum(a * b for a, b in zip(q, d, strict=True)) for d in document.rows)
+                       for q in query.rows)
+        dot = sum(a * b for a, b in zip(query.data, document.data, strict=True))
+        norms = (math.sqrt(sum(a * a for a in query.data))
+                 * math.sqrt(sum(b * b for b in document.data)))
+        return dot / norms if norms else 0.0
 
     async def pool(self, request: PoolRequest) -> PoolOutput:
         if request.dimensions is not None and not 1 <= request.dimensions <= DIMENSIONS:
@@ -71,8 +115,11 @@ class FakePooling:
             rows = [one(ids[:k + 1], activation) for k in range(len(ids))]
             return PoolOutput([x for row in rows for x in row], rows=rows)
         if task == "classify":
-            scores = fake_scores(request.prompt_token_ids, activation)
-            return PoolOutput(scores, LABELS[scores.index(max(scores))])
+            ids = request.prompt_token_ids
+            if request.token_type_ids is not None:  # the segments count, as a BERT's do
+                ids = [t + 7 * s for t, s in zip(ids, request.token_type_ids, strict=True)]
+            scores = fake_scores(ids, activation, len(self.labels))
+            return PoolOutput(scores, self.labels[scores.index(max(scores))])
         return PoolOutput(fake_embedding(request.prompt_token_ids, request.dimensions,
                                          activation))
 

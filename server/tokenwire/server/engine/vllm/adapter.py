@@ -46,6 +46,7 @@ from tokenwire.server.engine.vllm.mm_features import (
     media_features_json,
 )
 from tokenwire.server.engine.vllm.parsers import VllmChatParsers, import_plugins
+from tokenwire.server.engine.vllm.scoring import VllmScoring, type_ids_extra
 
 log = logging.getLogger("tokenwire.engine")
 
@@ -91,6 +92,7 @@ class VllmEngine(VllmControl):
         self.chat_parsers(settings.parser_config())  # an unusable parser fails the start
         self._max_token_chars = self._tok.max_token_chars()
         self._media = VllmMultimodal(self._llm)
+        self._scoring = VllmScoring(self._llm, defaults.template)
         self._loras: dict[str, Any] = {}
         self._replaced_loras: list[Any] = []
         self._sampling_defaults = dict(self._llm.model_config.get_diff_sampling_param())
@@ -246,6 +248,8 @@ class VllmEngine(VllmControl):
         params = PoolingParams(task=task,  # type: ignore[arg-type]  # (checked: the model's)
                                dimensions=request.dimensions,
                                use_activation=request.use_activation)
+        if request.token_type_ids is not None:  # a cross-encoder pair's segments
+            params.extra_kwargs = type_ids_extra(request.token_type_ids)
         try:  # vLLM's own rules (the model's tasks, matryoshka dimensions) before it runs
             params.verify(config)
         except Exception as exc:  # (vLLM's VLLMValidationError, a ValueError elsewhere)
@@ -279,6 +283,22 @@ class VllmEngine(VllmControl):
             names = getattr(config.hf_config, "id2label", None) or {}
             label = names.get(max(range(len(data)), key=data.__getitem__))
         return PoolOutput(data, label)
+
+    async def score_type(self) -> str | None:
+        return await self._scoring.score_type()
+
+    def score_prompt(self, query: str, document: str, *, max_query_tokens: int = 0,
+                     max_doc_tokens: int = 0, template_kwargs: dict[str, Any] | None = None,
+                     ) -> tuple[list[int], list[int] | None]:
+        return self._scoring.score_prompt(query, document, max_query_tokens=max_query_tokens,
+                                          max_doc_tokens=max_doc_tokens,
+                                          template_kwargs=template_kwargs)
+
+    def truncate_text(self, text: str, max_tokens: int) -> str:
+        return self._scoring.truncate_text(text, max_tokens)
+
+    def similarity(self, query: PoolOutput, document: PoolOutput) -> float:
+        return self._scoring.similarity(query, document)
 
     def num_unfinished_requests(self) -> int:
         return int(self._llm.get_num_unfinished_requests())

@@ -48,10 +48,8 @@ FRONTEND: dict[str, str] = {
     # refused
     "trust_request_mm_kwargs": "per-request mm_processor_kwargs are not taken (images: "
                                "docs/multimodal.md): drop it",
-    "exclude_tools_when_tool_choice_none": "not supported: leave `tools` out of requests whose "
-                                           "tool_choice is none",
-    "tool_strict_level": "not supported: tool calls follow the configured --tool-call-parser "
-                         "(required and named tool_choice are constrained)",
+    "exclude_tools_when_tool_choice_none": HONOURED,
+    "tool_strict_level": HONOURED,
     "tool_server": "built-in tool servers are not supported: run tools in the client",
     "max_log_len": _NO_LOG,
     "enable_per_request_metrics": "not supported: tokenwire's metrics are on --metrics-port",
@@ -101,7 +99,7 @@ FRONTEND: dict[str, str] = {
                                  "the request either way)",
     "disable_fastapi_docs": "no docs pages are served: drop it",
     "enable_offline_docs": "no docs pages are served: drop it",
-    "enable_flash_late_interaction": "pooling and scoring models are not served: drop it",
+    "enable_flash_late_interaction": "late-interaction (ColBERT) scoring is not served: drop it",
 }
 
 

@@ -83,6 +83,7 @@ class VllmChatParsers:
             enable_auto_tools=config.enable_auto_tool_choice,
             model_name=getattr(model_config, "model", None),
             is_harmony=getattr(hf_config, "model_type", None) == "gpt_oss",
+            tool_strict_level=config.tool_strict_level,
             tokenizer=tokenizer,
         )
         # vLLM parses tool calls only with --enable-auto-tool-choice and a parser.
@@ -128,6 +129,8 @@ class VllmRequestParsers:
             body["parallel_tool_calls"] = spec.parallel_tool_calls
         if spec.template_kwargs:
             body["chat_template_kwargs"] = spec.template_kwargs
+        if not spec.include_reasoning:
+            body["include_reasoning"] = False
         try:
             self.request = ChatCompletionRequest.model_validate(body)
         except ValueError as exc:  # pydantic's ValidationError is one

@@ -25,7 +25,7 @@ from tokenwire.server.core.domain import (
     StructuredOutput,
 )
 from tokenwire.server.core.errors import InvalidArgument
-from tokenwire.server.core.parsing import ParseSpec, RequestParsers
+from tokenwire.server.core.parsing import HiddenReasoning, ParseSpec, RequestParsers
 from tokenwire.server.core.settings import ServerSettings
 from tokenwire.server.inference.chat.media import ChatMedia, refuse_raw_prompt
 from tokenwire.server.inference.shared import sampling
@@ -135,6 +135,7 @@ def parsing_of(req: chat_pb2.CreateChatCompletionRequest, engine: Engine,
         parallel_tool_calls=(req.parallel_tool_calls if req.HasField("parallel_tool_calls")
                              else None),
         template_kwargs=options.template_kwargs,
+        include_reasoning=(req.include_reasoning if req.HasField("include_reasoning") else True),
     )
     parsers = engine.chat_parsers(settings.parser_config())
     if parsers is None:
@@ -145,7 +146,10 @@ def parsing_of(req: chat_pb2.CreateChatCompletionRequest, engine: Engine,
                 f"tool_choice={_choice_text(choice)} requires --tool-call-parser to be set",
                 param="tool_choice", reason="FEATURE_DISABLED")
         return None
-    return parsers.for_request(spec)
+    parsing = parsers.for_request(spec)
+    if parsing is not None and not spec.include_reasoning:
+        return HiddenReasoning(parsing)
+    return parsing
 
 
 def _choice_text(choice: str | dict[str, Any]) -> str:
@@ -243,6 +247,11 @@ def build_chat_plan(
     parsing = parsing_of(req, engine, settings, options)
     if parsing is not None:
         parsing.adjust(params)  # structured outputs for required / named; special tokens
+    if (settings.exclude_tools_when_tool_choice_none and tools
+            and req.tool_choice.WhichOneof("kind") == "string_value"
+            and req.tool_choice.string_value == "none"):
+        # vLLM's --exclude-tools-when-tool-choice-none: the template renders no tools
+        options = dataclasses.replace(options, tools=None)
 
     # The prompt: token ids as given, raw text, or the rendered template.
     if given_ids:

@@ -46,7 +46,7 @@ def _embedding_options(req: Any) -> tuple[str, int | None]:
     return encoding, req.dimensions if req.HasField("dimensions") else None
 
 
-def _kept(req: Any, engine: Engine) -> tuple[int | None, str]:
+def kept(req: Any, engine: Engine) -> tuple[int | None, str]:
     side = req.truncation_side or "right"
     if side not in SIDES:
         raise InvalidArgument(f"truncation_side must be one of {list(SIDES)}, got {side!r}",
@@ -82,7 +82,7 @@ def build_pool_plan(req: Any, engine: Engine, settings: ServerSettings, *, task:
     fields = req.DESCRIPTOR.fields_by_name
     encoding, dimensions = (_embedding_options(req) if "encoding_format" in fields
                             else ("float", None))
-    keep, side = _kept(req, engine)
+    keep, side = kept(req, engine)
     add_special = req.add_special_tokens if req.HasField("add_special_tokens") else True
     # With truncation, an input may be longer than the window before it is
     # cut (as vLLM's), up to 4 windows: no caller makes the server tokenize

@@ -16,7 +16,7 @@ from typing import Any
 
 from google.protobuf import struct_pb2
 
-from tokenwire.server.core.domain import Caller, Engine, PoolOutput
+from tokenwire.server.core.domain import Caller, Engine, PoolOutput, PoolRequest
 from tokenwire.server.core.settings import ServerSettings
 from tokenwire.server.inference.pooling.request import PoolPlan, build_pool_plan
 from tokenwire.v1 import common_pb2, embeddings_pb2
@@ -31,8 +31,10 @@ def _value(vector: list[float], encoding: str) -> struct_pb2.Value:
     return listed
 
 
-async def run_pool(plan: PoolPlan, engine: Engine) -> list[PoolOutput]:
-    tasks = [asyncio.ensure_future(engine.pool(r)) for r in plan.requests]
+async def run_pool(requests: list[PoolRequest], engine: Engine) -> list[PoolOutput]:
+    """Every input pooled at once (the engine batches them); the first
+    error, or the call's cancellation, cancels the others."""
+    tasks = [asyncio.ensure_future(engine.pool(r)) for r in requests]
     try:
         return list(await asyncio.gather(*tasks))
     except BaseException:  # the first error (or the call's cancellation) ends the others
@@ -49,7 +51,7 @@ async def _pooled(req: Any, response: Any, engine: Engine, settings: ServerSetti
     the header and usage every pooling answer has, and the outputs."""
     plan = build_pool_plan(req, engine, settings, task=task, served_model=served_model,
                            caller=caller)
-    found = await run_pool(plan, engine)
+    found = await run_pool(plan.requests, engine)
     tokens = sum(len(r.prompt_token_ids) for r in plan.requests)
     resp = response(id=plan.id, object="list", created=int(time.time()), model=plan.model,
                     usage=common_pb2.Usage(prompt_tokens=tokens, completion_tokens=0,

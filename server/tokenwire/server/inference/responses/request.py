@@ -29,7 +29,8 @@ DETAILS = frozenset({"auto", "low", "high", "original"})  # input_image.detail: 
 SAME_OPTIONAL = ("temperature", "top_p", "top_logprobs", "parallel_tool_calls", "top_k",
                  "min_p", "repetition_penalty", "seed", "presence_penalty",
                  "frequency_penalty", "ignore_eos", "skip_special_tokens",
-                 "include_stop_str_in_output", "priority", "return_token_ids")
+                 "include_stop_str_in_output", "priority", "return_token_ids",
+                 "include_reasoning")
 SAME_PLAIN = ("model", "user", "cache_salt", "request_id", "session_id")
 # A chat field's name as the Responses request spells it (errors name it so).
 PARAMS = {"max_tokens": "max_output_tokens", "max_completion_tokens": "max_output_tokens",

@@ -1,0 +1,88 @@
+"""Scoring on a pooling model with vLLM's own pieces (its /score and
+/rerank, vllm/entrypoints/pooling/scoring/): the score type vLLM serves for
+the model (`enable_scoring_api`, `SCORE_TYPE_MAP`), a cross-encoder's pair
+prompt from vLLM's CrossEncoderIOProcessor (the model's score template,
+the server's --chat-template as a score template, the tokenizer's text
+pair, or the texts joined; its per-query / per-document cuts), and the
+bi-encoder's cosine and late-interaction's MaxSim as vLLM computes them.
+Part of the engine adapter (imports vLLM)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from tokenwire.server.core import errors
+from tokenwire.server.core.domain import PoolOutput
+
+
+class VllmScoring:
+    def __init__(self, llm: Any, chat_template: str | None):
+        self._llm = llm
+        self._chat_template = chat_template
+        self._cross: Any = None  # vLLM's CrossEncoderIOProcessor, made on first use
+
+    async def score_type(self) -> str | None:
+        from vllm.entrypoints.pooling.utils import enable_scoring_api
+        from vllm.tasks import SCORE_TYPE_MAP
+
+        config = self._llm.model_config
+        if str(getattr(config, "runner_type", "")) != "pooling":
+            return None
+        tasks = await self._llm.get_supported_tasks()
+        if not enable_scoring_api(tasks, config):
+            return None
+        if config.architecture == "JinaForRanking":  # its own scorer: not served here
+            return "jina-reranking"
+        return SCORE_TYPE_MAP.get(config.get_pooling_task(tasks))
+
+    def _processor(self) -> Any:
+        if self._cross is None:
+            from vllm.entrypoints.pooling.scoring.io_processor import CrossEncoderIOProcessor
+            from vllm.renderers.chat_utils import ChatTemplateConfig
+
+            self._cross = CrossEncoderIOProcessor(
+                vllm_config=self._llm.vllm_config, renderer=self._llm.renderer,
+                chat_template_config=ChatTemplateConfig(chat_template=self._chat_template))
+        return self._cross
+
+    def score_prompt(self, query: str, document: str, *, max_query_tokens: int = 0,
+                     max_doc_tokens: int = 0, template_kwargs: dict[str, Any] | None = None,
+                     ) -> tuple[list[int], list[int] | None]:
+        processor = self._processor()
+        try:
+            _, prompt = processor.get_score_prompt(
+                data_1=query, data_2=document,
+                encode_kwargs={"add_special_tokens": True},
+                chat_template=self._chat_template, max_tokens_per_query=max_query_tokens,
+                max_tokens_per_doc=max_doc_tokens, chat_template_kwargs=template_kwargs)
+        except ValueError as exc:  # vLLM's: reserved template kwargs, an empty template
+            raise errors.InvalidArgument(f"chat_template_kwargs: {exc}",
+                                         param="chat_template_kwargs",
+                                         reason="INVALID_FORMAT") from exc
+        types = prompt.get("token_type_ids")
+        return list(prompt["prompt_token_ids"]), None if types is None else list(types)
+
+    def truncate_text(self, text: str, max_tokens: int) -> str:
+        from vllm.entrypoints.pooling.scoring.utils import truncate_text_to_tokens
+
+        return str(truncate_text_to_tokens(text, self._llm.get_tokenizer(), max_tokens))
+
+    @staticmethod
+    def similarity(query: PoolOutput, document: PoolOutput) -> float:
+        import torch
+        import torch.nn.functional as F
+        from vllm.entrypoints.pooling.scoring.utils import compute_maxsim_score
+
+        if query.rows is not None and document.rows is not None:  # token embeddings
+            return float(compute_maxsim_score(torch.tensor(query.rows),
+                                              torch.tensor(document.rows)).item())
+        return float(F.cosine_similarity(torch.tensor(query.data), torch.tensor(document.data),
+                                         dim=0).item())
+
+
+def type_ids_extra(token_type_ids: list[int]) -> dict[str, Any]:
+    """The PoolingParams extra_kwargs that carry a pair's segment ids to the
+    model (vLLM's compressed form)."""
+    from vllm.entrypoints.pooling.scoring.utils import compress_token_type_ids
+
+    return {"compressed_token_type_ids": compress_token_type_ids(token_type_ids)}
