@@ -4,8 +4,9 @@ here) served by `tokenwire serve --runner pooling`. Each pair's score is
 the model's own (Hugging Face: the sigmoid of the logit of the
 tokenizer's text pair, segment ids included) for 1:N and N:N, rerank orders
 the documents by it and keeps top_n, max_tokens_per_doc cuts the document
-as vLLM does, truncation cuts the pair; a generation request is refused and
-the server serves on. (The bi-encoder: test_pooling_engine.py.)"""
+as vLLM does, truncation is the tokenizer's (special tokens kept); a
+generation request is refused and the server serves on. (The bi-encoder:
+test_pooling_engine.py.)"""
 
 from __future__ import annotations
 
@@ -38,13 +39,15 @@ def reranker(tmp_path_factory) -> collections.abc.Iterator[tuple[Path, object]]:
         assert server.stop(120) == 0, server.log_tail()
 
 
-def hf_score(folder: Path, query: str, document: str, segments: bool = True) -> float:
+def hf_score(folder: Path, query: str, document: str, segments: bool = True,
+             max_length: int | None = None) -> float:
     import torch
     from transformers import AutoTokenizer, BertForSequenceClassification
 
     tokenizer = AutoTokenizer.from_pretrained(str(folder))
     model = BertForSequenceClassification.from_pretrained(str(folder)).eval()
-    inputs = tokenizer(query, document, return_tensors="pt")
+    inputs = tokenizer(query, document, return_tensors="pt", truncation=max_length is not None,
+                       max_length=max_length)
     if not segments:
         inputs["token_type_ids"] = torch.zeros_like(inputs["token_type_ids"])
     with torch.no_grad():
@@ -97,6 +100,10 @@ def test_rerank_and_cuts(reranker) -> None:
         {"queries": QUERY, "documents": DOCS[0], "truncate_prompt_tokens": 12},
         embeddings_pb2.ScoreRequest()), timeout=120)
     assert short.usage.prompt_tokens == 12
+    # vLLM's: the tokenizer truncates the pair (the longer text first, both
+    # [SEP]s kept), not the ids
+    assert math.isclose(short.data[0].score, hf_score(folder, QUERY, DOCS[0], max_length=12),
+                        abs_tol=1e-4)
 
 
 def test_generation_is_refused_and_it_serves_on(reranker) -> None:

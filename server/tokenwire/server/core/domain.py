@@ -12,6 +12,7 @@ from typing import TYPE_CHECKING, Any, Protocol
 
 # The media types, engine-neutral too (core/media_inputs.py), named here as well.
 from tokenwire.server.core.media_inputs import FeatureItem, MediaPart, MultimodalPrompt
+from tokenwire.server.core.pooling import PoolingEngine
 
 if TYPE_CHECKING:
     from tokenwire.server.core.parsing import ChatParsers, ParserConfig
@@ -113,37 +114,6 @@ class EngineRequest:
     reasoning_kwargs: dict[str, Any] | None = None
     # The prompt's media (its ids are prompt_token_ids, expanded): None for text.
     multimodal: MultimodalPrompt | None = None
-
-
-@dataclasses.dataclass
-class PoolRequest:
-    """One input of an embeddings or classification call, for a pooling model."""
-
-    request_id: str
-    prompt_token_ids: list[int]
-    # vLLM's pooling task ("embed", "classify", "token_embed", "token_classify");
-    # "": the model's default task
-    task: str = "embed"
-    only_pooling_task: bool = False  # (/pooling) the task must be the model's pooling task
-    dimensions: int | None = None  # matryoshka truncation; None: the model's size
-    use_activation: bool | None = None  # normalization / softmax; None: the model's
-    priority: int = 0
-    lora: str | None = None
-    tenant: str | None = None
-    # A cross-encoder pair's segment ids (BERT-style: 0 query, 1 document),
-    # one per prompt id; None: the model takes none.
-    token_type_ids: list[int] | None = None
-
-
-@dataclasses.dataclass
-class PoolOutput:
-    """A pooled input: its embedding, or its class scores and the top
-    class's label (None when the model names none); a token-level task's
-    output is `rows`, one list per token (then `data` is every row in order)."""
-
-    data: list[float]
-    label: str | None = None
-    rows: list[list[float]] | None = None
 
 
 @dataclasses.dataclass
@@ -249,7 +219,7 @@ class RenderOptions:
     max_text_chars: int | None = None  # refuse a rendered text longer than this before tokenizing
 
 
-class Engine(Protocol):
+class Engine(PoolingEngine, Protocol):
     """What the serving layer needs from an engine (vLLM or a fake)."""
 
     @property
@@ -270,43 +240,6 @@ class Engine(Protocol):
 
     def generate(self, request: EngineRequest) -> AsyncIterator[EngineOutput]:
         """Run a request; cancelling the consumer aborts it in the engine."""
-        ...
-
-    @property
-    def pooling(self) -> bool:
-        """The engine runs a pooling model (vLLM's --runner pooling): it
-        embeds or classifies, it does not generate."""
-        ...
-
-    async def pool(self, request: PoolRequest) -> PoolOutput:
-        """The input pooled for its task; cancelling aborts it in the engine.
-        INVALID_ARGUMENT for parameters the model refuses (`dimensions`, a
-        task the model does not serve)."""
-        ...
-
-    async def score_type(self) -> str | None:
-        """How the pooling model scores a query and a document (vLLM's score
-        types): "cross-encoder" (a classifier with one label runs the pair),
-        "bi-encoder" (the cosine of two embeddings), "late-interaction"
-        (MaxSim of token embeddings); None: it does not score."""
-        ...
-
-    def score_prompt(self, query: str, document: str, *, max_query_tokens: int = 0,
-                     max_doc_tokens: int = 0, template_kwargs: dict[str, Any] | None = None,
-                     ) -> tuple[list[int], list[int] | None]:
-        """A cross-encoder's prompt of the pair as vLLM makes it (the score
-        template, the tokenizer's text pair, or the texts joined) with its
-        segment ids (None: the model takes none)."""
-        ...
-
-    def truncate_text(self, text: str, max_tokens: int) -> str:
-        """`text` cut to its first `max_tokens` tokens, at a character
-        boundary (vLLM's max_tokens_per_query / max_tokens_per_doc)."""
-        ...
-
-    def similarity(self, query: PoolOutput, document: PoolOutput) -> float:
-        """The score of two pooled texts: the cosine of two embeddings, or
-        MaxSim of two token-embedding outputs (as vLLM computes them)."""
         ...
 
     def num_unfinished_requests(self) -> int: ...

@@ -22,14 +22,13 @@ from tokenwire.server.core.domain import (
     Engine,
     EngineOutput,
     EngineRequest,
-    PoolOutput,
-    PoolRequest,
     RenderOptions,
     adapter_spans,
 )
 from tokenwire.server.core.errors import FailedPrecondition
 from tokenwire.server.core.media_inputs import FeatureItem, MediaPart, MultimodalPrompt
 from tokenwire.server.core.metrics import Metrics, current_access
+from tokenwire.server.core.pooling import PoolOutput, PoolRequest
 from tokenwire.server.core.serving_state import ServingState
 from tokenwire.server.core.weight_bounds import version_salt
 

@@ -19,8 +19,8 @@ import asyncio
 import math
 from typing import Any
 
-from tokenwire.server.core.domain import PoolOutput, PoolRequest
 from tokenwire.server.core.errors import InvalidArgument
+from tokenwire.server.core.pooling import PoolOutput, PoolRequest
 from tokenwire.server.core.validation import check_pooling_task
 
 DIMENSIONS = 8
@@ -72,8 +72,20 @@ class FakePooling:
             return "cross-encoder" if len(self.labels) == 1 else None
         return {"embed": "bi-encoder", "token_embed": "late-interaction"}.get(task)
 
+    def _cut(self, ids: list[int], truncate: int | None, side: str | None) -> slice:
+        keep = self.max_model_len if truncate == -1 else truncate  # type: ignore[attr-defined]
+        if keep is None or len(ids) <= keep:
+            return slice(None)
+        return slice(len(ids) - keep, None) if side == "left" else slice(None, keep)
+
+    def pooling_tokens(self, text: str, *, add_special_tokens: bool, truncate: int | None,
+                       side: str | None) -> list[int]:
+        ids = self.encode(text, add_special_tokens=add_special_tokens)  # type: ignore[attr-defined]
+        return list(ids[self._cut(ids, truncate, side)])
+
     def score_prompt(self, query: str, document: str, *, max_query_tokens: int = 0,
                      max_doc_tokens: int = 0, template_kwargs: dict[str, Any] | None = None,
+                     truncate: int | None = None, side: str | None = None,
                      ) -> tuple[list[int], list[int] | None]:
         if max_query_tokens:
             query = self.truncate_text(query, max_query_tokens)
@@ -81,7 +93,9 @@ class FakePooling:
             document = self.truncate_text(document, max_doc_tokens)
         first = self.encode(query, add_special_tokens=True)  # type: ignore[attr-defined]
         second = self.encode(document, add_special_tokens=False)  # type: ignore[attr-defined]
-        return first + second, [0] * len(first) + [1] * len(second)
+        ids, types = first + second, [0] * len(first) + [1] * len(second)
+        cut = self._cut(ids, truncate, side)
+        return ids[cut], types[cut]
 
     def truncate_text(self, text: str, max_tokens: int) -> str:
         ids = self.encode(text, add_special_tokens=False)  # type: ignore[attr-defined]

@@ -18,12 +18,11 @@ from tokenwire.server.core import errors, tracing, validation
 from tokenwire.server.core.domain import (
     EngineOutput,
     EngineRequest,
-    PoolOutput,
-    PoolRequest,
     RenderOptions,
 )
 from tokenwire.server.core.media_inputs import FeatureItem, MediaPart, MultimodalPrompt
 from tokenwire.server.core.parsing import ParserConfig
+from tokenwire.server.core.pooling import PoolOutput, PoolRequest
 from tokenwire.server.core.settings import ServerSettings
 from tokenwire.server.engine.tokenizer_ops import ChatTemplateDefaults, TokenizerOps
 from tokenwire.server.engine.vllm.args import (
@@ -287,12 +286,19 @@ class VllmEngine(VllmControl):
     async def score_type(self) -> str | None:
         return await self._scoring.score_type()
 
+    def pooling_tokens(self, text: str, *, add_special_tokens: bool, truncate: int | None,
+                       side: str | None) -> list[int]:
+        return self._scoring.pooling_tokens(text, add_special_tokens=add_special_tokens,
+                                            truncate=truncate, side=side)
+
     def score_prompt(self, query: str, document: str, *, max_query_tokens: int = 0,
                      max_doc_tokens: int = 0, template_kwargs: dict[str, Any] | None = None,
+                     truncate: int | None = None, side: str | None = None,
                      ) -> tuple[list[int], list[int] | None]:
         return self._scoring.score_prompt(query, document, max_query_tokens=max_query_tokens,
                                           max_doc_tokens=max_doc_tokens,
-                                          template_kwargs=template_kwargs)
+                                          template_kwargs=template_kwargs, truncate=truncate,
+                                          side=side)
 
     def truncate_text(self, text: str, max_tokens: int) -> str:
         return self._scoring.truncate_text(text, max_tokens)

@@ -99,7 +99,8 @@ FRONTEND: dict[str, str] = {
                                  "the request either way)",
     "disable_fastapi_docs": "no docs pages are served: drop it",
     "enable_offline_docs": "no docs pages are served: drop it",
-    "enable_flash_late_interaction": "late-interaction (ColBERT) scoring is not served: drop it",
+    "enable_flash_late_interaction": "late interaction's MaxSim runs in the serving process "
+                                     "(the same scores): drop it",
 }
 
 

@@ -1,18 +1,23 @@
-"""Scoring on a pooling model with vLLM's own pieces (its /score and
-/rerank, vllm/entrypoints/pooling/scoring/): the score type vLLM serves for
-the model (`enable_scoring_api`, `SCORE_TYPE_MAP`), a cross-encoder's pair
-prompt from vLLM's CrossEncoderIOProcessor (the model's score template,
-the server's --chat-template as a score template, the tokenizer's text
-pair, or the texts joined; its per-query / per-document cuts), and the
-bi-encoder's cosine and late-interaction's MaxSim as vLLM computes them.
-Part of the engine adapter (imports vLLM)."""
+"""The inputs of vLLM's pooling routes and its scoring, with vLLM's own
+pieces (vllm/renderers/params.py, vllm/entrypoints/pooling/scoring/): a
+text tokenized as /v1/embeddings, /classify, /pooling and /score tokenize
+it (vLLM's TokenizeParams: an encoder's lowercasing; with
+truncate_prompt_tokens the tokenizer's own truncation, special tokens
+kept, or with a truncation_side the ids cut from it); the score type vLLM
+serves for the model (`enable_scoring_api`, `SCORE_TYPE_MAP`); a
+cross-encoder's pair prompt from vLLM's CrossEncoderIOProcessor (the
+model's score template, the server's --chat-template as a score template,
+the tokenizer's text pair with its segment ids, or the texts joined; its
+per-query / per-document cuts; the pair's truncation); the bi-encoder's
+cosine and late interaction's MaxSim as vLLM computes them. Part of the
+engine adapter (imports vLLM)."""
 
 from __future__ import annotations
 
 from typing import Any
 
 from tokenwire.server.core import errors
-from tokenwire.server.core.domain import PoolOutput
+from tokenwire.server.core.pooling import PoolOutput
 
 
 class VllmScoring:
@@ -45,22 +50,63 @@ class VllmScoring:
                 chat_template_config=ChatTemplateConfig(chat_template=self._chat_template))
         return self._cross
 
+    def _params(self, add_special_tokens: bool, truncate: int | None, side: str | None
+                ) -> Any:
+        """vLLM's TokenizeParams of a pooling request (its
+        _build_pooling_tok_params): the window, no output, the encoder's case."""
+        from vllm.renderers import TokenizeParams
+
+        config = self._llm.model_config
+        return TokenizeParams(
+            max_total_tokens=int(config.max_model_len), max_output_tokens=0,
+            truncate_prompt_tokens=truncate, truncation_side=side,  # type: ignore[arg-type]
+            do_lower_case=bool((config.encoder_config or {}).get("do_lower_case", False)),
+            add_special_tokens=add_special_tokens)
+
+    def pooling_tokens(self, text: str, *, add_special_tokens: bool, truncate: int | None,
+                       side: str | None) -> list[int]:
+        from vllm.exceptions import VLLMValidationError
+
+        tokenizer = self._llm.get_tokenizer()
+        params = self._params(add_special_tokens, truncate, side)
+        try:
+            text = params.apply_pre_tokenization(tokenizer, {"prompt": text})["prompt"]
+            ids = tokenizer.encode(text, **params.get_encode_kwargs())
+            out = params.apply_post_tokenization(tokenizer, {"prompt_token_ids": ids})
+        except VLLMValidationError as exc:  # too long for the window
+            raise errors.InvalidArgument(str(exc), reason="PROMPT_TOO_LONG") from exc
+        return list(out["prompt_token_ids"])
+
     def score_prompt(self, query: str, document: str, *, max_query_tokens: int = 0,
                      max_doc_tokens: int = 0, template_kwargs: dict[str, Any] | None = None,
+                     truncate: int | None = None, side: str | None = None,
                      ) -> tuple[list[int], list[int] | None]:
+        from vllm.exceptions import VLLMValidationError
+
         processor = self._processor()
+        params = self._params(True, truncate, side)
         try:
             _, prompt = processor.get_score_prompt(
-                data_1=query, data_2=document,
-                encode_kwargs={"add_special_tokens": True},
+                data_1=query, data_2=document, encode_kwargs=params.get_encode_kwargs(),
                 chat_template=self._chat_template, max_tokens_per_query=max_query_tokens,
                 max_tokens_per_doc=max_doc_tokens, chat_template_kwargs=template_kwargs)
+            types = prompt.pop("token_type_ids", None)
+            params.apply_post_tokenization(processor.tokenizer, prompt)
+        except VLLMValidationError as exc:  # too long for the window
+            raise errors.InvalidArgument(str(exc), reason="PROMPT_TOO_LONG") from exc
         except ValueError as exc:  # vLLM's: reserved template kwargs, an empty template
             raise errors.InvalidArgument(f"chat_template_kwargs: {exc}",
                                          param="chat_template_kwargs",
                                          reason="INVALID_FORMAT") from exc
-        types = prompt.get("token_type_ids")
-        return list(prompt["prompt_token_ids"]), None if types is None else list(types)
+        ids = list(prompt["prompt_token_ids"])
+        if types is not None:  # cut with the ids, as vLLM's
+            from vllm.entrypoints.pooling.scoring.io_processor import (
+                _apply_post_tokenization_to_token_type_ids,
+            )
+
+            types = list(_apply_post_tokenization_to_token_type_ids(
+                processor.tokenizer, params, list(types)))
+        return ids, types
 
     def truncate_text(self, text: str, max_tokens: int) -> str:
         from vllm.entrypoints.pooling.scoring.utils import truncate_text_to_tokens

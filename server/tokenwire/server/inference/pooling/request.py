@@ -13,8 +13,9 @@ import dataclasses
 from typing import Any
 
 from tokenwire.server.core import validation as v
-from tokenwire.server.core.domain import Caller, Engine, PoolRequest
+from tokenwire.server.core.domain import Caller, Engine
 from tokenwire.server.core.errors import InvalidArgument
+from tokenwire.server.core.pooling import PoolRequest
 from tokenwire.server.core.settings import ServerSettings
 from tokenwire.server.inference.shared.identity import check_model, lora_of, new_request_id
 from tokenwire.server.inference.shared.prompts import prompts_of
@@ -63,6 +64,13 @@ def kept(req: Any, engine: Engine) -> tuple[int | None, str]:
     return keep, side
 
 
+def tokenize_cut(req: Any) -> tuple[int | None, str | None]:
+    """The body's truncate_prompt_tokens and truncation_side as vLLM's
+    tokenization takes them (None: not given; checked by `kept`)."""
+    truncate = req.truncate_prompt_tokens if req.HasField("truncate_prompt_tokens") else None
+    return truncate, req.truncation_side or None
+
+
 def _pooling_task(req: Any) -> str:
     if req.task and req.task not in TASKS:
         raise InvalidArgument(f"task must be one of {list(TASKS)} (or unset: the model's "
@@ -87,10 +95,15 @@ def build_pool_plan(req: Any, engine: Engine, settings: ServerSettings, *, task:
     # With truncation, an input may be longer than the window before it is
     # cut (as vLLM's), up to 4 windows: no caller makes the server tokenize
     # unbounded text.
+    # A text is tokenized as vLLM's pooling routes tokenize it (with
+    # truncation: the tokenizer's own, special tokens kept; an id list is cut).
+    truncate, given_side = tokenize_cut(req)
     prompts = prompts_of(req.input if req.HasField("input") else None, "input", engine,
                          add_special=add_special, most=settings.max_completion_prompts,
                          longest=None if keep is None else 4 * engine.max_model_len,
-                         generates=False)
+                         generates=False, encode=lambda text: engine.pooling_tokens(
+                             text, add_special_tokens=add_special, truncate=truncate,
+                             side=given_side))
     response_id = new_request_id(prefix, req.request_id, caller.request_id)
     priority = check_priority(req.priority, settings, caller)
     lora = lora_of(model, served_model)

@@ -15,15 +15,17 @@ from __future__ import annotations
 
 import dataclasses
 import time
-from typing import Any
+from collections.abc import Callable
+from typing import Any, TypeVar
 
 from google.protobuf import struct_pb2
 
 from tokenwire.server.core import validation as v
-from tokenwire.server.core.domain import Caller, Engine, PoolOutput, PoolRequest
+from tokenwire.server.core.domain import Caller, Engine
 from tokenwire.server.core.errors import FailedPrecondition, InvalidArgument
+from tokenwire.server.core.pooling import PoolOutput, PoolRequest
 from tokenwire.server.core.settings import ServerSettings
-from tokenwire.server.inference.pooling.request import kept
+from tokenwire.server.inference.pooling.request import kept, tokenize_cut
 from tokenwire.server.inference.pooling.service import run_pool
 from tokenwire.server.inference.shared.identity import check_model, lora_of, new_request_id
 from tokenwire.server.inference.shared.messages import struct_to_dict
@@ -33,6 +35,7 @@ from tokenwire.v1 import common_pb2, embeddings_pb2
 # vLLM's four spellings of a /score pair, in the order its request union tries them.
 PAIRS = (("queries", "documents"), ("queries", "items"), ("data_1", "data_2"),
          ("text_1", "text_2"))
+T = TypeVar("T")
 TASKS = {"cross-encoder": "classify", "bi-encoder": "embed", "late-interaction": "token_embed"}
 
 
@@ -121,6 +124,16 @@ def _per_text(req: Any, engine: Engine) -> tuple[int, int]:
     return out[0], out[1]
 
 
+def _named(param: str, make: Callable[..., T], *args: Any, **kwargs: Any) -> T:
+    """make(*args, **kwargs), its InvalidArgument naming `param` when it
+    names nothing."""
+    try:
+        return make(*args, **kwargs)
+    except InvalidArgument as exc:
+        exc.param = exc.param or param
+        raise
+
+
 def _template_kwargs(req: Any) -> dict[str, Any] | None:
     kwargs = (struct_to_dict(req.chat_template_kwargs) if req.HasField("chat_template_kwargs")
               else {})
@@ -163,7 +176,7 @@ async def build_score_plan(req: Any, engine: Engine, settings: ServerSettings, *
         first, queries, second, documents = _score_sides(req)
     _check_counts(first, queries, second, documents, settings.max_completion_prompts)
     per_query, per_doc = _per_text(req, engine)
-    keep, side = kept(req, engine)
+    keep, _ = kept(req, engine)
     # A text may exceed the window when it is cut (up to 4 windows, as
     # embeddings' inputs): no caller makes the server tokenize unbounded text.
     longest = engine.max_model_len * (4 if keep or per_query or per_doc else 1)
@@ -175,28 +188,28 @@ async def build_score_plan(req: Any, engine: Engine, settings: ServerSettings, *
               "lora": lora_of(model, served_model), "tenant": caller.tenant,
               "use_activation": req.use_activation if req.HasField("use_activation") else None}
 
-    def cut(param: str, ids: list[int], types: list[int] | None = None
-            ) -> tuple[list[int], list[int] | None]:
-        if keep is not None and len(ids) > keep:
-            part = slice(None, keep) if side == "right" else slice(len(ids) - keep, None)
-            ids, types = ids[part], None if types is None else types[part]
-        v.prompt_fits(param, len(ids), engine.max_model_len, generates=False)
-        return ids, types
-
+    cut = dict(zip(("truncate", "side"), tokenize_cut(req), strict=True))  # (checked: kept)
     prompts: list[tuple[list[int], list[int] | None]] = []
     if kind == "cross-encoder":
         kwargs = _template_kwargs(req)
         for i, document in enumerate(documents):
-            ids, types = engine.score_prompt(queries[0 if len(queries) == 1 else i], document,
-                                             max_query_tokens=per_query, max_doc_tokens=per_doc,
-                                             template_kwargs=kwargs)
-            prompts.append(cut(_item(second, documents, i), ids, types))
+            prompts.append(_named(
+                _item(second, documents, i), engine.score_prompt,
+                queries[0 if len(queries) == 1 else i], document, max_query_tokens=per_query,
+                max_doc_tokens=per_doc, template_kwargs=kwargs, **cut))
     else:
         for param, texts, most in ((first, queries, per_query), (second, documents, per_doc)):
             for i, text in enumerate(texts):
-                text = engine.truncate_text(text, most) if most else text
-                prompts.append(cut(_item(param, texts, i),
-                                   engine.encode(text, add_special_tokens=True)))
+                ids = _named(_item(param, texts, i), engine.pooling_tokens,
+                             engine.truncate_text(text, most) if most else text,
+                             add_special_tokens=True, **cut)
+                prompts.append((ids, None))
+    names = ([_item(second, documents, i) for i in range(len(documents))]
+             if kind == "cross-encoder" else
+             [_item(p, t, i) for p, t in ((first, queries), (second, documents))
+              for i in range(len(t))])
+    for param, (ids, _) in zip(names, prompts, strict=True):
+        v.prompt_fits(param, len(ids), engine.max_model_len, generates=False)
     requests = [PoolRequest(request_id=f"{response_id}-{i}", prompt_token_ids=ids,
                             token_type_ids=types, **common)
                 for i, (ids, types) in enumerate(prompts)]

@@ -16,7 +16,8 @@ from typing import Any
 
 from google.protobuf import struct_pb2
 
-from tokenwire.server.core.domain import Caller, Engine, PoolOutput, PoolRequest
+from tokenwire.server.core.domain import Caller, Engine
+from tokenwire.server.core.pooling import PoolOutput, PoolRequest
 from tokenwire.server.core.settings import ServerSettings
 from tokenwire.server.inference.pooling.request import PoolPlan, build_pool_plan
 from tokenwire.v1 import common_pb2, embeddings_pb2

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import dataclasses
 import math
+from collections.abc import Callable
 from typing import Any
 
 from google.protobuf import struct_pb2
@@ -49,22 +50,29 @@ def _ids(param: str, values: Any, engine: Engine, longest: int, generates: bool)
 
 
 def _text(param: str, text: str, engine: Engine, add_special: bool, longest: int,
-          generates: bool) -> list[int]:
+          generates: bool, encode: Callable[[str], list[int]] | None = None) -> list[int]:
     v.text_fits(param, len(text), longest, engine.max_token_chars)
     if not text:
         raise InvalidArgument(f"{param}: the prompt is empty", param=param, reason="PROMPT_EMPTY")
-    ids = engine.encode(text, add_special_tokens=add_special)
+    try:
+        ids = (engine.encode(text, add_special_tokens=add_special) if encode is None
+               else encode(text))
+    except InvalidArgument as exc:
+        exc.param = exc.param or param
+        raise
     v.prompt_fits(param, len(ids), longest, generates)
     return ids
 
 
 def prompts_of(value: struct_pb2.Value | None, param: str, engine: Engine, *,
                add_special: bool, most: int, longest: int | None = None,
-               generates: bool = True) -> list[Prompt]:
+               generates: bool = True, encode: Callable[[str], list[int]] | None = None,
+               ) -> list[Prompt]:
     """The prompts of `value` (the body's field `param`): a string, a list
     of strings, a list of ids, or a list of id lists (at most `most`), each
     at most `longest` ids (default: the context window; with `generates`,
-    one less)."""
+    one less). A text is tokenized by `encode` when given (a pooling
+    route's own tokenization), else by the engine's tokenizer."""
     longest = engine.max_model_len if longest is None else longest
     kind = value.WhichOneof("kind") if value is not None else None
     if value is None or kind is None or kind == "null_value":
@@ -72,8 +80,8 @@ def prompts_of(value: struct_pb2.Value | None, param: str, engine: Engine, *,
                               "token ids or a list of id lists)", param=param,
                               reason="FIELD_REQUIRED")
     if kind == "string_value":
-        return [Prompt(_text(param, value.string_value, engine, add_special, longest, generates),
-                       value.string_value, param)]
+        return [Prompt(_text(param, value.string_value, engine, add_special, longest, generates,
+                             encode), value.string_value, param)]
     if kind != "list_value":
         raise InvalidArgument(f"{param} must be a string or a list",
                               param=param, reason="INVALID_TYPE")
@@ -97,7 +105,7 @@ def prompts_of(value: struct_pb2.Value | None, param: str, engine: Engine, *,
     for i, item in enumerate(items):
         at = f"{param}[{i}]"
         if item.HasField("string_value"):
-            ids = _text(at, item.string_value, engine, add_special, longest, generates)
+            ids = _text(at, item.string_value, engine, add_special, longest, generates, encode)
             prompts.append(Prompt(ids, item.string_value, at))
             continue
         inner = item.list_value.values
