@@ -3,7 +3,8 @@ pooling models, the same bodies: /v1/embeddings (the tiny random Llama with
 `--runner pooling --convert embed`; float and base64, a batch, token ids)
 and /classify and /pooling (a tiny sequence-classification Llama built
 here; then served with pooling task token_classify: a process reward
-model's shape), and what each refuses. Prints the
+model's shape), their chat form (`messages`: a reward model scoring a
+conversation), and what each refuses. Prints the
 keys only one side prints, and the largest difference between the numbers.
 
     .venv/bin/python -m bench.pooling_vs_vllm    (about 2 minutes here)
@@ -25,6 +26,7 @@ from bench.vllm_side import side_by_side
 from tests.engine.checkpoints import build_classifier
 
 TINY = systems.ROOT / ".models" / "tiny-random-llama"
+ROLLOUT = [{"role": "user", "content": "What is 2+2?"}, {"role": "assistant", "content": "4"}]
 BODIES = {
     "embeddings float": ("/v1/embeddings", {"input": ["The capital of France", "Paris"],
                                              "encoding_format": "float"}),
@@ -32,9 +34,18 @@ BODIES = {
                                               "encoding_format": "base64"}),
     "embeddings ids": ("/v1/embeddings", {"input": [[1, 40, 41, 42], [1, 50]],
                                            "encoding_format": "float"}),
+    "embeddings of a conversation": ("/v1/embeddings", {"messages": ROLLOUT,
+                                                         "encoding_format": "float"}),
+    "embeddings truncated": ("/v1/embeddings", {"input": "The capital of France is Paris",
+                                                "truncate_prompt_tokens": 3,
+                                                "encoding_format": "float"}),
 }
 CLASSIFY = {
     "classify": ("/classify", {"input": ["A fine answer.", "no"]}),
+    "classify a conversation (a reward model)": ("/classify", {"messages": ROLLOUT}),
+    "classify a conversation, generation prompt": ("/classify", {
+        "messages": ROLLOUT, "add_generation_prompt": True}),
+    "pooling a conversation": ("/pooling", {"messages": ROLLOUT}),
     "pooling default task": ("/pooling", {"input": ["A fine answer.", "no"]}),
     "embeddings on a classifier (both refuse)": ("/v1/embeddings", {"input": "x"}),
 }

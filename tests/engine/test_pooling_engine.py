@@ -143,6 +143,28 @@ def test_classify_answers_the_models_own_scores(classifier) -> None:
     assert error_info(exc.value).reason == "TASK_NOT_SUPPORTED"
 
 
+def test_a_rollout_is_classified_as_its_rendered_conversation(classifier) -> None:
+    """vLLM's chat form: a reward model scores a conversation (`messages`),
+    rendered by the model's chat template without a generation prompt —
+    the scores of those ids, equal to the model's own."""
+    import torch
+    from transformers import AutoModelForSequenceClassification
+
+    stub, folder = classifier
+    rollout = [{"role": "user", "content": "What is 2+2?"},
+               {"role": "assistant", "content": "4"}]
+    resp = stub.Classify(json_format.ParseDict({"messages": rollout},
+                                               embeddings_pb2.ClassifyRequest()), timeout=120)
+    ids = list(stub.Tokenize(json_format.ParseDict(
+        {"messages": rollout, "add_generation_prompt": False}, tokenize_pb2.TokenizeRequest()),
+        timeout=30).tokens)
+    assert resp.usage.prompt_tokens == len(ids)
+    model = AutoModelForSequenceClassification.from_pretrained(str(folder), dtype=torch.float32)
+    with torch.no_grad():
+        want = torch.softmax(model(torch.tensor([ids])).logits[0], dim=0).tolist()
+    assert max(abs(a - b) for a, b in zip(resp.data[0].probs, want, strict=True)) < 1e-4
+
+
 def test_pooling_gives_the_models_per_token_scores(prm) -> None:
     """vLLM's /pooling on the classifier served with pooling task
     token_classify (a process reward model's shape): a row per token, each

@@ -1,4 +1,5 @@
 from google.protobuf import struct_pb2 as _struct_pb2
+from tokenwire.v1 import chat_pb2 as _chat_pb2
 from tokenwire.v1 import common_pb2 as _common_pb2
 from google.protobuf.internal import containers as _containers
 from google.protobuf import descriptor as _descriptor
@@ -9,7 +10,7 @@ from typing import ClassVar as _ClassVar, Optional as _Optional, Union as _Union
 DESCRIPTOR: _descriptor.FileDescriptor
 
 class CreateEmbeddingRequest(_message.Message):
-    __slots__ = ("model", "input", "encoding_format", "dimensions", "user", "use_activation", "add_special_tokens", "truncate_prompt_tokens", "truncation_side", "request_id", "priority")
+    __slots__ = ("model", "input", "encoding_format", "dimensions", "user", "use_activation", "add_special_tokens", "truncate_prompt_tokens", "truncation_side", "request_id", "priority", "messages", "add_generation_prompt", "continue_final_message", "chat_template", "chat_template_kwargs")
     MODEL_FIELD_NUMBER: _ClassVar[int]
     INPUT_FIELD_NUMBER: _ClassVar[int]
     ENCODING_FORMAT_FIELD_NUMBER: _ClassVar[int]
@@ -21,6 +22,11 @@ class CreateEmbeddingRequest(_message.Message):
     TRUNCATION_SIDE_FIELD_NUMBER: _ClassVar[int]
     REQUEST_ID_FIELD_NUMBER: _ClassVar[int]
     PRIORITY_FIELD_NUMBER: _ClassVar[int]
+    MESSAGES_FIELD_NUMBER: _ClassVar[int]
+    ADD_GENERATION_PROMPT_FIELD_NUMBER: _ClassVar[int]
+    CONTINUE_FINAL_MESSAGE_FIELD_NUMBER: _ClassVar[int]
+    CHAT_TEMPLATE_FIELD_NUMBER: _ClassVar[int]
+    CHAT_TEMPLATE_KWARGS_FIELD_NUMBER: _ClassVar[int]
     model: str
     input: _struct_pb2.Value
     encoding_format: str
@@ -32,7 +38,12 @@ class CreateEmbeddingRequest(_message.Message):
     truncation_side: str
     request_id: str
     priority: int
-    def __init__(self, model: _Optional[str] = ..., input: _Optional[_Union[_struct_pb2.Value, _Mapping]] = ..., encoding_format: _Optional[str] = ..., dimensions: _Optional[int] = ..., user: _Optional[str] = ..., use_activation: _Optional[bool] = ..., add_special_tokens: _Optional[bool] = ..., truncate_prompt_tokens: _Optional[int] = ..., truncation_side: _Optional[str] = ..., request_id: _Optional[str] = ..., priority: _Optional[int] = ...) -> None: ...
+    messages: _containers.RepeatedCompositeFieldContainer[_chat_pb2.ChatMessage]
+    add_generation_prompt: bool
+    continue_final_message: bool
+    chat_template: str
+    chat_template_kwargs: _struct_pb2.Struct
+    def __init__(self, model: _Optional[str] = ..., input: _Optional[_Union[_struct_pb2.Value, _Mapping]] = ..., encoding_format: _Optional[str] = ..., dimensions: _Optional[int] = ..., user: _Optional[str] = ..., use_activation: _Optional[bool] = ..., add_special_tokens: _Optional[bool] = ..., truncate_prompt_tokens: _Optional[int] = ..., truncation_side: _Optional[str] = ..., request_id: _Optional[str] = ..., priority: _Optional[int] = ..., messages: _Optional[_Iterable[_Union[_chat_pb2.ChatMessage, _Mapping]]] = ..., add_generation_prompt: _Optional[bool] = ..., continue_final_message: _Optional[bool] = ..., chat_template: _Optional[str] = ..., chat_template_kwargs: _Optional[_Union[_struct_pb2.Struct, _Mapping]] = ...) -> None: ...
 
 class Embedding(_message.Message):
     __slots__ = ("index", "object", "embedding")
@@ -61,7 +72,7 @@ class CreateEmbeddingResponse(_message.Message):
     def __init__(self, id: _Optional[str] = ..., object: _Optional[str] = ..., created: _Optional[int] = ..., model: _Optional[str] = ..., data: _Optional[_Iterable[_Union[Embedding, _Mapping]]] = ..., usage: _Optional[_Union[_common_pb2.Usage, _Mapping]] = ...) -> None: ...
 
 class ClassifyRequest(_message.Message):
-    __slots__ = ("model", "input", "user", "use_activation", "add_special_tokens", "truncate_prompt_tokens", "truncation_side", "request_id", "priority")
+    __slots__ = ("model", "input", "user", "use_activation", "add_special_tokens", "truncate_prompt_tokens", "truncation_side", "request_id", "priority", "messages", "add_generation_prompt", "continue_final_message", "chat_template", "chat_template_kwargs")
     MODEL_FIELD_NUMBER: _ClassVar[int]
     INPUT_FIELD_NUMBER: _ClassVar[int]
     USER_FIELD_NUMBER: _ClassVar[int]
@@ -71,6 +82,11 @@ class ClassifyRequest(_message.Message):
     TRUNCATION_SIDE_FIELD_NUMBER: _ClassVar[int]
     REQUEST_ID_FIELD_NUMBER: _ClassVar[int]
     PRIORITY_FIELD_NUMBER: _ClassVar[int]
+    MESSAGES_FIELD_NUMBER: _ClassVar[int]
+    ADD_GENERATION_PROMPT_FIELD_NUMBER: _ClassVar[int]
+    CONTINUE_FINAL_MESSAGE_FIELD_NUMBER: _ClassVar[int]
+    CHAT_TEMPLATE_FIELD_NUMBER: _ClassVar[int]
+    CHAT_TEMPLATE_KWARGS_FIELD_NUMBER: _ClassVar[int]
     model: str
     input: _struct_pb2.Value
     user: str
@@ -80,7 +96,12 @@ class ClassifyRequest(_message.Message):
     truncation_side: str
     request_id: str
     priority: int
-    def __init__(self, model: _Optional[str] = ..., input: _Optional[_Union[_struct_pb2.Value, _Mapping]] = ..., user: _Optional[str] = ..., use_activation: _Optional[bool] = ..., add_special_tokens: _Optional[bool] = ..., truncate_prompt_tokens: _Optional[int] = ..., truncation_side: _Optional[str] = ..., request_id: _Optional[str] = ..., priority: _Optional[int] = ...) -> None: ...
+    messages: _containers.RepeatedCompositeFieldContainer[_chat_pb2.ChatMessage]
+    add_generation_prompt: bool
+    continue_final_message: bool
+    chat_template: str
+    chat_template_kwargs: _struct_pb2.Struct
+    def __init__(self, model: _Optional[str] = ..., input: _Optional[_Union[_struct_pb2.Value, _Mapping]] = ..., user: _Optional[str] = ..., use_activation: _Optional[bool] = ..., add_special_tokens: _Optional[bool] = ..., truncate_prompt_tokens: _Optional[int] = ..., truncation_side: _Optional[str] = ..., request_id: _Optional[str] = ..., priority: _Optional[int] = ..., messages: _Optional[_Iterable[_Union[_chat_pb2.ChatMessage, _Mapping]]] = ..., add_generation_prompt: _Optional[bool] = ..., continue_final_message: _Optional[bool] = ..., chat_template: _Optional[str] = ..., chat_template_kwargs: _Optional[_Union[_struct_pb2.Struct, _Mapping]] = ...) -> None: ...
 
 class Classification(_message.Message):
     __slots__ = ("index", "label", "probs", "num_classes")
@@ -111,7 +132,7 @@ class ClassifyResponse(_message.Message):
     def __init__(self, id: _Optional[str] = ..., object: _Optional[str] = ..., created: _Optional[int] = ..., model: _Optional[str] = ..., data: _Optional[_Iterable[_Union[Classification, _Mapping]]] = ..., usage: _Optional[_Union[_common_pb2.Usage, _Mapping]] = ...) -> None: ...
 
 class PoolRequest(_message.Message):
-    __slots__ = ("model", "input", "task", "encoding_format", "dimensions", "use_activation", "add_special_tokens", "truncate_prompt_tokens", "truncation_side", "request_id", "priority", "user")
+    __slots__ = ("model", "input", "task", "encoding_format", "dimensions", "use_activation", "add_special_tokens", "truncate_prompt_tokens", "truncation_side", "request_id", "priority", "user", "messages", "add_generation_prompt", "continue_final_message", "chat_template", "chat_template_kwargs")
     MODEL_FIELD_NUMBER: _ClassVar[int]
     INPUT_FIELD_NUMBER: _ClassVar[int]
     TASK_FIELD_NUMBER: _ClassVar[int]
@@ -124,6 +145,11 @@ class PoolRequest(_message.Message):
     REQUEST_ID_FIELD_NUMBER: _ClassVar[int]
     PRIORITY_FIELD_NUMBER: _ClassVar[int]
     USER_FIELD_NUMBER: _ClassVar[int]
+    MESSAGES_FIELD_NUMBER: _ClassVar[int]
+    ADD_GENERATION_PROMPT_FIELD_NUMBER: _ClassVar[int]
+    CONTINUE_FINAL_MESSAGE_FIELD_NUMBER: _ClassVar[int]
+    CHAT_TEMPLATE_FIELD_NUMBER: _ClassVar[int]
+    CHAT_TEMPLATE_KWARGS_FIELD_NUMBER: _ClassVar[int]
     model: str
     input: _struct_pb2.Value
     task: str
@@ -136,7 +162,12 @@ class PoolRequest(_message.Message):
     request_id: str
     priority: int
     user: str
-    def __init__(self, model: _Optional[str] = ..., input: _Optional[_Union[_struct_pb2.Value, _Mapping]] = ..., task: _Optional[str] = ..., encoding_format: _Optional[str] = ..., dimensions: _Optional[int] = ..., use_activation: _Optional[bool] = ..., add_special_tokens: _Optional[bool] = ..., truncate_prompt_tokens: _Optional[int] = ..., truncation_side: _Optional[str] = ..., request_id: _Optional[str] = ..., priority: _Optional[int] = ..., user: _Optional[str] = ...) -> None: ...
+    messages: _containers.RepeatedCompositeFieldContainer[_chat_pb2.ChatMessage]
+    add_generation_prompt: bool
+    continue_final_message: bool
+    chat_template: str
+    chat_template_kwargs: _struct_pb2.Struct
+    def __init__(self, model: _Optional[str] = ..., input: _Optional[_Union[_struct_pb2.Value, _Mapping]] = ..., task: _Optional[str] = ..., encoding_format: _Optional[str] = ..., dimensions: _Optional[int] = ..., use_activation: _Optional[bool] = ..., add_special_tokens: _Optional[bool] = ..., truncate_prompt_tokens: _Optional[int] = ..., truncation_side: _Optional[str] = ..., request_id: _Optional[str] = ..., priority: _Optional[int] = ..., user: _Optional[str] = ..., messages: _Optional[_Iterable[_Union[_chat_pb2.ChatMessage, _Mapping]]] = ..., add_generation_prompt: _Optional[bool] = ..., continue_final_message: _Optional[bool] = ..., chat_template: _Optional[str] = ..., chat_template_kwargs: _Optional[_Union[_struct_pb2.Struct, _Mapping]] = ...) -> None: ...
 
 class PoolOutput(_message.Message):
     __slots__ = ("index", "object", "data")

@@ -5,7 +5,9 @@ The input is read as a completion's prompt is (inference/shared/prompts.py):
 a string, a list of strings, a list of ids or a list of id lists; each
 input becomes its own PoolRequest, "<id>-<i>" in a batch. An input may fill
 the window (nothing is generated); a longer one is cut when the body asks
-(truncate_prompt_tokens, truncation_side), else refused."""
+(truncate_prompt_tokens, truncation_side), else refused. vLLM's chat form
+(`messages` instead of `input`: a reward model scoring a conversation) is
+one input, the conversation rendered by the chat template."""
 
 from __future__ import annotations
 
@@ -18,7 +20,13 @@ from tokenwire.server.core.errors import InvalidArgument
 from tokenwire.server.core.pooling import PoolRequest
 from tokenwire.server.core.settings import ServerSettings
 from tokenwire.server.inference.shared.identity import check_model, lora_of, new_request_id
-from tokenwire.server.inference.shared.prompts import prompts_of
+from tokenwire.server.inference.shared.messages import (
+    check_render_flags,
+    messages_to_dicts,
+    render_options,
+)
+from tokenwire.server.inference.shared.prompt_chars import rendered_chars
+from tokenwire.server.inference.shared.prompts import Prompt, prompts_of
 from tokenwire.server.inference.shared.tenant_policy import check_priority
 
 ENCODINGS = ("float", "base64")
@@ -64,6 +72,27 @@ def kept(req: Any, engine: Engine) -> tuple[int | None, str]:
     return keep, side
 
 
+def _conversation(req: Any, engine: Engine, settings: ServerSettings, longest: int | None
+                  ) -> Prompt:
+    """vLLM's chat form of a pooling body: the messages rendered with the
+    chat template (no generation prompt unless asked; special tokens on top
+    only when asked), one prompt; its ids are cut like an id list's."""
+    if req.HasField("input"):
+        raise InvalidArgument("give input or messages, not both", param="messages",
+                              reason="FIELDS_CONFLICT")
+    param, chars = rendered_chars(req)
+    v.text_fits(param, chars, longest or engine.max_model_len, engine.max_token_chars)
+    check_render_flags(req)
+    options = render_options(req, trust_template=settings.trust_request_chat_template)
+    add_gen = req.add_generation_prompt if req.HasField("add_generation_prompt") else False
+    options = dataclasses.replace(
+        options, add_generation_prompt=add_gen and not options.continue_final_message)
+    ids = engine.render_chat(messages_to_dicts(req.messages), options)
+    if req.HasField("add_special_tokens") and req.add_special_tokens:
+        ids = engine.encode("", add_special_tokens=True) + ids
+    return Prompt(ids, None, "messages")
+
+
 def tokenize_cut(req: Any) -> tuple[int | None, str | None]:
     """The body's truncate_prompt_tokens and truncation_side as vLLM's
     tokenization takes them (None: not given; checked by `kept`)."""
@@ -98,12 +127,16 @@ def build_pool_plan(req: Any, engine: Engine, settings: ServerSettings, *, task:
     # A text is tokenized as vLLM's pooling routes tokenize it (with
     # truncation: the tokenizer's own, special tokens kept; an id list is cut).
     truncate, given_side = tokenize_cut(req)
-    prompts = prompts_of(req.input if req.HasField("input") else None, "input", engine,
-                         add_special=add_special, most=settings.max_completion_prompts,
-                         longest=None if keep is None else 4 * engine.max_model_len,
-                         generates=False, encode=lambda text: engine.pooling_tokens(
-                             text, add_special_tokens=add_special, truncate=truncate,
-                             side=given_side))
+    longest = None if keep is None else 4 * engine.max_model_len
+    if req.messages:
+        prompts = [_conversation(req, engine, settings, longest)]
+    else:
+        prompts = prompts_of(req.input if req.HasField("input") else None, "input", engine,
+                             add_special=add_special, most=settings.max_completion_prompts,
+                             longest=longest, generates=False,
+                             encode=lambda text: engine.pooling_tokens(
+                                 text, add_special_tokens=add_special, truncate=truncate,
+                                 side=given_side))
     response_id = new_request_id(prefix, req.request_id, caller.request_id)
     priority = check_priority(req.priority, settings, caller)
     lora = lora_of(model, served_model)

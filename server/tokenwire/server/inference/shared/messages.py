@@ -263,7 +263,7 @@ def render_options(req: RenderRequest, *, trust_template: bool = False) -> Rende
         continue_final_message=cont,
         chat_template=template,
         template_kwargs={k: v for k, v in kwargs.items() if k not in RESERVED_TEMPLATE_KWARGS},
-        tools=tools_to_dicts(req.tools),
+        tools=tools_to_dicts(getattr(req, "tools", ())),  # (pooling bodies have none)
     )
 
 
