@@ -1,6 +1,7 @@
 """Side by side: vLLM's own OpenAI server and tokenwire (serve + Envoy) on
 pooling models, the same bodies: /v1/embeddings (the tiny random Llama with
 `--runner pooling --convert embed`; float and base64, a batch, token ids)
+and Cohere's /v2/embed (every embedding type, truncation)
 and /classify and /pooling (a tiny sequence-classification Llama built
 here; then served with pooling task token_classify: a process reward
 model's shape), their chat form (`messages`: a reward model scoring a
@@ -36,6 +37,15 @@ BODIES = {
                                            "encoding_format": "float"}),
     "embeddings of a conversation": ("/v1/embeddings", {"messages": ROLLOUT,
                                                          "encoding_format": "float"}),
+    "cohere embed, every type": ("/v2/embed", {
+        "texts": ["The capital of France", "Paris"],
+        "embedding_types": ["float", "binary", "ubinary", "base64"]}),
+    "cohere embed, truncate START": ("/v2/embed", {"texts": ["The capital of France is Paris"],
+                                                   "truncate": "START", "max_tokens": 3}),
+    "cohere embed, NONE over max_tokens (both refuse)": ("/v2/embed", {
+        "texts": ["The capital of France is Paris"], "truncate": "NONE", "max_tokens": 3}),
+    "cohere embed, input_type the model lacks (both refuse)": ("/v2/embed", {
+        "texts": ["x"], "input_type": "search_query"}),
     "embeddings truncated": ("/v1/embeddings", {"input": "The capital of France is Paris",
                                                 "truncate_prompt_tokens": 3,
                                                 "encoding_format": "float"}),
@@ -68,9 +78,26 @@ def _numbers(item: dict[str, Any]) -> list[float]:
     return flat
 
 
+def _compare_cohere(a: dict[str, Any], b: dict[str, Any]) -> None:
+    ea, eb = a["embeddings"], b["embeddings"]
+    print(f"  embedding types: {sorted(ea)} / {sorted(eb)}; meta {a.get('meta')} / "
+          f"{b.get('meta')}; texts equal: {a.get('texts') == b.get('texts')}")
+    for kind in sorted(set(ea) & set(eb)):
+        if kind == "base64":
+            same = ea[kind] == eb[kind]
+            print(f"  base64: byte-equal {same}")
+            continue
+        worst = max(abs(p - q) for x, y in zip(ea[kind], eb[kind], strict=True)
+                    for p, q in zip(x, y, strict=True))
+        print(f"  {kind}: largest difference {worst}")
+
+
 def _compare(a: dict[str, Any], b: dict[str, Any]) -> None:
     print(f"  keys only vLLM prints: {sorted(set(a) - set(b))}; only tokenwire: "
           f"{sorted(set(b) - set(a))}")
+    if "embeddings" in a:
+        _compare_cohere(a, b)
+        return
     da, db = a.get("data") or [], b.get("data") or []
     pairs = list(zip(da, db, strict=False))  # (counts printed above)
     keys = [(sorted(set(x) - set(y)), sorted(set(y) - set(x))) for x, y in pairs]

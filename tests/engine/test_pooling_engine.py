@@ -220,3 +220,20 @@ def test_scores_are_the_cosine_of_the_models_embeddings(stub) -> None:
                                                embeddings_pb2.RerankRequest()), timeout=120)
     assert [r.relevance_score for r in ranked.results] == sorted(
         (d.score for d in resp.data), reverse=True)
+
+
+def test_cohere_embed_gives_the_same_embeddings(stub) -> None:
+    """Cohere's /v2/embed on the real engine: the texts' embeddings are
+    /v1/embeddings' (the model defines no input_type: refused, as vLLM)."""
+    texts = ["The capital of France", "Paris"]
+    resp = stub.CohereEmbed(json_format.ParseDict(
+        {"texts": texts, "embedding_types": ["float", "ubinary"]},
+        embeddings_pb2.CohereEmbedRequest()), timeout=120)
+    body = json_format.MessageToDict(resp, preserving_proto_field_name=True)
+    assert body["embeddings"]["float"] == vectors(embed(stub, input=texts))
+    assert [len(row) for row in body["embeddings"]["ubinary"]] == [
+        len(body["embeddings"]["float"][0]) // 8] * 2
+    with pytest.raises(grpc.RpcError) as exc:
+        stub.CohereEmbed(json_format.ParseDict({"texts": ["x"], "input_type": "search_query"},
+                                               embeddings_pb2.CohereEmbedRequest()), timeout=60)
+    assert error_info(exc.value).metadata["param"] == "input_type"

@@ -91,7 +91,7 @@ class ServiceMethods:
         self, request: embeddings_pb2.CreateEmbeddingRequest | Mapping[str, Any] | None = None, /,
         *, timeout: float | None = None, metadata: Metadata = None, **fields: Any,
     ) -> embeddings_pb2.CreateEmbeddingResponse:
-        """Embed texts or id lists (a pooling model)."""
+        """Embed texts, id lists or a conversation."""
         req = build(embeddings_pb2.CreateEmbeddingRequest, request, fields)
         return self._unary(self.stub.CreateEmbedding, req, timeout, metadata)
 
@@ -99,7 +99,7 @@ class ServiceMethods:
         self, request: embeddings_pb2.ClassifyRequest | Mapping[str, Any] | None = None, /, *,
         timeout: float | None = None, metadata: Metadata = None, **fields: Any,
     ) -> embeddings_pb2.ClassifyResponse:
-        """Classify texts or id lists (a pooling model)."""
+        """Classify texts, id lists or a conversation."""
         req = build(embeddings_pb2.ClassifyRequest, request, fields)
         return self._unary(self.stub.Classify, req, timeout, metadata)
 
@@ -107,15 +107,23 @@ class ServiceMethods:
         self, request: embeddings_pb2.PoolRequest | Mapping[str, Any] | None = None, /, *,
         timeout: float | None = None, metadata: Metadata = None, **fields: Any,
     ) -> embeddings_pb2.PoolResponse:
-        """Pool texts or id lists for a task (a pooling model)."""
+        """Pool texts, id lists or a conversation for a task."""
         req = build(embeddings_pb2.PoolRequest, request, fields)
         return self._unary(self.stub.Pool, req, timeout, metadata)
+
+    def cohere_embed(
+        self, request: embeddings_pb2.CohereEmbedRequest | Mapping[str, Any] | None = None, /, *,
+        timeout: float | None = None, metadata: Metadata = None, **fields: Any,
+    ) -> embeddings_pb2.CohereEmbedResponse:
+        """Cohere's embed v2."""
+        req = build(embeddings_pb2.CohereEmbedRequest, request, fields)
+        return self._unary(self.stub.CohereEmbed, req, timeout, metadata)
 
     def score(
         self, request: embeddings_pb2.ScoreRequest | Mapping[str, Any] | None = None, /, *,
         timeout: float | None = None, metadata: Metadata = None, **fields: Any,
     ) -> embeddings_pb2.ScoreResponse:
-        """Score documents against queries (a pooling model)."""
+        """Score documents against queries."""
         req = build(embeddings_pb2.ScoreRequest, request, fields)
         return self._unary(self.stub.Score, req, timeout, metadata)
 
@@ -232,7 +240,7 @@ class AsyncServiceMethods:
         self, request: embeddings_pb2.CreateEmbeddingRequest | Mapping[str, Any] | None = None, /,
         *, timeout: float | None = None, metadata: Metadata = None, **fields: Any,
     ) -> embeddings_pb2.CreateEmbeddingResponse:
-        """Embed texts or id lists (a pooling model)."""
+        """Embed texts, id lists or a conversation."""
         req = build(embeddings_pb2.CreateEmbeddingRequest, request, fields)
         return await self._unary(self.stub.CreateEmbedding, req, timeout, metadata)
 
@@ -240,7 +248,7 @@ class AsyncServiceMethods:
         self, request: embeddings_pb2.ClassifyRequest | Mapping[str, Any] | None = None, /, *,
         timeout: float | None = None, metadata: Metadata = None, **fields: Any,
     ) -> embeddings_pb2.ClassifyResponse:
-        """Classify texts or id lists (a pooling model)."""
+        """Classify texts, id lists or a conversation."""
         req = build(embeddings_pb2.ClassifyRequest, request, fields)
         return await self._unary(self.stub.Classify, req, timeout, metadata)
 
@@ -248,15 +256,23 @@ class AsyncServiceMethods:
         self, request: embeddings_pb2.PoolRequest | Mapping[str, Any] | None = None, /, *,
         timeout: float | None = None, metadata: Metadata = None, **fields: Any,
     ) -> embeddings_pb2.PoolResponse:
-        """Pool texts or id lists for a task (a pooling model)."""
+        """Pool texts, id lists or a conversation for a task."""
         req = build(embeddings_pb2.PoolRequest, request, fields)
         return await self._unary(self.stub.Pool, req, timeout, metadata)
+
+    async def cohere_embed(
+        self, request: embeddings_pb2.CohereEmbedRequest | Mapping[str, Any] | None = None, /, *,
+        timeout: float | None = None, metadata: Metadata = None, **fields: Any,
+    ) -> embeddings_pb2.CohereEmbedResponse:
+        """Cohere's embed v2."""
+        req = build(embeddings_pb2.CohereEmbedRequest, request, fields)
+        return await self._unary(self.stub.CohereEmbed, req, timeout, metadata)
 
     async def score(
         self, request: embeddings_pb2.ScoreRequest | Mapping[str, Any] | None = None, /, *,
         timeout: float | None = None, metadata: Metadata = None, **fields: Any,
     ) -> embeddings_pb2.ScoreResponse:
-        """Score documents against queries (a pooling model)."""
+        """Score documents against queries."""
         req = build(embeddings_pb2.ScoreRequest, request, fields)
         return await self._unary(self.stub.Score, req, timeout, metadata)
 

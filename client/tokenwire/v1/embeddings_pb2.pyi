@@ -330,3 +330,65 @@ class RerankResponse(_message.Message):
     usage: RerankUsage
     results: _containers.RepeatedCompositeFieldContainer[RerankResult]
     def __init__(self, id: _Optional[str] = ..., model: _Optional[str] = ..., usage: _Optional[_Union[RerankUsage, _Mapping]] = ..., results: _Optional[_Iterable[_Union[RerankResult, _Mapping]]] = ...) -> None: ...
+
+class CohereEmbedRequest(_message.Message):
+    __slots__ = ("model", "input_type", "texts", "images", "inputs", "output_dimension", "embedding_types", "truncate", "max_tokens", "priority", "request_id")
+    MODEL_FIELD_NUMBER: _ClassVar[int]
+    INPUT_TYPE_FIELD_NUMBER: _ClassVar[int]
+    TEXTS_FIELD_NUMBER: _ClassVar[int]
+    IMAGES_FIELD_NUMBER: _ClassVar[int]
+    INPUTS_FIELD_NUMBER: _ClassVar[int]
+    OUTPUT_DIMENSION_FIELD_NUMBER: _ClassVar[int]
+    EMBEDDING_TYPES_FIELD_NUMBER: _ClassVar[int]
+    TRUNCATE_FIELD_NUMBER: _ClassVar[int]
+    MAX_TOKENS_FIELD_NUMBER: _ClassVar[int]
+    PRIORITY_FIELD_NUMBER: _ClassVar[int]
+    REQUEST_ID_FIELD_NUMBER: _ClassVar[int]
+    model: str
+    input_type: str
+    texts: _containers.RepeatedScalarFieldContainer[str]
+    images: _containers.RepeatedScalarFieldContainer[str]
+    inputs: _struct_pb2.ListValue
+    output_dimension: int
+    embedding_types: _containers.RepeatedScalarFieldContainer[str]
+    truncate: str
+    max_tokens: int
+    priority: int
+    request_id: str
+    def __init__(self, model: _Optional[str] = ..., input_type: _Optional[str] = ..., texts: _Optional[_Iterable[str]] = ..., images: _Optional[_Iterable[str]] = ..., inputs: _Optional[_Union[_struct_pb2.ListValue, _Mapping]] = ..., output_dimension: _Optional[int] = ..., embedding_types: _Optional[_Iterable[str]] = ..., truncate: _Optional[str] = ..., max_tokens: _Optional[int] = ..., priority: _Optional[int] = ..., request_id: _Optional[str] = ...) -> None: ...
+
+class CohereApiVersion(_message.Message):
+    __slots__ = ("version",)
+    VERSION_FIELD_NUMBER: _ClassVar[int]
+    version: str
+    def __init__(self, version: _Optional[str] = ...) -> None: ...
+
+class CohereBilledUnits(_message.Message):
+    __slots__ = ("input_tokens", "image_tokens")
+    INPUT_TOKENS_FIELD_NUMBER: _ClassVar[int]
+    IMAGE_TOKENS_FIELD_NUMBER: _ClassVar[int]
+    input_tokens: int
+    image_tokens: int
+    def __init__(self, input_tokens: _Optional[int] = ..., image_tokens: _Optional[int] = ...) -> None: ...
+
+class CohereMeta(_message.Message):
+    __slots__ = ("api_version", "billed_units")
+    API_VERSION_FIELD_NUMBER: _ClassVar[int]
+    BILLED_UNITS_FIELD_NUMBER: _ClassVar[int]
+    api_version: CohereApiVersion
+    billed_units: CohereBilledUnits
+    def __init__(self, api_version: _Optional[_Union[CohereApiVersion, _Mapping]] = ..., billed_units: _Optional[_Union[CohereBilledUnits, _Mapping]] = ...) -> None: ...
+
+class CohereEmbedResponse(_message.Message):
+    __slots__ = ("id", "embeddings", "texts", "meta", "response_type")
+    ID_FIELD_NUMBER: _ClassVar[int]
+    EMBEDDINGS_FIELD_NUMBER: _ClassVar[int]
+    TEXTS_FIELD_NUMBER: _ClassVar[int]
+    META_FIELD_NUMBER: _ClassVar[int]
+    RESPONSE_TYPE_FIELD_NUMBER: _ClassVar[int]
+    id: str
+    embeddings: _struct_pb2.Struct
+    texts: _containers.RepeatedScalarFieldContainer[str]
+    meta: CohereMeta
+    response_type: str
+    def __init__(self, id: _Optional[str] = ..., embeddings: _Optional[_Union[_struct_pb2.Struct, _Mapping]] = ..., texts: _Optional[_Iterable[str]] = ..., meta: _Optional[_Union[CohereMeta, _Mapping]] = ..., response_type: _Optional[str] = ...) -> None: ...

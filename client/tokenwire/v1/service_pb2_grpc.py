@@ -101,6 +101,11 @@ class TokenwireServiceStub:
                 request_serializer=tokenwire_dot_v1_dot_embeddings__pb2.PoolRequest.SerializeToString,
                 response_deserializer=tokenwire_dot_v1_dot_embeddings__pb2.PoolResponse.FromString,
                 _registered_method=True)
+        self.CohereEmbed = channel.unary_unary(
+                '/tokenwire.v1.TokenwireService/CohereEmbed',
+                request_serializer=tokenwire_dot_v1_dot_embeddings__pb2.CohereEmbedRequest.SerializeToString,
+                response_deserializer=tokenwire_dot_v1_dot_embeddings__pb2.CohereEmbedResponse.FromString,
+                _registered_method=True)
         self.Score = channel.unary_unary(
                 '/tokenwire.v1.TokenwireService/Score',
                 request_serializer=tokenwire_dot_v1_dot_embeddings__pb2.ScoreRequest.SerializeToString,
@@ -284,6 +289,13 @@ class TokenwireServiceServicer:
     def Pool(self, request, context):
         """Pool texts or token-id lists for any task the pooling model serves
         (vLLM's `POST /pooling`).
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def CohereEmbed(self, request, context):
+        """Cohere's embed API v2 (vLLM's `POST /v2/embed`) on an embedding model.
         """
         context.set_code(grpc.StatusCode.UNIMPLEMENTED)
         context.set_details('Method not implemented!')
@@ -505,6 +517,11 @@ def add_TokenwireServiceServicer_to_server(servicer, server):
                     servicer.Pool,
                     request_deserializer=tokenwire_dot_v1_dot_embeddings__pb2.PoolRequest.FromString,
                     response_serializer=tokenwire_dot_v1_dot_embeddings__pb2.PoolResponse.SerializeToString,
+            ),
+            'CohereEmbed': grpc.unary_unary_rpc_method_handler(
+                    servicer.CohereEmbed,
+                    request_deserializer=tokenwire_dot_v1_dot_embeddings__pb2.CohereEmbedRequest.FromString,
+                    response_serializer=tokenwire_dot_v1_dot_embeddings__pb2.CohereEmbedResponse.SerializeToString,
             ),
             'Score': grpc.unary_unary_rpc_method_handler(
                     servicer.Score,
@@ -880,6 +897,33 @@ class TokenwireService:
             '/tokenwire.v1.TokenwireService/Pool',
             tokenwire_dot_v1_dot_embeddings__pb2.PoolRequest.SerializeToString,
             tokenwire_dot_v1_dot_embeddings__pb2.PoolResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def CohereEmbed(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/tokenwire.v1.TokenwireService/CohereEmbed',
+            tokenwire_dot_v1_dot_embeddings__pb2.CohereEmbedRequest.SerializeToString,
+            tokenwire_dot_v1_dot_embeddings__pb2.CohereEmbedResponse.FromString,
             options,
             channel_credentials,
             insecure,

@@ -21,6 +21,7 @@ from tokenwire.server.core.errors import InvalidArgument, stream_errors, unary_e
 from tokenwire.server.inference.data_plane import DataPlane
 from tokenwire.server.inference.generate.sglang import SGLANG
 from tokenwire.server.inference.kinds import ANTHROPIC, CHAT, COMPLETION, GENERATE, RESPONSES
+from tokenwire.server.inference.pooling.cohere import cohere_embed
 from tokenwire.server.inference.pooling.scores import rerank, score
 from tokenwire.server.inference.pooling.service import classify, create_embedding, pool
 from tokenwire.server.inference.responses.response import typed_event
@@ -197,6 +198,16 @@ class TokenwireServicer(service_pb2_grpc.TokenwireServiceServicer):
             return await pool(request, self.engine, self.plane.settings,
                               served_model=self.plane.served_model,
                               caller=await caller_of(self.plane, context))
+
+    @unary_errors
+    async def CohereEmbed(
+        self, request: embeddings_pb2.CohereEmbedRequest, context: grpc.aio.ServicerContext
+    ) -> embeddings_pb2.CohereEmbedResponse:
+        """vLLM's /v2/embed (Cohere's embed API) on a pooling model (inference/pooling/)."""
+        with self.state.call():
+            return await cohere_embed(request, self.engine, self.plane.settings,
+                                      served_model=self.plane.served_model,
+                                      caller=await caller_of(self.plane, context))
 
     @unary_errors
     async def Score(

@@ -78,6 +78,16 @@ class PoolingEngine(Protocol):
         as pooling_tokens) with its segment ids (None: the model takes none)."""
         ...
 
+    def task_instructions(self) -> dict[str, str]:
+        """The model's prompt prefix per Cohere `input_type` (its config's
+        task_instructions, or sentence-transformers' prompts); {}: none."""
+        ...
+
+    def has_chat_template(self) -> bool:
+        """Whether a chat template renders for this model (the server's or
+        the model's own)."""
+        ...
+
     def truncate_text(self, text: str, max_tokens: int) -> str:
         """`text` cut to its first `max_tokens` tokens, at a character
         boundary (vLLM's max_tokens_per_query / max_tokens_per_doc)."""

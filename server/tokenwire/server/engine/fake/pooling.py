@@ -63,6 +63,13 @@ class FakePooling:
     pool_delay = 0.0  # seconds an input takes (cancellation tests)
     pool_tasks: tuple[str, ...] = ("embed", "classify", "token_embed", "token_classify")
     labels: tuple[str, ...] = LABELS  # the classifier's; one: a cross-encoder
+    instructions: dict[str, str] = {}  # Cohere input_type -> prompt prefix
+
+    def task_instructions(self) -> dict[str, str]:
+        return dict(self.instructions)
+
+    def has_chat_template(self) -> bool:
+        return True  # (ChatML)
 
     async def score_type(self) -> str | None:
         if not self.pooling:

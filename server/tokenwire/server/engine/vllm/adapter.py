@@ -92,6 +92,7 @@ class VllmEngine(VllmControl):
         self._max_token_chars = self._tok.max_token_chars()
         self._media = VllmMultimodal(self._llm)
         self._scoring = VllmScoring(self._llm, defaults.template)
+        self._task_instructions: dict[str, str] | None = None
         self._loras: dict[str, Any] = {}
         self._replaced_loras: list[Any] = []
         self._sampling_defaults = dict(self._llm.model_config.get_diff_sampling_param())
@@ -302,6 +303,14 @@ class VllmEngine(VllmControl):
 
     def truncate_text(self, text: str, max_tokens: int) -> str:
         return self._scoring.truncate_text(text, max_tokens)
+
+    def task_instructions(self) -> dict[str, str]:
+        if self._task_instructions is None:  # (read once: the model's files)
+            self._task_instructions = self._scoring.task_instructions()
+        return self._task_instructions
+
+    def has_chat_template(self) -> bool:
+        return self._scoring.has_chat_template()
 
     def similarity(self, query: PoolOutput, document: PoolOutput) -> float:
         return self._scoring.similarity(query, document)

@@ -108,6 +108,24 @@ class VllmScoring:
                 processor.tokenizer, params, list(types)))
         return ids, types
 
+    def task_instructions(self) -> dict[str, str]:
+        """vLLM's EmbedIOProcessor's: the model config's task_instructions,
+        else sentence-transformers' prompts (config_sentence_transformers.json)."""
+        from vllm.entrypoints.pooling.embed.io_processor import EmbedIOProcessor
+
+        config = self._llm.model_config
+        return (EmbedIOProcessor._load_task_instructions(config.hf_config)
+                or EmbedIOProcessor._load_st_prompts(config.model, config.revision) or {})
+
+    def has_chat_template(self) -> bool:
+        from vllm.renderers.hf import resolve_chat_template
+
+        try:
+            return resolve_chat_template(self._llm.get_tokenizer(), self._chat_template, None,
+                                         model_config=self._llm.model_config) is not None
+        except Exception:  # a tokenizer without templates
+            return False
+
     def truncate_text(self, text: str, max_tokens: int) -> str:
         from vllm.entrypoints.pooling.scoring.utils import truncate_text_to_tokens
 
