@@ -23,7 +23,7 @@ from pathlib import Path
 from typing import Any
 
 from bench import systems
-from bench.vllm_side import side_by_side
+from bench.vllm_side import compare_bodies
 from tests.engine.checkpoints import build_classifier
 
 TINY = systems.ROOT / ".models" / "tiny-random-llama"
@@ -111,12 +111,7 @@ def _compare(a: dict[str, Any], b: dict[str, Any]) -> None:
 
 
 def _compare_all(model: Path, engine: list[str], bodies: dict[str, Any]) -> None:
-    with side_by_side(str(model), ["--served-model-name", "m", *engine], kv_bytes=64 << 20,
-                      log_name="pooling-vs-vllm.log") as pair:
-        for name, (path, body) in bodies.items():
-            answers = pair.post(name, path, {"model": "m", **body})
-            if answers is not None:
-                _compare(answers[0].json(), answers[1].json())
+    compare_bodies(str(model), engine, bodies, _compare, log_name="pooling-vs-vllm.log")
 
 
 def main() -> int:

@@ -20,7 +20,7 @@ from pathlib import Path
 from typing import Any
 
 from bench import systems
-from bench.vllm_side import side_by_side
+from bench.vllm_side import compare_bodies
 from tests.engine.checkpoints import build_bert_cross_encoder, build_classifier
 
 TINY = systems.ROOT / ".models" / "tiny-random-llama"
@@ -71,12 +71,7 @@ def _compare(a: dict[str, Any], b: dict[str, Any]) -> None:
 
 def _compare_all(title: str, model: Path, engine: list[str], bodies: dict[str, Any]) -> None:
     print(f"\n#### {title}")
-    with side_by_side(str(model), ["--served-model-name", "m", *engine], kv_bytes=64 << 20,
-                      log_name="scores-vs-vllm.log") as pair:
-        for name, (path, body) in bodies.items():
-            answers = pair.post(name, path, {"model": "m", **body})
-            if answers is not None:
-                _compare(answers[0].json(), answers[1].json())
+    compare_bodies(str(model), engine, bodies, _compare, log_name="scores-vs-vllm.log")
 
 
 def main() -> int:

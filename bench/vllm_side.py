@@ -1,7 +1,8 @@
 """vLLM's own OpenAI server and tokenwire (serve + Envoy) side by side on the
 same model and engine flags, for the benches that compare their answers
-(bench.render_vs_vllm, bench.pooling_vs_vllm): both started, the same body
-posted to each, the statuses printed and a refusal's text shown."""
+(bench.render_vs_vllm, bench.pooling_vs_vllm, bench.scores_vs_vllm): both
+started, the same body posted to each, the statuses printed and a
+refusal's text shown."""
 
 from __future__ import annotations
 
@@ -63,3 +64,17 @@ def side_by_side(model: str, engine: list[str], *, kv_bytes: int, log_name: str,
         vllm.wait(60)
         stop_gateway(gw)
         tw.stop()
+
+
+def compare_bodies(model: str, engine: list[str], bodies: dict[str, tuple[str, dict[str, Any]]],
+                   compare: collections.abc.Callable[[dict[str, Any], dict[str, Any]], None],
+                   *, log_name: str, kv_bytes: int = 64 << 20) -> None:
+    """Both servers on `model` (served as "m"): each body of `bodies` (name
+    -> (path, body)) posted to both, `compare(vllm_json, tokenwire_json)`
+    where both answered 200."""
+    with side_by_side(model, ["--served-model-name", "m", *engine], kv_bytes=kv_bytes,
+                      log_name=log_name) as pair:
+        for name, (path, body) in bodies.items():
+            answers = pair.post(name, path, {"model": "m", **body})
+            if answers is not None:
+                compare(answers[0].json(), answers[1].json())

@@ -6,7 +6,6 @@ and vLLM's own parsers driven with the demo model's tokenizer."""
 from __future__ import annotations
 
 import json
-import pathlib
 from typing import Any
 
 import grpc
@@ -15,18 +14,18 @@ from google.protobuf import json_format
 
 from tests.rpc import chat_request, stream_ids
 from tests.servers import fake_serving
+from tests.unit.inference.parser_cases import HERMES, TOOLS, demo_tokenizer
 from tokenwire.server.core.domain import GenerationParams
 from tokenwire.server.core.parsing import HiddenReasoning, ParserConfig, ParseSpec
 from tokenwire.server.runtime.cli import parse_settings
 from tokenwire.v1 import responses_pb2, service_pb2_grpc
 
 THINK = [{"role": "user", "content": "Think first. Then greet me."}]
-MODEL = pathlib.Path(__file__).resolve().parents[3] / ".models" / "SmolLM2-135M-Instruct"
-TOOLS = [{"type": "function", "function": {
-    "name": "get_weather",
-    "parameters": {"type": "object", "properties": {"city": {"type": "string"}}}}}]
-HERMES = ('<think>Paris, then.</think>Sure.<tool_call>\n{"name": "get_weather", '
-          '"arguments": {"city": "Paris"}}\n</tool_call>')
+
+
+@pytest.fixture(scope="module")
+def tokenizer():
+    return demo_tokenizer()
 
 
 # -- include_reasoning on the fake engine ---------------------------------
@@ -108,15 +107,6 @@ def test_flags_parse_as_vllm_spells_them() -> None:
 
 
 # -- vLLM's parsers -------------------------------------------------------
-
-@pytest.fixture(scope="module")
-def tokenizer():
-    if not (MODEL / "tokenizer.json").exists():
-        pytest.skip("the demo model is not built (make model)")
-    from vllm.tokenizers import get_tokenizer
-
-    return get_tokenizer(str(MODEL))
-
 
 def _vllm(tokenizer, level: str = "auto"):
     from tokenwire.server.engine.vllm.parsers import VllmChatParsers

@@ -5,20 +5,14 @@ awkward boundaries (inside a tag, inside the JSON), vLLM's call shapes."""
 from __future__ import annotations
 
 import json
-import pathlib
 
 import pytest
 
+from tests.unit.inference.parser_cases import HERMES, MODEL, TOOLS, demo_tokenizer
 from tokenwire.server.core.domain import GenerationParams
 from tokenwire.server.core.errors import InvalidArgument
 from tokenwire.server.core.parsing import ParserConfig, ParseSpec
 
-MODEL = pathlib.Path(__file__).resolve().parents[3] / ".models" / "SmolLM2-135M-Instruct"
-TOOLS = [{"type": "function", "function": {
-    "name": "get_weather",
-    "parameters": {"type": "object", "properties": {"city": {"type": "string"}}}}}]
-HERMES = ('<think>Paris, then.</think>Sure.<tool_call>\n{"name": "get_weather", '
-          '"arguments": {"city": "Paris"}}\n</tool_call>')
 KIMI = ("<|tool_calls_section_begin|><|tool_call_begin|>functions.get_weather:0"
         '<|tool_call_argument_begin|>{"city": "Paris"}<|tool_call_end|>'
         "<|tool_calls_section_end|>")
@@ -26,11 +20,7 @@ KIMI = ("<|tool_calls_section_begin|><|tool_call_begin|>functions.get_weather:0"
 
 @pytest.fixture(scope="module")
 def tokenizer():
-    if not (MODEL / "tokenizer.json").exists():
-        pytest.skip("the demo model is not built (make model)")
-    from vllm.tokenizers import get_tokenizer
-
-    return get_tokenizer(str(MODEL))
+    return demo_tokenizer()
 
 
 def _parsers(tokenizer, tool: str, reasoning: str = "", auto: bool = True):
