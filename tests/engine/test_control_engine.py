@@ -559,3 +559,36 @@ def test_m_salting_by_version_makes_a_cached_prefix_miss_after_an_update_without
             )
     finally:
         srv.stop()
+
+
+def test_j_weight_checker_checks_a_sync_and_resets_refuse_nothing(stubs) -> None:
+    """vLLM's weight checker on the real engine: checksums of every
+    parameter; reset (paused) zeroes them — labelled a failed load, Resume
+    refused — and a load of the same folder compares equal to the first
+    checksums, the same greedy ids again. The cache resets answer."""
+    infer, control = stubs
+    control.UpdateWeightsFromPath(
+        control_pb2.UpdateWeightsFromPathRequest(path=str(TINY), weight_version="v1"), timeout=120)
+    before = list(generate(infer, 8).choices[0].token_ids)
+    sums = dict(control.CheckWeights(control_pb2.CheckWeightsRequest(action="checksum"),
+                                     timeout=120).checksums)
+    assert sums and all(k.startswith("dp0:pp0:pcp0:tp0:") for k in sums)
+    control.Pause(control_pb2.PauseRequest(mode="abort"), timeout=60)
+    assert control.CheckWeights(control_pb2.CheckWeightsRequest(action="reset"),
+                                timeout=120).status == "reset"
+    zeroed = control.CheckWeights(control_pb2.CheckWeightsRequest(action="compare",
+                                                                  baseline=sums), timeout=120)
+    assert not zeroed.match and len(zeroed.mismatches) > 0
+    with pytest.raises(grpc.RpcError) as err:
+        control.Resume(control_pb2.ResumeRequest(), timeout=30)
+    assert error_info(err.value).reason == "WEIGHTS_FAILED_LOAD"
+    control.UpdateWeightsFromPath(
+        control_pb2.UpdateWeightsFromPathRequest(path=str(TINY), weight_version="v1"), timeout=120)
+    control.Resume(control_pb2.ResumeRequest(), timeout=30)
+    synced = control.CheckWeights(control_pb2.CheckWeightsRequest(action="compare",
+                                                                  baseline=sums), timeout=120)
+    assert synced.match and list(synced.mismatches) == []
+    assert list(generate(infer, 8).choices[0].token_ids) == before
+    control.ResetMultimodalCache(control_pb2.ResetMultimodalCacheRequest(), timeout=60)
+    control.ResetEncoderCache(control_pb2.ResetEncoderCacheRequest(), timeout=60)
+    assert list(generate(infer, 8).choices[0].token_ids) == before

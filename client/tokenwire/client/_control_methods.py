@@ -13,7 +13,7 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
-from tokenwire.client._common import struct
+from tokenwire.client._common import build, struct
 from tokenwire.v1 import control_pb2
 
 
@@ -68,6 +68,24 @@ class ControlMethods:
         """Reset the prefix cache."""
         req = control_pb2.ResetPrefixCacheRequest(reset_running_requests=reset_running_requests)
         return bool(self._call(self.stub.ResetPrefixCache, req, timeout).success)
+
+    def reset_mm_cache(self, *, timeout: float | None = None) -> None:
+        """Drop the multimodal processor cache."""
+        req = control_pb2.ResetMultimodalCacheRequest()
+        self._call(self.stub.ResetMultimodalCache, req, timeout)
+
+    def reset_encoder_cache(self, *, timeout: float | None = None) -> None:
+        """Drop the encoder cache."""
+        req = control_pb2.ResetEncoderCacheRequest()
+        self._call(self.stub.ResetEncoderCache, req, timeout)
+
+    def check_weights(
+        self, request: control_pb2.CheckWeightsRequest | Mapping[str, Any] | None = None, /, *,
+        timeout: float | None = None, **fields: Any,
+    ) -> control_pb2.CheckWeightsResponse:
+        """vLLM's weight checker: checksum, compare (with a baseline) or reset."""
+        req = build(control_pb2.CheckWeightsRequest, request, fields)
+        return self._call(self.stub.CheckWeights, req, timeout)
 
     def abort_requests(
         self, request_ids: Sequence[str] = (), *, timeout: float | None = None,
@@ -184,6 +202,24 @@ class AsyncControlMethods:
         """Reset the prefix cache."""
         req = control_pb2.ResetPrefixCacheRequest(reset_running_requests=reset_running_requests)
         return bool((await self._call(self.stub.ResetPrefixCache, req, timeout)).success)
+
+    async def reset_mm_cache(self, *, timeout: float | None = None) -> None:
+        """Drop the multimodal processor cache."""
+        req = control_pb2.ResetMultimodalCacheRequest()
+        await self._call(self.stub.ResetMultimodalCache, req, timeout)
+
+    async def reset_encoder_cache(self, *, timeout: float | None = None) -> None:
+        """Drop the encoder cache."""
+        req = control_pb2.ResetEncoderCacheRequest()
+        await self._call(self.stub.ResetEncoderCache, req, timeout)
+
+    async def check_weights(
+        self, request: control_pb2.CheckWeightsRequest | Mapping[str, Any] | None = None, /, *,
+        timeout: float | None = None, **fields: Any,
+    ) -> control_pb2.CheckWeightsResponse:
+        """vLLM's weight checker: checksum, compare (with a baseline) or reset."""
+        req = build(control_pb2.CheckWeightsRequest, request, fields)
+        return await self._call(self.stub.CheckWeights, req, timeout)
 
     async def abort_requests(
         self, request_ids: Sequence[str] = (), *, timeout: float | None = None,

@@ -410,3 +410,53 @@ class AnnounceWeightVersionResponse(_message.Message):
     STATE_FIELD_NUMBER: _ClassVar[int]
     state: ControlState
     def __init__(self, state: _Optional[_Union[ControlState, _Mapping]] = ...) -> None: ...
+
+class ResetMultimodalCacheRequest(_message.Message):
+    __slots__ = ()
+    def __init__(self) -> None: ...
+
+class ResetMultimodalCacheResponse(_message.Message):
+    __slots__ = ()
+    def __init__(self) -> None: ...
+
+class ResetEncoderCacheRequest(_message.Message):
+    __slots__ = ()
+    def __init__(self) -> None: ...
+
+class ResetEncoderCacheResponse(_message.Message):
+    __slots__ = ()
+    def __init__(self) -> None: ...
+
+class CheckWeightsRequest(_message.Message):
+    __slots__ = ("action", "baseline")
+    class BaselineEntry(_message.Message):
+        __slots__ = ("key", "value")
+        KEY_FIELD_NUMBER: _ClassVar[int]
+        VALUE_FIELD_NUMBER: _ClassVar[int]
+        key: str
+        value: str
+        def __init__(self, key: _Optional[str] = ..., value: _Optional[str] = ...) -> None: ...
+    ACTION_FIELD_NUMBER: _ClassVar[int]
+    BASELINE_FIELD_NUMBER: _ClassVar[int]
+    action: str
+    baseline: _containers.ScalarMap[str, str]
+    def __init__(self, action: _Optional[str] = ..., baseline: _Optional[_Mapping[str, str]] = ...) -> None: ...
+
+class CheckWeightsResponse(_message.Message):
+    __slots__ = ("checksums", "match", "mismatches", "status")
+    class ChecksumsEntry(_message.Message):
+        __slots__ = ("key", "value")
+        KEY_FIELD_NUMBER: _ClassVar[int]
+        VALUE_FIELD_NUMBER: _ClassVar[int]
+        key: str
+        value: str
+        def __init__(self, key: _Optional[str] = ..., value: _Optional[str] = ...) -> None: ...
+    CHECKSUMS_FIELD_NUMBER: _ClassVar[int]
+    MATCH_FIELD_NUMBER: _ClassVar[int]
+    MISMATCHES_FIELD_NUMBER: _ClassVar[int]
+    STATUS_FIELD_NUMBER: _ClassVar[int]
+    checksums: _containers.ScalarMap[str, str]
+    match: bool
+    mismatches: _containers.RepeatedScalarFieldContainer[str]
+    status: str
+    def __init__(self, checksums: _Optional[_Mapping[str, str]] = ..., match: _Optional[bool] = ..., mismatches: _Optional[_Iterable[str]] = ..., status: _Optional[str] = ...) -> None: ...

@@ -117,6 +117,21 @@ class ControlServiceStub:
                 request_serializer=tokenwire_dot_v1_dot_control__pb2.ResetPrefixCacheRequest.SerializeToString,
                 response_deserializer=tokenwire_dot_v1_dot_control__pb2.ResetPrefixCacheResponse.FromString,
                 _registered_method=True)
+        self.ResetMultimodalCache = channel.unary_unary(
+                '/tokenwire.v1.ControlService/ResetMultimodalCache',
+                request_serializer=tokenwire_dot_v1_dot_control__pb2.ResetMultimodalCacheRequest.SerializeToString,
+                response_deserializer=tokenwire_dot_v1_dot_control__pb2.ResetMultimodalCacheResponse.FromString,
+                _registered_method=True)
+        self.ResetEncoderCache = channel.unary_unary(
+                '/tokenwire.v1.ControlService/ResetEncoderCache',
+                request_serializer=tokenwire_dot_v1_dot_control__pb2.ResetEncoderCacheRequest.SerializeToString,
+                response_deserializer=tokenwire_dot_v1_dot_control__pb2.ResetEncoderCacheResponse.FromString,
+                _registered_method=True)
+        self.CheckWeights = channel.unary_unary(
+                '/tokenwire.v1.ControlService/CheckWeights',
+                request_serializer=tokenwire_dot_v1_dot_control__pb2.CheckWeightsRequest.SerializeToString,
+                response_deserializer=tokenwire_dot_v1_dot_control__pb2.CheckWeightsResponse.FromString,
+                _registered_method=True)
         self.Sleep = channel.unary_unary(
                 '/tokenwire.v1.ControlService/Sleep',
                 request_serializer=tokenwire_dot_v1_dot_control__pb2.SleepRequest.SerializeToString,
@@ -302,6 +317,33 @@ class ControlServiceServicer:
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
+    def ResetMultimodalCache(self, request, context):
+        """Drop the multimodal processor caches (vLLM `POST /reset_mm_cache`).
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def ResetEncoderCache(self, request, context):
+        """Drop the encoder cache (vLLM `POST /reset_encoder_cache`): the vision
+        encoder's outputs, computed by the weights they were computed with.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def CheckWeights(self, request, context):
+        """vLLM's weight checker (`POST /weight_checker`), to check a weight sync:
+        "checksum" answers every worker's digest of every parameter, "compare"
+        whether they equal a baseline of such digests, "reset" zeroes the
+        weights (only while generation is paused; the weights are then labelled
+        "+failed-load" and Resume is refused until a load succeeds, so nothing
+        sampled from zeros is attributed to a version).
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
     def Sleep(self, request, context):
         """Offload weights / KV cache (vLLM `POST /sleep?level=1`). GPU only:
         FAILED_PRECONDITION where the platform cannot sleep (CPU).
@@ -481,6 +523,21 @@ def add_ControlServiceServicer_to_server(servicer, server):
                     servicer.ResetPrefixCache,
                     request_deserializer=tokenwire_dot_v1_dot_control__pb2.ResetPrefixCacheRequest.FromString,
                     response_serializer=tokenwire_dot_v1_dot_control__pb2.ResetPrefixCacheResponse.SerializeToString,
+            ),
+            'ResetMultimodalCache': grpc.unary_unary_rpc_method_handler(
+                    servicer.ResetMultimodalCache,
+                    request_deserializer=tokenwire_dot_v1_dot_control__pb2.ResetMultimodalCacheRequest.FromString,
+                    response_serializer=tokenwire_dot_v1_dot_control__pb2.ResetMultimodalCacheResponse.SerializeToString,
+            ),
+            'ResetEncoderCache': grpc.unary_unary_rpc_method_handler(
+                    servicer.ResetEncoderCache,
+                    request_deserializer=tokenwire_dot_v1_dot_control__pb2.ResetEncoderCacheRequest.FromString,
+                    response_serializer=tokenwire_dot_v1_dot_control__pb2.ResetEncoderCacheResponse.SerializeToString,
+            ),
+            'CheckWeights': grpc.unary_unary_rpc_method_handler(
+                    servicer.CheckWeights,
+                    request_deserializer=tokenwire_dot_v1_dot_control__pb2.CheckWeightsRequest.FromString,
+                    response_serializer=tokenwire_dot_v1_dot_control__pb2.CheckWeightsResponse.SerializeToString,
             ),
             'Sleep': grpc.unary_unary_rpc_method_handler(
                     servicer.Sleep,
@@ -912,6 +969,87 @@ class ControlService:
             '/tokenwire.v1.ControlService/ResetPrefixCache',
             tokenwire_dot_v1_dot_control__pb2.ResetPrefixCacheRequest.SerializeToString,
             tokenwire_dot_v1_dot_control__pb2.ResetPrefixCacheResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def ResetMultimodalCache(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/tokenwire.v1.ControlService/ResetMultimodalCache',
+            tokenwire_dot_v1_dot_control__pb2.ResetMultimodalCacheRequest.SerializeToString,
+            tokenwire_dot_v1_dot_control__pb2.ResetMultimodalCacheResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def ResetEncoderCache(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/tokenwire.v1.ControlService/ResetEncoderCache',
+            tokenwire_dot_v1_dot_control__pb2.ResetEncoderCacheRequest.SerializeToString,
+            tokenwire_dot_v1_dot_control__pb2.ResetEncoderCacheResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def CheckWeights(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/tokenwire.v1.ControlService/CheckWeights',
+            tokenwire_dot_v1_dot_control__pb2.CheckWeightsRequest.SerializeToString,
+            tokenwire_dot_v1_dot_control__pb2.CheckWeightsResponse.FromString,
             options,
             channel_credentials,
             insecure,

@@ -167,6 +167,12 @@ class ControlPlane:
             deadline,
         )
 
+    async def reset_cache(self, which: str, deadline: float | None) -> None:
+        """Drop vLLM's multimodal processor cache ("mm") or encoder cache ("encoder")."""
+        reset = self._engine.reset_mm_cache if which == "mm" else self._engine.reset_encoder_cache
+        await self.runner.run(f"reset {which} cache",
+                              lambda: self.runner.call(f"reset {which} cache", reset()), deadline)
+
     # The weight updates (weights.py).
     async def update_from_path(
         self, path: str, version: str, *, pause_mode: str, clear_cache: bool,

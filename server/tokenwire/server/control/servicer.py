@@ -240,6 +240,33 @@ class ControlServicer(control_pb2_grpc.ControlServiceServicer):
         return control_pb2.ResetPrefixCacheResponse(success=ok)
 
     @unary_errors
+    async def ResetMultimodalCache(
+        self, request: control_pb2.ResetMultimodalCacheRequest, context: Ctx
+    ) -> control_pb2.ResetMultimodalCacheResponse:
+        await self.plane.reset_cache("mm", _deadline(context))
+        return control_pb2.ResetMultimodalCacheResponse()
+
+    @unary_errors
+    async def ResetEncoderCache(
+        self, request: control_pb2.ResetEncoderCacheRequest, context: Ctx
+    ) -> control_pb2.ResetEncoderCacheResponse:
+        await self.plane.reset_cache("encoder", _deadline(context))
+        return control_pb2.ResetEncoderCacheResponse()
+
+    @unary_errors
+    async def CheckWeights(
+        self, request: control_pb2.CheckWeightsRequest, context: Ctx
+    ) -> control_pb2.CheckWeightsResponse:
+        sums, match, differ = await self.plane.weights.check_weights(
+            request.action, dict(request.baseline), _deadline(context))
+        resp = control_pb2.CheckWeightsResponse(checksums=sums, mismatches=differ,
+                                                status="reset" if request.action == "reset"
+                                                else "")
+        if match is not None:
+            resp.match = match
+        return resp
+
+    @unary_errors
     async def Sleep(
         self, request: control_pb2.SleepRequest, context: Ctx
     ) -> control_pb2.SleepResponse:

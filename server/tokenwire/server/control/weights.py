@@ -21,7 +21,7 @@ from tokenwire.server.control.records import Transfer, UpdateResult, WeightRecor
 from tokenwire.server.control.runner import OperationRunner
 from tokenwire.server.control.workers import WorkerMethods
 from tokenwire.server.core.engine_control import EngineControl
-from tokenwire.server.core.errors import FailedPrecondition, TokenwireError
+from tokenwire.server.core.errors import FailedPrecondition, InvalidArgument, TokenwireError
 from tokenwire.server.core.serving_state import ServingState
 
 log = logging.getLogger("tokenwire.control")
@@ -215,6 +215,40 @@ class WeightUpdates:
                 await self._runner.resume_engine()
 
         await self._runner.run("finish weight update", op, deadline)
+
+    async def check_weights(self, action: str, baseline: dict[str, str],
+                            deadline: float | None) -> tuple[dict[str, str], bool | None,
+                                                             list[str]]:
+        """vLLM's weight checker: (checksums, match, mismatches). "reset"
+        zeroes the weights, so it needs generation paused and labels them
+        as a failed load (Resume refused until a load or a whole transfer)."""
+        if action not in ("checksum", "compare", "reset"):
+            raise InvalidArgument(f"action must be one of checksum, compare, reset; got "
+                                  f"{action!r}", param="action", reason="VALUE_NOT_ALLOWED")
+        if action == "compare" and not baseline:
+            raise InvalidArgument("action 'compare' needs a baseline (the digests 'checksum' "
+                                  "answered)", param="baseline", reason="FIELD_REQUIRED")
+
+        async def op() -> tuple[dict[str, str], bool | None, list[str]]:
+            if action == "reset":
+                if not self._state.paused:
+                    raise FailedPrecondition(
+                        "action 'reset' zeroes the weights: Pause generation first (nothing "
+                        "may be sampled from zeros)", param="action",
+                        reason="GENERATION_NOT_PAUSED")
+                await self._runner.call("zero weights", self._engine.zero_weights())
+                if self._transfer is not None:  # parameters the transfer skips stay zero
+                    self._transfer.failed = True
+                await self.mark_failed_load("the weights were zeroed (weight checker reset)")
+                return {}, None, []
+            sums = await self._runner.call("weight checksums", self._engine.weight_checksums())
+            if action == "checksum":
+                return sums, None, []
+            differ = sorted(k for k in sums.keys() | baseline.keys()
+                            if sums.get(k) != baseline.get(k))
+            return {}, not differ, differ
+
+        return await self._runner.run(f"weight checker {action}", op, deadline)
 
     async def _transfer_incomplete(self, version: str) -> None:
         """Finish after a failed step: the engine's transfer is ended, but

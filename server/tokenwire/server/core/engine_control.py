@@ -40,6 +40,19 @@ class EngineControl(Protocol):
 
     async def reset_prefix_cache(self, reset_running_requests: bool) -> bool: ...
 
+    async def reset_mm_cache(self) -> None: ...
+
+    async def reset_encoder_cache(self) -> None: ...
+
+    async def weight_checksums(self) -> dict[str, str]:
+        """Every worker's digest of every parameter (vLLM's
+        compute_weight_checksums, keyed "dp0:pp0:pcp0:tp0:<name>")."""
+        ...
+
+    async def zero_weights(self) -> None:
+        """Zero every weight (vLLM's workers' reset_weights)."""
+        ...
+
     async def reload_weights(self, path: str) -> None:
         """Load a checkpoint folder with the same architecture in place."""
         ...

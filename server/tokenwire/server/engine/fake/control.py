@@ -31,6 +31,8 @@ class FakeControl:
         self.lora_loads: dict[str, int] = {}  # name -> its load's number (lora_label)
         self._lora_count = 0
         self.resets = 0
+        self.cache_resets: list[str] = []  # "mm", "encoder": the resets asked for
+        self.zeroed = False  # zero_weights ran, no reload since
         # Tests: "" checks no weight files (the fake reads none); "*.safetensors" as vLLM.
         self.weight_files = ""
         # Tests: control calls ("pause", "reload", "transfer", "rpc") that wait, once
@@ -117,6 +119,23 @@ class FakeControl:
         self.resets += 1
         return True
 
+    async def reset_mm_cache(self) -> None:
+        self.cache_resets.append("mm")
+
+    async def reset_encoder_cache(self) -> None:
+        self.cache_resets.append("encoder")
+
+    async def weight_checksums(self) -> dict[str, str]:
+        """Two fake parameters, digesting what the weights are now."""
+        import hashlib
+
+        state = "zeros" if self.zeroed else f"{self.weights_generation}:{self.loaded_paths[-1:]}"
+        return {f"dp0:pp0:pcp0:tp0:{name}": hashlib.sha256(f"{name}={state}".encode())
+                .hexdigest() for name in ("embed.weight", "head.weight")}
+
+    async def zero_weights(self) -> None:
+        self.zeroed = True
+
     async def reload_weights(self, path: str) -> None:
         await self._engine_side("reload", self._reload(path))
 
@@ -134,6 +153,7 @@ class FakeControl:
             )
         self.weights_generation += 1
         self.loaded_paths.append(path)
+        self.zeroed = False
 
     async def weight_version(self) -> str:
         return self.version
@@ -165,6 +185,7 @@ class FakeControl:
             self._transfer_call("update", self._updating and not update_info.get("fail"),
                                 "the trainer's tensors did not arrive")
             self.weights_generation += 1  # part of the new weights is in
+            self.zeroed = False
 
         await self._engine_side("transfer", update())
 

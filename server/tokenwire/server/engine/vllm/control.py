@@ -41,6 +41,25 @@ class VllmControl:
         return bool(await self._llm.reset_prefix_cache(
             reset_running_requests=reset_running_requests))
 
+    async def reset_mm_cache(self) -> None:
+        await self._llm.reset_mm_cache()
+
+    async def reset_encoder_cache(self) -> None:
+        await self._llm.reset_encoder_cache()
+
+    async def weight_checksums(self) -> dict[str, str]:
+        merged: dict[str, str] = {}
+        for worker in await self._llm.compute_weight_checksums():
+            if same := merged.keys() & worker.keys():
+                raise errors.FailedPrecondition(
+                    f"two workers digest the same parameters: {sorted(same)[:5]}",
+                    reason="ENGINE_REQUEST_FAILED")
+            merged.update(worker)
+        return merged
+
+    async def zero_weights(self) -> None:
+        await self._llm.collective_rpc("reset_weights")
+
     async def reload_weights(self, path: str) -> None:
         try:  # (the folder was checked by the control plane)
             await self._llm.collective_rpc(
