@@ -166,7 +166,7 @@ def test_bad_bodies_name_the_field(scorer) -> None:
         "INVALID_ARGUMENT", "max_tokens_per_query", "VALUE_OUT_OF_RANGE")
     assert refused(score, stub, queries="a", documents="w" * 100) == (
         "INVALID_ARGUMENT", "documents", "PROMPT_TOO_LONG")
-    assert refused(score, stub, queries="a", documents=["b"] * 65) == (
+    assert refused(score, stub, queries="a", documents=["b"] * 1025) == (
         "INVALID_ARGUMENT", "documents", "TOO_MANY_ITEMS")
     assert refused(rerank, stub, query=["a"], documents="b") == (
         "INVALID_ARGUMENT", "query", "INVALID_TYPE")

@@ -102,6 +102,8 @@ class ServerSettings:
     max_stop_strings: int = _own(16, "most strings in `stop`")
     max_stop_string_chars: int = _own(256, "longest string in `stop` (characters)")
     max_completion_prompts: int = _own(64, "most prompts in one completions batch (`prompt` list)")
+    max_score_documents: int = _own(
+        1024, "most documents one /score or /rerank call scores (a reranker's candidates)")
     max_top_logprobs: int = _own(20, "largest `top_logprobs` / `prompt_logprobs` (with only vLLM's "
                                      "--max-logprobs given, that cap; this one sets vLLM's)")
     request_template_timeout_seconds: float = _own(

@@ -105,7 +105,7 @@ def _check_counts(first: str, queries: list[str], second: str, documents: list[s
                                   reason="FIELD_REQUIRED")
     if len(documents) > most:
         raise InvalidArgument(f"{second}: at most {most} documents per call "
-                              "(--max-completion-prompts)", param=second,
+                              "(--max-score-documents)", param=second,
                               reason="TOO_MANY_ITEMS")
 
 
@@ -174,7 +174,7 @@ async def build_score_plan(req: Any, engine: Engine, settings: ServerSettings, *
         documents = _texts(second, req.documents) if req.HasField(second) else []
     else:
         first, queries, second, documents = _score_sides(req)
-    _check_counts(first, queries, second, documents, settings.max_completion_prompts)
+    _check_counts(first, queries, second, documents, settings.max_score_documents)
     per_query, per_doc = _per_text(req, engine)
     keep, _ = kept(req, engine)
     # A text may exceed the window when it is cut (up to 4 windows, as
