@@ -457,6 +457,6 @@ class CheckWeightsResponse(_message.Message):
     STATUS_FIELD_NUMBER: _ClassVar[int]
     checksums: _containers.ScalarMap[str, str]
     match: bool
-    mismatches: _containers.RepeatedScalarFieldContainer[str]
+    mismatches: _struct_pb2.ListValue
     status: str
-    def __init__(self, checksums: _Optional[_Mapping[str, str]] = ..., match: _Optional[bool] = ..., mismatches: _Optional[_Iterable[str]] = ..., status: _Optional[str] = ...) -> None: ...
+    def __init__(self, checksums: _Optional[_Mapping[str, str]] = ..., match: _Optional[bool] = ..., mismatches: _Optional[_Union[_struct_pb2.ListValue, _Mapping]] = ..., status: _Optional[str] = ...) -> None: ...

@@ -11,6 +11,7 @@ from pathlib import Path
 
 import grpc
 import pytest
+from google.protobuf import json_format
 
 from tests.rpc import error_info
 from tests.servers import ThreadServer
@@ -44,6 +45,8 @@ def test_checksum_compare_and_a_paused_reset(tmp_path: Path) -> None:
                                     "dp0:pp0:pcp0:tp0:head.weight"]
             same = _check(control, action="compare", baseline=sums)
             assert same.match and list(same.mismatches) == []
+            assert json_format.MessageToDict(same, preserving_proto_field_name=True) == {
+                "match": True, "mismatches": []}  # vLLM's keys, the empty list too
             # Zeros only while nothing is sampled.
             assert _refused(lambda: _check(control, action="reset")) == (
                 "FAILED_PRECONDITION", "action", "GENERATION_NOT_PAUSED")

@@ -259,11 +259,12 @@ class ControlServicer(control_pb2_grpc.ControlServiceServicer):
     ) -> control_pb2.CheckWeightsResponse:
         sums, match, differ = await self.plane.weights.check_weights(
             request.action, dict(request.baseline), _deadline(context))
-        resp = control_pb2.CheckWeightsResponse(checksums=sums, mismatches=differ,
-                                                status="reset" if request.action == "reset"
-                                                else "")
-        if match is not None:
+        resp = control_pb2.CheckWeightsResponse(checksums=sums, status="reset"
+                                                if request.action == "reset" else "")
+        if match is not None:  # (a compare)
             resp.match = match
+            resp.mismatches.SetInParent()
+            resp.mismatches.extend(differ)
         return resp
 
     @unary_errors
