@@ -11,8 +11,6 @@ or not: vLLM's packing), base64 (little-endian float32)."""
 
 from __future__ import annotations
 
-import base64
-import struct
 from typing import Any
 
 from google.protobuf import struct_pb2
@@ -22,7 +20,7 @@ from tokenwire.server.core.domain import Caller, Engine, RenderOptions
 from tokenwire.server.core.errors import InvalidArgument
 from tokenwire.server.core.pooling import PoolRequest
 from tokenwire.server.core.settings import ServerSettings
-from tokenwire.server.inference.pooling.service import run_pool
+from tokenwire.server.inference.pooling.service import float32_base64, run_pool
 from tokenwire.server.inference.shared.identity import check_model, lora_of, new_request_id
 from tokenwire.server.inference.shared.tenant_policy import check_priority
 from tokenwire.v1 import embeddings_pb2
@@ -119,8 +117,7 @@ def _typed(vectors: list[list[float]], kinds: list[str]) -> struct_pb2.Struct:
         elif kind in ("binary", "ubinary"):
             out[kind] = _packed(vectors, signed=kind == "binary")
         else:
-            out[kind] = [base64.b64encode(struct.pack(f"<{len(x)}f", *x)).decode()
-                         for x in vectors]
+            out[kind] = [float32_base64(x) for x in vectors]
     made = struct_pb2.Struct()
     made.update(out)
     return made

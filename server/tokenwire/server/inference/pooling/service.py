@@ -23,10 +23,14 @@ from tokenwire.server.inference.pooling.request import PoolPlan, build_pool_plan
 from tokenwire.v1 import common_pb2, embeddings_pb2
 
 
+def float32_base64(vector: list[float]) -> str:
+    """OpenAI's / vLLM's base64 of an embedding: its little-endian float32 bytes."""
+    return base64.b64encode(struct.pack(f"<{len(vector)}f", *vector)).decode()
+
+
 def _value(vector: list[float], encoding: str) -> struct_pb2.Value:
     if encoding == "base64":
-        raw = struct.pack(f"<{len(vector)}f", *vector)
-        return struct_pb2.Value(string_value=base64.b64encode(raw).decode())
+        return struct_pb2.Value(string_value=float32_base64(vector))
     listed = struct_pb2.Value()
     listed.list_value.values.extend(struct_pb2.Value(number_value=x) for x in vector)
     return listed
