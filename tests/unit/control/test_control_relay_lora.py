@@ -12,15 +12,18 @@ tests/engine/test_frontends_engine.py."""
 from __future__ import annotations
 
 import collections.abc
+import logging
 import time
 from pathlib import Path
 
 import grpc
 import pytest
 
+from tests.otlp import FAST_EXPORT, Collector
 from tests.rpc import chat_request, error_info
 from tests.servers import ThreadServer
 from tests.unit.control.relay_pair import TOKEN, start_pair
+from tokenwire.server.api.tracing import RPC_STATUS
 from tokenwire.server.control.relay import PRIVATE_SERVICE, TOKEN_HEADER
 from tokenwire.v1 import control_pb2, control_pb2_grpc, models_pb2, service_pb2_grpc
 
@@ -154,3 +157,78 @@ def test_the_private_methods_need_the_socket_and_the_token(pair) -> None:
         assert exc.value.code() == grpc.StatusCode.UNAUTHENTICATED
         assert error_info(exc.value).reason == "RELAY_TOKEN_INVALID"
     assert "evil" not in follower.engine.lora_names()
+
+
+INFERENCE_KEY, ADMIN_KEY = "inference-key-of-this-test", "admin-key-of-this-test"
+
+
+def _keyed(key: str) -> tuple[tuple[str, str], ...]:
+    return (("authorization", f"Bearer {key}"),)
+
+
+def test_with_api_keys_every_process_follows_a_reload_and_an_unload(
+        tmp_path, caplog, monkeypatch) -> None:
+    """Issue 42 H-2: with an inference key (and an admin key) the processes'
+    private methods (AdoptLoras, LoraTable) are not behind the public key
+    check (they check their socket and the relay token), so every process
+    names the new load after an in-place reload, and none serves an adapter
+    after its unload; on the public port they stay refused. The other
+    interceptors (metrics, access log, tracing) pass them through."""
+    (tmp_path / "sockets").mkdir()
+    sql = _adapter(tmp_path, "sql")
+    caplog.set_level(logging.INFO, "tokenwire.access")
+    for name, value in FAST_EXPORT.items():
+        monkeypatch.setenv(name, value)
+    collector = Collector().start()
+    leader, follower = servers = start_pair(
+        tmp_path / "sockets", api_key=INFERENCE_KEY, admin_api_key=ADMIN_KEY,
+        lora_modules=(f"sql={sql}",), otlp_traces_endpoint=collector.endpoint)
+
+    def spans(server: ThreadServer) -> list[str]:
+        with grpc.insecure_channel(server.address) as ch:
+            resp = service_pb2_grpc.TokenwireServiceStub(ch).CreateChatCompletion(
+                chat_request(model="sql", max_tokens=2), timeout=10,
+                metadata=_keyed(INFERENCE_KEY))
+        return [s.version for s in resp.choices[0].weight_versions]
+
+    def control(server: ThreadServer, method: str, request) -> object:
+        with grpc.insecure_channel(server.address) as ch:
+            return getattr(control_pb2_grpc.ControlServiceStub(ch), method)(
+                request, timeout=10, metadata=_keyed(ADMIN_KEY))
+
+    try:
+        assert spans(leader) == spans(follower) == ["default+lora:sql@1"]
+        (tmp_path / "sql" / "adapter_model.safetensors").write_bytes(b"adapter-2")
+        control(leader, "LoadLoraAdapter", control_pb2.LoadLoraAdapterRequest(
+            lora_name="sql", lora_path=sql, load_inplace=True))
+        # Before the call answered, not a mirror period later.
+        assert leader.engine.lora_table() == follower.engine.lora_table() == {"sql": (sql, 2)}
+        assert spans(leader) == spans(follower) == ["default+lora:sql@2"]
+        control(follower, "UnloadLoraAdapter", control_pb2.UnloadLoraAdapterRequest(
+            lora_name="sql"))
+        assert leader.engine.lora_table() == follower.engine.lora_table() == {}
+        for server in servers:
+            with pytest.raises(grpc.RpcError) as exc:
+                spans(server)
+            assert exc.value.code() == grpc.StatusCode.NOT_FOUND
+        # A process that missed a push reads process 0's table (LoraTable), keyed too.
+        control(leader, "LoadLoraAdapter", control_pb2.LoadLoraAdapterRequest(
+            lora_name="sql", lora_path=sql))
+        follower.engine.adopt_loras({})
+        _eventually(lambda: follower.engine.lora_table() == {"sql": (sql, 3)})
+        # The public port still refuses the private methods, whatever key is sent.
+        with grpc.insecure_channel(leader.address) as ch:
+            table = ch.unary_unary(f"/{PRIVATE_SERVICE}/LoraTable")
+            for key in (INFERENCE_KEY, ADMIN_KEY):
+                with pytest.raises(grpc.RpcError) as exc:
+                    table(b"", metadata=(*_keyed(key), (TOKEN_HEADER, TOKEN)), timeout=5)
+                assert exc.value.code() == grpc.StatusCode.UNAUTHENTICATED
+        collector.wait_for(lambda spans: any(
+            s.name == f"{PRIVATE_SERVICE}/AdoptLoras" and s.attributes.get(RPC_STATUS) == 0
+            for s in spans))
+        assert "AdoptLoras OK" in caplog.text and "LoraTable OK" in caplog.text
+        assert "did not take the LoRA adapters" not in caplog.text
+    finally:
+        for server in servers:
+            server.stop()
+        collector.stop()

@@ -61,6 +61,7 @@ from google.protobuf.descriptor import MethodDescriptor
 from tokenwire.server.control.servicer import ControlServicer
 from tokenwire.server.core.errors import Unauthenticated, abort_with
 from tokenwire.server.core.serving_state import ServingState
+from tokenwire.server.security.auth import RELAY_SERVICE
 from tokenwire.v1 import control_pb2
 from tokenwire.wire import LOCAL_ABORT_HEADER as LOCAL_HEADER
 from tokenwire.wire import RELAY_REFRESH_HEADER as REFRESH_HEADER
@@ -76,8 +77,9 @@ MIRROR_PERIOD_S = 0.2
 # answers; a push that failed is caught up by the mirror within a period).
 FRESH_S = MIRROR_PERIOD_S
 # The sockets' own methods, between serving processes only (raw JSON bytes;
-# not a ControlService method, not in the contract).
-PRIVATE_SERVICE = "tokenwire.relay.ServingProcesses"
+# not a ControlService method, not in the contract). Not behind the inference
+# key (security/auth.py): each checks the socket and the relay token.
+PRIVATE_SERVICE = RELAY_SERVICE
 _SKIP_METADATA = ("user-agent", LOCAL_HEADER, TOKEN_HEADER)
 _NO_TOKEN = Unauthenticated(
     "a call on a serving process's private control socket needs the relay token of this launch",

@@ -2,7 +2,9 @@
 
 - Inference calls: `authorization: Bearer <key>` (an inference key),
   compared in constant time; health and reflection stay reachable without
-  the key only when the settings say so. A rejected call gets
+  the key only when the settings say so. The serving processes' private
+  methods (control/relay.py) are not inference calls: they check their
+  socket and the launch's relay token themselves. A rejected call gets
   UNAUTHENTICATED with an ErrorInfo (reason "API_KEY_INVALID", param
   "authorization").
 - Operator calls (the ControlService, and GetStats, which describes the
@@ -43,6 +45,13 @@ OPEN_METHODS = tuple(f"/tokenwire.v1.TokenwireService/{m}"
                      for m in ("GetHealth", "GetVersion", "GetServerLoad"))
 CONTROL_PREFIX = "/tokenwire.v1.ControlService/"
 STATS_METHOD = "/tokenwire.v1.TokenwireService/GetStats"
+# The serving processes' private service (control/relay.py, between the
+# processes of one launch on their Unix sockets): each of its methods checks
+# that it came in on a private socket with the launch's relay token, so the
+# inference key is not theirs to check (with it, process 0's LoRA pushes
+# were refused: issue 42 H-2); on the public port they refuse every caller.
+RELAY_SERVICE = "tokenwire.relay.ServingProcesses"
+RELAY_PREFIX = f"/{RELAY_SERVICE}/"
 LOOPBACK_HOSTS = ("localhost",)  # names; addresses are judged by ipaddress
 
 IpNetwork = ipaddress.IPv4Network | ipaddress.IPv6Network
@@ -170,6 +179,8 @@ class ApiKeyInterceptor(grpc.aio.ServerInterceptor):
         if handler is None or is_open(details.method, self._open_probes):
             return handler
         if details.method.startswith(self._operator):  # the admin credential's business
+            return handler
+        if details.method.startswith(RELAY_PREFIX):  # the relay token's business
             return handler
         if bearer_ok(details.invocation_metadata, *self._keys):
             return handler
