@@ -11,7 +11,9 @@ browser), a ``Mozilla/`` User-Agent it cannot change without a CORS
 preflight (which the gateway never grants), the page's own Host name after
 DNS rebinding, and, as a simple request, no JSON content type. So the key
 goes only on native gRPC calls and on REST calls whose body is JSON
-(``application/json``) or empty, with none of those browser marks and a
+(``application/json``) or empty (``Content-Length: 0``, or a GET without
+one: Envoy drops ``Transfer-Encoding`` before any filter, so a POST without
+a length may be chunked), with none of those browser marks and a
 Host that names this listener (localhost, 127.0.0.1, [::1] with its port);
 any other control call gets 403, in OpenAI's error shape over REST
 (local_replies.py), PERMISSION_DENIED over gRPC, and reaches no server.
@@ -34,7 +36,7 @@ from tokenwire import wire
 from tokenwire.gateway.settings import GatewaySettings
 
 CONTROL_PREFIX = "/tokenwire.v1.ControlService/"
-REQUEST_FACTS = "tokenwire.request"  # dynamic metadata: the caller's content type and length
+REQUEST_FACTS = "tokenwire.request"  # dynamic metadata: the caller's content type, length, method
 MISSING = "none"  # the recorded value of a header the caller did not send
 _TYPE = "@type"
 GRPC = {"name": "content-type", "string_match": {"prefix": "application/grpc"}}
@@ -53,7 +55,7 @@ BROWSER_AGENT = "Mozilla/"  # every browser's User-Agent starts so
 
 def request_facts_filter() -> dict[str, Any]:
     """Envoy's header-to-metadata filter, first in the chain: the caller's
-    content-type and content-length (MISSING when absent) as dynamic
+    content-type, content-length (MISSING when absent) and method as dynamic
     metadata REQUEST_FACTS, before the transcoder replaces them."""
 
     def rule(header: str, key: str) -> dict[str, Any]:
@@ -64,7 +66,8 @@ def request_facts_filter() -> dict[str, Any]:
     return {"name": "tokenwire.request_facts", "typed_config": {
         _TYPE: "type.googleapis.com/envoy.extensions.filters.http.header_to_metadata.v3.Config",
         "request_rules": [rule("content-type", "content_type"),
-                          rule("content-length", "content_length")],
+                          rule("content-length", "content_length"),
+                          rule(":method", "method")],
     }}
 
 
@@ -96,10 +99,6 @@ def _facts(**values: dict[str, Any]) -> list[dict[str, Any]]:
             for key, value in values.items()]
 
 
-def _one_of(*matchers: dict[str, Any]) -> dict[str, Any]:
-    return {"or_match": {"value_matchers": [{"string_match": m} for m in matchers]}}
-
-
 def injecting_routes(settings: GatewaySettings, admin_key: str,
                      route: collections.abc.Callable[[], dict[str, Any]]) -> list[dict[str, Any]]:
     """--inject-admin-key: control calls of a browser's shape refused (403),
@@ -119,18 +118,25 @@ def injecting_routes(settings: GatewaySettings, admin_key: str,
                   "append_action": "OVERWRITE_IF_EXISTS_OR_ADD"}
     json_body = _facts(content_type={"string_match": {"prefix": "application/json",
                                                       "ignore_case": True}})
-    # No body, whatever its type says (aiohttp's is application/octet-stream).
-    no_body = _facts(content_length=_one_of({"exact": "0"}, {"exact": MISSING}))
+    # No body, whatever its type says (aiohttp's is application/octet-stream):
+    # Content-Length 0, or none on a GET. Envoy drops Transfer-Encoding before
+    # any filter sees it, so a chunked POST (HTTP/1.1) or a POST's DATA frames
+    # (HTTP/2) without a Content-Length cannot be told from no body: a body.
+    no_body = _facts(content_length={"string_match": {"exact": "0"}})
+    get_no_body = _facts(content_length={"string_match": {"exact": MISSING}},
+                         method={"string_match": {"exact": "GET"}})
     allowed = []
     for match in ({"headers": [GRPC, _NATIVE]},  # native gRPC
                   {"headers": [GRPC, _TRANSCODED], "dynamic_metadata": json_body},
-                  {"headers": [GRPC, _TRANSCODED], "dynamic_metadata": no_body}):
+                  {"headers": [GRPC, _TRANSCODED], "dynamic_metadata": no_body},
+                  {"headers": [GRPC, _TRANSCODED], "dynamic_metadata": get_no_body}):
         item = route()
         item["match"] = {"prefix": CONTROL_PREFIX, **match}
         item["request_headers_to_add"] = [credential]
         allowed.append(item)
     return [*refusals, *allowed, _refuse(
-        "has a body that is not JSON (Content-Type must be application/json)", settings)]
+        "has a body that is not JSON (Content-Type must be application/json; no body is "
+        "Content-Length: 0, or a GET)", settings)]
 
 
 def refused_routes() -> list[dict[str, Any]]:

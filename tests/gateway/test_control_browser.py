@@ -13,6 +13,7 @@ test_trainers_keyless.py."""
 from __future__ import annotations
 
 import collections.abc
+import socket
 from pathlib import Path
 
 import grpc
@@ -117,6 +118,49 @@ def test_the_same_calls_without_the_browser_marks_work(
         assert _state(served, engine) == (False, "v2", before[2] + 1)
         assert client.post("/update_weight_version",
                            json={"new_version": "default"}).status_code == 200
+
+
+def _chunked(body: bytes) -> collections.abc.Iterator[bytes]:
+    yield body  # httpx sends a generator's body chunked: no Content-Length
+
+
+@pytest.mark.parametrize("content_type", ["text/plain", None], ids=["text-plain", "no-type"])
+def test_a_chunked_body_that_is_not_json_is_refused(
+        served: tuple[str, EnvoyProcess], engine: FakeEngine, content_type: str | None) -> None:
+    """A chunked body has no Content-Length, yet it is a body: not the "no
+    body" the rule lets through (issue #42, L-1; no browser sends it, but it
+    is one layer of the defence). Envoy drops Transfer-Encoding before any
+    filter, so a POST with no length at all is refused too; a chunked JSON
+    body, and an empty body with Content-Length: 0, still get the key."""
+    before = _state(served, engine)
+    headers = {"content-type": content_type} if content_type else {}
+    with httpx.Client(base_url=served[1].url, timeout=30) as client:
+        r = client.post("/update_weight_version", headers=headers,
+                        content=_chunked(b'{"new_version": "evil"}'))
+        assert r.request.headers.get("transfer-encoding") == "chunked"
+        assert "content-length" not in r.request.headers
+        assert r.status_code == 403, r.text
+        assert r.json()["error"]["code"] == "control_refused"
+        assert "not JSON" in r.json()["error"]["message"]
+        assert _state(served, engine) == before
+        ok = client.post("/update_weight_version", headers={"content-type": "application/json"},
+                         content=_chunked(b'{"new_version": "v3"}'))
+        assert ok.status_code == 200, ok.text
+        assert _state(served, engine)[1] == "v3"
+        assert client.post("/update_weight_version",
+                           json={"new_version": "default"}).status_code == 200
+        before = _state(served, engine)
+        empty = client.post("/flush_cache")  # httpx: Content-Length: 0
+        assert empty.request.headers["content-length"] == "0" and empty.status_code == 200
+        assert _state(served, engine) == (*before[:2], before[2] + 1)
+    # No Content-Length and no body (curl -X POST): cannot be told from chunked.
+    port = served[1].settings.listen_port
+    with socket.create_connection(("127.0.0.1", port), timeout=30) as sock:
+        sock.sendall(f"POST /flush_cache HTTP/1.1\r\nHost: 127.0.0.1:{port}\r\n"
+                     "Connection: close\r\n\r\n".encode())
+        answer = b"".join(iter(lambda: sock.recv(65536), b""))
+    assert answer.startswith(b"HTTP/1.1 403") and b"Content-Length: 0" in answer, answer
+    assert _state(served, engine)[2] == before[2] + 1
 
 
 @pytest.mark.parametrize("metadata,authority", [
