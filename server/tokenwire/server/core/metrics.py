@@ -163,9 +163,20 @@ class AccessRecord:
     def write(self, code: str) -> None:
         access_log.info(
             "%s %s request_id=%s tenant=%s prompt_tokens=%d completion_tokens=%d "
-            "latency_ms=%.1f", self.method, code, self.request_id or "-", self.tenant or "-",
-            self.prompt_tokens, self.completion_tokens,
+            "latency_ms=%.1f", self.method, code, logged(self.request_id or "-"),
+            logged(self.tenant or "-"), self.prompt_tokens, self.completion_tokens,
             (time.monotonic() - self.started) * 1000)
+
+
+def logged(text: str) -> str:
+    """A caller's text as one token of an access-log line: as given when it
+    is printable and has no space, else escaped (a newline as \\n, a space
+    as \\x20), so no value can start a line or a field of its own (the
+    request ids are checked on the way in too: inference/shared/identity.py)."""
+    if text.isprintable() and " " not in text and "\\" not in text:
+        return text
+    escaped = text.encode("unicode_escape").decode("ascii")
+    return escaped.replace(" ", "\\x20")
 
 
 # The running RPC's record (None outside an RPC, or with the log off).

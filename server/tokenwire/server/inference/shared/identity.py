@@ -55,20 +55,25 @@ def new_request_id(prefix: str, requested: str, header: str | None = None) -> st
     """The request's id: its own request_id as given, else `prefix-<the
     call's x-request-id>` (vLLM's use of X-Request-Id), else a new one."""
     if not requested and header:
-        if len(header) > MAX_REQUEST_ID:
-            raise InvalidArgument(
-                f"x-request-id must be at most {MAX_REQUEST_ID} characters",
-                param="x-request-id", reason="VALUE_TOO_LONG",
-            )
-        return f"{prefix}-{header}"
+        return f"{prefix}-{check_request_id(header, 'x-request-id')}"
     if requested:
-        if len(requested) > MAX_REQUEST_ID:
-            raise InvalidArgument(
-                f"request_id must be at most {MAX_REQUEST_ID} characters", param="request_id",
-                reason="VALUE_TOO_LONG",
-            )
-        return requested
+        return check_request_id(requested, "request_id")
     return f"{prefix}-{uuid.uuid4().hex}"
+
+
+def check_request_id(value: str, param: str) -> str:
+    """A caller's request id: at most MAX_REQUEST_ID characters, all of them
+    printable (no newline or other control or format character: the id is
+    written into the access log, the engine's logs and trace spans, where
+    one would start a line of the caller's making: issue 42 L-4)."""
+    if len(value) > MAX_REQUEST_ID:
+        raise InvalidArgument(f"{param} must be at most {MAX_REQUEST_ID} characters",
+                              param=param, reason="VALUE_TOO_LONG")
+    if not value.isprintable():
+        raise InvalidArgument(
+            f"{param} must hold printable characters only (no newline, tab or other control "
+            f"or format character); got {value!r}", param=param, reason="INVALID_FORMAT")
+    return value
 
 
 def pick_session_id(body: str, header: str | None) -> str | None:
