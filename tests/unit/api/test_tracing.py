@@ -150,6 +150,35 @@ def test_refusals_are_spans_with_their_status_and_no_request(
     assert not any("sk-wrong" in str(v) for s in spans for v in s.attributes.values())
 
 
+def test_an_unauthenticated_callers_huge_model_name_makes_a_small_span(
+        traced: tuple[ThreadServer, SeeingEngine], collector: Collector) -> None:
+    """Issue 42 L-6: the span is made before the key check and records the
+    request's model; a multi-MiB `model` from a caller without a key is cut
+    to MAX_ATTRIBUTE_CHARS (as is every attribute), so the span stays small
+    and its export batch (with other calls' spans) still arrives."""
+    server, _ = traced
+    parent = "6bf92f3577b34da6a3ce929d0e0e4736"
+    huge = "m" * (4 << 20)
+    with grpc.insecure_channel(server.address) as ch:
+        stub = service_pb2_grpc.TokenwireServiceStub(ch)
+        with pytest.raises(grpc.RpcError) as unkeyed:
+            stub.CreateChatCompletion(chat_request(model=huge, max_tokens=2), timeout=10,
+                                      metadata=(("traceparent", f"00-{parent}-{CALLER_SPAN}-01"),))
+        resp = stub.CreateChatCompletion(chat_request(max_tokens=2), metadata=AUTH, timeout=10)
+    assert unkeyed.value.code() == grpc.StatusCode.UNAUTHENTICATED
+    collector.wait_for(lambda spans: any(s.trace_id == parent for s in spans) and any(
+        s.attributes.get("gen_ai.request.id") == resp.id for s in spans))
+    (refused,) = [s for s in collector.spans if s.trace_id == parent]
+    assert refused.attributes["gen_ai.request.model"] == "m" * api_tracing.MAX_ATTRIBUTE_CHARS
+    assert api_tracing.MAX_ATTRIBUTE_CHARS == 256
+
+
+def test_opentelemetrys_own_limit_variable_wins(monkeypatch: pytest.MonkeyPatch) -> None:
+    assert api_tracing.span_limits().max_span_attribute_length == 256
+    monkeypatch.setenv("OTEL_SPAN_ATTRIBUTE_VALUE_LENGTH_LIMIT", "1024")
+    assert api_tracing.span_limits().max_span_attribute_length == 1024
+
+
 def test_the_access_log_still_sees_each_request(
         traced: tuple[ThreadServer, SeeingEngine], caplog: pytest.LogCaptureFixture) -> None:
     server, _ = traced

@@ -8,7 +8,8 @@ the call's trace context for the engine (core/tracing.py), so vLLM's
 `llm_request` span is its child: one trace per request. The span carries
 the request's id, model, tenant and tokens (vLLM's and OpenTelemetry's
 GenAI names), collected as the access log's are (core/metrics.py's
-AccessRecord, filled by the guarded engine). The only module importing
+AccessRecord, filled by the guarded engine), each value cut at
+MAX_ATTRIBUTE_CHARS. The only module importing
 OpenTelemetry, built only with the flag (runtime/app.py): without it there
 is no tracer and no per-call work."""
 
@@ -23,9 +24,13 @@ from typing import Any
 import grpc
 from opentelemetry import trace
 from opentelemetry.exporter.otlp.proto.grpc.trace_exporter import OTLPSpanExporter
-from opentelemetry.sdk.environment_variables import OTEL_EXPORTER_OTLP_TRACES_PROTOCOL
+from opentelemetry.sdk.environment_variables import (
+    OTEL_ATTRIBUTE_VALUE_LENGTH_LIMIT,
+    OTEL_EXPORTER_OTLP_TRACES_PROTOCOL,
+    OTEL_SPAN_ATTRIBUTE_VALUE_LENGTH_LIMIT,
+)
 from opentelemetry.sdk.resources import SERVICE_NAME, Resource
-from opentelemetry.sdk.trace import TracerProvider
+from opentelemetry.sdk.trace import SpanLimits, TracerProvider
 from opentelemetry.sdk.trace.export import BatchSpanProcessor, SpanExporter
 from opentelemetry.trace import SpanKind, Status, StatusCode
 from opentelemetry.trace.propagation.tracecontext import TraceContextTextMapPropagator
@@ -44,6 +49,13 @@ REQUEST_MODEL = "gen_ai.request.model"
 PROMPT_TOKENS = "gen_ai.usage.prompt_tokens"
 COMPLETION_TOKENS = "gen_ai.usage.completion_tokens"
 TENANT = "tokenwire.tenant"
+# The longest attribute value a span keeps (characters; longer ones are cut):
+# the span is made before the key check, so a caller without a key chooses
+# the request's model (up to the message limit); a span of MiBs would fail
+# its whole export batch (issue 42 L-6). OpenTelemetry's own variables
+# (OTEL_SPAN_ATTRIBUTE_VALUE_LENGTH_LIMIT, OTEL_ATTRIBUTE_VALUE_LENGTH_LIMIT)
+# set another limit.
+MAX_ATTRIBUTE_CHARS = 256
 # A server span's error statuses (OpenTelemetry's gRPC conventions): the
 # server's faults, not the caller's (INVALID_ARGUMENT, NOT_FOUND, ... stay unset).
 SERVER_ERRORS = frozenset({
@@ -81,7 +93,7 @@ class Tracing:
             SERVICE_NAME: os.environ.get("OTEL_SERVICE_NAME") or "tokenwire",
             "tokenwire.process_index": process_index,  # with --api-server-count N
         })
-        self.provider = TracerProvider(resource=resource)
+        self.provider = TracerProvider(resource=resource, span_limits=span_limits())
         self.provider.add_span_processor(
             BatchSpanProcessor(exporter if exporter is not None else span_exporter(endpoint)))
         self.interceptor = TracingInterceptor(self.provider.get_tracer("tokenwire.server"))
@@ -89,6 +101,15 @@ class Tracing:
     async def shutdown(self) -> None:
         """Export the spans still queued (off the event loop), then stop."""
         await asyncio.to_thread(self.provider.shutdown)
+
+
+def span_limits() -> SpanLimits:
+    """Attribute values cut at MAX_ATTRIBUTE_CHARS, unless OpenTelemetry's
+    variables say otherwise (the SDK's default is no limit)."""
+    if os.environ.get(OTEL_SPAN_ATTRIBUTE_VALUE_LENGTH_LIMIT) or os.environ.get(
+            OTEL_ATTRIBUTE_VALUE_LENGTH_LIMIT):
+        return SpanLimits()  # (reads them)
+    return SpanLimits(max_span_attribute_length=MAX_ATTRIBUTE_CHARS)
 
 
 def parent_of(metadata: Sequence[tuple[str, Any]] | None) -> Any:
