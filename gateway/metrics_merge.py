@@ -11,13 +11,21 @@ samples are left out, the others still answer.
 The labels are added: vLLM's own (``model_name``, ``engine``) stay, so its
 dashboards' queries and sums work as on one server, and ``by (replica)``
 splits them. The replicas' URLs are fixed at
-start (the operator's flags): nothing a caller names is fetched."""
+start (the operator's flags): nothing a caller names is fetched.
+
+The gateway's ``/metrics`` takes no key (as vLLM's), so a scrape's cost is
+bounded here: the merged page is kept ``cache_seconds`` (1 s) from the end
+of its render, and one render runs at a time (scrapes that arrive during it
+wait for it and share it), so a flood of scrapes costs at most one fan-out
+of N x K fetches per second; at most ``max_clients`` (8) connections are
+served at once, the others wait in the listen queue."""
 
 from __future__ import annotations
 
 import concurrent.futures
 import http.server
 import threading
+import time
 import urllib.request
 from collections.abc import Iterable, Sequence
 from typing import Any
@@ -93,14 +101,46 @@ class _Families:
         return self._families
 
 
+class _BoundedServer(http.server.ThreadingHTTPServer):
+    """A thread per connection, at most `max_clients` at once: the accept
+    loop waits for a free one (the others wait in the listen queue)."""
+
+    daemon_threads = True
+    request_queue_size = 128
+
+    def __init__(self, address: tuple[str, int], handler: Any, max_clients: int) -> None:
+        self._slots = threading.BoundedSemaphore(max_clients)
+        super().__init__(address, handler)
+
+    def process_request(self, request: Any, client_address: Any) -> None:
+        self._slots.acquire()
+        try:
+            super().process_request(request, client_address)
+        except BaseException:
+            self._slots.release()
+            raise
+
+    def process_request_thread(self, request: Any, client_address: Any) -> None:
+        try:
+            super().process_request_thread(request, client_address)  # type: ignore[misc]
+        finally:
+            self._slots.release()
+
+
 class MetricsMerger:
     """The loopback server: GET /metrics scrapes every URL in `targets`
-    (concurrently, each within `timeout` seconds) and answers the merge."""
+    (concurrently, each within `timeout` seconds) and answers the merge,
+    rendered at most once per `cache_seconds`, for at most `max_clients`
+    connections at once."""
 
     def __init__(self, targets: Sequence[tuple[Labels, str]], *, host: str = "127.0.0.1",
-                 timeout: float = 5.0) -> None:
+                 timeout: float = 5.0, cache_seconds: float = 1.0,
+                 max_clients: int = 8) -> None:
         self.targets = list(targets)
         self.timeout = timeout
+        self.cache_seconds = cache_seconds
+        self._render_lock = threading.Lock()  # one render at a time; the others share it
+        self._page: tuple[float, bytes] | None = None  # (when its render ended, the page)
         self._pool = concurrent.futures.ThreadPoolExecutor(
             max_workers=min(16, max(1, len(self.targets))), thread_name_prefix="metrics-merge")
         merger = self
@@ -112,7 +152,7 @@ class MetricsMerger:
                     return
                 from prometheus_client.exposition import CONTENT_TYPE_LATEST
 
-                body = merger.render()
+                body = merger.page()
                 self.send_response(200)
                 self.send_header("Content-Type", CONTENT_TYPE_LATEST)
                 self.send_header("Content-Length", str(len(body)))
@@ -122,8 +162,8 @@ class MetricsMerger:
             def log_message(self, format: str, *args: Any) -> None:
                 pass  # Envoy's access log has the calls
 
-        self._server = http.server.ThreadingHTTPServer((host, 0), Handler)
-        self._server.daemon_threads = True
+        Handler.timeout = 30  # a connection that sends nothing frees its slot
+        self._server = _BoundedServer((host, 0), Handler, max_clients)
         self._thread = threading.Thread(target=self._server.serve_forever, daemon=True,
                                         name="metrics-merge")
 
@@ -131,7 +171,20 @@ class MetricsMerger:
     def port(self) -> int:
         return int(self._server.server_address[1])
 
+    def page(self) -> bytes:
+        """The merged page: the last one if rendered under `cache_seconds`
+        ago, else a new render (one at a time: a scrape that arrives during
+        a render waits for it and answers it)."""
+        with self._render_lock:
+            cached = self._page
+            if cached is not None and time.monotonic() - cached[0] < self.cache_seconds:
+                return cached[1]
+            body = self.render()
+            self._page = (time.monotonic(), body)
+            return body
+
     def render(self) -> bytes:
+        """Scrape every target now and merge (uncached)."""
         from prometheus_client.exposition import generate_latest
 
         def one(target: tuple[Labels, str]) -> tuple[Labels, str | None]:

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
+import time
 
 import httpx
 import pytest
@@ -123,3 +124,86 @@ def test_up_sets_the_metrics_port_itself() -> None:
     up_help = sub.choices["up"].format_help()
     assert "--metrics-port" in up_help and "--gateway-upstream-metrics-port" not in up_help
     assert "--upstream-metrics-port" in sub.choices["gateway"].format_help()
+
+
+class _CountingReplica:
+    """A replica's /metrics that counts its scrapes (each takes `delay`)."""
+
+    def __init__(self, index: int, delay: float = 0.2) -> None:
+        import http.server
+        import threading
+
+        self.hits = 0
+        replica = self
+        text = (b"# HELP tokenwire_demo A demo gauge.\n# TYPE tokenwire_demo gauge\n"
+                b"tokenwire_demo " + str(index + 1).encode() + b".0\n")
+
+        class Handler(http.server.BaseHTTPRequestHandler):
+            def do_GET(self) -> None:
+                replica.hits += 1
+                time.sleep(delay)
+                self.send_response(200)
+                self.send_header("Content-Length", str(len(text)))
+                self.end_headers()
+                self.wfile.write(text)
+
+            def log_message(self, format: str, *args: object) -> None:
+                pass
+
+        # one scrape at a time: its threads are not counted as the merger's
+        self.server = http.server.HTTPServer(("127.0.0.1", 0), Handler)
+        threading.Thread(target=self.server.serve_forever, daemon=True).start()
+        self.url = f"http://127.0.0.1:{self.server.server_address[1]}/metrics"
+
+    def close(self) -> None:
+        self.server.shutdown()
+        self.server.server_close()
+
+
+def test_merged_metrics_render_once_per_period_for_many_scrapes() -> None:
+    """The gateway's /metrics takes no key: 48 scrapes at once (issue #42,
+    L-7) share one fan-out to the replicas while the page is fresh, every
+    page correct; no more than max_clients are served at once; after the
+    cache period the next scrape fetches again."""
+    import concurrent.futures
+    import threading
+
+    replicas = [_CountingReplica(i) for i in range(3)]
+    merger = metrics_merge.MetricsMerger(
+        [({"replica": str(i)}, r.url) for i, r in enumerate(replicas)],
+        cache_seconds=2.0, max_clients=4).start()
+    url = f"http://127.0.0.1:{merger.port}/metrics"
+    peak, done = [0], threading.Event()
+
+    def watch() -> None:  # the merger's connection threads, sampled
+        while not done.is_set():
+            peak[0] = max(peak[0], sum("process_request_thread" in t.name
+                                       for t in threading.enumerate()))
+            time.sleep(0.005)
+
+    watcher = threading.Thread(target=watch, daemon=True)
+    watcher.start()
+    try:
+        with concurrent.futures.ThreadPoolExecutor(48) as pool:
+            started = time.monotonic()
+            pages = list(pool.map(lambda _: httpx.get(url, timeout=60), range(48)))
+            elapsed = time.monotonic() - started
+        done.set()
+        assert all(p.status_code == 200 for p in pages)
+        assert len({p.text for p in pages}) <= 1 + int(elapsed / merger.cache_seconds)
+        for page in pages:
+            totals = {s.labels["replica"]: s.value
+                      for s in _families(page.text)["tokenwire_demo"]}
+            assert totals == {"0": 1.0, "1": 2.0, "2": 3.0}, page.text
+        fan_outs = replicas[0].hits
+        assert [r.hits for r in replicas] == [fan_outs] * 3
+        assert 1 <= fan_outs <= 1 + int(elapsed / merger.cache_seconds), (fan_outs, elapsed)
+        assert 1 <= peak[0] <= 4, peak[0]
+        time.sleep(merger.cache_seconds + 0.1)  # stale: the next scrape renders again
+        assert httpx.get(url, timeout=60).status_code == 200
+        assert [r.hits for r in replicas] == [fan_outs + 1] * 3
+    finally:
+        done.set()
+        merger.close()
+        for r in replicas:
+            r.close()
