@@ -1,12 +1,15 @@
-"""ServingState.serves_at_least: the rule behind x-min-weight-version."""
+"""ServingState.serves_at_least: the rule behind x-min-weight-version; the
+label of a load that named no version."""
 
 from __future__ import annotations
 
 import pytest
 
+from tokenwire.server.control.weights import versionless_label
 from tokenwire.server.core.errors import InvalidArgument
 from tokenwire.server.core.serving_state import ServingState
 from tokenwire.server.core.weight_versions import (
+    MAX_VERSION_CHARS,
     check_header_version,
     lag_from_text,
     number_at_least,
@@ -105,3 +108,16 @@ def test_lag_from_text(text, value, reason) -> None:
     with pytest.raises(InvalidArgument) as exc:
         lag_from_text(text, "x-max-weight-lag")
     assert (exc.value.param, exc.value.reason) == ("x-max-weight-lag", reason)
+
+
+def test_a_versionless_loads_label() -> None:
+    """Issue 42 L-2 (control/weights.py): `<last named version>#<generation>`,
+    never stacked, the failed-load suffix dropped, within the version cap."""
+    assert versionless_label("v1", 3) == "v1#3"
+    assert versionless_label("v1#3", 4) == "v1#4"
+    assert versionless_label("v1#3+failed-load", 5) == "v1#5"
+    assert versionless_label("run#a", 2) == "run#a#2"  # not a label of this kind
+    assert versionless_label("v#\u0663", 2) == "v#\u0663#2"  # digits are ASCII digits
+    assert versionless_label("", 1) == "#1"
+    long = versionless_label("x" * MAX_VERSION_CHARS, 12345)
+    assert len(long) == MAX_VERSION_CHARS and long.endswith("x#12345")

@@ -343,3 +343,47 @@ def test_the_start_up_model_is_loadable_outside_the_root(root, tmp_path) -> None
     with pytest.raises(InvalidArgument) as exc:
         check_folder(str(model), "path", root=str(root), files="*.safetensors")
     assert exc.value.reason == "PATH_OUTSIDE_WEIGHTS_ROOT" and exc.value.param == "path"
+
+
+# -- issue 42 L-2: a load without a version still changes the label -----------------
+
+def test_a_versionless_load_gets_a_label_of_its_own_and_splits_the_spans(
+        stubs, tmp_path) -> None:
+    """A load that names no version (prime-rl's /update_weights {weight_dir},
+    SGLang's /update_weights_from_disk without weight_version) is labelled
+    `<last named version>#<its generation>`: a request that straddles it shows
+    two spans; another such load gets the next label (not `#a#b`); a failed
+    load's `+failed-load` is cleared by a versionless load that succeeds."""
+    infer, control, engine = stubs
+    control.SetWeightVersion(control_pb2.SetWeightVersionRequest(new_version="v1"), timeout=5)
+    reader = StreamReader(infer.StreamChatCompletion(_long_chat(), timeout=60))
+    reader.wait_ids(5)
+    state = control.UpdateWeightsFromPath(control_pb2.UpdateWeightsFromPathRequest(
+        path=str(tmp_path)), timeout=10).state  # keep mode: the stream goes on
+    first = f"v1#{state.generation}"
+    assert state.weight_version == engine.version == first and not state.paused
+    reader.join(30)
+    spans = _spans(_final(reader))
+    assert [s[0] for s in spans] == ["v1", first] and spans[0][2] == spans[1][1] > 0
+    # prime-rl's body (no worker extension: vLLM's reload), then SGLang's.
+    state = control.UpdateWeights(control_pb2.UpdateWeightsRequest(weight_dir=str(tmp_path)),
+                                  timeout=10).state
+    assert state.weight_version == f"v1#{state.generation}" != first
+    engine.fail_reloads = 1
+    _refused(lambda: control.UpdateWeightsFromDisk(control_pb2.UpdateWeightsFromDiskRequest(
+        model_path=str(tmp_path)), timeout=10),
+        grpc.StatusCode.FAILED_PRECONDITION, "WEIGHT_LOAD_FAILED")
+    failed = _state(control)
+    assert failed.weight_version == f"v1#{failed.generation - 1}+failed-load"
+    state = control.UpdateWeightsFromDisk(control_pb2.UpdateWeightsFromDiskRequest(
+        model_path=str(tmp_path)), timeout=10).state
+    assert state.weight_version == engine.version == f"v1#{state.generation}"
+    assert not state.load_failed and state.paused  # the failed load had paused
+    control.Resume(control_pb2.ResumeRequest(), timeout=5)  # not refused: the label is clean
+    # A named version is taken as named; the next versionless load builds on it.
+    state = control.UpdateWeightsFromPath(control_pb2.UpdateWeightsFromPathRequest(
+        path=str(tmp_path), weight_version="step-7"), timeout=10).state
+    assert state.weight_version == "step-7"
+    state = control.UpdateWeightsFromPath(control_pb2.UpdateWeightsFromPathRequest(
+        path=str(tmp_path)), timeout=10).state
+    assert state.weight_version == f"step-7#{state.generation}"

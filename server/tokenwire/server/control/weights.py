@@ -23,15 +23,33 @@ from tokenwire.server.control.workers import WorkerMethods
 from tokenwire.server.core.engine_control import EngineControl
 from tokenwire.server.core.errors import FailedPrecondition, InvalidArgument, TokenwireError
 from tokenwire.server.core.serving_state import ServingState
+from tokenwire.server.core.weight_versions import MAX_VERSION_CHARS
 
 log = logging.getLogger("tokenwire.control")
 
 FAILED_LOAD_SUFFIX = "+failed-load"  # the version of weights a failed load may have mixed
+VERSIONLESS_SEPARATOR = "#"  # a versionless load's label: <version>#<generation>
 
 
 def failed_label(version: str) -> str:
     """The version of weights a failed load may have mixed (suffixed once)."""
     return version if version.endswith(FAILED_LOAD_SUFFIX) else version + FAILED_LOAD_SUFFIX
+
+
+def versionless_label(version: str, generation: int) -> str:
+    """The version of weights a load that named none brought (prime-rl's
+    /update_weights {weight_dir}, SGLang's body without weight_version, a
+    transfer's Finish without one): `<last named version>#<generation>`, the
+    update generation they are served at, so a request that straddles the
+    load shows two spans (issue 42 L-2). Built on the version served before,
+    less its failed-load suffix (the load succeeded) and a label of this
+    kind (`v1#3`, then `v1#4`, not `v1#3#4`); at most MAX_VERSION_CHARS."""
+    base = version.removesuffix(FAILED_LOAD_SUFFIX)
+    head, sep, number = base.rpartition(VERSIONLESS_SEPARATOR)
+    if sep and number.isascii() and number.isdigit():
+        base = head
+    suffix = f"{VERSIONLESS_SEPARATOR}{generation}"
+    return base[:MAX_VERSION_CHARS - len(suffix)] + suffix
 
 
 class WeightUpdates:
@@ -79,6 +97,12 @@ class WeightUpdates:
             log.error("control: could not label the weights %r: %s", label, exc)
         log.error("control: %s; the weights may be mixed: version %r, paused until a load "
                   "succeeds or a forced Resume", what, label)
+
+    def _label(self, version: str) -> str:
+        """The version of the weights a load brings: as named, else one of
+        their own (versionless_label) at the generation the load gets."""
+        return version or versionless_label(self._state.weight_version,
+                                            self._state.generation + 1)
 
     def check_no_transfer(self) -> None:
         """FAILED_PRECONDITION while a weight transfer is open."""
@@ -146,8 +170,7 @@ class WeightUpdates:
                 await self.mark_failed_load(_described(exc))
                 raise
             t2 = time.monotonic()
-            if version:
-                await self._runner.set_engine_version(version)
+            await self._runner.set_engine_version(self._label(version))
             if clear_cache:
                 await self._runner.call("reset prefix cache", self._engine.reset_prefix_cache(True))
             # Files that changed while loading: what was loaded is unknown.
@@ -206,8 +229,7 @@ class WeightUpdates:
             await self._transfer_step("finish weight update", self._engine.finish_weight_update())
             if transfer.failed:
                 await self._transfer_incomplete(version)
-            if version:
-                await self._runner.set_engine_version(version)
+            await self._runner.set_engine_version(self._label(version))
             # Cached blocks hold KV of the old weights; kept requests recompute theirs.
             await self._runner.call("reset prefix cache", self._engine.reset_prefix_cache(True))
             self._weights_changed("")
