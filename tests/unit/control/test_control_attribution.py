@@ -387,3 +387,7 @@ def test_a_versionless_load_gets_a_label_of_its_own_and_splits_the_spans(
     state = control.UpdateWeightsFromPath(control_pb2.UpdateWeightsFromPathRequest(
         path=str(tmp_path)), timeout=10).state
     assert state.weight_version == f"step-7#{state.generation}"
+    # A weight transfer finished without a version, likewise.
+    engine.transfer_backend = True
+    state = _transfer(control, "")
+    assert state.weight_version == engine.version == f"step-7#{state.generation}"
