@@ -5,6 +5,7 @@ that hangs does not hold the control lock."""
 from __future__ import annotations
 
 import collections.abc
+import inspect
 from pathlib import Path
 
 import grpc
@@ -141,6 +142,61 @@ def test_a_raw_collective_rpc_of_a_weight_changing_method_is_refused(stubs, root
     # An allowed method that changes nothing still runs.
     assert len(control.CollectiveRpc(control_pb2.CollectiveRpcRequest(method="probe"),
                                      timeout=5).results) == 1
+
+
+# Issue 42 L-5: vLLM's worker methods that change the engine or write files.
+NOT_READ_ONLY = ("checkpoint_restore", "start_draft_weight_update", "discard", "list_loras",
+                 "save_sharded_state", "save_tensorized_model", "update_config", "profile",
+                 "__init__", "_private")
+ROUTED = ("reset_weights", "sleep", "wake_up", "init_weight_transfer_engine")
+
+
+@pytest.mark.parametrize("served", [{"collective_rpc_allow": (
+    *NOT_READ_ONLY, *ROUTED, "check_health", "get_supported_tasks", "probe")}], indirect=True)
+def test_a_raw_collective_rpc_calls_only_vllms_read_only_methods_and_extensions(stubs) -> None:
+    """Allowed or not, a raw CollectiveRpc never calls a method of vLLM's
+    workers that changes the weights (refused naming its route), that
+    changes the engine or writes files on the host, or a private name; it
+    calls vLLM's read-only ones and a worker extension's methods the
+    operator allowed."""
+    _, control, engine = stubs
+    before = _state(control)
+    for method in NOT_READ_ONLY:
+        err = _refused(lambda m=method: control.CollectiveRpc(
+            control_pb2.CollectiveRpcRequest(method=m), timeout=5),
+            grpc.StatusCode.FAILED_PRECONDITION, "WORKER_METHOD_NOT_READ_ONLY")
+        assert error_info(err).metadata["param"] == "method"
+    for method in ROUTED:
+        err = _refused(lambda m=method: control.CollectiveRpc(
+            control_pb2.CollectiveRpcRequest(method=m), timeout=5),
+            grpc.StatusCode.FAILED_PRECONDITION, "WEIGHT_CHANGE_ROUTE_REQUIRED")
+        assert "(" in err.details()  # the route that runs it as a weight change
+    after = _state(control)
+    assert engine.rpcs == [] and after.generation == before.generation and not after.paused
+    assert after.weight_version == before.weight_version
+    for method in ("check_health", "get_supported_tasks", "probe"):
+        answer = control.CollectiveRpc(control_pb2.CollectiveRpcRequest(method=method), timeout=5)
+        assert len(answer.results) == 1
+    assert [m for m, _, _ in engine.rpcs] == ["check_health", "get_supported_tasks", "probe"]
+    # Not allowed: refused for that, as before.
+    _refused(lambda: control.CollectiveRpc(control_pb2.CollectiveRpcRequest(
+        method="get_model_inspection"), timeout=5),
+        grpc.StatusCode.PERMISSION_DENIED, "COLLECTIVE_RPC_NOT_ALLOWED")
+
+
+def test_the_list_of_vllms_worker_methods_is_the_installed_vllms() -> None:
+    """control/workers.py names every public attribute of vLLM's workers
+    (a new vLLM method fails here until it is classified read-only or not)."""
+    worker_base = pytest.importorskip("vllm.v1.worker.worker_base")
+    gpu_worker = pytest.importorskip("vllm.v1.worker.gpu_worker")
+    cpu_worker = pytest.importorskip("vllm.v1.worker.cpu_worker")
+    from tokenwire.server.control.workers import READ_ONLY_VLLM_METHODS, VLLM_WORKER_METHODS
+
+    names = {name for cls in (worker_base.WorkerBase, worker_base.WorkerWrapperBase,
+                              gpu_worker.Worker, cpu_worker.CPUWorker)
+             for name, _ in inspect.getmembers(cls) if not name.startswith("_")}
+    assert names == VLLM_WORKER_METHODS
+    assert READ_ONLY_VLLM_METHODS < VLLM_WORKER_METHODS
 
 
 def test_a_failed_worker_load_is_labelled_and_stays_paused(stubs, root: Path) -> None:

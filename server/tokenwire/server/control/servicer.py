@@ -10,6 +10,7 @@ import grpc
 from google.protobuf import json_format
 
 from tokenwire.server.control.plane import ControlPlane
+from tokenwire.server.control.workers import PRIME_RL_UPDATE, check_raw_call
 from tokenwire.server.core.errors import (
     FailedPrecondition,
     InvalidArgument,
@@ -28,26 +29,6 @@ def _deadline(context: Ctx) -> float | None:
 
 def _opt(msg: object, name: str, default: bool) -> bool:
     return bool(getattr(msg, name)) if msg.HasField(name) else default  # type: ignore[attr-defined]
-
-
-# prime-rl's worker method behind its /update_weights {"weight_dir"} (its
-# vLLM server calls it through collective_rpc).
-PRIME_RL_UPDATE = "update_weights_from_path"
-# Worker methods that change what the engine samples with. Through a raw
-# CollectiveRpc they would skip a weight change's bookkeeping (pause, label,
-# generation, cache reset), so that route refuses them even when allowed
-# (for the weight routes' own use), naming the route that runs them as a
-# weight change.
-WEIGHT_CHANGING_METHODS = {
-    PRIME_RL_UPDATE: "/update_weights {weight_dir} (UpdateWeights)",
-    "reload_weights": "/update_weights_from_disk (UpdateWeightsFromDisk)",
-    "load_model": "/update_weights_from_disk (UpdateWeightsFromDisk)",
-    "update_weights": "/start_weight_update, /update_weights, /finish_weight_update",
-    "start_weight_update": "/start_weight_update (StartWeightUpdate)",
-    "finish_weight_update": "/finish_weight_update (FinishWeightUpdate)",
-    "add_lora": "/v1/load_lora_adapter (LoadLoraAdapter)",
-    "remove_lora": "/v1/unload_lora_adapter (UnloadLoraAdapter)",
-}
 
 
 # Keys whose values are secrets (vLLM's model_config.hf_token; a connector's
@@ -367,13 +348,8 @@ class ControlServicer(control_pb2_grpc.ControlServiceServicer):
         if timeout is not None and not 0 < timeout < float("inf"):
             raise InvalidArgument("timeout must be a positive number of seconds", param="timeout",
                                   reason="VALUE_OUT_OF_RANGE")
-        # (A method the operator did not allow stays PERMISSION_DENIED.)
-        if request.method in WEIGHT_CHANGING_METHODS and self.plane.rpc_allowed(request.method):
-            raise FailedPrecondition(
-                f"{request.method} changes the weights: call "
-                f"{WEIGHT_CHANGING_METHODS[request.method]}, which pauses, labels the version, "
-                "resets the cache and counts the update; collective_rpc does none of that",
-                param="method", reason="WEIGHT_CHANGE_ROUTE_REQUIRED")
+        # Allowed, and an extension's or a read-only one of vLLM's (control/workers.py).
+        check_raw_call(request.method, self.plane.rpc_allowed)
         args = json_format.MessageToDict(request.args) if request.HasField("args") else []
         kwargs = json_format.MessageToDict(request.kwargs) if request.HasField("kwargs") else {}
         results = await self.plane.collective_rpc(request.method, args, kwargs, timeout,
