@@ -25,7 +25,12 @@ from tokenwire.server.core.media_inputs import (
     MultimodalPrompt,
     keeps_tensors,
 )
-from tokenwire.server.engine.vllm.mm_families import FAMILIES
+from tokenwire.server.engine.vllm.mm_families import (
+    FAMILIES,
+    Served,
+    model_parses,
+    value_bound,
+)
 
 MODALITIES = ("image",)
 
@@ -51,6 +56,7 @@ class VllmMultimodal:
         self.enabled = bool(config.is_multimodal_model)
         self._archs = list(getattr(config.hf_config, "architectures", None) or [])
         self._decoder: Any = None
+        self._served: Served | None = None
 
     def _limit(self, modality: str) -> int:
         try:
@@ -257,7 +263,7 @@ class VllmMultimodal:
                         f"({item.offset}+{item.length} > {len(prompt)})", param=place,
                         reason="PLACEHOLDER_OUT_OF_RANGE")
                 data = self._decode(item.kwargs, param)
-                batch, embeds = family.batch(data, hf_config, param)
+                batch, embeds = family.batch(data, self._served_by(processor), param)
                 ids = prompt[item.offset:item.offset + item.length]
                 mask = [t == token for t in ids]
                 found = sum(mask)
@@ -271,6 +277,8 @@ class VllmMultimodal:
                         param=place, reason="PLACEHOLDER_MISMATCH")
                 fields = processor._get_mm_fields_config(BatchFeature(batch), {})
                 rebuilt = MultiModalKwargsItems.from_hf_inputs(BatchFeature(batch), fields)
+                model_parses(self._archs, self._llm.model_config, modality,
+                             rebuilt[modality][0], param)
                 kwargs_items.setdefault(modality, []).append(rebuilt[modality][0])
                 hashes.setdefault(modality, []).append(feature_identifier(item.hash,
                                                                           item.kwargs))
@@ -283,6 +291,13 @@ class VllmMultimodal:
         return MultimodalPrompt(
             list(prompt), {m: [(i.offset, i.length) for i in g] for m, g in by_modality.items()},
             engine_input=engine_input, items=len(items), nbytes=kwargs_nbytes(engine_input))
+
+    def _served_by(self, processor: Any) -> Served:
+        if self._served is None:
+            config = self._llm.model_config
+            image = getattr(processor.info.get_hf_processor(), "image_processor", None)
+            self._served = Served(config.hf_config, config.dtype, value_bound(image))
+        return self._served
 
     def _decode(self, raw: bytes, param: str) -> dict[str, Any]:
         if not raw:
