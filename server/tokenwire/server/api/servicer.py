@@ -177,6 +177,7 @@ class TokenwireServicer(service_pb2_grpc.TokenwireServiceServicer):
         with self.state.call():
             return await create_embedding(request, self.engine, self.plane.settings,
                                           served_model=self.plane.served_model,
+                                          offload=self.plane.offload,
                                           caller=await caller_of(self.plane, context))
 
     @unary_errors
@@ -187,6 +188,7 @@ class TokenwireServicer(service_pb2_grpc.TokenwireServiceServicer):
         with self.state.call():
             return await classify(request, self.engine, self.plane.settings,
                                   served_model=self.plane.served_model,
+                                  offload=self.plane.offload,
                                   caller=await caller_of(self.plane, context))
 
     @unary_errors
@@ -197,6 +199,7 @@ class TokenwireServicer(service_pb2_grpc.TokenwireServiceServicer):
         with self.state.call():
             return await pool(request, self.engine, self.plane.settings,
                               served_model=self.plane.served_model,
+                              offload=self.plane.offload,
                               caller=await caller_of(self.plane, context))
 
     @unary_errors
@@ -207,6 +210,7 @@ class TokenwireServicer(service_pb2_grpc.TokenwireServiceServicer):
         with self.state.call():
             return await cohere_embed(request, self.engine, self.plane.settings,
                                       served_model=self.plane.served_model,
+                                      offload=self.plane.offload,
                                       caller=await caller_of(self.plane, context))
 
     @unary_errors
@@ -217,6 +221,7 @@ class TokenwireServicer(service_pb2_grpc.TokenwireServiceServicer):
         with self.state.call():
             return await score(request, self.engine, self.plane.settings,
                                served_model=self.plane.served_model,
+                               offload=self.plane.offload,
                                caller=await caller_of(self.plane, context))
 
     @unary_errors
@@ -227,6 +232,7 @@ class TokenwireServicer(service_pb2_grpc.TokenwireServiceServicer):
         with self.state.call():
             return await rerank(request, self.engine, self.plane.settings,
                                 served_model=self.plane.served_model,
+                                offload=self.plane.offload,
                                 caller=await caller_of(self.plane, context))
 
     @unary_errors

@@ -28,7 +28,9 @@ from tokenwire.server.core.domain import Caller, EngineRequest, RenderOptions, R
 from tokenwire.server.core.errors import InvalidArgument
 from tokenwire.server.core.weight_bounds import EXACT, LAG, WeightBound, bound_from, pick_bound
 from tokenwire.server.inference.data_plane import DataPlane
+from tokenwire.server.inference.offload import OFFLOAD_CHARS
 from tokenwire.server.inference.shared.identity import pick_dp_rank, pick_session_id
+from tokenwire.server.inference.shared.prompt_chars import weighs_over
 
 Req = TypeVar("Req")
 P = TypeVar("P")
@@ -157,7 +159,9 @@ class ChatBackedKind(RequestKind[Req, P, R, C]):
     tenancy, weight bounds, cancellation, metrics and the next turn's
     prefill are chat's. The kind converts its request to chat's and chat's
     outputs back; `chat_param` names its own field for a chat field, so a
-    chat error names what the caller sent."""
+    chat error names what the caller sent. The conversion is preparation
+    too (`converted`): a large body converts off the event loop, its length
+    refused first, as chat's is."""
 
     def __init__(self, chat: AnyKind):
         self.chat = chat
@@ -191,12 +195,35 @@ class ChatBackedKind(RequestKind[Req, P, R, C]):
         """This kind's name of a chat field, its image parts' included."""
         return param
 
+    @staticmethod
+    def text_chars(req: Any) -> int:
+        """The characters of text `req` holds at least, counted without
+        converting it (never more than the chat it converts to counts)."""
+        raise NotImplementedError
+
+    async def converted(self, plane: DataPlane, req: Any, convert: Callable[[], Any]) -> Any:
+        """The chat request `req` runs as (`convert`: the kind's to_chat),
+        converted where the body's weight says (inference/offload.py: a
+        large body on the prompt thread), its length refused first by the
+        text it holds at least (as the chat it converts to would be, under
+        chat's name for the field), before any conversion."""
+        engine = plane.engine
+
+        def prepare() -> Any:
+            v.text_fits(self.chat_param("messages"), self.text_chars(req),
+                        engine.max_model_len, engine.max_token_chars)
+            return convert()
+
+        return await plane.offload.run(prepare, own_template=False,
+                                       heavy=weighs_over((req,), OFFLOAD_CHARS))
+
     async def render(self, plane: DataPlane, req: Req, *, caller: Caller) -> Any:
         """The Generate request `req` runs as: the chat kind's render of the
         chat it converts to (vLLM's /render of this API); errors name this
         kind's fields."""
         images: dict[str, str] = {}
-        chat_req = self.to_chat(req, stream=False, images=images)
+        chat_req = await self.converted(
+            plane, req, lambda: self.to_chat(req, stream=False, images=images))
         try:
             return await self.chat.render(plane, chat_req, caller=caller)
         except InvalidArgument as exc:

@@ -13,7 +13,17 @@ keeps serving every stream and health check meanwhile:
   templates queue behind it and time out too, while everything else goes
   on. The rendered text is also bounded in size before it is tokenized.
 * large prompts (over OFFLOAD_CHARS characters): one thread, no time bound
-  (their size is bounded by the cheap length check before).
+  (their size is bounded by the cheap length check before, which runs
+  first on the thread).
+
+A request's weight is found by a bounded look (prompt_chars.weighs_over:
+every string in the body counts; a body of more items than it looks at,
+many messages, blocks, inputs or documents, counts as heavy), so weighing
+costs the event loop a few hundred fields at most, whatever the body. The
+same rule serves a body of any shape (`prepare`): chat, completion,
+generate, tokenize, the pooling routes (inputs, documents,
+conversations), and a Messages or Responses body before its conversion to
+a chat.
 
 The same rule serves every rendering a request causes, not only its own
 prompt's (`Offload.run`): a Session continuation's next messages and the
@@ -39,7 +49,7 @@ from typing import Any, TypeVar
 from tokenwire.server.core.admission import RETRY_AFTER_SECONDS
 from tokenwire.server.core.errors import InvalidArgument, ResourceExhausted
 from tokenwire.server.inference.shared.messages import has_request_template
-from tokenwire.server.inference.shared.prompt_chars import request_chars
+from tokenwire.server.inference.shared.prompt_chars import weighs_over
 
 T = TypeVar("T")
 OFFLOAD_CHARS = 32_768  # prompts longer than this are prepared on a worker thread
@@ -87,14 +97,13 @@ class Offload:
         return await self.prompts.submit(fn)
 
     async def prepare(self, req: Any, fn: Callable[[], T]) -> T:
-        """Run a request's own preparation `fn` (validation, rendering,
-        tokenizing): with its own template on the template thread, when
-        large on the prompt thread, else inline (as `run`)."""
-        if has_request_template(req):
-            return await self.template(fn)
-        if request_chars(req) > OFFLOAD_CHARS:
-            return await self.prompt(fn)
-        return fn()
+        """Run a request's own preparation `fn` (validation, converting,
+        rendering, tokenizing): with its own template on the template
+        thread, when its body weighs over OFFLOAD_CHARS (a bounded look) on
+        the prompt thread, else inline (as `run`). `req`: a protobuf
+        request of any shape."""
+        return await self.run(fn, own_template=has_request_template(req),
+                              heavy=weighs_over((req,), OFFLOAD_CHARS))
 
     async def run(self, fn: Callable[[], T], *, own_template: bool, heavy: bool) -> T:
         """Run `fn` (rendering, tokenizing) where its weight says: with a

@@ -19,6 +19,7 @@ from tokenwire.server.inference.anthropic.request import (
     chat_param,
     count_to_chat,
     image_param,
+    text_chars,
     to_chat,
 )
 from tokenwire.server.inference.anthropic.response import Event, MessageEvents, build_message
@@ -48,12 +49,14 @@ class AnthropicKind(ChatBackedKind[anthropic_pb2.CreateMessageRequest, MessagePl
     chat_param = staticmethod(chat_param)
     to_chat = staticmethod(to_chat)  # (render: vLLM's /v1/messages/render)
     image_param = staticmethod(image_param)
+    text_chars = staticmethod(text_chars)
 
     async def plan(self, plane: DataPlane, req: anthropic_pb2.CreateMessageRequest, *,
                    caller: Caller, stream: bool, dp_rank: str | None = None,
                    session_id: str | None = None) -> MessagePlan:
         images: dict[str, str] = {}  # chat's image part -> its block's source (errors)
-        chat_req = to_chat(req, stream=stream, images=images)  # (errors name Messages fields)
+        chat_req = await self.converted(  # (errors name Messages fields)
+            plane, req, lambda: to_chat(req, stream=stream, images=images))
         chat = await self.plan_chat(plane, chat_req, caller=caller, stream=stream,
                                     dp_rank=dp_rank, session_id=session_id,
                                     rename=lambda param: image_param(param, images))
@@ -78,7 +81,8 @@ class AnthropicKind(ChatBackedKind[anthropic_pb2.CreateMessageRequest, MessagePl
         """The tokens of the request's rendered prompt, each image's expanded
         tokens included: the ids the engine would get (nothing is generated)."""
         images: dict[str, str] = {}
-        chat = await self.plan_chat(plane, count_to_chat(req, images), caller=caller,
-                                    stream=False, rename=lambda param: image_param(param, images))
+        chat_req = await self.converted(plane, req, lambda: count_to_chat(req, images))
+        chat = await self.plan_chat(plane, chat_req, caller=caller, stream=False,
+                                    rename=lambda param: image_param(param, images))
         return anthropic_pb2.CountMessageTokensResponse(
             input_tokens=len(chat.request.prompt_token_ids))

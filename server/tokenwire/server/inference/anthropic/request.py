@@ -21,6 +21,7 @@ from google.protobuf import json_format, struct_pb2
 
 from tokenwire.server.core import multimodal as mm
 from tokenwire.server.core.errors import InvalidArgument
+from tokenwire.server.inference.shared.prompt_chars import block_text_chars
 from tokenwire.v1 import anthropic_pb2, chat_pb2
 
 ROLES = frozenset({"user", "assistant"})
@@ -342,6 +343,14 @@ def to_chat(req: anthropic_pb2.CreateMessageRequest, *, stream: bool,
         chat.stream = True
         chat.stream_options.include_usage = True
     return chat
+
+
+def text_chars(req: Any) -> int:
+    """The characters of text a Messages (or CountMessageTokens) body holds
+    at least: system and every message's text (prompt_chars.block_text_chars),
+    counted without converting it: its length limit before the conversion."""
+    system = [req.system] if req.HasField("system") else []
+    return block_text_chars([*system, *(m.content for m in req.messages)])
 
 
 def count_to_chat(req: anthropic_pb2.CountMessageTokensRequest,

@@ -20,6 +20,7 @@ from tokenwire.server.core.domain import Caller, Engine, RenderOptions
 from tokenwire.server.core.errors import InvalidArgument
 from tokenwire.server.core.pooling import PoolRequest
 from tokenwire.server.core.settings import ServerSettings
+from tokenwire.server.inference.offload import Offload
 from tokenwire.server.inference.pooling.service import float32_base64, run_pool
 from tokenwire.server.inference.shared.identity import check_model, lora_of, new_request_id
 from tokenwire.server.inference.shared.tenant_policy import check_priority
@@ -123,9 +124,11 @@ def _typed(vectors: list[list[float]], kinds: list[str]) -> struct_pb2.Struct:
     return made
 
 
-async def cohere_embed(req: embeddings_pb2.CohereEmbedRequest, engine: Engine,
-                       settings: ServerSettings, *, served_model: str, caller: Caller,
-                       ) -> embeddings_pb2.CohereEmbedResponse:
+def _requests(req: embeddings_pb2.CohereEmbedRequest, engine: Engine,
+              settings: ServerSettings, *, served_model: str, caller: Caller,
+              ) -> tuple[str, list[PoolRequest]]:
+    """The body checked, each text's prompt made (rendered, tokenized): the
+    response id and one PoolRequest per text."""
     model = check_model(req.model, served_model, engine.lora_names())
     prefix = _check(req, engine, settings.max_completion_prompts)
     cut = _cut(req)
@@ -148,6 +151,16 @@ async def cohere_embed(req: embeddings_pb2.CohereEmbedRequest, engine: Engine,
         v.prompt_fits(param, len(ids), engine.max_model_len, generates=False)
         requests.append(PoolRequest(request_id=f"{response_id}-{i}", prompt_token_ids=ids,
                                     **common))
+    return response_id, requests
+
+
+async def cohere_embed(req: embeddings_pb2.CohereEmbedRequest, engine: Engine,
+                       settings: ServerSettings, *, served_model: str, offload: Offload,
+                       caller: Caller) -> embeddings_pb2.CohereEmbedResponse:
+    """The texts embedded: prepared off the event loop when heavy
+    (inference/offload.py), pooled at once, answered in Cohere's shape."""
+    response_id, requests = await offload.prepare(req, lambda: _requests(
+        req, engine, settings, served_model=served_model, caller=caller))
     found = await run_pool(requests, engine)
     tokens = sum(len(r.prompt_token_ids) for r in requests)
     resp = embeddings_pb2.CohereEmbedResponse(

@@ -7,8 +7,10 @@ scores, in vLLM's three ways (the engine says which, `score_type`):
   embedded once, the score the cosine of a pair's embeddings;
 - late interaction (token embeddings): MaxSim of a pair's rows.
 One query is scored against every document (1:N), N queries against N
-documents (N:N). The inputs run at once (one failing cancels the others);
-usage counts every prompt the engine ran. Rerank orders the documents by
+documents (N:N). The texts are checked, cut and tokenized off the event
+loop when heavy, as MaxSim of many rows is (inference/offload.py). The
+inputs run at once (one failing cancels the others); usage counts every
+prompt the engine ran. Rerank orders the documents by
 score (a stable sort, as vLLM's) and keeps the best top_n."""
 
 from __future__ import annotations
@@ -25,6 +27,7 @@ from tokenwire.server.core.domain import Caller, Engine
 from tokenwire.server.core.errors import FailedPrecondition, InvalidArgument
 from tokenwire.server.core.pooling import PoolOutput, PoolRequest
 from tokenwire.server.core.settings import ServerSettings
+from tokenwire.server.inference.offload import Offload
 from tokenwire.server.inference.pooling.request import kept, tokenize_cut
 from tokenwire.server.inference.pooling.service import run_pool
 from tokenwire.server.inference.shared.identity import check_model, lora_of, new_request_id
@@ -37,6 +40,7 @@ PAIRS = (("queries", "documents"), ("queries", "items"), ("data_1", "data_2"),
          ("text_1", "text_2"))
 T = TypeVar("T")
 TASKS = {"cross-encoder": "classify", "bi-encoder": "embed", "late-interaction": "token_embed"}
+MAXSIM_INLINE = 1024  # late interaction's tokens (queries' and documents') scored inline
 
 
 @dataclasses.dataclass
@@ -158,11 +162,18 @@ async def score_kind(engine: Engine) -> str:
 
 
 async def build_score_plan(req: Any, engine: Engine, settings: ServerSettings, *,
-                           served_model: str, caller: Caller) -> ScorePlan:
+                           served_model: str, offload: Offload, caller: Caller) -> ScorePlan:
     """The plan of a ScoreRequest or a RerankRequest (its query against each
-    document)."""
-    model = check_model(req.model, served_model, engine.lora_names())
+    document): checked, cut and tokenized off the event loop when heavy
+    (inference/offload.py)."""
     kind = await score_kind(engine)
+    return await offload.prepare(req, lambda: _score_plan(
+        req, engine, settings, kind, served_model=served_model, caller=caller))
+
+
+def _score_plan(req: Any, engine: Engine, settings: ServerSettings, kind: str, *,
+                served_model: str, caller: Caller) -> ScorePlan:
+    model = check_model(req.model, served_model, engine.lora_names())
     if isinstance(req, embeddings_pb2.RerankRequest):
         if req.top_n < 0:
             raise InvalidArgument("top_n must be at least 0 (0: every document)",
@@ -226,18 +237,22 @@ def _scores(plan: ScorePlan, found: list[PoolOutput], engine: Engine) -> list[fl
 
 
 async def _run(req: Any, engine: Engine, settings: ServerSettings, *, served_model: str,
-               caller: Caller) -> tuple[ScorePlan, list[float], int]:
+               offload: Offload, caller: Caller) -> tuple[ScorePlan, list[float], int]:
     plan = await build_score_plan(req, engine, settings, served_model=served_model,
-                                  caller=caller)
+                                  offload=offload, caller=caller)
     found = await run_pool(plan.requests, engine)
-    return plan, _scores(plan, found, engine), sum(len(r.prompt_token_ids)
-                                                   for r in plan.requests)
+    tokens = sum(len(r.prompt_token_ids) for r in plan.requests)
+    # MaxSim (a matrix product per pair) off the event loop when it is large
+    scores = await offload.run(lambda: _scores(plan, found, engine), own_template=False,
+                               heavy=plan.kind == "late-interaction" and tokens > MAXSIM_INLINE)
+    return plan, scores, tokens
 
 
 async def score(req: embeddings_pb2.ScoreRequest, engine: Engine, settings: ServerSettings, *,
-                served_model: str, caller: Caller) -> embeddings_pb2.ScoreResponse:
+                served_model: str, offload: Offload, caller: Caller
+                ) -> embeddings_pb2.ScoreResponse:
     plan, scores, tokens = await _run(req, engine, settings, served_model=served_model,
-                                      caller=caller)
+                                      offload=offload, caller=caller)
     resp = embeddings_pb2.ScoreResponse(
         id=plan.id, object="list", created=int(time.time()), model=plan.model,
         usage=common_pb2.Usage(prompt_tokens=tokens, completion_tokens=0, total_tokens=tokens))
@@ -247,9 +262,10 @@ async def score(req: embeddings_pb2.ScoreRequest, engine: Engine, settings: Serv
 
 
 async def rerank(req: embeddings_pb2.RerankRequest, engine: Engine, settings: ServerSettings, *,
-                 served_model: str, caller: Caller) -> embeddings_pb2.RerankResponse:
+                 served_model: str, offload: Offload, caller: Caller
+                 ) -> embeddings_pb2.RerankResponse:
     plan, scores, tokens = await _run(req, engine, settings, served_model=served_model,
-                                      caller=caller)
+                                      offload=offload, caller=caller)
     order = sorted(range(len(scores)), key=lambda i: scores[i], reverse=True)
     if 0 < req.top_n < len(order):
         order = order[:req.top_n]

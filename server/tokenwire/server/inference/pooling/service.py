@@ -19,6 +19,7 @@ from google.protobuf import struct_pb2
 from tokenwire.server.core.domain import Caller, Engine
 from tokenwire.server.core.pooling import PoolOutput, PoolRequest
 from tokenwire.server.core.settings import ServerSettings
+from tokenwire.server.inference.offload import Offload
 from tokenwire.server.inference.pooling.request import PoolPlan, build_pool_plan
 from tokenwire.v1 import common_pb2, embeddings_pb2
 
@@ -50,12 +51,14 @@ async def run_pool(requests: list[PoolRequest], engine: Engine) -> list[PoolOutp
 
 
 async def _pooled(req: Any, response: Any, engine: Engine, settings: ServerSettings, *,
-                  task: str | None, served_model: str,
+                  offload: Offload, task: str | None, served_model: str,
                   caller: Caller) -> tuple[Any, PoolPlan, list[PoolOutput]]:
-    """The request planned and run; its response (of type `response`) with
-    the header and usage every pooling answer has, and the outputs."""
-    plan = build_pool_plan(req, engine, settings, task=task, served_model=served_model,
-                           caller=caller)
+    """The request planned (off the event loop when heavy, a request's own
+    template within its time bound: inference/offload.py) and run; its
+    response (of type `response`) with the header and usage every pooling
+    answer has, and the outputs."""
+    plan = await offload.prepare(req, lambda: build_pool_plan(
+        req, engine, settings, task=task, served_model=served_model, caller=caller))
     found = await run_pool(plan.requests, engine)
     tokens = sum(len(r.prompt_token_ids) for r in plan.requests)
     resp = response(id=plan.id, object="list", created=int(time.time()), model=plan.model,
@@ -66,11 +69,11 @@ async def _pooled(req: Any, response: Any, engine: Engine, settings: ServerSetti
 
 async def create_embedding(
     req: embeddings_pb2.CreateEmbeddingRequest, engine: Engine, settings: ServerSettings, *,
-    served_model: str, caller: Caller,
+    served_model: str, offload: Offload, caller: Caller,
 ) -> embeddings_pb2.CreateEmbeddingResponse:
     resp, plan, found = await _pooled(req, embeddings_pb2.CreateEmbeddingResponse, engine,
                                       settings, task="embed", served_model=served_model,
-                                      caller=caller)
+                                      offload=offload, caller=caller)
     for i, out in enumerate(found):
         resp.data.add(index=i, object="embedding", embedding=_value(out.data, plan.encoding))
     return resp
@@ -78,10 +81,11 @@ async def create_embedding(
 
 async def pool(
     req: embeddings_pb2.PoolRequest, engine: Engine, settings: ServerSettings, *,
-    served_model: str, caller: Caller,
+    served_model: str, offload: Offload, caller: Caller,
 ) -> embeddings_pb2.PoolResponse:
     resp, plan, found = await _pooled(req, embeddings_pb2.PoolResponse, engine, settings,
-                                      task=None, served_model=served_model, caller=caller)
+                                      task=None, served_model=served_model, offload=offload,
+                                      caller=caller)
     for i, out in enumerate(found):
         if out.rows is not None and plan.encoding == "float":  # one list per token
             data = struct_pb2.Value()
@@ -94,10 +98,11 @@ async def pool(
 
 async def classify(
     req: embeddings_pb2.ClassifyRequest, engine: Engine, settings: ServerSettings, *,
-    served_model: str, caller: Caller,
+    served_model: str, offload: Offload, caller: Caller,
 ) -> embeddings_pb2.ClassifyResponse:
     resp, _, found = await _pooled(req, embeddings_pb2.ClassifyResponse, engine, settings,
-                                   task="classify", served_model=served_model, caller=caller)
+                                   task="classify", served_model=served_model,
+                                   offload=offload, caller=caller)
     for i, out in enumerate(found):
         item = resp.data.add(index=i, probs=out.data, num_classes=len(out.data))
         if out.label is not None:

@@ -18,7 +18,12 @@ from typing import Any
 from tokenwire.server.core.domain import Caller, RunOutcome
 from tokenwire.server.inference.data_plane import DataPlane
 from tokenwire.server.inference.kind_base import ChatBackedKind
-from tokenwire.server.inference.responses.request import chat_param, image_param, to_chat
+from tokenwire.server.inference.responses.request import (
+    chat_param,
+    image_param,
+    text_chars,
+    to_chat,
+)
 from tokenwire.server.inference.responses.response import Event, ResponseEvents, build_response
 from tokenwire.v1 import responses_pb2
 
@@ -44,12 +49,14 @@ class ResponsesKind(ChatBackedKind[responses_pb2.CreateResponseRequest, Response
     chat_param = staticmethod(chat_param)
     to_chat = staticmethod(to_chat)  # (render: vLLM's /v1/responses/render)
     image_param = staticmethod(image_param)
+    text_chars = staticmethod(text_chars)
 
     async def plan(self, plane: DataPlane, req: responses_pb2.CreateResponseRequest, *,
                    caller: Caller, stream: bool, dp_rank: str | None = None,
                    session_id: str | None = None) -> ResponsePlan:
         images: dict[str, str] = {}  # chat's image part -> its input_image (errors)
-        chat_req = to_chat(req, stream=stream, images=images)
+        chat_req = await self.converted(
+            plane, req, lambda: to_chat(req, stream=stream, images=images))
         chat = await self.plan_chat(plane, chat_req, caller=caller, stream=stream,
                                     dp_rank=dp_rank, session_id=session_id,
                                     rename=lambda param: image_param(param, images))

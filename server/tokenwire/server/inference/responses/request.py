@@ -20,6 +20,7 @@ from google.protobuf import json_format, struct_pb2
 
 from tokenwire.server.core import multimodal as mm
 from tokenwire.server.core.errors import InvalidArgument
+from tokenwire.server.inference.shared.prompt_chars import block_text_chars
 from tokenwire.v1 import chat_pb2, responses_pb2
 
 ROLES = frozenset({"user", "assistant", "system", "developer"})
@@ -287,6 +288,16 @@ def refuse_stateful(req: responses_pb2.CreateResponseRequest) -> None:
     if req.background:
         raise _bad("background is not supported: tokenwire stores no responses",
                    "background", "FEATURE_DISABLED")
+
+
+def text_chars(req: responses_pb2.CreateResponseRequest) -> int:
+    """The characters of text a Responses body holds at least: instructions
+    and its input's text (prompt_chars.block_text_chars), counted without
+    converting it: its length limit before the conversion."""
+    values: list[Any] = [req.instructions] if req.HasField("instructions") else []
+    if req.HasField("input"):
+        values.append(req.input)
+    return block_text_chars(values)
 
 
 def to_chat(req: responses_pb2.CreateResponseRequest, *, stream: bool,

@@ -1,23 +1,18 @@
 """The characters a request's prompt brings (messages with every rendered
 field, tools, template kwargs, a completion prompt), counted without
-converting anything: for the cheap length limit and the off-loop threshold
-(inference/offload.py)."""
+converting anything: for the cheap length limit; the weight of a body of
+any shape found by a bounded look (`weighs_over`: the off-loop threshold,
+inference/offload.py); the text a content-block body (Messages, Responses)
+holds at least (`block_text_chars`: its length limit before converting it)."""
 
 from __future__ import annotations
 
+from collections.abc import Iterable, Iterator
 from typing import Any
 
-from google.protobuf import struct_pb2
+from google.protobuf import message, struct_pb2
 
 from tokenwire.v1 import chat_pb2
-
-
-def request_chars(req: Any) -> int:
-    """The characters of a request's prompt text (prompt, or everything a
-    chat template renders: rendered_chars)."""
-    prompt = getattr(req, "prompt", "")
-    chars = prompt_chars(prompt) if isinstance(prompt, struct_pb2.Value) else len(prompt or "")
-    return chars + rendered_chars(req)[1]
 
 
 def message_chars(m: chat_pb2.ChatMessage) -> int:
@@ -34,8 +29,7 @@ def rendered_chars(req: Any) -> tuple[str, int]:
     """What a chat template renders of a request (messages, tools,
     chat_template_kwargs), counted without converting it (tools and kwargs
     by their protobuf size, close to their JSON): the field that brings the
-    most, and the total. For the cheap length limit and the off-loop
-    threshold."""
+    most, and the total. For the cheap length limit."""
     kwargs = getattr(req, "chat_template_kwargs", None)
     parts = {
         "messages": sum(message_chars(m) for m in getattr(req, "messages", ())),
@@ -71,3 +65,80 @@ def content_chars(content: struct_pb2.Value) -> int:
                    for part in content.list_value.values
                    if part.HasField("struct_value") and "text" in part.struct_value.fields)
     return 0
+
+
+# How many items (fields, list entries, messages, blocks) `weighs_over`
+# looks at before it calls a body heavy: looking at more would itself be
+# work on the event loop.
+NODES = 128
+_END = object()
+
+
+def _children(item: message.Message) -> Iterator[Any]:
+    """The values of a message's set fields (a map's keys and values, a
+    repeated field's entries), lazily: a field of many entries costs only
+    the entries looked at."""
+    for _, value in item.ListFields():
+        if isinstance(value, message.Message | str | bytes | int | float):
+            yield value
+        elif hasattr(value, "items"):  # a map
+            for key, entry in value.items():
+                yield key
+                yield entry
+        else:  # a repeated field
+            yield from value
+
+
+def weighs_over(parts: Iterable[Any], chars: int, nodes: int = NODES) -> bool:
+    """Whether `parts` (strings, protobuf messages: every string in them
+    counts, a number as one character, as an id does) hold over `chars`
+    characters, found by looking at `nodes` items at most: a body with more
+    items than that (messages, blocks, inputs, documents) counts as over.
+    Cheap at any body size: the off-loop threshold of a body of any shape."""
+    total = seen = 0
+    stack: list[Iterator[Any]] = [iter(parts)]
+    while stack:
+        item = next(stack[-1], _END)
+        if item is _END:
+            stack.pop()
+            continue
+        seen += 1
+        if seen > nodes:
+            return True
+        if isinstance(item, str | bytes):
+            total += len(item)
+        elif isinstance(item, message.Message):
+            stack.append(_children(item))
+        else:
+            total += 1
+        if total > chars:
+            return True
+    return False
+
+
+def block_text_chars(values: Iterable[struct_pb2.Value | str]) -> int:
+    """The characters of text a content-block body (Messages' system and
+    message contents, Responses' instructions and input) holds at least: its
+    strings, its blocks' `text`, and what their `content` holds (a tool
+    result's, an input item's), all of which a chat template renders; what
+    a block holds otherwise (images, tool inputs) is not counted. Never more
+    than the chat it converts to counts (prompt_chars.rendered_chars), so a
+    body refused by it would be refused as that chat."""
+    total = 0
+    stack: list[Any] = list(values)
+    while stack:
+        value = stack.pop()
+        if isinstance(value, str):
+            total += len(value)
+            continue
+        kind = value.WhichOneof("kind")
+        if kind == "string_value":
+            total += len(value.string_value)
+        elif kind == "list_value":
+            stack.extend(value.list_value.values)
+        elif kind == "struct_value":
+            fields = value.struct_value.fields
+            for key in ("text", "content"):
+                if key in fields:
+                    stack.append(fields[key])
+    return total
