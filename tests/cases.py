@@ -4,6 +4,8 @@ fake-server and gateway tests import them from here, never from each other)."""
 from __future__ import annotations
 
 import datetime
+import struct
+import zlib
 
 # (case id, request fields, expected code, expected ErrorInfo param)
 CHAT_CASES = [
@@ -123,3 +125,12 @@ def self_signed(tmp_path) -> tuple[str, str, bytes]:
         serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8,
         serialization.NoEncryption()))
     return str(tmp_path / "cert.pem"), str(tmp_path / "key.pem"), pem
+
+
+def png_header(w: int, h: int) -> bytes:
+    """A PNG of only its signature and header: a size, no pixels."""
+    def chunk(kind: bytes, data: bytes) -> bytes:
+        return (struct.pack(">I", len(data)) + kind + data
+                + struct.pack(">I", zlib.crc32(kind + data)))
+    return (b"\x89PNG\r\n\x1a\n" + chunk(b"IHDR", struct.pack(">IIBBBBB", w, h, 8, 2, 0, 0, 0))
+            + chunk(b"IEND", b""))

@@ -17,6 +17,7 @@ import pytest
 from google.protobuf import json_format
 from PIL import Image
 
+from tests.cases import png_header
 from tests.servers import fake_serving
 from tokenwire.server.engine.fake import media
 from tokenwire.server.engine.fake.engine import FakeEngine
@@ -162,6 +163,9 @@ BAD = [
     ("too-many", parts((URL,), (URL,), (URL,)), "TOO_MANY_ITEMS",
      "messages[0].content[2]"),
     ("no-url", [{"type": "image_url"}], "FIELD_REQUIRED", "messages[0].content[0].image_url"),
+    # A 20000 x 20000 PNG header (PIL's DecompressionBombError: was INTERNAL, Trust IV L-3).
+    ("bomb-header", parts((data_url(png_header(20000, 20000)),)), "MEDIA_TOO_LARGE",
+     "messages[0].content[0].image_url.url"),
 ]
 
 

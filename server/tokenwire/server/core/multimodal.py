@@ -2,8 +2,10 @@
 caller may name (data URLs of image types; http(s) only on the operator's
 --allowed-media-domains; `file:` only under --allowed-local-media-path:
 vLLM's flags, both off by default), typed bytes as data URLs, the bounds
-per request (images, bytes) and per image (a decodable header, pixels),
-each an INVALID_ARGUMENT naming the field. The server fetches nothing a
+per request (images, bytes, pixels summed from the headers, and the
+placeholder tokens the images expand to against the context window) and per
+image (a decodable header, pixels), all before any image is decoded, each
+an INVALID_ARGUMENT naming the field. The server fetches nothing a
 caller names unless the operator allowed it."""
 
 from __future__ import annotations
@@ -12,7 +14,7 @@ import base64
 import binascii
 import io
 import urllib.parse
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from typing import Any
 
 from tokenwire.server.core.errors import InvalidArgument
@@ -21,6 +23,7 @@ IMAGE_MIME_TYPES = frozenset({"image/png", "image/jpeg", "image/webp", "image/gi
 MAX_IMAGES_PER_REQUEST = 64  # before the model's own --limit-mm-per-prompt
 MAX_MEDIA_BYTES = 10 << 20  # encoded image bytes per request (data URLs, gRPC bytes)
 MAX_IMAGE_PIXELS = 4096 * 4096  # per image, read from its header before decoding
+MAX_REQUEST_PIXELS = 4 * MAX_IMAGE_PIXELS  # per request, summed over its images' headers
 
 
 def _types() -> str:
@@ -136,6 +139,9 @@ def inspect_data_url(param: str, url: str) -> tuple[int, int]:
     try:
         with Image.open(io.BytesIO(data)) as img:
             width, height = img.size
+    except Image.DecompressionBombError as exc:  # PIL's own bound: a header past 2 x 89 Mpx
+        raise InvalidArgument(f"{param}: the image is larger than {MAX_IMAGE_PIXELS} pixels",
+                              param=param, reason="MEDIA_TOO_LARGE") from exc
     except (UnidentifiedImageError, OSError, ValueError) as exc:
         raise InvalidArgument(f"{param}: the image does not decode ({exc})", param=param,
                               reason="MEDIA_INVALID") from exc
@@ -144,3 +150,41 @@ def inspect_data_url(param: str, url: str) -> tuple[int, int]:
                               f"{MAX_IMAGE_PIXELS} per image", param=param,
                               reason="MEDIA_TOO_LARGE")
     return width, height
+
+
+class ImageBudget:
+    """A request's images as their headers are read, before any is decoded:
+    their pixels summed (MAX_REQUEST_PIXELS) and, where the engine can tell
+    from an image's size how many image tokens it expands to
+    (`tokens_of`), those summed against the context window (`window`): a
+    request whose images alone cannot fit is refused before any decode."""
+
+    def __init__(self, window: int = 0,
+                 tokens_of: Callable[[int, int], int | None] | None = None):
+        self._window = window
+        self._tokens_of = tokens_of
+        self.pixels = 0
+        self.tokens = 0
+
+    def add(self, param: str, size: tuple[int, int]) -> None:
+        width, height = size
+        self.pixels += width * height
+        if self.pixels > MAX_REQUEST_PIXELS:
+            raise InvalidArgument(f"{param}: the request's images hold {self.pixels} pixels, "
+                                  f"more than {MAX_REQUEST_PIXELS} per request", param=param,
+                                  reason="MEDIA_TOO_LARGE")
+        tokens = self._tokens_of(width, height) if self._tokens_of else None
+        if tokens is None or not self._window:
+            return
+        self.tokens += tokens
+        if self.tokens >= self._window:
+            raise InvalidArgument(f"{param}: the request's images expand to at least "
+                                  f"{self.tokens} tokens; the context window is {self._window} "
+                                  "tokens", param=param, reason="PROMPT_TOO_LONG")
+
+    def inspect(self, param: str, url: str) -> None:
+        """A data URL's header read (inspect_data_url) and its image counted;
+        other URLs are counted when loaded (the operator's allowed hosts
+        and folder). CPU work: call it off the event loop."""
+        if url.startswith("data:"):
+            self.add(param, inspect_data_url(param, url))

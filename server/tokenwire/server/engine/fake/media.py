@@ -161,11 +161,10 @@ class FakeMedia:
         if len(parts) > LIMIT:
             raise InvalidArgument(f"{parts[LIMIT][0]}: {len(parts)} images, at most {LIMIT} "
                                   "per prompt", param=parts[LIMIT][0], reason="TOO_MANY_ITEMS")
+        budget = multimodal.ImageBudget()
         for param, url in parts:
             multimodal.check_allowed(f"{param}.image_url.url", url, ALLOWED_DOMAINS, "")
-            if url.startswith("data:"):
-                await asyncio.to_thread(multimodal.inspect_data_url,
-                                        f"{param}.image_url.url", url)
+            await asyncio.to_thread(budget.inspect, f"{param}.image_url.url", url)
         marker = "\x00"  # byte 0 (id 3) stands for the image, then expanded
         flat = [{**m, "content": "".join(p["text"] if p["type"] == "text" else marker
                                          for p in m["content"])}

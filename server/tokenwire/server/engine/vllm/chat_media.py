@@ -16,6 +16,7 @@ from tokenwire.server.core import multimodal as mm
 from tokenwire.server.core.domain import RenderOptions
 from tokenwire.server.core.errors import InvalidArgument
 from tokenwire.server.core.media_inputs import MultimodalPrompt, keeps_tensors
+from tokenwire.server.engine.vllm.mm_families import ImageTokens
 from tokenwire.server.engine.vllm.mm_features import kwargs_nbytes
 
 
@@ -33,6 +34,7 @@ class VllmChatMedia:
         self._format = content_format
         self._template = template
         self._kwargs = template_kwargs
+        self._tokens = ImageTokens(llm)
 
     def _limit(self) -> int:
         try:
@@ -55,10 +57,10 @@ class VllmChatMedia:
             raise InvalidArgument(f"{param}: {len(parts)} images, at most {limit} per prompt "
                                   "(--limit-mm-per-prompt)", param=param,
                                   reason="TOO_MANY_ITEMS")
+        budget = mm.ImageBudget(self._llm.model_config.max_model_len, self._tokens.of)
         for param, url in parts:
             mm.check_allowed(f"{param}.image_url.url", url, self._domains, self._local)
-            if url.startswith("data:"):
-                mm.inspect_data_url(f"{param}.image_url.url", url)
+            budget.inspect(f"{param}.image_url.url", url)
         return len(parts)
 
     async def render(self, messages: list[dict[str, Any]],

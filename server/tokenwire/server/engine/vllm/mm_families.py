@@ -36,6 +36,12 @@ class Served:
     dtype: Any  # a torch dtype
     bound: float
 
+    @classmethod
+    def of(cls, model_config: Any, processor: Any) -> Served:
+        """The served model's (its vLLM model config and multimodal processor)."""
+        image = getattr(processor.info.get_hf_processor(), "image_processor", None)
+        return cls(model_config.hf_config, model_config.dtype, value_bound(image))
+
 
 @dataclasses.dataclass
 class _Family:
@@ -211,6 +217,49 @@ def model_parses(archs: list[str], model_config: Any, modality: str, item: Any,
         raise InvalidArgument(f"{param}: the model's input parsing refused the item "
                               f"({type(exc).__name__}: {str(exc)[:200]})", param=param,
                               reason="FEATURES_INVALID") from exc
+
+
+class ImageTokens:
+    """How many image tokens the served model's processor expands an image
+    of a given size to (vLLM's `get_num_image_tokens`, the count its own
+    budgets use), read from the size alone, before decoding; None where
+    the model's processing info cannot say."""
+
+    def __init__(self, llm: Any):
+        self._llm = llm
+        self._count: Callable[[int, int], int] | None = None
+        self._failed = False
+
+    def of(self, width: int, height: int) -> int | None:
+        if self._count is None and not self._failed:
+            self._count = self._build()
+            self._failed = self._count is None
+        if self._count is None:
+            return None
+        try:
+            return int(self._count(width, height))
+        except Exception:  # a size the model's arithmetic refuses: the processor decides
+            return None
+
+    def _build(self) -> Callable[[int, int], int] | None:
+        import inspect
+
+        try:
+            info = self._llm.renderer.get_mm_processor().info
+            count = info.get_num_image_tokens
+            hf = info.get_hf_processor()
+            names = set(inspect.signature(count).parameters)
+        except Exception:  # no multimodal processor, or no count for it
+            return None
+        extra: dict[str, Any] = {"mm_kwargs": {}} if "mm_kwargs" in names else {}
+        if "processor" in names:
+            extra["processor"] = hf
+        if "image_processor" in names:
+            extra["image_processor"] = getattr(hf, "image_processor", None)
+
+        def tokens(width: int, height: int) -> int:
+            return int(count(image_width=width, image_height=height, **extra))
+        return tokens
 
 
 # The families whose processed images the server can check (and so accept

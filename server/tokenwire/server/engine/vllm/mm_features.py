@@ -25,12 +25,7 @@ from tokenwire.server.core.media_inputs import (
     MultimodalPrompt,
     keeps_tensors,
 )
-from tokenwire.server.engine.vllm.mm_families import (
-    FAMILIES,
-    Served,
-    model_parses,
-    value_bound,
-)
+from tokenwire.server.engine.vllm.mm_families import FAMILIES, ImageTokens, Served, model_parses
 
 MODALITIES = ("image",)
 
@@ -57,6 +52,7 @@ class VllmMultimodal:
         self._archs = list(getattr(config.hf_config, "architectures", None) or [])
         self._decoder: Any = None
         self._served: Served | None = None
+        self._tokens = ImageTokens(llm)
 
     def _limit(self, modality: str) -> int:
         try:
@@ -120,10 +116,10 @@ class VllmMultimodal:
         config = self._llm.model_config
         domains = list(getattr(config, "allowed_media_domains", None) or [])
         local = str(getattr(config, "allowed_local_media_path", "") or "")
+        budget = multimodal.ImageBudget(config.max_model_len, self._tokens.of)
         for part in parts:
             multimodal.check_allowed(part.param + ".url", part.url, domains, local)
-            if part.url.startswith("data:"):
-                multimodal.inspect_data_url(part.param + ".url", part.url)
+            budget.inspect(part.param + ".url", part.url)
 
     def _image_token(self) -> int | None:
         config = self._llm.model_config.hf_config
@@ -263,7 +259,8 @@ class VllmMultimodal:
                         f"({item.offset}+{item.length} > {len(prompt)})", param=place,
                         reason="PLACEHOLDER_OUT_OF_RANGE")
                 data = self._decode(item.kwargs, param)
-                batch, embeds = family.batch(data, self._served_by(processor), param)
+                self._served = self._served or Served.of(self._llm.model_config, processor)
+                batch, embeds = family.batch(data, self._served, param)
                 ids = prompt[item.offset:item.offset + item.length]
                 mask = [t == token for t in ids]
                 found = sum(mask)
@@ -291,13 +288,6 @@ class VllmMultimodal:
         return MultimodalPrompt(
             list(prompt), {m: [(i.offset, i.length) for i in g] for m, g in by_modality.items()},
             engine_input=engine_input, items=len(items), nbytes=kwargs_nbytes(engine_input))
-
-    def _served_by(self, processor: Any) -> Served:
-        if self._served is None:
-            config = self._llm.model_config
-            image = getattr(processor.info.get_hf_processor(), "image_processor", None)
-            self._served = Served(config.hf_config, config.dtype, value_bound(image))
-        return self._served
 
     def _decode(self, raw: bytes, param: str) -> dict[str, Any]:
         if not raw:
