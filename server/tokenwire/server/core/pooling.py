@@ -6,7 +6,10 @@ vLLM."""
 from __future__ import annotations
 
 import dataclasses
-from typing import Any, Protocol
+from typing import TYPE_CHECKING, Any, Protocol
+
+if TYPE_CHECKING:
+    import numpy
 
 
 @dataclasses.dataclass
@@ -33,11 +36,14 @@ class PoolRequest:
 class PoolOutput:
     """A pooled input: its embedding, or its class scores and the top
     class's label (None when the model names none); a token-level task's
-    output is `rows`, one list per token (then `data` is every row in order)."""
+    output is `rows` (then `data` is empty): the engine's array, tokens x
+    numbers per token, kept as the engine answered it (no Python number per
+    value: a late-interaction model's documents hold millions), turned into
+    numbers only in the response (inference/pooling/service.py)."""
 
     data: list[float]
     label: str | None = None
-    rows: list[list[float]] | None = None
+    rows: numpy.ndarray | None = None
 
 
 class PoolingEngine(Protocol):
@@ -53,6 +59,13 @@ class PoolingEngine(Protocol):
         """The input pooled for its task; cancelling aborts it in the engine.
         INVALID_ARGUMENT for parameters the model refuses (`dimensions`, a
         task the model does not serve)."""
+        ...
+
+    async def token_width(self, task: str, dimensions: int | None) -> int | None:
+        """The numbers per token a token-level task's output holds (`task`:
+        "" the model's pooling task; `dimensions` the body's), for the size
+        of its response before it runs; None: a sequence-level task, or a
+        width not known before the model answered it once."""
         ...
 
     async def score_type(self) -> str | None:
@@ -95,5 +108,6 @@ class PoolingEngine(Protocol):
 
     def similarity(self, query: PoolOutput, document: PoolOutput) -> float:
         """The score of two pooled texts: the cosine of two embeddings, or
-        MaxSim of two token-embedding outputs (as vLLM computes them)."""
+        MaxSim of two token-embedding outputs (their arrays, as vLLM
+        computes it)."""
         ...

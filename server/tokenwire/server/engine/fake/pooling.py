@@ -4,7 +4,8 @@ normalized (L2) unless use_activation is false, `dimensions` taking the
 first ones as a matryoshka model does (any 1..DIMENSIONS); classification
 scores LABELS' classes from the ids, softmaxed unless use_activation is
 false, labelled by the top class; token-level tasks answer a row per
-token (the same over the ids up to it). The model's pooling task is the
+token (the same over the ids up to it), as an array (float64: the fake's
+numbers exactly), as the adapter answers the engine's. The model's pooling task is the
 first of `pool_tasks`, the only one served (vLLM's rule).
 
 Scoring as vLLM's: a classifier with one label (`labels`) is a
@@ -71,6 +72,12 @@ class FakePooling:
     def has_chat_template(self) -> bool:
         return True  # (ChatML)
 
+    async def token_width(self, task: str, dimensions: int | None) -> int | None:
+        task = task or self.pool_tasks[0]
+        if task == "token_embed":
+            return dimensions or DIMENSIONS
+        return len(self.labels) if task == "token_classify" else None
+
     async def score_type(self) -> str | None:
         if not self.pooling:
             return None
@@ -109,9 +116,8 @@ class FakePooling:
         return str(self.decode(ids[:max_tokens]))  # type: ignore[attr-defined]
 
     def similarity(self, query: PoolOutput, document: PoolOutput) -> float:
-        if query.rows is not None and document.rows is not None:  # MaxSim
-            return sum(max(sum(a * b for a, b in zip(q, d, strict=True)) for d in document.rows)
-                       for q in query.rows)
+        if query.rows is not None and document.rows is not None:  # MaxSim, on the arrays
+            return float((query.rows @ document.rows.T).max(axis=1).sum())
         dot = sum(a * b for a, b in zip(query.data, document.data, strict=True))
         norms = (math.sqrt(sum(a * a for a in query.data))
                  * math.sqrt(sum(b * b for b in document.data)))
@@ -133,8 +139,10 @@ class FakePooling:
         if task.startswith("token_"):
             one = fake_scores if task == "token_classify" else (
                 lambda prefix, act: fake_embedding(prefix, request.dimensions, act))
-            rows = [one(ids[:k + 1], activation) for k in range(len(ids))]
-            return PoolOutput([x for row in rows for x in row], rows=rows)
+            import numpy as np
+
+            rows = np.array([one(ids[:k + 1], activation) for k in range(len(ids))])
+            return PoolOutput([], rows=rows.reshape(len(ids), -1))
         if task == "classify":
             ids = request.prompt_token_ids
             if request.token_type_ids is not None:  # the segments count, as a BERT's do

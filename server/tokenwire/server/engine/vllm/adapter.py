@@ -92,6 +92,7 @@ class VllmEngine(VllmControl):
         self._max_token_chars = self._tok.max_token_chars()
         self._media = VllmMultimodal(self._llm)
         self._scoring = VllmScoring(self._llm, defaults.template)
+        self._token_widths: dict[str, int] = {}  # a token-level task -> its output's width
         self._task_instructions: dict[str, str] | None = None
         self._loras: dict[str, Any] = {}
         self._replaced_loras: list[Any] = []
@@ -275,14 +276,33 @@ class VllmEngine(VllmControl):
             raise errors.Unavailable("the engine ended the request without its output",
                                      reason="ENGINE_REQUEST_FAILED")
         tensor = final.outputs.data.float()
-        data = [float(x) for x in tensor.flatten().tolist()]
-        if tensor.dim() > 1:  # a token-level task: one row per token
-            return PoolOutput(data, rows=[[float(x) for x in row] for row in tensor.tolist()])
+        if tensor.dim() > 1:  # a token-level task: its rows kept as the array (no copy)
+            if request.dimensions is None:
+                self._token_widths[task] = int(tensor.shape[-1])
+            return PoolOutput([], rows=tensor.cpu().numpy())
+        data = [float(x) for x in tensor.tolist()]
         label = None
         if task == "classify" and data:  # vLLM's: the top class's name
             names = getattr(config.hf_config, "id2label", None) or {}
             label = names.get(max(range(len(data)), key=data.__getitem__))
         return PoolOutput(data, label)
+
+    async def token_width(self, task: str, dimensions: int | None) -> int | None:
+        """token_classify: the model's labels; token_embed: `dimensions`, or
+        what its last output held (a late-interaction model's projection is
+        its own: not known before it answered once)."""
+        tasks = await self._llm.get_supported_tasks()  # (cached by vLLM)
+        config = self._llm.model_config
+        task = task or str(config.get_pooling_task(tasks) or "")
+        if not task.startswith("token_"):
+            return None
+        if dimensions is not None:
+            return dimensions
+        if task in self._token_widths:
+            return self._token_widths[task]
+        if task == "token_classify":
+            return int(getattr(config.hf_config, "num_labels", 0) or 0) or None
+        return None
 
     async def score_type(self) -> str | None:
         return await self._scoring.score_type()

@@ -138,8 +138,8 @@ class VllmScoring:
         from vllm.entrypoints.pooling.scoring.utils import compute_maxsim_score
 
         if query.rows is not None and document.rows is not None:  # token embeddings
-            return float(compute_maxsim_score(torch.tensor(query.rows),
-                                              torch.tensor(document.rows)).item())
+            return float(compute_maxsim_score(torch.from_numpy(query.rows),
+                                              torch.from_numpy(document.rows)).item())
         return float(F.cosine_similarity(torch.tensor(query.data), torch.tensor(document.data),
                                          dim=0).item())
 

@@ -41,6 +41,7 @@ class PoolPlan:
     model: str
     requests: list[PoolRequest]  # one per input, in input order
     encoding: str = "float"  # embeddings: "float" or "base64"
+    param: str = "input"  # the field the inputs came from ("messages": a conversation)
 
 
 def _embedding_options(req: Any) -> tuple[str, int | None]:
@@ -153,4 +154,5 @@ def build_pool_plan(req: Any, engine: Engine, settings: ServerSettings, *, task:
             use_activation=req.use_activation if req.HasField("use_activation") else None,
             priority=priority, lora=lora, tenant=caller.tenant,
         ))
-    return PoolPlan(response_id, model, requests, encoding)
+    return PoolPlan(response_id, model, requests, encoding,
+                    "messages" if req.messages else "input")

@@ -3,8 +3,10 @@ engine request each, run at once so the engine batches them; one failing
 cancels the others), answered in OpenAI's / vLLM's shapes: `data[i]` for
 input i — an embedding as numbers or (base64) its little-endian float32
 bytes; a classification as its class scores and the top class's label; a
-/pooling output as numbers, one list per token (token-level tasks), or
-base64 of all its float32 values."""
+/pooling output as numbers, one list per token (token-level tasks: the
+engine's array turned into numbers only here, off the event loop when
+many; refused before it runs when it cannot fit one message), or base64 of
+all its float32 values."""
 
 from __future__ import annotations
 
@@ -17,6 +19,7 @@ from typing import Any
 from google.protobuf import struct_pb2
 
 from tokenwire.server.core.domain import Caller, Engine
+from tokenwire.server.core.errors import InvalidArgument
 from tokenwire.server.core.pooling import PoolOutput, PoolRequest
 from tokenwire.server.core.settings import ServerSettings
 from tokenwire.server.inference.offload import Offload
@@ -59,12 +62,19 @@ async def _pooled(req: Any, response: Any, engine: Engine, settings: ServerSetti
     answer has, and the outputs."""
     plan = await offload.prepare(req, lambda: build_pool_plan(
         req, engine, settings, task=task, served_model=served_model, caller=caller))
+    resp, found = await _run(plan, response, engine)
+    return resp, plan, found
+
+
+async def _run(plan: PoolPlan, response: Any, engine: Engine) -> tuple[Any, list[PoolOutput]]:
+    """The plan run; its response (of type `response`) with the header and
+    usage every pooling answer has, and the outputs."""
     found = await run_pool(plan.requests, engine)
     tokens = sum(len(r.prompt_token_ids) for r in plan.requests)
     resp = response(id=plan.id, object="list", created=int(time.time()), model=plan.model,
                     usage=common_pb2.Usage(prompt_tokens=tokens, completion_tokens=0,
                                            total_tokens=tokens))
-    return resp, plan, found
+    return resp, found
 
 
 async def create_embedding(
@@ -79,21 +89,68 @@ async def create_embedding(
     return resp
 
 
+def _rows_value(rows: Any, encoding: str) -> struct_pb2.Value:
+    """A token-level output (the engine's array) in the response: a list
+    per token, or base64 of all its float32 values in order."""
+    if encoding == "base64":
+        return struct_pb2.Value(string_value=base64.b64encode(
+            rows.astype("<f4").tobytes()).decode())
+    data = struct_pb2.Value()
+    data.list_value.values.extend(_value(row, "float") for row in rows.tolist())
+    return data
+
+
+# The bytes one number of a token-level output takes in the response at
+# least: a float in its row's list (a Value of 8 bytes and its tag, framed
+# in the list: 11); in base64, its 4 float32 bytes as 4/3 characters.
+FLOAT_BYTES = 11
+ROWS_INLINE = 8192  # numbers of token-level rows put in the response on the event loop
+
+
+async def _rows_fit(plan: PoolPlan, engine: Engine, limit: int) -> int:
+    """Refuse, before the engine runs, a token-level task whose rows (every
+    input's tokens x the task's numbers per token, as they serialize) cannot
+    fit one response message; the numbers they hold (0: not token-level)."""
+    first = plan.requests[0]
+    width = await engine.token_width(first.task, first.dimensions)
+    if not width:
+        return 0
+    tokens = sum(len(r.prompt_token_ids) for r in plan.requests)
+    numbers = tokens * width
+    least = (numbers * FLOAT_BYTES if plan.encoding == "float"
+             else -(-numbers * 4 // 3))
+    if least > limit:
+        param = plan.param
+        task = first.task or "the model's token-level task"
+        per = ("11 bytes a number as floats; encoding_format base64 takes 16/3"
+               if plan.encoding == "float" else "16/3 bytes a number in base64")
+        raise InvalidArgument(
+            f"{param}: the output would hold {tokens} tokens x {width} numbers per token "
+            f"({task}), at least {least} bytes "
+            f"({per}), more than the {limit}-byte message limit; send fewer or shorter "
+            "inputs", param=param, reason="RESPONSE_TOO_LARGE")
+    return numbers
+
+
 async def pool(
     req: embeddings_pb2.PoolRequest, engine: Engine, settings: ServerSettings, *,
     served_model: str, offload: Offload, caller: Caller,
 ) -> embeddings_pb2.PoolResponse:
-    resp, plan, found = await _pooled(req, embeddings_pb2.PoolResponse, engine, settings,
-                                      task=None, served_model=served_model, offload=offload,
-                                      caller=caller)
-    for i, out in enumerate(found):
-        if out.rows is not None and plan.encoding == "float":  # one list per token
-            data = struct_pb2.Value()
-            data.list_value.values.extend(_value(row, "float") for row in out.rows)
-        else:
-            data = _value(out.data, plan.encoding)
-        resp.data.add(index=i, object="pooling", data=data)
-    return resp
+    """/pooling: a token-level task's size checked before it runs, its rows
+    put in the response off the event loop when many."""
+    plan = await offload.prepare(req, lambda: build_pool_plan(
+        req, engine, settings, task=None, served_model=served_model, caller=caller))
+    numbers = await _rows_fit(plan, engine, settings.max_message_bytes)
+    resp, found = await _run(plan, embeddings_pb2.PoolResponse, engine)
+
+    def fill() -> embeddings_pb2.PoolResponse:
+        for i, out in enumerate(found):
+            data = (_value(out.data, plan.encoding) if out.rows is None
+                    else _rows_value(out.rows, plan.encoding))
+            resp.data.add(index=i, object="pooling", data=data)
+        return resp
+
+    return await offload.run(fill, own_template=False, heavy=numbers > ROWS_INLINE)
 
 
 async def classify(
