@@ -276,10 +276,17 @@ class VllmEngine(VllmControl):
             raise errors.Unavailable("the engine ended the request without its output",
                                      reason="ENGINE_REQUEST_FAILED")
         tensor = final.outputs.data.float()
-        if tensor.dim() > 1:  # a token-level task: its rows kept as the array (no copy)
+        if tensor.dim() > 1:  # a token-level task: its rows kept as one array
             if request.dimensions is None:
                 self._token_widths[task] = int(tensor.shape[-1])
-            return PoolOutput([], rows=tensor.cpu().numpy())
+            # A buffer of its own (the tensor may be a view into the engine's
+            # message): allocated by torch, aligned, so MaxSim's matmul rounds
+            # as on the arrays vLLM's server scores (its alignment changes the
+            # last bit); one copy, no Python number per value.
+            rows = tensor.cpu().contiguous()
+            if rows.data_ptr() == tensor.data_ptr():
+                rows = rows.clone()
+            return PoolOutput([], rows=rows.numpy())
         data = [float(x) for x in tensor.tolist()]
         label = None
         if task == "classify" and data:  # vLLM's: the top class's name
