@@ -69,8 +69,9 @@ def content_chars(content: struct_pb2.Value) -> int:
 
 # How many items (fields, list entries, messages, blocks) `weighs_over`
 # looks at before it calls a body heavy: looking at more would itself be
-# work on the event loop.
-NODES = 128
+# work on the event loop (a few ms at most here); an ordinary conversation's
+# text reaches OFFLOAD_CHARS first.
+NODES = 1024
 _END = object()
 
 
@@ -97,16 +98,28 @@ def weighs_over(parts: Iterable[Any], chars: int, nodes: int = NODES) -> bool:
     Cheap at any body size: the off-loop threshold of a body of any shape."""
     total = seen = 0
     stack: list[Iterator[Any]] = [iter(parts)]
+    value = struct_pb2.Value
     while stack:
-        item = next(stack[-1], _END)
+        item: Any = next(stack[-1], _END)
         if item is _END:
             stack.pop()
             continue
         seen += 1
         if seen > nodes:
             return True
-        if isinstance(item, str | bytes):
+        kind = type(item)
+        if kind is str or kind is bytes:
             total += len(item)
+        elif kind is value:  # (the common node: read directly)
+            which = item.WhichOneof("kind")
+            if which == "string_value":
+                total += len(item.string_value)
+            elif which == "list_value":
+                stack.append(iter(item.list_value.values))
+            elif which == "struct_value":
+                stack.append(iter(item.struct_value.fields.values()))
+            else:
+                total += 1
         elif isinstance(item, message.Message):
             stack.append(_children(item))
         else:
