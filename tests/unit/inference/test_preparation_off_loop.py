@@ -15,6 +15,7 @@ from __future__ import annotations
 import gc
 import subprocess
 import sys
+import threading
 import time
 from collections.abc import Callable, Iterator
 from functools import cache
@@ -71,8 +72,17 @@ class PoolingEngine(SlowTokenizerEngine):
 
     pooling = True
 
+    def __init__(self, max_model_len: int) -> None:
+        super().__init__(max_model_len=max_model_len)
+        self.idle = threading.Event()  # no rendering runs (a timed-out one ends later)
+        self.idle.set()
+
     def render_chat(self, messages: list[dict[str, Any]], options: Any) -> list[int]:
-        return _ops().render_chat(messages, options)
+        self.idle.clear()
+        try:
+            return _ops().render_chat(messages, options)
+        finally:
+            self.idle.set()
 
 
 @pytest.fixture(scope="module")
@@ -91,7 +101,7 @@ def frozen_heap() -> Iterator[None]:
 def pooling_stub(frozen_heap) -> Iterator[Any]:
     engine = PoolingEngine(max_model_len=8192)
     with fake_serving(engine, max_model_len=8192, trust_request_chat_template=True,
-                      request_template_timeout_seconds=0.5) as srv, \
+                      request_template_timeout_seconds=0.3) as srv, \
             grpc.insecure_channel(srv.address) as ch:
         yield srv.address, service_pb2_grpc.TokenwireServiceStub(ch), engine
 
@@ -144,6 +154,20 @@ def _while_probing(address: str, call: Callable[[], Any]) -> tuple[float, Any]:
     return float(slowest), answer
 
 
+def _slowest(address: str, call: Callable[[], Any], attempts: int = 3) -> tuple[float, Any]:
+    """`_while_probing`, again while the slowest probe waited too long (up
+    to `attempts` times), the least of those slowest waits: preparation on
+    the event loop stalls every attempt; a busy machine's pause does not."""
+    best = float("inf")
+    answer: Any = None
+    for _ in range(attempts):
+        slowest, answer = _while_probing(address, call)
+        best = min(best, slowest)
+        if best < SLOWEST_PROBE:
+            break
+    return best, answer
+
+
 def _ok(answer: Any) -> None:
     assert not isinstance(answer, grpc.RpcError), (answer.code(), answer.details())
 
@@ -176,7 +200,7 @@ def test_a_pooling_front_prepares_off_the_event_loop(pooling_stub, front) -> Non
     if front == "classify":
         engine.pool_tasks = ("classify", "embed")  # (a classifier)
     try:
-        slowest, answer = _while_probing(address, lambda: getattr(stub, method)(req, timeout=60))
+        slowest, answer = _slowest(address, lambda: getattr(stub, method)(req, timeout=60))
     finally:
         engine.pool_tasks = served
     _ok(answer)
@@ -186,17 +210,19 @@ def test_a_pooling_front_prepares_off_the_event_loop(pooling_stub, front) -> Non
 def test_a_pooling_request_template_renders_within_its_time_bound(pooling_stub) -> None:
     """--trust-request-chat-template: a pooling body's own template renders
     on the template thread, refused past --request-template-timeout-seconds
-    (0.5 s here), the event loop serving meanwhile."""
-    address, stub, _ = pooling_stub
-    slow = ("{% for i in range(2000) %}{% for j in range(3000) %}{% endfor %}{% endfor %}"
+    (0.3 s here; the template takes about a second), the event loop serving
+    meanwhile."""
+    address, stub, engine = pooling_stub
+    slow = ("{% for i in range(3000) %}{% for j in range(4000) %}{% endfor %}{% endfor %}"
             "{{ messages[0]['content'] }}")
     req = json_format.ParseDict({"messages": [{"role": "user", "content": "hi"}],
                                  "chat_template": slow}, embeddings_pb2.PoolRequest())
-    slowest, answer = _while_probing(address, lambda: stub.Pool(req, timeout=60))
+    slowest, answer = _slowest(address, lambda: stub.Pool(req, timeout=60))
     assert isinstance(answer, grpc.RpcError)
     assert answer.code() == grpc.StatusCode.INVALID_ARGUMENT, answer.details()
     assert "request-template-timeout-seconds" in answer.details()
     assert slowest < SLOWEST_PROBE, f"a health check waited {slowest * 1000:.0f} ms"
+    assert engine.idle.wait(30)  # (the timed-out template ran on, on its thread)
 
 
 MESSAGES = {"model": "", "max_tokens": 1, "messages": [{"role": "user", "content": BLOCKS}]}
@@ -218,7 +244,7 @@ def test_a_chat_backed_front_converts_off_the_event_loop(chat_stub, front) -> No
     address, stub = chat_stub
     method, message, body = CHAT_FRONTS[front]
     req = json_format.ParseDict(body, message())
-    slowest, answer = _while_probing(address, lambda: getattr(stub, method)(req, timeout=60))
+    slowest, answer = _slowest(address, lambda: getattr(stub, method)(req, timeout=60))
     _ok(answer)
     assert slowest < SLOWEST_PROBE, f"{front}: a health check waited {slowest * 1000:.0f} ms"
 
