@@ -125,3 +125,29 @@ def test_a_stop_during_the_backoff_restarts_nothing() -> None:
         assert time.monotonic() - started < 10
     assert "starting it again" not in up.output and "starting replica" not in up.output
     assert not _server_pids(grpc_port) and not port_open("127.0.0.1", grpc_port)
+
+
+def test_a_replica_of_several_serving_processes_comes_back_whole() -> None:
+    """--api-server-count 2 is one replica: its `tokenwire serve` killed,
+    the serving processes it left behind (which would keep the port) are
+    stopped before it starts again with both."""
+    import psutil
+
+    from tests.servers import wait_workers
+
+    grpc_port = free_ports(1)
+    address = f"127.0.0.1:{grpc_port}"
+    with tokenwire_up("--api-server-count", "2", "--log-level", "WARNING",
+                      grpc_port=grpc_port) as up:
+        wait_workers(address, 2, 60, up.proc)
+        (pid,) = _server_pids(grpc_port)
+        children = psutil.Process(pid).children(recursive=True)
+        assert len(children) >= 2
+        os.kill(pid, signal.SIGKILL)
+        _wait_restarted(grpc_port, [pid])
+        wait_workers(address, 2, 60, up.proc)
+        assert not any(c.is_running() and c.status() != psutil.STATUS_ZOMBIE for c in children)
+        r = httpx.post(f"{up.url}/v1/chat/completions", json=BODY, timeout=30)
+        assert r.status_code == 200, r.text
+        assert up.proc.poll() is None
+    assert f"replica 0 ({address}) exited (killed by SIGKILL)" in up.output
