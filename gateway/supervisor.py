@@ -224,7 +224,9 @@ def run(replicas: Sequence[Replica], gateway: GatewaySettings, *, probe: Probe |
     def on_signal(signum: int, frame: object) -> None:
         stop.set()
 
-    previous = {s: signal.signal(s, on_signal) for s in STOP_SIGNALS}
+    # (SIGHUP left ignored under nohup: the servers no longer share up's group)
+    previous = {s: signal.signal(s, on_signal) for s in STOP_SIGNALS
+                if s != signal.SIGHUP or signal.getsignal(s) is not signal.SIG_IGN}
     running = [ReplicaProcess(i, r, {**os.environ, **(server_env or {}), **r.env}, stop,
                               probe or Probe(), start_timeout, policy or RestartPolicy())
                for i, r in enumerate(replicas)]
