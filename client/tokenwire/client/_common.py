@@ -93,10 +93,12 @@ def as_messages(
 class RetryPolicy:
     """Retries with exponential backoff and jitter, only where safe.
 
-    Retried: UNAVAILABLE (not when the engine died) and RESOURCE_EXHAUSTED,
-    which the server returns before any work is done (not serving yet, or
-    the engine's queue is full) and the transport returns when it cannot
-    connect; for streaming RPCs only before the first message arrived.
+    Retried: UNAVAILABLE and RESOURCE_EXHAUSTED, which the server returns
+    before any work is done (not serving yet, or the engine's queue is
+    full), when the engine died under the call (ENGINE_DEAD: nothing of it
+    reached the caller; `tokenwire up` restarts the replica, a fleet has
+    others) and the transport returns when it cannot connect; for
+    streaming RPCs only before the first message arrived.
     Never retried: every other code, and Session streams (they hold state).
     All attempts share the call's deadline.
     """
@@ -110,11 +112,7 @@ class RetryPolicy:
     )
 
     def should_retry(self, err: TokenwireError, attempt: int) -> bool:
-        return (
-            attempt < self.max_attempts
-            and err.code in self.codes
-            and err.reason != "ENGINE_DEAD"
-        )
+        return attempt < self.max_attempts and err.code in self.codes
 
     def backoff(self, attempt: int, err: TokenwireError | None = None) -> float:
         """Seconds to wait before attempt `attempt + 1` (attempt counts from

@@ -27,3 +27,21 @@ def test_a_choice_finished_with_vllms_error_ends_the_request_after_its_ids() -> 
     before, error = engine_failure(convert_output(out([7, 8], "error"), 0.0, True))
     assert before is not None and not before.finished
     assert [(c.token_ids, c.finish_reason) for c in before.choices] == [([7, 8], None)]
+
+
+def test_vllms_engine_death_is_a_retry_safe_unavailable() -> None:
+    """vLLM's EngineDeadError under a call: UNAVAILABLE ENGINE_DEAD with a
+    RetryInfo delay (Trust IV item 7: `tokenwire up` restarts the replica,
+    a fleet has others), which the client's retry policy retries."""
+    from vllm.v1.engine.exceptions import EngineDeadError
+
+    from tokenwire.client import RetryPolicy
+    from tokenwire.client.errors import UnavailableError
+    from tokenwire.server.core.errors import ENGINE_DEAD_RETRY_SECONDS, to_status
+    from tokenwire.server.engine.vllm.convert import map_engine_error
+
+    error = map_engine_error(EngineDeadError())
+    assert (error.code.name, error.reason) == ("UNAVAILABLE", "ENGINE_DEAD")
+    assert error.retry_after == ENGINE_DEAD_RETRY_SECONDS
+    assert ("retry-after-ms", "1000") in to_status(error).trailing_metadata
+    assert RetryPolicy().should_retry(UnavailableError("dead", reason="ENGINE_DEAD"), 1)

@@ -76,7 +76,8 @@ def test_rows_that_cannot_fit_a_message_are_refused_before_the_engine_runs(
         pool(stub, input=ids)
     assert exc.value.code() == grpc.StatusCode.INVALID_ARGUMENT
     info = error_info(exc.value)
-    assert info is not None and info.reason == "RESPONSE_TOO_LARGE" and info.metadata["param"] == "input"
+    assert info is not None and info.reason == "RESPONSE_TOO_LARGE"
+    assert info.metadata["param"] == "input"
     details = exc.value.details()
     assert f"{len(ids)} tokens x {DIMENSIONS} numbers per token" in details
     assert f"{LIMIT}-byte message limit" in details, details

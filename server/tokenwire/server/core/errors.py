@@ -96,6 +96,18 @@ class Unavailable(TokenwireError):
     code = grpc.StatusCode.UNAVAILABLE
 
 
+ENGINE_DEAD_RETRY_SECONDS = 1.0  # `tokenwire up` restarts the replica; a fleet has others
+
+
+def engine_dead(message: str) -> Unavailable:
+    """The engine core died under a call: UNAVAILABLE `ENGINE_DEAD` with a
+    RetryInfo delay. A retry is safe (generation changes nothing on the
+    server; the failed call's ids never reached its caller as a result)
+    and may succeed: on another replica, or here once `tokenwire up` has
+    started the replica again."""
+    return Unavailable(message, reason="ENGINE_DEAD", retry_after=ENGINE_DEAD_RETRY_SECONDS)
+
+
 class Unauthenticated(TokenwireError):
     code = grpc.StatusCode.UNAUTHENTICATED
 

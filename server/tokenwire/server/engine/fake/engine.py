@@ -225,7 +225,7 @@ class FakeEngine(FakeControl, media.FakeMedia, FakePooling):
 
     async def generate(self, request: EngineRequest) -> AsyncIterator[EngineOutput]:
         if not self.healthy:
-            raise errors.Unavailable("the engine died: fake engine is down", reason="ENGINE_DEAD")
+            raise errors.engine_dead("the engine died: fake engine is down")
         if request.request_id in self.running:
             raise errors.InvalidArgument(f"request id {request.request_id} is in use",
                                          param="request_id", reason="DUPLICATE_REQUEST_ID")
@@ -388,7 +388,7 @@ class FakeEngine(FakeControl, media.FakeMedia, FakePooling):
 
     async def check_health(self) -> None:
         if not self.healthy:
-            raise errors.Unavailable("fake engine is down", reason="ENGINE_DEAD")
+            raise errors.engine_dead("fake engine is down")
 
     def shutdown(self) -> None:
         self.running.clear()

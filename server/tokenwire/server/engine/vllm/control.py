@@ -234,4 +234,4 @@ def _raise_if_dead(exc: Exception) -> None:
     from vllm.v1.engine.exceptions import EngineDeadError
 
     if isinstance(exc, EngineDeadError):
-        raise errors.Unavailable(f"the engine died: {exc}", reason="ENGINE_DEAD") from exc
+        raise errors.engine_dead(f"the engine died: {exc}") from exc

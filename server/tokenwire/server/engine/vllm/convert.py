@@ -176,7 +176,7 @@ def map_engine_error(exc: BaseException) -> errors.TokenwireError:
     if isinstance(exc, errors.TokenwireError):
         return exc
     if isinstance(exc, EngineDeadError):
-        return errors.Unavailable(f"the engine died: {exc}", reason="ENGINE_DEAD")
+        return errors.engine_dead(f"the engine died: {exc}")
     if isinstance(exc, VLLMValidationError):
         return errors.InvalidArgument(f"rejected by the engine: {exc}", param=exc.parameter,
                                       reason="ENGINE_REJECTED")
