@@ -38,9 +38,14 @@ from tokenwire.v1 import (
 )
 
 MODEL = ".models/tiny-random-llama"
-SLOWEST_PROBE = 0.1  # seconds a health check may wait while a front prepares
+# Seconds a health check may wait while a front prepares. Alone, the
+# slowest probe is 40-110 ms here: the preparing thread runs Python (a
+# template, a conversion) and hands the GIL to the loop every 5 ms, a
+# probe needing several turns; on-loop preparation of these bodies stalled
+# it 300-800 ms. The bound leaves room for a shared 2-core CI machine.
+SLOWEST_PROBE = 0.2
 TEXT = "tokenwire " * 30_000  # 300k characters: about half a second to tokenize
-BLOCKS = [{"type": "text", "text": "tokenwire " * 3} for _ in range(10_000)]  # 300k chars
+BLOCKS = [{"type": "text", "text": "tokenwire " * 3} for _ in range(20_000)]  # 600k chars
 
 
 @cache
