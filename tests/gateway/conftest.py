@@ -3,6 +3,8 @@
 - ``flaky_server`` / ``gateway``: a ThreadServer on FlakyEngine (fast, and
   it can fail on purpose) behind Envoy with a 1 MiB body limit.
 - ``real_gateway``: Envoy in front of the session's ``real_server``.
+- ``vlm_gateway_url``: Envoy in front of the session's ``vlm_server`` (the
+  tiny VLM), its URL.
 All Envoys are session-scoped and stopped at teardown.
 """
 
@@ -61,4 +63,11 @@ def rest(gateway: EnvoyProcess) -> collections.abc.Iterator[httpx.Client]:
 def real_gateway(real_server: ProcessServer) -> collections.abc.Iterator[EnvoyProcess]:
     envoy = start_gateway(real_server.address)
     yield envoy
+    stop_gateway(envoy)
+
+
+@pytest.fixture(scope="session")
+def vlm_gateway_url(vlm_server: ProcessServer) -> collections.abc.Iterator[str]:
+    envoy = start_gateway(vlm_server.address)
+    yield envoy.url
     stop_gateway(envoy)

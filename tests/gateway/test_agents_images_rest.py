@@ -9,7 +9,6 @@ vLLM's does; bad images are each API's own 400 naming the field."""
 from __future__ import annotations
 
 import base64
-import collections.abc
 import io
 from typing import Any
 
@@ -20,8 +19,6 @@ import pytest
 from PIL import Image
 
 from tests.conftest import TINY_VLM
-from tests.gateway.envoy_fixture import start_gateway, stop_gateway
-from tests.servers import ProcessServer
 
 MODEL = str(TINY_VLM)
 IMAGE_TOKEN = 49153  # <image>
@@ -38,22 +35,13 @@ URL = "data:image/png;base64," + B64
 
 
 @pytest.fixture(scope="module")
-def gateway(vlm_server: ProcessServer) -> collections.abc.Iterator[str]:
-    envoy = start_gateway(vlm_server.address)
-    try:
-        yield envoy.url
-    finally:
-        stop_gateway(envoy)
+def oai(vlm_gateway_url: str) -> openai.OpenAI:
+    return openai.OpenAI(base_url=f"{vlm_gateway_url}/v1", api_key="unused", max_retries=0)
 
 
 @pytest.fixture(scope="module")
-def oai(gateway: str) -> openai.OpenAI:
-    return openai.OpenAI(base_url=f"{gateway}/v1", api_key="unused", max_retries=0)
-
-
-@pytest.fixture(scope="module")
-def claude(gateway: str) -> anthropic.Anthropic:
-    return anthropic.Anthropic(base_url=gateway, api_key="unused", max_retries=0)
+def claude(vlm_gateway_url: str) -> anthropic.Anthropic:
+    return anthropic.Anthropic(base_url=vlm_gateway_url, api_key="unused", max_retries=0)
 
 
 @pytest.fixture(scope="module")
@@ -228,23 +216,25 @@ def test_responses_function_call_output_with_a_screenshot(oai: openai.OpenAI) ->
     assert info.value.body["param"] == "input[1].output[0].image_url"
 
 
-def test_tokenize_expands_the_image(gateway: str, chat: dict[str, Any]) -> None:
+def test_tokenize_expands_the_image(vlm_gateway_url: str, chat: dict[str, Any]) -> None:
     messages = [{"role": "user", "content": [
         {"type": "text", "text": "Describe:"},
         {"type": "image_url", "image_url": {"url": URL}}]}]
-    resp = httpx.post(f"{gateway}/tokenize", json={"model": MODEL, "messages": messages},
+    resp = httpx.post(f"{vlm_gateway_url}/tokenize", json={"model": MODEL, "messages": messages},
                       timeout=60)
     assert resp.status_code == 200, resp.text
     out = resp.json()
     assert out["tokens"] == chat["prompt_token_ids"] and out["count"] == len(out["tokens"])
     bad = [{"role": "user", "content": [
         {"type": "image_url", "image_url": {"url": "http://10.0.0.1/x.png"}}]}]
-    resp = httpx.post(f"{gateway}/tokenize", json={"model": MODEL, "messages": bad}, timeout=60)
+    resp = httpx.post(f"{vlm_gateway_url}/tokenize", json={"model": MODEL, "messages": bad},
+                      timeout=60)
     assert resp.status_code == 400
     assert resp.json()["error"]["param"] == "messages[0].content[0].image_url.url"
 
 
-def test_messages_and_responses_render_over_rest(gateway: str, chat: dict[str, Any]) -> None:
+def test_messages_and_responses_render_over_rest(vlm_gateway_url: str,
+                                                 chat: dict[str, Any]) -> None:
     """vLLM's POST /v1/messages/render and /v1/responses/render: the body
     Generate runs (expanded ids, vLLM's features of the image); posted to
     /inference/v1/generate it answers as the chat does (greedy). A bad
@@ -258,21 +248,21 @@ def test_messages_and_responses_render_over_rest(gateway: str, chat: dict[str, A
                                      {"type": "input_image", "image_url": URL,
                                       "detail": "auto"}]}]}
     for path, body in (("/v1/messages/render", messages), ("/v1/responses/render", responses)):
-        r = httpx.post(f"{gateway}{path}", json=body, timeout=120)
+        r = httpx.post(f"{vlm_gateway_url}{path}", json=body, timeout=120)
         assert r.status_code == 200, (path, r.text)
         gen_body = r.json()
         assert gen_body["token_ids"] == chat["prompt_token_ids"], path
         assert gen_body["features"]["mm_placeholders"] == chat["mm_placeholders"]
-        gen = httpx.post(f"{gateway}/inference/v1/generate", json=gen_body, timeout=120)
+        gen = httpx.post(f"{vlm_gateway_url}/inference/v1/generate", json=gen_body, timeout=120)
         assert gen.status_code == 200, gen.text
         assert gen.json()["choices"][0]["token_ids"] == chat["choices"][0]["token_ids"]
     bad = {**messages, "messages": [{"role": "user", "content": [_image_block(
         {"type": "base64", "media_type": "image/tiff", "data": B64})]}]}
-    r = httpx.post(f"{gateway}/v1/messages/render", json=bad, timeout=60)
+    r = httpx.post(f"{vlm_gateway_url}/v1/messages/render", json=bad, timeout=60)
     assert r.status_code == 400
     assert r.json()["type"] == "error" and r.json()["error"]["type"] == "invalid_request_error"
     assert "messages[0].content[0].source.media_type" in r.json()["error"]["message"]
     bad = {**responses, "input": [{"role": "user", "content": [
         {"type": "input_image", "image_url": "http://169.254.169.254/x", "detail": "auto"}]}]}
-    r = httpx.post(f"{gateway}/v1/responses/render", json=bad, timeout=60)
+    r = httpx.post(f"{vlm_gateway_url}/v1/responses/render", json=bad, timeout=60)
     assert r.status_code == 400 and r.json()["error"]["param"] == "input[0].content[0].image_url"

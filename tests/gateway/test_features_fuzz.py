@@ -13,28 +13,16 @@ engine core and the server exited."""
 
 from __future__ import annotations
 
-import collections.abc
 import threading
 
 import grpc
 import httpx
-import pytest
 from google.protobuf import json_format
 from grpc_health.v1 import health_pb2, health_pb2_grpc
 
 from tests.conftest import TINY_VLM
-from tests.gateway.envoy_fixture import start_gateway, stop_gateway
 from tests.servers import ProcessServer
 from tokenwire.v1 import generate_pb2, service_pb2_grpc
-
-
-@pytest.fixture(scope="module")
-def gateway_url(vlm_server: ProcessServer) -> collections.abc.Iterator[str]:
-    envoy = start_gateway(vlm_server.address)
-    try:
-        yield envoy.url
-    finally:
-        stop_gateway(envoy)
 
 
 class HealthWatch:
@@ -82,7 +70,7 @@ def typed(features: dict) -> dict | None:
     return {"items": items}
 
 
-def test_no_feature_item_stops_the_engine(vlm_server: ProcessServer, gateway_url: str) -> None:
+def test_no_feature_item_stops_the_engine(vlm_server: ProcessServer, vlm_gateway_url: str) -> None:
     from tests.vlm_features import malformed_features, vllm_features
 
     ref = vllm_features()
@@ -96,7 +84,7 @@ def test_no_feature_item_stops_the_engine(vlm_server: ProcessServer, gateway_url
         for label, ids, features in cases:
             body = {"model": str(TINY_VLM), "token_ids": ids, "features": features,
                     "sampling_params": sampling}
-            rest = httpx.post(f"{gateway_url}/inference/v1/generate", json=body, timeout=120)
+            rest = httpx.post(f"{vlm_gateway_url}/inference/v1/generate", json=body, timeout=120)
             form = typed(features)
             msg = {"token_ids": ids, "sampling_params": sampling,
                    **({"mm_features": form} if form else {"features": features})}
@@ -119,7 +107,7 @@ def test_no_feature_item_stops_the_engine(vlm_server: ProcessServer, gateway_url
                 assert code == grpc.StatusCode.INVALID_ARGUMENT, (label, code)
                 assert answer["tokenwire-param"].startswith(("features", "mm_features")), label
         # A normal image chat on the same server process, through Envoy.
-        chat = httpx.post(f"{gateway_url}/v1/chat/completions", json={
+        chat = httpx.post(f"{vlm_gateway_url}/v1/chat/completions", json={
             "model": str(TINY_VLM), "max_tokens": 4, "temperature": 0,
             "messages": [{"role": "user", "content": [
                 {"type": "image_url", "image_url": {"url": ref["url"]}},

@@ -20,25 +20,13 @@ tiny random Idefics3.
 from __future__ import annotations
 
 import asyncio
-import collections.abc
 import json
 
 import httpx
 import pytest
 
 from tests.conftest import TINY_VLM
-from tests.gateway.envoy_fixture import start_gateway, stop_gateway
-from tests.servers import ProcessServer
 from tests.vlm_features import vllm_features
-
-
-@pytest.fixture(scope="module")
-def gateway_url(vlm_server: ProcessServer) -> collections.abc.Iterator[str]:
-    envoy = start_gateway(vlm_server.address)
-    try:
-        yield envoy.url
-    finally:
-        stop_gateway(envoy)
 
 
 def tiny_vlm_renderer():  # type: ignore[no-untyped-def]
@@ -66,7 +54,7 @@ def tiny_vlm_renderer():  # type: ignore[no-untyped-def]
     return base
 
 
-def test_renderers_generate_content_parts_through_the_gateway(gateway_url: str) -> None:
+def test_renderers_generate_content_parts_through_the_gateway(vlm_gateway_url: str) -> None:
     pytest.importorskip("renderers")
     import openai
     from renderers.client import generate
@@ -78,7 +66,7 @@ def test_renderers_generate_content_parts_through_the_gateway(gateway_url: str) 
         {"type": "text", "text": "What?"}]}]
 
     async def run() -> tuple[dict, dict]:
-        client = openai.AsyncOpenAI(base_url=f"{gateway_url}/v1", api_key="unused",
+        client = openai.AsyncOpenAI(base_url=f"{vlm_gateway_url}/v1", api_key="unused",
                                     max_retries=0)
         sp = {"max_tokens": 24, "temperature": 0.0, "ignore_eos": True}
         first = await generate(client=client, renderer=renderer, messages=messages,
@@ -102,7 +90,7 @@ def test_renderers_generate_content_parts_through_the_gateway(gateway_url: str) 
     assert second["usage"]["prompt_tokens_details"]["cached_tokens"] > image_len
 
 
-def test_features_as_renderers_posts_them(gateway_url: str) -> None:
+def test_features_as_renderers_posts_them(vlm_gateway_url: str) -> None:
     pytest.importorskip("renderers")
     import openai
     from renderers.client import parse_generate_response
@@ -114,9 +102,9 @@ def test_features_as_renderers_posts_them(gateway_url: str) -> None:
                                 "stop_token_ids": [2], "skip_special_tokens": False}}
 
     async def post(payload: dict) -> httpx.Response:
-        client = openai.AsyncOpenAI(base_url=f"{gateway_url}/v1", api_key="unused",
+        client = openai.AsyncOpenAI(base_url=f"{vlm_gateway_url}/v1", api_key="unused",
                                     max_retries=0)
-        return await client.post(f"{gateway_url}/inference/v1/generate",
+        return await client.post(f"{vlm_gateway_url}/inference/v1/generate",
                                  cast_to=httpx.Response, body=payload)
 
     data = parse_generate_response(asyncio.run(post(body)).content)
@@ -124,7 +112,7 @@ def test_features_as_renderers_posts_them(gateway_url: str) -> None:
     assert data["mm_placeholders"] == ref["features"]["mm_placeholders"]
     choice = data["choices"][0]
     assert len(choice["logprobs"]["content"]) == len(choice["token_ids"])
-    with httpx.stream("POST", f"{gateway_url}/inference/v1/generate",
+    with httpx.stream("POST", f"{vlm_gateway_url}/inference/v1/generate",
                       json={**body, "stream": True}, timeout=120) as resp:
         events = [json.loads(line[6:]) for line in resp.iter_lines()
                   if line.startswith("data: {")]
@@ -133,6 +121,6 @@ def test_features_as_renderers_posts_them(gateway_url: str) -> None:
     assert [t for e in events for c in e["choices"] for t in c.get("token_ids") or []] == \
         choice["token_ids"]
     bad = {**body, "features": {**ref["features"], "kwargs_data": {"image": ["AAAA"]}}}
-    resp = httpx.post(f"{gateway_url}/inference/v1/generate", json=bad, timeout=120)
+    resp = httpx.post(f"{vlm_gateway_url}/inference/v1/generate", json=bad, timeout=120)
     assert resp.status_code == 400
     assert resp.json()["error"]["param"] == "features.kwargs_data.image[0]"
