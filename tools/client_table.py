@@ -81,6 +81,8 @@ SERVICES = (
             "CreateMessage": "Anthropic's Messages API for agents (the anthropic SDK is its "
                              "client: docs/agents.md)",
             "CountMessageTokens": "Anthropic's /v1/messages/count_tokens (the anthropic SDK)",
+            "StreamMessage": "the Messages API's typed events (the anthropic SDK streams them "
+                             "over REST: docs/agents.md)",
             "CreateResponse": "OpenAI's Responses API for agents (the openai SDK is its client: "
                               "docs/agents.md)",
             "StreamResponse": "the Responses API's typed events (the openai SDK streams them "

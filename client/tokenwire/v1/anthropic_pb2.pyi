@@ -136,3 +136,37 @@ class CountMessageTokensResponse(_message.Message):
     INPUT_TOKENS_FIELD_NUMBER: _ClassVar[int]
     input_tokens: int
     def __init__(self, input_tokens: _Optional[int] = ...) -> None: ...
+
+class MessageStreamDelta(_message.Message):
+    __slots__ = ("type", "text", "partial_json", "thinking", "signature", "stop_reason", "stop_sequence")
+    TYPE_FIELD_NUMBER: _ClassVar[int]
+    TEXT_FIELD_NUMBER: _ClassVar[int]
+    PARTIAL_JSON_FIELD_NUMBER: _ClassVar[int]
+    THINKING_FIELD_NUMBER: _ClassVar[int]
+    SIGNATURE_FIELD_NUMBER: _ClassVar[int]
+    STOP_REASON_FIELD_NUMBER: _ClassVar[int]
+    STOP_SEQUENCE_FIELD_NUMBER: _ClassVar[int]
+    type: str
+    text: str
+    partial_json: str
+    thinking: str
+    signature: str
+    stop_reason: str
+    stop_sequence: str
+    def __init__(self, type: _Optional[str] = ..., text: _Optional[str] = ..., partial_json: _Optional[str] = ..., thinking: _Optional[str] = ..., signature: _Optional[str] = ..., stop_reason: _Optional[str] = ..., stop_sequence: _Optional[str] = ...) -> None: ...
+
+class MessageStreamEvent(_message.Message):
+    __slots__ = ("type", "message", "index", "content_block", "delta", "usage")
+    TYPE_FIELD_NUMBER: _ClassVar[int]
+    MESSAGE_FIELD_NUMBER: _ClassVar[int]
+    INDEX_FIELD_NUMBER: _ClassVar[int]
+    CONTENT_BLOCK_FIELD_NUMBER: _ClassVar[int]
+    DELTA_FIELD_NUMBER: _ClassVar[int]
+    USAGE_FIELD_NUMBER: _ClassVar[int]
+    type: str
+    message: CreateMessageResponse
+    index: int
+    content_block: AnthropicContentBlock
+    delta: MessageStreamDelta
+    usage: AnthropicUsage
+    def __init__(self, type: _Optional[str] = ..., message: _Optional[_Union[CreateMessageResponse, _Mapping]] = ..., index: _Optional[int] = ..., content_block: _Optional[_Union[AnthropicContentBlock, _Mapping]] = ..., delta: _Optional[_Union[MessageStreamDelta, _Mapping]] = ..., usage: _Optional[_Union[AnthropicUsage, _Mapping]] = ...) -> None: ...

@@ -186,6 +186,11 @@ class TokenwireServiceStub:
                 request_serializer=tokenwire_dot_v1_dot_anthropic__pb2.CreateMessageRequest.SerializeToString,
                 response_deserializer=tokenwire_dot_v1_dot_generate__pb2.GenerateRequest.FromString,
                 _registered_method=True)
+        self.StreamMessage = channel.unary_stream(
+                '/tokenwire.v1.TokenwireService/StreamMessage',
+                request_serializer=tokenwire_dot_v1_dot_anthropic__pb2.CreateMessageRequest.SerializeToString,
+                response_deserializer=tokenwire_dot_v1_dot_anthropic__pb2.MessageStreamEvent.FromString,
+                _registered_method=True)
         self.CreateResponse = channel.unary_unary(
                 '/tokenwire.v1.TokenwireService/CreateResponse',
                 request_serializer=tokenwire_dot_v1_dot_responses__pb2.CreateResponseRequest.SerializeToString,
@@ -437,6 +442,15 @@ class TokenwireServiceServicer:
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
+    def StreamMessage(self, request, context):
+        """CreateMessage streamed as typed events (gRPC only: over REST the
+        gateway routes "stream": true to EventStreamService.StreamMessageEvents,
+        the same events as Anthropic's SSE).
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
     def CreateResponse(self, request, context):
         """Create a model response (OpenAI `POST /v1/responses`), run as a chat.
         Over REST the gateway routes `POST /v1/responses` to
@@ -602,6 +616,11 @@ def add_TokenwireServiceServicer_to_server(servicer, server):
                     servicer.RenderMessage,
                     request_deserializer=tokenwire_dot_v1_dot_anthropic__pb2.CreateMessageRequest.FromString,
                     response_serializer=tokenwire_dot_v1_dot_generate__pb2.GenerateRequest.SerializeToString,
+            ),
+            'StreamMessage': grpc.unary_stream_rpc_method_handler(
+                    servicer.StreamMessage,
+                    request_deserializer=tokenwire_dot_v1_dot_anthropic__pb2.CreateMessageRequest.FromString,
+                    response_serializer=tokenwire_dot_v1_dot_anthropic__pb2.MessageStreamEvent.SerializeToString,
             ),
             'CreateResponse': grpc.unary_unary_rpc_method_handler(
                     servicer.CreateResponse,
@@ -1356,6 +1375,33 @@ class TokenwireService:
             '/tokenwire.v1.TokenwireService/RenderMessage',
             tokenwire_dot_v1_dot_anthropic__pb2.CreateMessageRequest.SerializeToString,
             tokenwire_dot_v1_dot_generate__pb2.GenerateRequest.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def StreamMessage(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_stream(
+            request,
+            target,
+            '/tokenwire.v1.TokenwireService/StreamMessage',
+            tokenwire_dot_v1_dot_anthropic__pb2.CreateMessageRequest.SerializeToString,
+            tokenwire_dot_v1_dot_anthropic__pb2.MessageStreamEvent.FromString,
             options,
             channel_credentials,
             insecure,
