@@ -2,7 +2,7 @@
 engine alone, then the same requests through the serving path (plan,
 admission/metrics, chat chunk building, serialization). The difference is
 what tokenwire's code costs per token. `--sse`: each chunk rendered as the
-REST path's event instead (api/sse.py, in the HttpBody the gateway passes
+REST path's event instead (inference/shared/openai_wire.py, in the HttpBody the gateway passes
 through), as EventStreamService does.
 
     .venv/bin/python -m bench.inproc_path [--requests 200] [--sse]
@@ -16,7 +16,6 @@ import time
 
 from google.api.httpbody_pb2 import HttpBody
 
-from tokenwire.server.api.sse import chat_chunk_event
 from tokenwire.server.core.admission import Admission
 from tokenwire.server.core.domain import Caller
 from tokenwire.server.core.metrics import Metrics
@@ -25,6 +24,7 @@ from tokenwire.server.engine.fake.engine import FakeEngine
 from tokenwire.server.engine.guarded import GuardedEngine
 from tokenwire.server.inference.chat.request import build_chat_plan
 from tokenwire.server.inference.chat.service import stream_chat
+from tokenwire.server.inference.shared.openai_wire import chat_chunk_event
 from tokenwire.v1 import chat_pb2
 
 

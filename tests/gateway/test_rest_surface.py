@@ -9,7 +9,7 @@ import pytest
 from google.protobuf import json_format
 
 from tests.gateway.sse import camel_case_keys, chat_body, sse_json
-from tokenwire.server.api import sse
+from tokenwire.server.inference.shared import openai_wire as sse
 from tokenwire.v1 import chat_pb2, generate_pb2
 
 

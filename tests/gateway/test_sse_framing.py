@@ -13,7 +13,7 @@ import openai
 import pytest
 
 from tests.gateway.sse import DONE, chat_body, sse_events, sse_json
-from tokenwire.server.api import sse
+from tokenwire.server.inference.shared import openai_wire as sse
 
 
 def test_sse_bytes_are_exact(rest) -> None:

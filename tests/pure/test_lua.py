@@ -248,8 +248,8 @@ def test_server_error_event_matches_the_gateway_rendering(lua, code) -> None:
     (openai_error.lua). Both must say the same."""
     import grpc
 
-    from tokenwire.server.api import sse
     from tokenwire.server.core.errors import TokenwireError
+    from tokenwire.server.inference.shared import openai_wire as sse
 
     status = next(s for s in grpc.StatusCode if s.value[0] == code)
     err = TokenwireError("bad \u2603 \"x\"", reason="VALUE_OUT_OF_RANGE", param="top_p")

@@ -14,7 +14,7 @@ import pytest
 from google.protobuf import json_format, struct_pb2
 from google.protobuf.descriptor import FieldDescriptor as F
 
-from tokenwire.server.api import proto_json
+from tokenwire.server.inference.shared import proto_json
 from tokenwire.v1 import (
     chat_pb2,
     common_pb2,

@@ -56,7 +56,7 @@ def test_no_module_spells_out_a_wire_name() -> None:
 
 
 def test_server_error_event_uses_the_wire_status_map() -> None:
-    from tokenwire.server.api import sse
+    from tokenwire.server.inference.shared import openai_wire as sse
 
     for code in grpc.StatusCode:
         assert sse.HTTP_STATUS[code] == wire.http_status(code.value[0])

@@ -11,7 +11,6 @@ import json
 
 import pytest
 
-from tokenwire.server.api import sse
 from tokenwire.server.core.admission import Admission
 from tokenwire.server.core.domain import Caller
 from tokenwire.server.core.metrics import Metrics
@@ -20,6 +19,7 @@ from tokenwire.server.engine.fake.engine import FakeEngine
 from tokenwire.server.engine.guarded import GuardedEngine
 from tokenwire.server.inference.chat.request import build_chat_plan
 from tokenwire.server.inference.chat.service import stream_chat
+from tokenwire.server.inference.shared import openai_wire as sse
 from tokenwire.v1 import chat_pb2
 
 HEADER = dict(id="chatcmpl-1", object="chat.completion.chunk", created=1700000000,

@@ -11,8 +11,8 @@ import grpc
 import pytest
 from google.protobuf import json_format
 
-from tokenwire.server.api import anthropic_sse
 from tokenwire.server.core.errors import InvalidArgument
+from tokenwire.server.inference.anthropic import wire as anthropic_sse
 from tokenwire.server.inference.anthropic.request import chat_param, to_chat
 from tokenwire.v1 import anthropic_pb2, events_pb2_grpc, service_pb2_grpc
 

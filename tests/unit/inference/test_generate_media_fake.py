@@ -331,7 +331,7 @@ def test_image_bytes_over_the_bound(vlm, monkeypatch) -> None:
 def test_an_image_opening_the_prompt_prints_offset_zero(vlm) -> None:
     import json
 
-    from tokenwire.server.api.sse import response_json
+    from tokenwire.server.inference.shared.openai_wire import response_json
 
     resp = vlm[0].Generate(gen({"token_ids": [IMG, 70], "return_token_ids": True,
                                 "content_parts": [{"type": "image_url", "url": URL}]}),

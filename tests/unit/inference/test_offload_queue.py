@@ -18,7 +18,7 @@ from tokenwire.server.core.errors import ResourceExhausted
 from tokenwire.server.core.serving_state import ServingState
 from tokenwire.server.core.settings import ServerSettings
 from tokenwire.server.engine.fake.engine import FakeEngine
-from tokenwire.server.inference.kinds import CHAT
+from tokenwire.server.inference.fronts import CHAT
 from tokenwire.server.inference.offload import OFFLOAD_CHARS
 from tokenwire.server.runtime.app import build_data_plane
 from tokenwire.server.security.tenancy import Tenancy

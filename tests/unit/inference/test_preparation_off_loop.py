@@ -262,7 +262,7 @@ async def test_a_messages_body_over_the_window_is_refused_before_converting(
     from tokenwire.server.core.domain import Caller
     from tokenwire.server.core.serving_state import ServingState
     from tokenwire.server.core.settings import ServerSettings
-    from tokenwire.server.inference import kinds
+    from tokenwire.server.inference import fronts as kinds
     from tokenwire.server.inference.anthropic import kind as anthropic_kind
     from tokenwire.server.runtime.app import build_data_plane
     from tokenwire.server.security.tenancy import Tenancy

@@ -162,7 +162,7 @@ def test_a_rendered_text_beyond_the_window_is_never_tokenized(server, stub) -> N
 async def test_large_legal_tools_are_prepared_off_the_event_loop() -> None:
     from tokenwire.server.core.domain import Caller
     from tokenwire.server.core.serving_state import ServingState
-    from tokenwire.server.inference.kinds import CHAT
+    from tokenwire.server.inference.fronts import CHAT
     from tokenwire.server.inference.offload import OFFLOAD_CHARS
     from tokenwire.server.runtime.app import build_data_plane
     from tokenwire.server.security.tenancy import Tenancy

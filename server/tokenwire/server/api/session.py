@@ -39,8 +39,8 @@ from tokenwire.server.inference.continuation import (
 )
 from tokenwire.server.inference.continuation_store import StoredTurn
 from tokenwire.server.inference.data_plane import DataPlane
+from tokenwire.server.inference.fronts import KINDS
 from tokenwire.server.inference.kind_base import AnyKind
-from tokenwire.server.inference.kinds import KINDS
 from tokenwire.server.inference.offload import OFFLOAD_CHARS
 from tokenwire.server.inference.shared.identity import MAX_REQUEST_ID
 from tokenwire.server.inference.shared.messages import has_request_template

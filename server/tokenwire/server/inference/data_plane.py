@@ -4,9 +4,9 @@ stream): the engine, settings, serving state, continuation store, turn
 templates, prefiller, tenancy, the offload threads, the served model's name
 and the worker id; plus tokenize / detokenize, which are not request kinds.
 
-What a request does is its kind's (inference/kinds.py: one object per kind,
-each in its own package, its shared steps in inference/kind_base.py). Front
-ends go through the kinds:
+What a request does is its front's (inference/fronts.py: one object per
+front, each in its own package; a generating kind's shared steps in
+inference/kind_base.py). Front ends go through the fronts:
 
     plan = await CHAT.plan(plane, request, caller=..., stream=True)
     outcome = RunOutcome()

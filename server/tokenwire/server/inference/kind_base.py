@@ -1,12 +1,10 @@
-"""The interface every request kind has, and the steps every kind's plan
-takes, run once here.
+"""The fronts that generate, and the steps their plans take, run once here.
 
-A kind (chat/kind.py, completion/kind.py, generate/kind.py) is one
-`RequestKind` subclass: it builds its plan from the request (`build`: its
-own request.py or service.py, all validation), runs it (`run`: the one
-response), streams it (`stream`: its own chunk generator, returned as is:
-no wrapping layer per chunk), starts what a finished run asks for
-(`after`: chat's speculative prefill), and tells a Session what it needs
+A `RequestKind` (chat/kind.py, completion/kind.py, generate/kind.py,
+generate/sglang.py) is a `Front` (inference/front.py) that builds its own
+engine requests: `build` (its own request.py or service.py, all
+validation), `run`, `stream` (its own chunk generator, returned as is),
+`after` (chat's speculative prefill), and the `SessionFace` a Session needs
 (its prompt replaced by ids, a continuation's conflicts).
 
 `RequestKind.plan` is the same for every kind: build the plan (off the
@@ -15,19 +13,24 @@ weight version, refuse a response too large for a message, and route the
 engine requests (data-parallel rank, session, tenant, weight bound, salting
 by version). Where the kinds differ in these steps, the kind says so in
 class attributes (`routing_prefix`, `dp_rank_field`, `max_tokens_param`,
-`stamps_weight_version`, `offloads_preparation`), read here; the data plane
-(inference/data_plane.py) only holds what every call shares."""
+`stamps_weight_version`, `offloads_preparation`), read here.
+
+A `ChatBackedKind` (the Messages and Responses APIs) runs as a chat: its
+plan is the chat kind's plan of the chat request it converts to, wrapped
+with the request (`ChatBackedPlan`)."""
 
 from __future__ import annotations
 
-from collections.abc import AsyncGenerator, Callable
-from typing import Any, ClassVar, Generic, TypeVar
+import dataclasses
+from collections.abc import Callable
+from typing import Any, ClassVar, TypeVar
 
 from tokenwire.server.core import validation as v
 from tokenwire.server.core.domain import Caller, EngineRequest, RenderOptions, RunOutcome
 from tokenwire.server.core.errors import InvalidArgument
 from tokenwire.server.core.weight_bounds import EXACT, LAG, WeightBound, bound_from, pick_bound
 from tokenwire.server.inference.data_plane import DataPlane
+from tokenwire.server.inference.front import Front
 from tokenwire.server.inference.offload import OFFLOAD_CHARS
 from tokenwire.server.inference.shared.identity import pick_dp_rank, pick_session_id
 from tokenwire.server.inference.shared.prompt_chars import weighs_over
@@ -38,10 +41,32 @@ R = TypeVar("R")
 C = TypeVar("C")
 
 
-class RequestKind(Generic[Req, P, R, C]):
-    """One request kind behind the interface every front end uses."""
+class SessionFace:
+    """What a Session needs of a kind (api/session.py): its prompt replaced
+    by ids, a continuation's conflicts and render options, the characters
+    a continuation adds."""
 
-    name: ClassVar[str]
+    def with_prompt(self, req: Any, prompt: list[int]) -> Any:
+        """A copy of `req` whose prompt is the given ids (nvext.token_data)."""
+        copy = type(req)()
+        copy.MergeFrom(req)
+        copy.nvext.token_data.extend(prompt)  # (chat, completion)
+        return copy
+
+    def continuation_options(self, req: Any, *, trust_template: bool) -> RenderOptions:
+        """Refuse a continuation request that also carries a prompt
+        (FIELDS_CONFLICT); the render options of its next turn."""
+        return RenderOptions()
+
+    def continuation_chars(self, req: Any) -> int:
+        """The characters `req` adds when a continuation's messages render."""
+        return 0
+
+
+class RequestKind(Front[Req, P, R, C], SessionFace):
+    """A front that generates from its own engine requests (chat,
+    completion, generate, SGLang's generate)."""
+
     # Where the request's routing fields (data-parallel rank, session id,
     # weight bound, salt_cache_by_version) sit: "nvext." (the request's
     # nvext message) or "" (the request's root); errors name them so.
@@ -102,69 +127,53 @@ class RequestKind(Generic[Req, P, R, C]):
             request.weight_bound = bound
             request.salt_by_version = salt
 
-    # -- run, stream, after ----------------------------------------------
-    async def run(self, plane: DataPlane, plan: P, outcome: RunOutcome | None = None) -> R:
-        """Run `plan` on the plane's engine to the end and build the one
-        response (the kind's own service and response modules).
-        `outcome`: filled with the ids."""
-        raise NotImplementedError
-
-    def stream(self, plane: DataPlane, plan: P, outcome: RunOutcome | None = None
-               ) -> AsyncGenerator[C]:
-        """The chunks of `plan`, built as the engine's outputs arrive: the
-        kind's own stream generator (e.g. chat/service.py's stream_chat over
-        ChatStreamBuilder), returned as is — no wrapping layer per chunk;
-        close it when abandoned. `outcome`: filled once the stream finished."""
-        raise NotImplementedError
-
     async def render(self, plane: DataPlane, req: Req, *, caller: Caller) -> Any:
         """What `req` runs as, without generating (vLLM's /render of this
         API: Generate request(s)): the kinds with a render route define it."""
         raise NotImplementedError
 
-    def call_outcome(self) -> RunOutcome | None:
-        """What a single call (not a Session) keeps of its run for `after`:
-        nothing unless the kind starts something after a run."""
-        return None
-
-    def after(self, plane: DataPlane, plan: P, outcome: RunOutcome | None) -> bool:
-        """After a finished run: start what the plan asked for; True if started."""
-        return False
-
-    # -- what a Session needs --------------------------------------------
-    def with_prompt(self, req: Req, prompt: list[int]) -> Req:
-        """A copy of `req` whose prompt is the given ids (nvext.token_data)."""
-        copy = type(req)()
-        copy.MergeFrom(req)  # type: ignore[attr-defined]  # (a proto message)
-        copy.nvext.token_data.extend(prompt)  # type: ignore[attr-defined]  # (chat, completion)
-        return copy
-
-    def continuation_options(self, req: Req, *, trust_template: bool) -> RenderOptions:
-        """Refuse a continuation request that also carries a prompt
-        (FIELDS_CONFLICT); the render options of its next turn."""
-        return RenderOptions()
-
-    def continuation_chars(self, req: Req) -> int:
-        """The characters `req` adds when a continuation's messages render."""
-        return 0
-
 
 AnyKind = RequestKind[Any, Any, Any, Any]
 
 
-class ChatBackedKind(RequestKind[Req, P, R, C]):
+@dataclasses.dataclass
+class ChatBackedPlan:
+    """The chat plan a request of a chat-backed kind runs as, and the request."""
+
+    chat: Any  # the chat kind's plan
+    req: Any
+
+    @property
+    def request(self) -> EngineRequest:
+        return self.chat.request  # type: ignore[no-any-return]
+
+
+class ChatBackedKind(Front[Req, ChatBackedPlan, R, C]):
     """A kind that runs as a chat (the Responses and Messages APIs): the
-    chat kind, handed in by inference/kinds.py (kinds never import one
+    chat kind, handed in by inference/fronts.py (kinds never import one
     another), plans, runs and streams it, so rendering, admission, limits,
     tenancy, weight bounds, cancellation, metrics and the next turn's
-    prefill are chat's. The kind converts its request to chat's and chat's
-    outputs back; `chat_param` names its own field for a chat field, so a
-    chat error names what the caller sent. The conversion is preparation
-    too (`converted`): a large body converts off the event loop, its length
-    refused first, as chat's is."""
+    prefill are chat's. The kind converts its request to chat's (`to_chat`)
+    and chat's outputs back; `chat_param` names its own field for a chat
+    field, so a chat error names what the caller sent. The conversion is
+    preparation too (`converted`): a large body converts off the event
+    loop, its length refused first, as chat's is."""
 
     def __init__(self, chat: AnyKind):
         self.chat = chat
+
+    async def plan(self, plane: DataPlane, req: Req, *, caller: Caller, stream: bool,
+                   dp_rank: str | None = None, session_id: str | None = None
+                   ) -> ChatBackedPlan:
+        """The chat plan of the chat request `req` converts to (its errors
+        name this kind's fields, its image parts' included)."""
+        images: dict[str, str] = {}  # chat's image part -> this request's field
+        chat_req = await self.converted(
+            plane, req, lambda: self.to_chat(req, stream=stream, images=images))
+        chat = await self.plan_chat(plane, chat_req, caller=caller, stream=stream,
+                                    dp_rank=dp_rank, session_id=session_id,
+                                    rename=lambda param: self.image_param(param, images))
+        return ChatBackedPlan(chat, req)
 
     @staticmethod
     def chat_param(param: str) -> str:

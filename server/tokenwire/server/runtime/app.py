@@ -22,8 +22,7 @@ import grpc
 from grpc_health.v1 import health, health_pb2, health_pb2_grpc
 from grpc_reflection.v1alpha import reflection
 
-from tokenwire.server.api.events_servicer import EventStreamServicer
-from tokenwire.server.api.servicer import TokenwireServicer
+from tokenwire.server.api.servicer import EventStreamServicer, TokenwireServicer
 from tokenwire.server.control.plane import ControlPlane
 from tokenwire.server.control.relay import ControlRelay, token_from_environment
 from tokenwire.server.control.servicer import ControlServicer

@@ -3,7 +3,7 @@
 usage) and the streamed events (message_start, ping, content_block_start /
 _delta / _stop, message_delta, message_stop), as vLLM's Anthropic server
 (vllm/entrypoints/anthropic/serving.py) maps a chat to them. Events are
-dicts with their `type`; api/anthropic_sse.py writes them as SSE."""
+dicts with their `type`; wire.py writes them as SSE."""
 
 from __future__ import annotations
 

@@ -19,6 +19,7 @@ from tokenwire.server.inference.chat.service import run_chat, stream_chat
 from tokenwire.server.inference.data_plane import DataPlane
 from tokenwire.server.inference.kind_base import RequestKind
 from tokenwire.server.inference.shared.messages import render_options
+from tokenwire.server.inference.shared.openai_wire import CHAT_WIRE
 from tokenwire.server.inference.shared.prompt_chars import rendered_chars
 from tokenwire.server.inference.shared.render import as_generate_request
 from tokenwire.server.inference.shared.token_media import prepare
@@ -29,6 +30,7 @@ class ChatKind(RequestKind[chat_pb2.CreateChatCompletionRequest, ChatPlan,
                            chat_pb2.CreateChatCompletionResponse,
                            chat_pb2.StreamChatCompletionResponse]):
     name = "chat"
+    wire = CHAT_WIRE  # (inference/shared/openai_wire.py)
     routing_prefix = "nvext."
     dp_rank_field = "dp_rank"
     max_tokens_param = "max_tokens"

@@ -15,6 +15,7 @@ from tokenwire.server.inference.completion.request import CompletionPlan, build_
 from tokenwire.server.inference.completion.service import run_completion, stream_completion
 from tokenwire.server.inference.data_plane import DataPlane
 from tokenwire.server.inference.kind_base import RequestKind
+from tokenwire.server.inference.shared.openai_wire import WIRE
 from tokenwire.server.inference.shared.render import as_generate_request
 from tokenwire.v1 import completion_pb2
 
@@ -23,6 +24,7 @@ class CompletionKind(RequestKind[completion_pb2.CreateCompletionRequest, Complet
                                  completion_pb2.CreateCompletionResponse,
                                  completion_pb2.StreamCompletionResponse]):
     name = "completion"
+    wire = WIRE  # (inference/shared/openai_wire.py)
     routing_prefix = "nvext."
     dp_rank_field = "dp_rank"
     max_tokens_param = "max_tokens"

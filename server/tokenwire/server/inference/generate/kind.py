@@ -19,6 +19,7 @@ from tokenwire.server.inference.generate.service import (
     stream_generate,
 )
 from tokenwire.server.inference.kind_base import RequestKind
+from tokenwire.server.inference.shared.openai_wire import WIRE
 from tokenwire.server.inference.shared.token_media import prepare
 from tokenwire.v1 import generate_pb2
 
@@ -26,6 +27,7 @@ from tokenwire.v1 import generate_pb2
 class GenerateKind(RequestKind[generate_pb2.GenerateRequest, GeneratePlan,
                                generate_pb2.GenerateResponse, generate_pb2.GenerateResponse]):
     name = "generate"
+    wire = WIRE  # (inference/shared/openai_wire.py)
     routing_prefix = ""  # exact_weight_version, data_parallel_rank, ... at the root
     dp_rank_field = "data_parallel_rank"
     max_tokens_param = "sampling_params.max_tokens"

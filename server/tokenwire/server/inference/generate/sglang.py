@@ -7,10 +7,12 @@ weight_version is SGLang's (the version that sampled the last token);
 weight_versions adds every span, so a request that straddled an update
 shows it. Errors name SGLang's fields.
 
-SGLANG is the call's kind (api/servicer.py's SglangGenerate runs it as any
-unary kind, api/call_streams.py): a thin adapter over GENERATE, planned and
-run by it, that converts the body on the way in and the answer on the way
-out. Not a Session kind (not in KINDS): it has no stream."""
+SGLANG is the call's front (inference/fronts.py: SglangGenerate): a thin
+adapter over GENERATE, planned and run by it, that converts the body on the
+way in and the answer on the way out. Not a Session kind (not in KINDS): it
+has no stream. FINISH_SESSION is SkyRL's /finish_session: an
+acknowledgement (the fleet's affinity hashes the session id; nothing is
+held per session)."""
 
 from __future__ import annotations
 
@@ -23,9 +25,9 @@ from google.protobuf import struct_pb2
 from tokenwire.server.core.domain import Caller, RunOutcome
 from tokenwire.server.core.errors import InvalidArgument, TokenwireError
 from tokenwire.server.inference.data_plane import DataPlane
+from tokenwire.server.inference.front import Front, PreparedFront
 from tokenwire.server.inference.generate.kind import GENERATE
 from tokenwire.server.inference.generate.service import GeneratePlan
-from tokenwire.server.inference.kind_base import RequestKind
 from tokenwire.v1 import generate_pb2, sglang_pb2
 
 # SGLang's sampling names -> Generate's (same meaning).
@@ -163,8 +165,8 @@ class SglangPlan:
     generate: GeneratePlan
 
 
-class SglangKind(RequestKind[sglang_pb2.SglangGenerateRequest, SglangPlan,
-                             sglang_pb2.SglangGenerateResponse, None]):
+class SglangKind(Front[sglang_pb2.SglangGenerateRequest, SglangPlan,
+                       sglang_pb2.SglangGenerateResponse, None]):
     """SGLang's /generate as a unary kind over GENERATE."""
 
     name = "sglang"
@@ -185,3 +187,14 @@ class SglangKind(RequestKind[sglang_pb2.SglangGenerateRequest, SglangPlan,
 
 
 SGLANG = SglangKind()
+
+
+async def _finish_session(plane: DataPlane, req: sglang_pb2.FinishSessionRequest,
+                          caller: Caller) -> sglang_pb2.FinishSessionResponse:
+    if not req.session_id:
+        raise InvalidArgument("session_id is required", param="session_id",
+                              reason="FIELD_REQUIRED")
+    return sglang_pb2.FinishSessionResponse(status="ok")
+
+
+FINISH_SESSION = PreparedFront("finish_session", _finish_session)

@@ -11,6 +11,7 @@ or not: vLLM's packing), base64 (little-endian float32)."""
 
 from __future__ import annotations
 
+import dataclasses
 from typing import Any
 
 from google.protobuf import struct_pb2
@@ -18,10 +19,10 @@ from google.protobuf import struct_pb2
 from tokenwire.server.core import validation as v
 from tokenwire.server.core.domain import Caller, Engine, RenderOptions
 from tokenwire.server.core.errors import InvalidArgument
-from tokenwire.server.core.pooling import PoolRequest
+from tokenwire.server.core.pooling import PoolOutput, PoolRequest
 from tokenwire.server.core.settings import ServerSettings
-from tokenwire.server.inference.offload import Offload
-from tokenwire.server.inference.pooling.service import float32_base64, run_pool
+from tokenwire.server.inference.data_plane import DataPlane
+from tokenwire.server.inference.pooling.service import float32_base64
 from tokenwire.server.inference.shared.identity import check_model, lora_of, new_request_id
 from tokenwire.server.inference.shared.tenant_policy import check_priority
 from tokenwire.v1 import embeddings_pb2
@@ -154,17 +155,30 @@ def _requests(req: embeddings_pb2.CohereEmbedRequest, engine: Engine,
     return response_id, requests
 
 
-async def cohere_embed(req: embeddings_pb2.CohereEmbedRequest, engine: Engine,
-                       settings: ServerSettings, *, served_model: str, offload: Offload,
-                       caller: Caller) -> embeddings_pb2.CohereEmbedResponse:
-    """The texts embedded: prepared off the event loop when heavy
-    (inference/offload.py), pooled at once, answered in Cohere's shape."""
-    response_id, requests = await offload.prepare(req, lambda: _requests(
-        req, engine, settings, served_model=served_model, caller=caller))
-    found = await run_pool(requests, engine)
-    tokens = sum(len(r.prompt_token_ids) for r in requests)
+@dataclasses.dataclass
+class CoherePlan:
+    """A Cohere embed body's response id, its texts' requests, and the body."""
+
+    id: str
+    requests: list[PoolRequest]
+    req: embeddings_pb2.CohereEmbedRequest
+
+
+async def prepare(plane: DataPlane, req: embeddings_pb2.CohereEmbedRequest, caller: Caller
+                  ) -> CoherePlan:
+    """The texts' prompts, prepared off the event loop when heavy
+    (inference/offload.py)."""
+    response_id, requests = await plane.offload.prepare(req, lambda: _requests(
+        req, plane.engine, plane.settings, served_model=plane.served_model, caller=caller))
+    return CoherePlan(response_id, requests, req)
+
+
+def respond(plan: CoherePlan, found: list[PoolOutput]) -> embeddings_pb2.CohereEmbedResponse:
+    """The embeddings in Cohere's shape."""
+    req = plan.req
+    tokens = sum(len(r.prompt_token_ids) for r in plan.requests)
     resp = embeddings_pb2.CohereEmbedResponse(
-        id=response_id, texts=list(req.texts), response_type="embeddings_by_type",
+        id=plan.id, texts=list(req.texts), response_type="embeddings_by_type",
         meta=embeddings_pb2.CohereMeta(
             api_version=embeddings_pb2.CohereApiVersion(version="2"),
             billed_units=embeddings_pb2.CohereBilledUnits(input_tokens=tokens,

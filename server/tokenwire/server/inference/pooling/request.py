@@ -42,6 +42,7 @@ class PoolPlan:
     requests: list[PoolRequest]  # one per input, in input order
     encoding: str = "float"  # embeddings: "float" or "base64"
     param: str = "input"  # the field the inputs came from ("messages": a conversation)
+    numbers: int = 0  # /pooling: the numbers its token-level rows hold (0: not token-level)
 
 
 def _embedding_options(req: Any) -> tuple[str, int | None]:

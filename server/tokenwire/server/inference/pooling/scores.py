@@ -27,9 +27,8 @@ from tokenwire.server.core.domain import Caller, Engine
 from tokenwire.server.core.errors import FailedPrecondition, InvalidArgument
 from tokenwire.server.core.pooling import PoolOutput, PoolRequest
 from tokenwire.server.core.settings import ServerSettings
-from tokenwire.server.inference.offload import Offload
+from tokenwire.server.inference.data_plane import DataPlane
 from tokenwire.server.inference.pooling.request import kept, tokenize_cut
-from tokenwire.server.inference.pooling.service import run_pool
 from tokenwire.server.inference.shared.identity import check_model, lora_of, new_request_id
 from tokenwire.server.inference.shared.messages import struct_to_dict
 from tokenwire.server.inference.shared.tenant_policy import check_priority
@@ -51,6 +50,7 @@ class ScorePlan:
     documents: list[str]  # as given (rerank returns them)
     requests: list[PoolRequest]  # cross-encoder: one per pair; else the queries, then the documents
     queries: int  # how many of `requests` are queries (bi-encoder, late interaction)
+    top_n: int = 0  # rerank: how many documents it returns (0: every one)
 
 
 def _texts(param: str, value: struct_pb2.Value, *, one: bool = False) -> list[str]:
@@ -161,14 +161,14 @@ async def score_kind(engine: Engine) -> str:
     return kind
 
 
-async def build_score_plan(req: Any, engine: Engine, settings: ServerSettings, *,
-                           served_model: str, offload: Offload, caller: Caller) -> ScorePlan:
+async def prepare(plane: DataPlane, req: Any, caller: Caller) -> ScorePlan:
     """The plan of a ScoreRequest or a RerankRequest (its query against each
     document): checked, cut and tokenized off the event loop when heavy
     (inference/offload.py)."""
+    engine = plane.engine
     kind = await score_kind(engine)
-    return await offload.prepare(req, lambda: _score_plan(
-        req, engine, settings, kind, served_model=served_model, caller=caller))
+    return await plane.offload.prepare(req, lambda: _score_plan(
+        req, engine, plane.settings, kind, served_model=plane.served_model, caller=caller))
 
 
 def _score_plan(req: Any, engine: Engine, settings: ServerSettings, kind: str, *,
@@ -225,7 +225,8 @@ def _score_plan(req: Any, engine: Engine, settings: ServerSettings, kind: str, *
                             token_type_ids=types, **common)
                 for i, (ids, types) in enumerate(prompts)]
     return ScorePlan(response_id, model, kind, documents, requests,
-                     0 if kind == "cross-encoder" else len(queries))
+                     0 if kind == "cross-encoder" else len(queries),
+                     req.top_n if isinstance(req, embeddings_pb2.RerankRequest) else 0)
 
 
 def _scores(plan: ScorePlan, found: list[PoolOutput], engine: Engine) -> list[float]:
@@ -236,23 +237,20 @@ def _scores(plan: ScorePlan, found: list[PoolOutput], engine: Engine) -> list[fl
             for i, doc in enumerate(documents)]
 
 
-async def _run(req: Any, engine: Engine, settings: ServerSettings, *, served_model: str,
-               offload: Offload, caller: Caller) -> tuple[ScorePlan, list[float], int]:
-    plan = await build_score_plan(req, engine, settings, served_model=served_model,
-                                  offload=offload, caller=caller)
-    found = await run_pool(plan.requests, engine)
+async def _scored(plane: DataPlane, plan: ScorePlan, found: list[PoolOutput]
+                  ) -> tuple[list[float], int]:
+    """Each document's score and the prompt tokens."""
     tokens = sum(len(r.prompt_token_ids) for r in plan.requests)
     # MaxSim (a matrix product per pair) off the event loop when it is large
-    scores = await offload.run(lambda: _scores(plan, found, engine), own_template=False,
-                               heavy=plan.kind == "late-interaction" and tokens > MAXSIM_INLINE)
-    return plan, scores, tokens
+    scores = await plane.offload.run(
+        lambda: _scores(plan, found, plane.engine), own_template=False,
+        heavy=plan.kind == "late-interaction" and tokens > MAXSIM_INLINE)
+    return scores, tokens
 
 
-async def score(req: embeddings_pb2.ScoreRequest, engine: Engine, settings: ServerSettings, *,
-                served_model: str, offload: Offload, caller: Caller
-                ) -> embeddings_pb2.ScoreResponse:
-    plan, scores, tokens = await _run(req, engine, settings, served_model=served_model,
-                                      offload=offload, caller=caller)
+async def score_response(plane: DataPlane, plan: ScorePlan, found: list[PoolOutput]
+                         ) -> embeddings_pb2.ScoreResponse:
+    scores, tokens = await _scored(plane, plan, found)
     resp = embeddings_pb2.ScoreResponse(
         id=plan.id, object="list", created=int(time.time()), model=plan.model,
         usage=common_pb2.Usage(prompt_tokens=tokens, completion_tokens=0, total_tokens=tokens))
@@ -261,14 +259,12 @@ async def score(req: embeddings_pb2.ScoreRequest, engine: Engine, settings: Serv
     return resp
 
 
-async def rerank(req: embeddings_pb2.RerankRequest, engine: Engine, settings: ServerSettings, *,
-                 served_model: str, offload: Offload, caller: Caller
-                 ) -> embeddings_pb2.RerankResponse:
-    plan, scores, tokens = await _run(req, engine, settings, served_model=served_model,
-                                      offload=offload, caller=caller)
+async def rerank_response(plane: DataPlane, plan: ScorePlan, found: list[PoolOutput]
+                          ) -> embeddings_pb2.RerankResponse:
+    scores, tokens = await _scored(plane, plan, found)
     order = sorted(range(len(scores)), key=lambda i: scores[i], reverse=True)
-    if 0 < req.top_n < len(order):
-        order = order[:req.top_n]
+    if 0 < plan.top_n < len(order):
+        order = order[:plan.top_n]
     resp = embeddings_pb2.RerankResponse(
         id=plan.id, model=plan.model,
         usage=embeddings_pb2.RerankUsage(prompt_tokens=tokens, total_tokens=tokens))

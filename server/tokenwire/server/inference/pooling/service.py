@@ -14,6 +14,7 @@ import asyncio
 import base64
 import struct
 import time
+from collections.abc import Awaitable
 from typing import Any
 
 from google.protobuf import struct_pb2
@@ -21,8 +22,7 @@ from google.protobuf import struct_pb2
 from tokenwire.server.core.domain import Caller, Engine
 from tokenwire.server.core.errors import InvalidArgument
 from tokenwire.server.core.pooling import PoolOutput, PoolRequest
-from tokenwire.server.core.settings import ServerSettings
-from tokenwire.server.inference.offload import Offload
+from tokenwire.server.inference.data_plane import DataPlane
 from tokenwire.server.inference.pooling.request import PoolPlan, build_pool_plan
 from tokenwire.v1 import common_pb2, embeddings_pb2
 
@@ -53,40 +53,31 @@ async def run_pool(requests: list[PoolRequest], engine: Engine) -> list[PoolOutp
         raise
 
 
-async def _pooled(req: Any, response: Any, engine: Engine, settings: ServerSettings, *,
-                  offload: Offload, task: str | None, served_model: str,
-                  caller: Caller) -> tuple[Any, PoolPlan, list[PoolOutput]]:
-    """The request planned (off the event loop when heavy, a request's own
-    template within its time bound: inference/offload.py) and run; its
-    response (of type `response`) with the header and usage every pooling
-    answer has, and the outputs."""
-    plan = await offload.prepare(req, lambda: build_pool_plan(
-        req, engine, settings, task=task, served_model=served_model, caller=caller))
-    resp, found = await _run(plan, response, engine)
-    return resp, plan, found
+def prepare(plane: DataPlane, req: Any, caller: Caller, task: str | None
+            ) -> Awaitable[PoolPlan]:
+    """The plan of a /v1/embeddings, /classify or /pooling body (`task`:
+    the route's, None: the body's), prepared off the event loop when heavy
+    (a request's own template within its time bound: inference/offload.py)."""
+    return plane.offload.prepare(req, lambda: build_pool_plan(
+        req, plane.engine, plane.settings, task=task, served_model=plane.served_model,
+        caller=caller))
 
 
-async def _run(plan: PoolPlan, response: Any, engine: Engine) -> tuple[Any, list[PoolOutput]]:
-    """The plan run; its response (of type `response`) with the header and
-    usage every pooling answer has, and the outputs."""
-    found = await run_pool(plan.requests, engine)
+def header(plan: PoolPlan, response: Any, found: list[PoolOutput]) -> Any:
+    """A response of type `response` with the header and usage every pooling
+    answer has."""
     tokens = sum(len(r.prompt_token_ids) for r in plan.requests)
-    resp = response(id=plan.id, object="list", created=int(time.time()), model=plan.model,
+    return response(id=plan.id, object="list", created=int(time.time()), model=plan.model,
                     usage=common_pb2.Usage(prompt_tokens=tokens, completion_tokens=0,
                                            total_tokens=tokens))
-    return resp, found
 
 
-async def create_embedding(
-    req: embeddings_pb2.CreateEmbeddingRequest, engine: Engine, settings: ServerSettings, *,
-    served_model: str, offload: Offload, caller: Caller,
-) -> embeddings_pb2.CreateEmbeddingResponse:
-    resp, plan, found = await _pooled(req, embeddings_pb2.CreateEmbeddingResponse, engine,
-                                      settings, task="embed", served_model=served_model,
-                                      offload=offload, caller=caller)
+def embedding_response(plan: PoolPlan, found: list[PoolOutput]
+                       ) -> embeddings_pb2.CreateEmbeddingResponse:
+    resp = header(plan, embeddings_pb2.CreateEmbeddingResponse, found)
     for i, out in enumerate(found):
         resp.data.add(index=i, object="embedding", embedding=_value(out.data, plan.encoding))
-    return resp
+    return resp  # type: ignore[no-any-return]
 
 
 def _rows_value(rows: Any, encoding: str) -> struct_pb2.Value:
@@ -132,36 +123,32 @@ async def _rows_fit(plan: PoolPlan, engine: Engine, limit: int) -> int:
     return numbers
 
 
-async def pool(
-    req: embeddings_pb2.PoolRequest, engine: Engine, settings: ServerSettings, *,
-    served_model: str, offload: Offload, caller: Caller,
-) -> embeddings_pb2.PoolResponse:
-    """/pooling: a token-level task's size checked before it runs, its rows
-    put in the response off the event loop when many."""
-    plan = await offload.prepare(req, lambda: build_pool_plan(
-        req, engine, settings, task=None, served_model=served_model, caller=caller))
-    numbers = await _rows_fit(plan, engine, settings.max_message_bytes)
-    resp, found = await _run(plan, embeddings_pb2.PoolResponse, engine)
+async def rows_fit(plane: DataPlane, plan: PoolPlan) -> PoolPlan:
+    """/pooling's plan, refused before it runs when a token-level task's
+    rows cannot fit one message; the numbers they hold noted (`numbers`)."""
+    plan.numbers = await _rows_fit(plan, plane.engine, plane.settings.max_message_bytes)
+    return plan
+
+
+async def pool_response(plane: DataPlane, plan: PoolPlan, found: list[PoolOutput]
+                        ) -> embeddings_pb2.PoolResponse:
+    """/pooling's answer: its rows put in the response off the event loop when many."""
+    resp = header(plan, embeddings_pb2.PoolResponse, found)
 
     def fill() -> embeddings_pb2.PoolResponse:
         for i, out in enumerate(found):
             data = (_value(out.data, plan.encoding) if out.rows is None
                     else _rows_value(out.rows, plan.encoding))
             resp.data.add(index=i, object="pooling", data=data)
-        return resp
+        return resp  # type: ignore[no-any-return]
 
-    return await offload.run(fill, own_template=False, heavy=numbers > ROWS_INLINE)
+    return await plane.offload.run(fill, own_template=False, heavy=plan.numbers > ROWS_INLINE)
 
 
-async def classify(
-    req: embeddings_pb2.ClassifyRequest, engine: Engine, settings: ServerSettings, *,
-    served_model: str, offload: Offload, caller: Caller,
-) -> embeddings_pb2.ClassifyResponse:
-    resp, _, found = await _pooled(req, embeddings_pb2.ClassifyResponse, engine, settings,
-                                   task="classify", served_model=served_model,
-                                   offload=offload, caller=caller)
+def classify_response(plan: PoolPlan, found: list[PoolOutput]) -> embeddings_pb2.ClassifyResponse:
+    resp = header(plan, embeddings_pb2.ClassifyResponse, found)
     for i, out in enumerate(found):
         item = resp.data.add(index=i, probs=out.data, num_classes=len(out.data))
         if out.label is not None:
             item.label = out.label
-    return resp
+    return resp  # type: ignore[no-any-return]

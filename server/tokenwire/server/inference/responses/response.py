@@ -8,7 +8,7 @@ reasoning_text.delta / function_call_arguments.delta, their .done events,
 response.output_item.done, response.completed; each numbered by
 `sequence_number`), as vLLM's Responses server shapes them
 (vllm/entrypoints/openai/responses/streaming_events.py). Events are dicts
-with their `type`; api/responses_sse.py writes them as SSE."""
+with their `type`; wire.py writes them as SSE."""
 
 from __future__ import annotations
 

@@ -1,5 +1,6 @@
-"""Anthropic's Server-Sent Events and error objects, rendered once by the
-server (EventStreamService's Messages calls): an event is
+"""The Messages API's wire: Anthropic's Message JSON, Server-Sent Events
+and error objects, rendered once by the server (EventStreamService's
+Messages calls; api/fronts.py runs them as `WIRE`): an event is
 ``event: <type>\\ndata: {json}\\n\\n`` (no ``[DONE]``: message_stop ends the
 stream), and a failure after the first event is an ``error`` event with
 Anthropic's error object, typed as gateway/lua/anthropic_error.lua types
@@ -10,9 +11,10 @@ from __future__ import annotations
 from typing import Any
 
 from tokenwire import wire
-from tokenwire.server.api.proto_json import encode_json
-from tokenwire.server.api.sse import HTTP_STATUS
 from tokenwire.server.core.errors import TokenwireError
+from tokenwire.server.inference.anthropic.response import message_object
+from tokenwire.server.inference.shared.openai_wire import HTTP_STATUS
+from tokenwire.server.inference.shared.proto_json import encode_json
 
 CONTENT_TYPE = "text/event-stream"
 
@@ -36,3 +38,25 @@ def error_body(err: TokenwireError) -> dict[str, Any]:
 def error_event(err: TokenwireError) -> bytes:
     """The error event that ends a started stream."""
     return event(error_body(err))
+
+
+class _Wire:
+    """The Messages front's REST codecs (inference/front.py's Wire)."""
+
+    done = b""  # message_stop ends the stream
+
+    @staticmethod
+    def json(resp: Any) -> bytes:
+        """A unary answer as Anthropic's Message JSON (every field it requires)."""
+        return encode_json(message_object(resp))
+
+    @staticmethod
+    def event(chunk: dict[str, Any]) -> bytes:
+        return event(chunk)
+
+    @staticmethod
+    def error_event(err: TokenwireError, last: Any | None) -> bytes:
+        return error_event(err)
+
+
+WIRE = _Wire()

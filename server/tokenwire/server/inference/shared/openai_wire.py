@@ -1,4 +1,6 @@
-"""OpenAI Server-Sent Events, rendered once by the server (EventStreamService).
+"""OpenAI's wire for chat, completion and generate: the JSON of a unary
+answer and Server-Sent Events, rendered once by the server
+(EventStreamService; api/fronts.py runs them as `CHAT_WIRE` / `WIRE`).
 
 A stream chunk becomes ``data: {json}\\n\\n`` with the JSON the gateway's
 transcoder would print for it (proto_json), plus ``"choices": []`` when the
@@ -14,15 +16,15 @@ renderings equal for every status code).
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Any
 
 import grpc
 from google.protobuf.message import Message
 
 from tokenwire import wire
-from tokenwire.server.api.proto_json import encode_json, to_object
 from tokenwire.server.core.errors import TokenwireError
+from tokenwire.server.inference.shared.proto_json import encode_json, to_object
 from tokenwire.v1 import chat_pb2
 from tokenwire.wire import error_type
 
@@ -210,3 +212,25 @@ def error_body(err: TokenwireError) -> dict[str, dict[str, str | None]]:
 def error_event(err: TokenwireError) -> bytes:
     """The error event that ends a started stream (DONE follows it)."""
     return b"data: " + encode_json(error_body(err)) + b"\n\n"
+
+
+class OpenAIWire:
+    """The REST codecs of chat, completion and generate (inference/front.py's
+    Wire): `event` frames one chunk."""
+
+    done = DONE
+
+    def __init__(self, event: Callable[[Message], bytes]):
+        self.event = event
+
+    @staticmethod
+    def json(resp: Message) -> bytes:
+        return response_json(resp)
+
+    @staticmethod
+    def error_event(err: TokenwireError, last: Any | None) -> bytes:
+        return error_event(err) + DONE
+
+
+WIRE = OpenAIWire(chunk_event)
+CHAT_WIRE = OpenAIWire(chat_chunk_event)

@@ -1,10 +1,10 @@
-"""The request kinds table (inference/kinds.py) is the one place a kind is
+"""The registry of fronts (inference/fronts.py) is the one place a kind is
 named: every SessionStart request is a kind, and each kind's chunks and
 results have their SessionResponse fields."""
 
 from __future__ import annotations
 
-from tokenwire.server.inference.kinds import KINDS
+from tokenwire.server.inference.fronts import KINDS
 from tokenwire.v1 import session_pb2
 
 
