@@ -16,9 +16,9 @@ is no tracer and no per-call work."""
 from __future__ import annotations
 
 import asyncio
+import functools
 import os
-from collections.abc import Awaitable, Callable, Iterator, Sequence
-from contextlib import aclosing, contextmanager
+from collections.abc import Sequence
 from typing import Any
 
 import grpc
@@ -37,6 +37,7 @@ from opentelemetry.trace.propagation.tracecontext import TraceContextTextMapProp
 
 from tokenwire.server.core import tracing
 from tokenwire.server.core.metrics import QUIET_SERVICES, AccessRecord, current_access
+from tokenwire.server.core.rpc_handlers import Finish, HandlerInterceptor, wrap_handler
 
 PROPAGATOR = TraceContextTextMapPropagator()
 TRACE_HEADERS = ("traceparent", "tracestate")  # W3C trace context, as gRPC metadata keys
@@ -130,18 +131,17 @@ def status_of(context: grpc.aio.ServicerContext, failed: BaseException | None) -
     return grpc.StatusCode.OK if failed is None else grpc.StatusCode.UNKNOWN
 
 
-class TracingInterceptor(grpc.aio.ServerInterceptor):
+class TracingInterceptor(HandlerInterceptor):
     """A span around every RPC (health checks and reflection left out),
     named `<service>/<method>` as OpenTelemetry names RPC spans."""
 
     def __init__(self, tracer: trace.Tracer):
         self.tracer = tracer
 
-    @contextmanager
-    def _span(self, details: grpc.HandlerCallDetails, request: Any,
-              context: grpc.aio.ServicerContext) -> Iterator[list[BaseException]]:
-        """The call's span, current for the engine while the call runs (the
-        body appends the exception that ended it, if one did)."""
+    async def _span(self, details: grpc.HandlerCallDetails, request: Any,
+                    context: grpc.aio.ServicerContext) -> Finish:
+        """Starts the call's span, current for the engine while the call
+        runs; returns what ends it."""
         service, _, method = details.method.lstrip("/").rpartition("/")
         span = self.tracer.start_span(
             f"{service}/{method}", context=parent_of(details.invocation_metadata),
@@ -153,15 +153,13 @@ class TracingInterceptor(grpc.aio.ServerInterceptor):
         outer = current_access.get()  # the access log's line, when it is on
         record = AccessRecord(method)  # this call's engine requests (engine/guarded.py)
         current_access.set(record)
-        failed: list[BaseException] = []
-        try:
-            yield failed
-        finally:
+
+        def finish(failed: BaseException | None) -> None:
             if outer is not None:
                 outer.add_request(record.request_id, record.tenant, record.prompt_tokens)
                 outer.completion_tokens += record.completion_tokens
                 current_access.set(outer)
-            code = status_of(context, failed[0] if failed else None)
+            code = status_of(context, failed)
             span.set_attribute(RPC_STATUS, code.value[0])
             model = getattr(request, "model", None)
             if isinstance(model, str) and model:
@@ -176,42 +174,10 @@ class TracingInterceptor(grpc.aio.ServerInterceptor):
                 span.set_status(Status(StatusCode.ERROR, code.name))
             span.end()
 
-    async def intercept_service(
-        self,
-        continuation: Callable[[grpc.HandlerCallDetails], Awaitable[grpc.RpcMethodHandler]],
-        details: grpc.HandlerCallDetails,
-    ) -> grpc.RpcMethodHandler:
-        handler = await continuation(details)
-        if handler is None or details.method.lstrip("/").startswith(QUIET_SERVICES):
+        return finish
+
+    def intercept(self, handler: grpc.RpcMethodHandler,
+                  details: grpc.HandlerCallDetails) -> grpc.RpcMethodHandler:
+        if details.method.lstrip("/").startswith(QUIET_SERVICES):
             return handler
-        kwargs = dict(request_deserializer=handler.request_deserializer,
-                      response_serializer=handler.response_serializer)
-        if handler.unary_unary or handler.stream_unary:
-            inner = handler.unary_unary or handler.stream_unary
-
-            async def unary(request: Any, context: grpc.aio.ServicerContext) -> Any:
-                with self._span(details, request, context) as failed:
-                    try:
-                        return await inner(request, context)
-                    except BaseException as exc:
-                        failed.append(exc)
-                        raise
-
-            make = (grpc.unary_unary_rpc_method_handler if handler.unary_unary
-                    else grpc.stream_unary_rpc_method_handler)
-            return make(unary, **kwargs)
-        inner_stream = handler.unary_stream or handler.stream_stream
-
-        async def stream(request: Any, context: grpc.aio.ServicerContext) -> Any:
-            with self._span(details, request, context) as failed:
-                try:
-                    async with aclosing(inner_stream(request, context)) as items:
-                        async for item in items:
-                            yield item
-                except BaseException as exc:
-                    failed.append(exc)
-                    raise
-
-        make_s = (grpc.unary_stream_rpc_method_handler if handler.unary_stream
-                  else grpc.stream_stream_rpc_method_handler)
-        return make_s(stream, **kwargs)
+        return wrap_handler(handler, functools.partial(self._span, details))

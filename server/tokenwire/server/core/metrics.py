@@ -14,7 +14,7 @@ import itertools
 import logging
 import os
 import time
-from collections.abc import Awaitable, Callable, Iterator
+from collections.abc import Iterator
 from typing import Any
 
 import grpc
@@ -22,6 +22,8 @@ import prometheus_client as prom
 from prometheus_client import multiprocess
 from prometheus_client.core import HistogramMetricFamily, Metric
 from prometheus_client.utils import floatToGoString
+
+from tokenwire.server.core.rpc_handlers import Finish, HandlerInterceptor, wrap_handler
 
 
 class Metrics:
@@ -206,63 +208,26 @@ def _code(context: grpc.aio.ServicerContext, failed: BaseException | None) -> st
     return code.name if isinstance(code, grpc.StatusCode) else str(code)
 
 
-class MetricsInterceptor(grpc.aio.ServerInterceptor):
+class MetricsInterceptor(HandlerInterceptor):
     """Counts every finished RPC by method and status code."""
 
     def __init__(self, metrics: Metrics):
         self.metrics = metrics
 
-    async def intercept_service(
-        self,
-        continuation: Callable[[grpc.HandlerCallDetails], Awaitable[grpc.RpcMethodHandler]],
-        details: grpc.HandlerCallDetails,
-    ) -> grpc.RpcMethodHandler:
-        handler = await continuation(details)
-        if handler is None:
-            return handler
+    def intercept(self, handler: grpc.RpcMethodHandler,
+                  details: grpc.HandlerCallDetails) -> grpc.RpcMethodHandler:
         method = details.method.rsplit("/", 1)[-1]
         counter = self.metrics.requests
-        kwargs = dict(
-            request_deserializer=handler.request_deserializer,
-            response_serializer=handler.response_serializer,
-        )
-        if handler.unary_unary or handler.stream_unary:
-            inner = handler.unary_unary or handler.stream_unary
 
-            async def unary(request: Any, context: grpc.aio.ServicerContext) -> Any:
-                failed: BaseException | None = None
-                record = _open_access(details, method)
-                try:
-                    return await inner(request, context)
-                except BaseException as exc:
-                    failed = exc
-                    raise
-                finally:
-                    code = _code(context, failed)
-                    counter.labels(method, code).inc()
-                    if record is not None:
-                        record.write(code)
-
-            make = (grpc.unary_unary_rpc_method_handler if handler.unary_unary
-                    else grpc.stream_unary_rpc_method_handler)
-            return make(unary, **kwargs)
-        inner_stream = handler.unary_stream or handler.stream_stream
-
-        async def stream(request: Any, context: grpc.aio.ServicerContext) -> Any:
-            failed: BaseException | None = None
+        async def start(request: Any, context: grpc.aio.ServicerContext) -> Finish:
             record = _open_access(details, method)
-            try:
-                async for item in inner_stream(request, context):
-                    yield item
-            except BaseException as exc:
-                failed = exc
-                raise
-            finally:
+
+            def finish(failed: BaseException | None) -> None:
                 code = _code(context, failed)
                 counter.labels(method, code).inc()
                 if record is not None:
                     record.write(code)
 
-        make_s = (grpc.unary_stream_rpc_method_handler if handler.unary_stream
-                  else grpc.stream_stream_rpc_method_handler)
-        return make_s(stream, **kwargs)
+            return finish
+
+        return wrap_handler(handler, start)

@@ -24,7 +24,7 @@ import functools
 import hmac
 import ipaddress
 import urllib.parse
-from collections.abc import Awaitable, Callable, Iterable
+from collections.abc import Iterable
 from typing import Any
 
 import grpc
@@ -35,6 +35,7 @@ from tokenwire.server.core.errors import (
     Unauthenticated,
     abort_with,
 )
+from tokenwire.server.core.rpc_handlers import HandlerInterceptor, wrap_handler
 from tokenwire.server.core.settings import ServerSettings
 from tokenwire.server.security.tenancy import bearer_token
 from tokenwire.wire import PROXY_HEADER_PREFIX, PROXY_HEADERS  # proxy marks: those and x-envoy-*
@@ -161,7 +162,7 @@ def check_exposure(settings: ServerSettings) -> None:
             "(127.0.0.1, ::1, localhost or unix:)")
 
 
-class ApiKeyInterceptor(grpc.aio.ServerInterceptor):
+class ApiKeyInterceptor(HandlerInterceptor):
     """Inference calls need an inference key; operator calls are
     ControlAccessInterceptor's (GetStats only when an admin key is set)."""
 
@@ -170,24 +171,18 @@ class ApiKeyInterceptor(grpc.aio.ServerInterceptor):
         self._open_probes = open_probes
         self._operator = (CONTROL_PREFIX, STATS_METHOD) if admin_key else (CONTROL_PREFIX,)
 
-    async def intercept_service(
-        self,
-        continuation: Callable[[grpc.HandlerCallDetails], Awaitable[grpc.RpcMethodHandler]],
-        details: grpc.HandlerCallDetails,
-    ) -> grpc.RpcMethodHandler:
-        handler = await continuation(details)
-        if handler is None or is_open(details.method, self._open_probes):
-            return handler
-        if details.method.startswith(self._operator):  # the admin credential's business
-            return handler
-        if details.method.startswith(RELAY_PREFIX):  # the relay token's business
-            return handler
-        if bearer_ok(details.invocation_metadata, *self._keys):
+    def intercept(self, handler: grpc.RpcMethodHandler,
+                  details: grpc.HandlerCallDetails) -> grpc.RpcMethodHandler:
+        method = details.method
+        if (is_open(method, self._open_probes)
+                or method.startswith(self._operator)  # the admin credential's business
+                or method.startswith(RELAY_PREFIX)  # the relay token's business
+                or bearer_ok(details.invocation_metadata, *self._keys)):
             return handler
         return _deny_like(handler, _NO_KEY)
 
 
-class ControlAccessInterceptor(grpc.aio.ServerInterceptor):
+class ControlAccessInterceptor(HandlerInterceptor):
     """Operator calls. ControlService calls need the admin key when one is
     set (the inference key never grants control); with none, only a local
     peer that did not come through a proxy. GetStats (the whole server's
@@ -200,26 +195,20 @@ class ControlAccessInterceptor(grpc.aio.ServerInterceptor):
         self._proxies = proxies or Proxies()
         self._tenant_keys = [k.encode() for k in tenant_keys]
 
-    async def intercept_service(
-        self,
-        continuation: Callable[[grpc.HandlerCallDetails], Awaitable[grpc.RpcMethodHandler]],
-        details: grpc.HandlerCallDetails,
-    ) -> grpc.RpcMethodHandler:
-        handler = await continuation(details)
-        if handler is None:
-            return handler
+    def intercept(self, handler: grpc.RpcMethodHandler,
+                  details: grpc.HandlerCallDetails) -> grpc.RpcMethodHandler:
         metadata = details.invocation_metadata
-        if details.method.startswith(CONTROL_PREFIX):
-            if self._key:
-                return (handler if bearer_ok(metadata, self._key)
-                        else _deny_like(handler, _NO_ADMIN_KEY))
+        control = details.method.startswith(CONTROL_PREFIX)
+        if not control and details.method != STATS_METHOD:
+            return handler
+        if self._key:
+            if bearer_ok(metadata, self._key):
+                return handler
+            return _deny_like(handler, _NO_ADMIN_KEY if control else _STATS_ADMIN)
+        if control:
             return _local_only(handler, self._proxies)
-        if details.method == STATS_METHOD:
-            if self._key:
-                return (handler if bearer_ok(metadata, self._key)
-                        else _deny_like(handler, _STATS_ADMIN))
-            if self._tenant_keys and bearer_ok(metadata, *self._tenant_keys):
-                return _deny_like(handler, _STATS_NOT_FOR_TENANTS)
+        if self._tenant_keys and bearer_ok(metadata, *self._tenant_keys):
+            return _deny_like(handler, _STATS_NOT_FOR_TENANTS)
         return handler
 
 
@@ -255,42 +244,23 @@ _NOT_LOCAL = PermissionDenied(
 
 
 def _local_only(handler: grpc.RpcMethodHandler, proxies: Proxies) -> grpc.RpcMethodHandler:
-    """A unary handler that first checks the caller is on this host and did
+    """The handler, first checking that the caller is on this host and did
     not come through a proxy (behind one, every caller is a local peer)."""
-    inner = handler.unary_unary
-    assert inner is not None, "ControlService methods are unary"
 
-    async def check(request: Any, context: grpc.aio.ServicerContext) -> Any:
+    async def check(request: Any, context: grpc.aio.ServicerContext) -> None:
         peer = context.peer()
         if proxies.proxied(context.invocation_metadata(), peer):
             await abort_with(context, _VIA_PROXY)
         if not is_local_peer(peer):
             await abort_with(context, _NOT_LOCAL)
-        return await inner(request, context)
 
-    return grpc.unary_unary_rpc_method_handler(
-        check, request_deserializer=handler.request_deserializer,
-        response_serializer=handler.response_serializer,
-    )
+    return wrap_handler(handler, check)
 
 
 def _deny_like(handler: grpc.RpcMethodHandler, err: TokenwireError) -> grpc.RpcMethodHandler:
+    """The handler's shape (cardinality, serializers), every call refused with `err`."""
 
-    async def deny(request: Any, context: grpc.aio.ServicerContext) -> Any:
+    async def deny(request: Any, context: grpc.aio.ServicerContext) -> None:
         await abort_with(context, err)
 
-    async def deny_stream(request: Any, context: grpc.aio.ServicerContext) -> Any:
-        await abort_with(context, err)
-        yield  # pragma: no cover - makes this an async generator
-
-    kwargs = dict(
-        request_deserializer=handler.request_deserializer,
-        response_serializer=handler.response_serializer,
-    )
-    if handler.unary_unary:
-        return grpc.unary_unary_rpc_method_handler(deny, **kwargs)
-    if handler.unary_stream:
-        return grpc.unary_stream_rpc_method_handler(deny_stream, **kwargs)
-    if handler.stream_unary:
-        return grpc.stream_unary_rpc_method_handler(deny, **kwargs)
-    return grpc.stream_stream_rpc_method_handler(deny_stream, **kwargs)
+    return wrap_handler(handler, deny)
