@@ -4,8 +4,53 @@ results have their SessionResponse fields."""
 
 from __future__ import annotations
 
-from tokenwire.server.inference.fronts import KINDS
-from tokenwire.v1 import session_pb2
+from tokenwire.server.api.servicer import EventStreamServicer, TokenwireServicer
+from tokenwire.server.inference.front import Front
+from tokenwire.server.inference.fronts import FRONTS, KINDS
+from tokenwire.v1 import (
+    events_pb2,
+    events_pb2_grpc,
+    service_pb2,
+    service_pb2_grpc,
+    session_pb2,
+)
+
+SERVICE = service_pb2.DESCRIPTOR.services_by_name["TokenwireService"]
+EVENTS = events_pb2.DESCRIPTOR.services_by_name["EventStreamService"]
+# TokenwireService's RPCs that are no front: what the server serves, and the Session.
+NOT_FRONTS = {"ListModels", "GetHealth", "GetVersion", "GetServerLoad", "GetStats", "Session"}
+
+
+def test_every_rpc_is_a_registry_line_or_a_named_non_front() -> None:
+    grpc_rpcs = [name for e in FRONTS for name in (e.unary, e.stream) if name]
+    sse_rpcs = [name for e in FRONTS for name in (e.events, e.json) if name]
+    assert len(set(grpc_rpcs)) == len(grpc_rpcs) and len(set(sse_rpcs)) == len(sse_rpcs)
+    assert set(SERVICE.methods_by_name) == set(grpc_rpcs) | NOT_FRONTS
+    assert set(EVENTS.methods_by_name) == set(sse_rpcs)
+
+
+def test_a_fronts_rpcs_take_one_request_and_stream_where_they_say() -> None:
+    for e in FRONTS:
+        assert e.unary is not None, e
+        request = SERVICE.methods_by_name[e.unary].input_type
+        assert not SERVICE.methods_by_name[e.unary].server_streaming
+        if e.stream:
+            assert SERVICE.methods_by_name[e.stream].input_type is request
+            assert SERVICE.methods_by_name[e.stream].server_streaming
+            assert type(e.front).stream is not Front.stream, f"{e.unary}: no stream"
+        for name, streams in ((e.events, True), (e.json, False)):
+            if name:
+                assert EVENTS.methods_by_name[name].input_type is request
+                assert EVENTS.methods_by_name[name].server_streaming is streams
+                assert e.front.wire is not None, f"{name}: the front has no wire"
+
+
+def test_both_servicers_serve_every_rpc() -> None:
+    for servicer, base, service in (
+            (TokenwireServicer, service_pb2_grpc.TokenwireServiceServicer, SERVICE),
+            (EventStreamServicer, events_pb2_grpc.EventStreamServiceServicer, EVENTS)):
+        for name in service.methods_by_name:
+            assert getattr(servicer, name) is not getattr(base, name), f"{name} unserved"
 
 
 def test_every_session_request_is_a_kind_with_its_event_fields() -> None:

@@ -1,4 +1,6 @@
-"""Every front prepares its request off the event loop (issue #42 M-1): the
+"""Every front of the registry (inference/fronts.py) prepares its request
+off the event loop, or reads only ids (INLINE) (issues #42 M-1, #43): chat,
+completion, tokenize and their renders, the
 pooling routes (embeddings, classify, /pooling with inputs or a
 conversation, score, rerank, Cohere's embed) and the Messages / Responses
 routes (create, count_tokens, render) convert, render and tokenize a large
@@ -30,11 +32,15 @@ from tokenwire.server.core.errors import InvalidArgument
 from tokenwire.server.engine.fake.engine import FakeEngine
 from tokenwire.server.engine.tokenizer_ops import TokenizerOps
 from tokenwire.server.runtime.app import freeze_startup_heap
+from tokenwire.server.inference.fronts import FRONTS
 from tokenwire.v1 import (
     anthropic_pb2,
+    chat_pb2,
+    completion_pb2,
     embeddings_pb2,
     responses_pb2,
     service_pb2_grpc,
+    tokenize_pb2,
 )
 
 MODEL = ".models/tiny-random-llama"
@@ -234,7 +240,15 @@ MESSAGES = {"model": "", "max_tokens": 1, "messages": [{"role": "user", "content
 RESPONSES = {"model": "", "max_output_tokens": 1,
              "input": [{"role": "user", "content": [{"type": "input_text", "text": b["text"]}
                                                     for b in BLOCKS]}]}
+CHAT_BODY = {"messages": [{"role": "user", "content": TEXT}], "max_tokens": 1}
+COMPLETION_BODY = {"prompt": TEXT, "max_tokens": 1}
 CHAT_FRONTS: dict[str, tuple[str, Any, dict[str, Any]]] = {
+    "chat": ("CreateChatCompletion", chat_pb2.CreateChatCompletionRequest, CHAT_BODY),
+    "chat-render": ("RenderChatCompletion", chat_pb2.CreateChatCompletionRequest, CHAT_BODY),
+    "completion": ("CreateCompletion", completion_pb2.CreateCompletionRequest, COMPLETION_BODY),
+    "completion-render": ("RenderCompletion", completion_pb2.CreateCompletionRequest,
+                          COMPLETION_BODY),
+    "tokenize": ("Tokenize", tokenize_pb2.TokenizeRequest, {"prompt": TEXT}),
     "messages": ("CreateMessage", anthropic_pb2.CreateMessageRequest, MESSAGES),
     "messages-count-tokens": ("CountMessageTokens", anthropic_pb2.CountMessageTokensRequest,
                               {k: v for k, v in MESSAGES.items() if k != "max_tokens"}),
@@ -285,3 +299,16 @@ async def test_a_messages_body_over_the_window_is_refused_before_converting(
     finally:
         plane.offload.shutdown()
     assert info.value.param == "messages" and info.value.reason == "PROMPT_TOO_LONG"
+
+
+# The fronts that read only ids (and numbers): nothing to render or
+# tokenize, their work bounded by the window, built on the loop.
+INLINE = {"Generate": "token ids, checked against the window",
+          "SglangGenerate": "token ids, as Generate",
+          "Detokenize": "token ids, at most the window's",
+          "FinishSession": "an acknowledgement"}
+
+
+def test_every_front_of_the_registry_is_held_off_the_loop_here_or_reads_only_ids() -> None:
+    held = {method for method, _, _ in (*POOLING.values(), *CHAT_FRONTS.values())}
+    assert {e.unary for e in FRONTS} == held | set(INLINE)

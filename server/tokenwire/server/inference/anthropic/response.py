@@ -19,8 +19,9 @@ Event = dict[str, Any]
 
 
 def message_id(chat_id: str) -> str:
-    """`msg_…` from the chat's id (its random part)."""
-    return "msg_" + chat_id.rsplit("-", 1)[-1]
+    """`msg_…` from the chat's id: what follows `chatcmpl-` (its random
+    part, or the call's x-request-id)."""
+    return "msg_" + chat_id.removeprefix("chatcmpl-")
 
 
 def tool_use_id(call_id: str) -> str:
