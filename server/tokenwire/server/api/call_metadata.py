@@ -26,9 +26,11 @@ from tokenwire.wire import (
 REQUEST_ID_HEADER = "x-request-id"  # vLLM's X-Request-Id (Envoy sets one on every call)
 
 
-def _first(context: grpc.aio.ServicerContext, names: tuple[str, ...]) -> str | None:
+def _first(context: grpc.aio.ServicerContext, names: tuple[str, ...],
+           empty: bool = False) -> str | None:
+    """The first value of one of `names` (an empty one too when `empty`)."""
     for key, value in context.invocation_metadata() or ():
-        if key in names and value:
+        if key in names and (value or empty):
             return str(value)
     return None
 
@@ -54,19 +56,11 @@ def bound_of(context: grpc.aio.ServicerContext) -> WeightBound | None:
     """The weight bound the x-exact-weight-version / x-max-weight-lag
     metadata asks for (core/weight_bounds.py), if any; bad values are
     refused naming the header."""
-    exact = _first_present(context, EXACT_VERSION_HEADER)
-    lag = _first_present(context, MAX_LAG_HEADER)
+    exact = _first(context, (EXACT_VERSION_HEADER,), empty=True)  # (an empty bound is refused)
+    lag = _first(context, (MAX_LAG_HEADER,), empty=True)
     if exact is None and lag is None:
         return None
     return bound_from_text(exact, lag, exact_param=EXACT_VERSION_HEADER, lag_param=MAX_LAG_HEADER)
-
-
-def _first_present(context: grpc.aio.ServicerContext, name: str) -> str | None:
-    """The first value of `name`, even when empty (an empty bound is refused)."""
-    for key, value in context.invocation_metadata() or ():
-        if key == name:
-            return str(value)
-    return None
 
 
 def request_id_of(context: grpc.aio.ServicerContext) -> str | None:

@@ -18,9 +18,7 @@ import contextlib
 import logging
 import uuid
 from collections.abc import AsyncIterator
-from typing import Any
 
-from tokenwire.server.core import validation as v
 from tokenwire.server.core.domain import Caller, RunOutcome
 from tokenwire.server.core.errors import (
     Cancelled,
@@ -30,71 +28,16 @@ from tokenwire.server.core.errors import (
     classify,
 )
 from tokenwire.server.core.media_inputs import keeping_tensors
-from tokenwire.server.inference.continuation import (
-    ResolvedContinuation,
-    chosen_turn,
-    continue_turn,
-    continue_turn_with_media,
-    media_messages,
-)
-from tokenwire.server.inference.continuation_store import StoredTurn
+from tokenwire.server.core.outbox import Outbox
+from tokenwire.server.inference import session_turn
 from tokenwire.server.inference.data_plane import DataPlane
 from tokenwire.server.inference.fronts import KINDS
-from tokenwire.server.inference.kind_base import AnyKind
-from tokenwire.server.inference.offload import OFFLOAD_CHARS
 from tokenwire.server.inference.shared.identity import MAX_REQUEST_ID
-from tokenwire.server.inference.shared.messages import has_request_template
-from tokenwire.server.inference.shared.prompt_chars import rendered_chars
-from tokenwire.server.inference.turns import PLACEHOLDER, placed_error
 from tokenwire.v1 import session_pb2
 
 log = logging.getLogger("tokenwire.session")
 
 _END = object()
-
-
-class Outbox:
-    """Events waiting to be written, bounded in bytes. When the client reads
-    slowly, producers of data events wait for room, and the session stops
-    reading the client's messages (back-pressure through HTTP/2 flow
-    control), so a client that sends but never reads cannot grow the
-    server's memory. Terminal events never wait (they come from done
-    callbacks): each needs a start the session read while there was room,
-    so they are bounded by the running requests."""
-
-    def __init__(self, max_bytes: int):
-        self._queue: asyncio.Queue[tuple[int, object]] = asyncio.Queue()
-        self.max_bytes = max_bytes
-        self.bytes = 0
-        self._room = asyncio.Condition()
-
-    async def put_data(self, event: session_pb2.SessionResponse) -> None:
-        size = event.ByteSize()
-        if self.bytes and self.bytes + size > self.max_bytes:
-            async with self._room:  # one event always fits into an empty outbox
-                await self._room.wait_for(
-                    lambda: not self.bytes or self.bytes + size <= self.max_bytes)
-        self.bytes += size
-        self._queue.put_nowait((size, event))
-
-    def put_final(self, item: object) -> None:
-        size = item.ByteSize() if isinstance(item, session_pb2.SessionResponse) else 0
-        self.bytes += size
-        self._queue.put_nowait((size, item))
-
-    async def wait_for_room(self) -> None:
-        """Return once the outbox is below its limit (the reader's gate)."""
-        if self.bytes >= self.max_bytes:
-            async with self._room:
-                await self._room.wait_for(lambda: self.bytes < self.max_bytes)
-
-    async def get(self) -> object:
-        size, item = await self._queue.get()
-        if size:
-            self.bytes -= size
-            async with self._room:
-                self._room.notify_all()
-        return item
 
 
 def error_event(request_id: str, err: TokenwireError) -> session_pb2.SessionResponse:
@@ -225,22 +168,16 @@ class Session:
         req = getattr(start, kind.name)
         cont = None
         if start.HasField("continuation"):
-            cont = await self._continuation(rid, start.continuation, kind, req)
+            cont = await session_turn.continuation(
+                self.plane, start.continuation, kind, req, session_id=self.id, request_id=rid,
+                running=self.tasks, tenant=self.caller.tenant)
             req = kind.with_prompt(req, cont.prompt)
         plane = self.plane
         with keeping_tensors():  # its media are stored for the next turn
             plan = await kind.plan(plane, req, caller=self.caller, stream=req.stream,
                                    dp_rank=self.dp_rank, session_id=self.session_id)
-        if cont is not None and plan.request.cache_salt is None:
-            plan.request.cache_salt = cont.cache_salt
-        if cont is not None and cont.media is not None:
-            # The earlier turn's images run again under the longer prompt.
-            if plan.request.multimodal is not None:
-                raise InvalidArgument(
-                    "a continuation of a turn with images keeps its images: give no "
-                    "content_parts or features with it", param="continuation",
-                    reason="FIELDS_CONFLICT")
-            plan.request.multimodal = cont.media.extended(list(plan.request.prompt_token_ids))
+        if cont is not None:
+            session_turn.carry_over(plan, cont)
         outcome = RunOutcome()
         outbox = self.outbox
         if req.stream:
@@ -264,56 +201,10 @@ class Session:
                     reason="RESPONSE_TOO_LARGE",
                 )
             await outbox.put_data(event)
-        done = session_pb2.SessionRequestDone(continuable=False)
-        # (A completion batch is not one turn: not stored. A turn with images
-        # is stored with them, as the engine prepared them.)
-        media = plan.request.multimodal
-        if outcome.prompt_ids and (media is None
-                                   or list(outcome.prompt_ids) == media.prompt_token_ids):
-            turn = StoredTurn.of(outcome.prompt_ids, outcome.completions, plan.request.cache_salt,
-                                 media)
-            done.continuable = plane.store.put(self.id, rid, turn)
+        done = session_pb2.SessionRequestDone(continuable=session_turn.keep(
+            plane, plan, outcome, session_id=self.id, request_id=rid))
         if cont is not None:
             done.prompt_token_ids.extend(cont.prompt)
             done.suffix_token_ids.extend(cont.suffix)
         done.speculative_prefill = kind.after(plane, plan, outcome)
         return done
-
-    async def _continuation(
-        self, rid: str, c: session_pb2.Continuation, kind: AnyKind, req: Any,
-    ) -> ResolvedContinuation:
-        """The continuation's prompt: the stored turn looked up here; the
-        next messages rendered where the request's own rendering would run
-        (inference/offload.py: the template thread, within its time bound,
-        for a request's own template; the prompt thread when large; both
-        with their queue limits; inline when small)."""
-        plane = self.plane
-        engine = plane.engine
-        chars = rendered_chars(c)[1] + kind.continuation_chars(req)  # counted, not converted
-        if c.messages:  # rendered: the cheap length limit first, as for a chat request
-            v.text_fits("continuation.messages", chars, engine.max_model_len,
-                        engine.max_token_chars)
-        completion, turn = chosen_turn(c, session_id=self.id, request_id=rid, running=self.tasks,
-                                       store=plane.store)
-        trust = plane.settings.trust_request_chat_template
-        messages = media_messages(c)
-        if messages is not None:  # next messages with images: the engine renders them
-            options = kind.continuation_options(req, trust_template=trust)
-            template = await plane.offload.run(lambda: plane.turns.get(options),
-                                               own_template=has_request_template(req), heavy=False)
-            try:
-                with keeping_tensors():  # stored with the turn for the next one
-                    rendered = await engine.render_chat_media([*PLACEHOLDER, *messages], options,
-                                                              tenant=self.caller.tenant)
-            except InvalidArgument as err:
-                raise placed_error(err, "continuation.") from err
-            return continue_turn_with_media(turn, completion, template, rendered, engine=engine)
-
-        def resolve() -> ResolvedContinuation:
-            options = kind.continuation_options(req, trust_template=trust)
-            return continue_turn(c, turn, completion, options=options, turns=plane.turns,
-                                 engine=engine)
-
-        return await plane.offload.run(
-            resolve, own_template=bool(c.messages) and has_request_template(req),
-            heavy=chars > OFFLOAD_CHARS)
