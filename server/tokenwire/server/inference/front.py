@@ -18,31 +18,16 @@ from __future__ import annotations
 
 import dataclasses
 from collections.abc import AsyncGenerator, Awaitable, Callable
-from typing import Any, ClassVar, Generic, Protocol, TypeVar
+from typing import Any, ClassVar, Generic, TypeVar
 
 from tokenwire.server.core.domain import Caller, RunOutcome
-from tokenwire.server.core.errors import TokenwireError
 from tokenwire.server.inference.data_plane import DataPlane
+from tokenwire.server.inference.shared.wire import Wire
 
 Req = TypeVar("Req")
 P = TypeVar("P")
 R = TypeVar("R")
 C = TypeVar("C")
-
-
-class Wire(Protocol):
-    """A front's REST codecs, run by the server (EventStreamService) so the
-    gateway passes bytes through: the unary JSON printer, the SSE framer of
-    one chunk, the error event that ends a started stream (`last`: the last
-    chunk sent, None when only keep-alives went out) and the stream's end."""
-
-    done: bytes  # the bytes that end a stream (b"": its last event ends it)
-
-    def json(self, resp: Any) -> bytes: ...
-
-    def event(self, chunk: Any) -> bytes: ...
-
-    def error_event(self, err: TokenwireError, last: Any | None) -> bytes: ...
 
 
 class Front(Generic[Req, P, R, C]):

@@ -23,7 +23,7 @@ from __future__ import annotations
 
 import dataclasses
 from collections.abc import Callable
-from typing import Any, ClassVar, TypeVar
+from typing import Any, ClassVar, Protocol, TypeVar
 
 from tokenwire.server.core import validation as v
 from tokenwire.server.core.domain import Caller, EngineRequest, RenderOptions, RunOutcome
@@ -148,16 +148,38 @@ class ChatBackedPlan:
         return self.chat.request  # type: ignore[no-any-return]
 
 
+class Conversion(Protocol):
+    """A chat-backed kind's request module: its request as the chat request
+    it runs as, and chat's field names as its own."""
+
+    def to_chat(self, req: Any, *, stream: bool, images: dict[str, str]) -> Any:
+        """The chat request `req` runs as; `images` gets each image part's
+        chat field -> this request's field."""
+
+    def chat_param(self, param: str) -> str:
+        """This kind's name of a chat request's field (an error's param)."""
+
+    def image_param(self, param: str, images: dict[str, str]) -> str:
+        """This kind's name of a chat field, its image parts' included."""
+
+    def text_chars(self, req: Any) -> int:
+        """The characters of text `req` holds at least, counted without
+        converting it (never more than the chat it converts to counts)."""
+
+
 class ChatBackedKind(Front[Req, ChatBackedPlan, R, C]):
     """A kind that runs as a chat (the Responses and Messages APIs): the
     chat kind, handed in by inference/fronts.py (kinds never import one
     another), plans, runs and streams it, so rendering, admission, limits,
     tenancy, weight bounds, cancellation, metrics and the next turn's
-    prefill are chat's. The kind converts its request to chat's (`to_chat`)
-    and chat's outputs back; `chat_param` names its own field for a chat
-    field, so a chat error names what the caller sent. The conversion is
+    prefill are chat's. The kind's request module (`conversion`) converts
+    its request to chat's and names its own field for a chat field, so a
+    chat error names what the caller sent; the kind converts chat's
+    outputs back. The conversion is
     preparation too (`converted`): a large body converts off the event
     loop, its length refused first, as chat's is."""
+
+    conversion: ClassVar[Conversion]
 
     def __init__(self, chat: AnyKind):
         self.chat = chat
@@ -169,46 +191,24 @@ class ChatBackedKind(Front[Req, ChatBackedPlan, R, C]):
         name this kind's fields, its image parts' included)."""
         images: dict[str, str] = {}  # chat's image part -> this request's field
         chat_req = await self.converted(
-            plane, req, lambda: self.to_chat(req, stream=stream, images=images))
+            plane, req, lambda: self.conversion.to_chat(req, stream=stream, images=images))
         chat = await self.plan_chat(plane, chat_req, caller=caller, stream=stream,
                                     dp_rank=dp_rank, session_id=session_id,
-                                    rename=lambda param: self.image_param(param, images))
+                                    rename=lambda param: self.conversion.image_param(param, images))
         return ChatBackedPlan(chat, req)
-
-    @staticmethod
-    def chat_param(param: str) -> str:
-        """This kind's name of a chat request's field (an error's param)."""
-        return param
 
     async def plan_chat(self, plane: DataPlane, chat_req: Any, *, caller: Caller, stream: bool,
                         dp_rank: str | None = None, session_id: str | None = None,
                         rename: Callable[[str], str] | None = None) -> Any:
         """The chat kind's plan of `chat_req`; its INVALID_ARGUMENT names
         this kind's field (`rename`: this request's own naming, e.g. of its
-        image parts; else `chat_param`)."""
+        image parts; else the conversion's `chat_param`)."""
         try:
             return await self.chat.plan(plane, chat_req, caller=caller, stream=stream,
                                         dp_rank=dp_rank, session_id=session_id)
         except InvalidArgument as exc:
             self._rename(exc, rename)
             raise
-
-    @staticmethod
-    def to_chat(req: Any, *, stream: bool, images: dict[str, str]) -> Any:
-        """The chat request `req` runs as; `images` gets each image part's
-        chat field -> this request's field (the kind's request module's)."""
-        raise NotImplementedError
-
-    @staticmethod
-    def image_param(param: str, images: dict[str, str]) -> str:
-        """This kind's name of a chat field, its image parts' included."""
-        return param
-
-    @staticmethod
-    def text_chars(req: Any) -> int:
-        """The characters of text `req` holds at least, counted without
-        converting it (never more than the chat it converts to counts)."""
-        raise NotImplementedError
 
     async def converted(self, plane: DataPlane, req: Any, convert: Callable[[], Any]) -> Any:
         """The chat request `req` runs as (`convert`: the kind's to_chat),
@@ -219,7 +219,7 @@ class ChatBackedKind(Front[Req, ChatBackedPlan, R, C]):
         engine = plane.engine
 
         def prepare() -> Any:
-            v.text_fits(self.chat_param("messages"), self.text_chars(req),
+            v.text_fits(self.conversion.chat_param("messages"), self.conversion.text_chars(req),
                         engine.max_model_len, engine.max_token_chars)
             return convert()
 
@@ -232,17 +232,17 @@ class ChatBackedKind(Front[Req, ChatBackedPlan, R, C]):
         kind's fields."""
         images: dict[str, str] = {}
         chat_req = await self.converted(
-            plane, req, lambda: self.to_chat(req, stream=False, images=images))
+            plane, req, lambda: self.conversion.to_chat(req, stream=False, images=images))
         try:
             return await self.chat.render(plane, chat_req, caller=caller)
         except InvalidArgument as exc:
-            self._rename(exc, lambda param: self.image_param(param, images))
+            self._rename(exc, lambda param: self.conversion.image_param(param, images))
             raise
 
     def _rename(self, exc: InvalidArgument, rename: Callable[[str], str] | None) -> None:
         """A chat error's field as this kind names it (in place)."""
         if exc.param:
-            name = (rename or self.chat_param)(exc.param)
+            name = (rename or self.conversion.chat_param)(exc.param)
             if name != exc.param:
                 exc.message = exc.message.replace(exc.param, name)
                 exc.param = name

@@ -15,14 +15,7 @@ from collections.abc import AsyncGenerator
 from contextlib import aclosing
 
 from tokenwire.server.core.domain import Caller, RunOutcome
-from tokenwire.server.inference.anthropic import wire
-from tokenwire.server.inference.anthropic.request import (
-    chat_param,
-    count_to_chat,
-    image_param,
-    text_chars,
-    to_chat,
-)
+from tokenwire.server.inference.anthropic import request, wire
 from tokenwire.server.inference.anthropic.response import Event, MessageEvents, build_message
 from tokenwire.server.inference.anthropic.typed_events import typed_event
 from tokenwire.server.inference.data_plane import DataPlane
@@ -35,11 +28,7 @@ class AnthropicKind(ChatBackedKind[anthropic_pb2.CreateMessageRequest,
     name = "anthropic"
     wire = wire.WIRE
     typed = staticmethod(typed_event)
-
-    chat_param = staticmethod(chat_param)
-    to_chat = staticmethod(to_chat)  # (render: vLLM's /v1/messages/render)
-    image_param = staticmethod(image_param)
-    text_chars = staticmethod(text_chars)
+    conversion = request  # (render too: vLLM's /v1/messages/render)
 
     async def plan(self, plane: DataPlane, req: anthropic_pb2.CreateMessageRequest, *,
                    caller: Caller, stream: bool, dp_rank: str | None = None,
@@ -67,8 +56,8 @@ class AnthropicKind(ChatBackedKind[anthropic_pb2.CreateMessageRequest,
         """The tokens of the request's rendered prompt, each image's expanded
         tokens included: the ids the engine would get (nothing is generated)."""
         images: dict[str, str] = {}
-        chat_req = await self.converted(plane, req, lambda: count_to_chat(req, images))
+        chat_req = await self.converted(plane, req, lambda: request.count_to_chat(req, images))
         chat = await self.plan_chat(plane, chat_req, caller=caller, stream=False,
-                                    rename=lambda param: image_param(param, images))
+                                    rename=lambda param: request.image_param(param, images))
         return anthropic_pb2.CountMessageTokensResponse(
             input_tokens=len(chat.request.prompt_token_ids))

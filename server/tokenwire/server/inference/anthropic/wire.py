@@ -15,6 +15,7 @@ from tokenwire.server.core.errors import TokenwireError
 from tokenwire.server.inference.anthropic.response import message_object
 from tokenwire.server.inference.shared.openai_wire import HTTP_STATUS
 from tokenwire.server.inference.shared.proto_json import encode_json
+from tokenwire.server.inference.shared.wire import Wire
 
 CONTENT_TYPE = "text/event-stream"
 
@@ -40,23 +41,10 @@ def error_event(err: TokenwireError) -> bytes:
     return event(error_body(err))
 
 
-class _Wire:
-    """The Messages front's REST codecs (inference/front.py's Wire)."""
-
-    done = b""  # message_stop ends the stream
-
-    @staticmethod
-    def json(resp: Any) -> bytes:
-        """A unary answer as Anthropic's Message JSON (every field it requires)."""
-        return encode_json(message_object(resp))
-
-    @staticmethod
-    def event(chunk: dict[str, Any]) -> bytes:
-        return event(chunk)
-
-    @staticmethod
-    def error_event(err: TokenwireError, last: Any | None) -> bytes:
-        return error_event(err)
+def _json(resp: Any) -> bytes:
+    """A unary answer as Anthropic's Message JSON (every field it requires)."""
+    return encode_json(message_object(resp))
 
 
-WIRE = _Wire()
+# The Messages front's REST codecs; message_stop ends the stream.
+WIRE = Wire(json=_json, event=event, error_event=lambda err, last: error_event(err))

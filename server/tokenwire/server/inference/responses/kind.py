@@ -16,13 +16,7 @@ from contextlib import aclosing
 from tokenwire.server.core.domain import RunOutcome
 from tokenwire.server.inference.data_plane import DataPlane
 from tokenwire.server.inference.kind_base import ChatBackedKind, ChatBackedPlan
-from tokenwire.server.inference.responses import wire
-from tokenwire.server.inference.responses.request import (
-    chat_param,
-    image_param,
-    text_chars,
-    to_chat,
-)
+from tokenwire.server.inference.responses import request, wire
 from tokenwire.server.inference.responses.response import (
     Event,
     ResponseEvents,
@@ -37,11 +31,7 @@ class ResponsesKind(ChatBackedKind[responses_pb2.CreateResponseRequest,
     name = "responses"
     wire = wire.WIRE
     typed = staticmethod(typed_event)
-
-    chat_param = staticmethod(chat_param)
-    to_chat = staticmethod(to_chat)  # (render: vLLM's /v1/responses/render)
-    image_param = staticmethod(image_param)
-    text_chars = staticmethod(text_chars)
+    conversion = request  # (render too: vLLM's /v1/responses/render)
 
     async def run(self, plane: DataPlane, plan: ChatBackedPlan,
                   outcome: RunOutcome | None = None) -> responses_pb2.CreateResponseResponse:

@@ -14,6 +14,7 @@ from tokenwire.server.core.errors import TokenwireError
 from tokenwire.server.inference.responses.response import response_object
 from tokenwire.server.inference.shared.openai_wire import error_body
 from tokenwire.server.inference.shared.proto_json import encode_json
+from tokenwire.server.inference.shared.wire import Wire
 
 CONTENT_TYPE = "text/event-stream"
 
@@ -29,25 +30,16 @@ def error_fields(err: TokenwireError) -> dict[str, Any]:
     return {"code": inner["code"], "message": inner["message"], "param": inner["param"]}
 
 
-class _Wire:
-    """The Responses front's REST codecs (inference/front.py's Wire)."""
-
-    done = b""  # response.completed ends the stream
-
-    @staticmethod
-    def json(resp: Any) -> bytes:
-        """A unary answer as OpenAI's Response JSON (every field it requires)."""
-        return encode_json(response_object(resp))
-
-    @staticmethod
-    def event(chunk: dict[str, Any]) -> bytes:
-        return event(chunk)
-
-    @staticmethod
-    def error_event(err: TokenwireError, last: Any | None) -> bytes:
-        """The `error` event, numbered after the last event sent."""
-        seq = 0 if last is None else last["sequence_number"] + 1
-        return event({"type": "error", "sequence_number": seq, **error_fields(err)})
+def _json(resp: Any) -> bytes:
+    """A unary answer as OpenAI's Response JSON (every field it requires)."""
+    return encode_json(response_object(resp))
 
 
-WIRE = _Wire()
+def _error_event(err: TokenwireError, last: dict[str, Any] | None) -> bytes:
+    """The `error` event, numbered after the last event sent."""
+    seq = 0 if last is None else last["sequence_number"] + 1
+    return event({"type": "error", "sequence_number": seq, **error_fields(err)})
+
+
+# The Responses front's REST codecs; response.completed ends the stream.
+WIRE = Wire(json=_json, event=event, error_event=_error_event)

@@ -16,7 +16,7 @@ renderings equal for every status code).
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from typing import Any
 
 import grpc
@@ -25,6 +25,7 @@ from google.protobuf.message import Message
 from tokenwire import wire
 from tokenwire.server.core.errors import TokenwireError
 from tokenwire.server.inference.shared.proto_json import encode_json, to_object
+from tokenwire.server.inference.shared.wire import Wire
 from tokenwire.v1 import chat_pb2
 from tokenwire.wire import error_type
 
@@ -214,23 +215,10 @@ def error_event(err: TokenwireError) -> bytes:
     return b"data: " + encode_json(error_body(err)) + b"\n\n"
 
 
-class OpenAIWire:
-    """The REST codecs of chat, completion and generate (inference/front.py's
-    Wire): `event` frames one chunk."""
-
-    done = DONE
-
-    def __init__(self, event: Callable[[Message], bytes]):
-        self.event = event
-
-    @staticmethod
-    def json(resp: Message) -> bytes:
-        return response_json(resp)
-
-    @staticmethod
-    def error_event(err: TokenwireError, last: Any | None) -> bytes:
-        return error_event(err) + DONE
+def _error_event(err: TokenwireError, last: Any | None) -> bytes:
+    return error_event(err) + DONE
 
 
-WIRE = OpenAIWire(chunk_event)
-CHAT_WIRE = OpenAIWire(chat_chunk_event)
+# The REST codecs of completion and generate, and chat's (its chunk event).
+WIRE = Wire(json=response_json, event=chunk_event, error_event=_error_event, done=DONE)
+CHAT_WIRE = Wire(json=response_json, event=chat_chunk_event, error_event=_error_event, done=DONE)
