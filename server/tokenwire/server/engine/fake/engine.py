@@ -30,6 +30,7 @@ from tokenwire.server.core.domain import (
 )
 from tokenwire.server.core.parsing import ParserConfig
 from tokenwire.server.engine.fake import media
+from tokenwire.server.engine.fake.choices import FakeChoice, StreamBatch
 from tokenwire.server.engine.fake.control import FakeControl
 from tokenwire.server.engine.fake.parsers import FakeChatParsers
 from tokenwire.server.engine.fake.pooling import FakePooling
@@ -38,12 +39,6 @@ UNK, IM_START, IM_END = 0, 1, 2
 SPECIALS = {UNK: "<unk>", IM_START: "<|im_start|>", IM_END: "<|im_end|>"}
 VOCAB = 300
 EOS = IM_END
-def _merge(a: ChoiceOutput, b: ChoiceOutput) -> ChoiceOutput:
-    """Two consecutive deltas of one choice as one (like vLLM's DELTA merge)."""
-    lps = None if a.logprobs is None else a.logprobs + (b.logprobs or [])
-    return ChoiceOutput(a.index, a.token_ids + b.token_ids, a.text + b.text, lps,
-                        b.finish_reason, b.stop_reason, b.weight_versions, b.routed_experts)
-
 
 _SPECIAL_IDS = {tok: tid for tid, tok in SPECIALS.items()}
 _SPECIAL_SPLIT = re.compile("(" + "|".join(re.escape(t) for t in SPECIALS.values()) + ")")
@@ -223,7 +218,9 @@ class FakeEngine(FakeControl, media.FakeMedia, FakePooling):
             ids.insert(len(ids) - 1, reply[len(ids) % len(reply)])
         return ids
 
-    async def generate(self, request: EngineRequest) -> AsyncIterator[EngineOutput]:
+    def _accept(self, request: EngineRequest) -> None:
+        """What fails before any output (a dead engine, an id in use, a
+        processor-cache drift); else the request runs."""
         if not self.healthy:
             raise errors.engine_dead("the engine died: fake engine is down")
         if request.request_id in self.running:
@@ -237,113 +234,42 @@ class FakeEngine(FakeControl, media.FakeMedia, FakePooling):
             raise errors.Unavailable("the engine failed this request during generation",
                                      reason="ENGINE_REQUEST_FAILED")
         self.running.add(request.request_id)
+
+    async def generate(self, request: EngineRequest) -> AsyncIterator[EngineOutput]:
+        self._accept(request)
         p = request.params
         arrival = time.time()
-        items: tuple[tuple[int, str], ...] = ()
-        if request.multimodal is not None:  # as vLLM's: the items' hashes key the blocks
-            places = request.multimodal.placeholders.get("image", [])
-            items = tuple((at, h) for (at, _), h in zip(places, request.multimodal.engine_input,
-                                                         strict=True))
         cached = self._cached_tokens(request.prompt_token_ids, request.cache_salt, request.lora,
-                                     items)
-        plans = [self._plan_choice(request, i) for i in range(p.n)]
-        emitted = [0] * p.n
-        texts = [""] * p.n  # text sent so far
-        full = [""] * p.n  # all text generated so far
-        done: list[ChoiceOutput | None] = [None] * p.n
+                                     media.cache_items(request))
+        choices = [FakeChoice(i, self._plan_choice(request, i)) for i in range(p.n)]
+        batch = StreamBatch(p.stream_interval or 1)
         first_token = None
-        max_hold = max((len(x) - 1 for x in p.stop), default=0)
-        interval = p.stream_interval or 1
-        pending: dict[int, ChoiceOutput] = {}
-        sent = since_sent = 0
-        spans: list[list[list[Any]]] = [[] for _ in range(p.n)]
         try:
             await self._admit_gate(request.request_id)
             step = 0
-            while any(d is None for d in done):
-                if self.token_delay:
-                    await asyncio.sleep(self.token_delay)
-                else:
-                    await asyncio.sleep(0)
+            while any(c.done is None for c in choices):
+                await asyncio.sleep(self.token_delay or 0)  # 0: only a turn of the loop
                 aborting = await self._step_gate(request.request_id)
-                deltas: list[ChoiceOutput] = []
-                for i in range(p.n):
-                    if done[i] is not None:
-                        continue
-                    if aborting:  # like vLLM: no new token, finish "abort"
-                        out = ChoiceOutput(i, [], "", [] if p.logprobs is not None else None,
-                                           "abort", None, self._spans(spans[i]))
-                        done[i] = out
-                        deltas.append(out)
-                        continue
-                    tid = plans[i][step] if step < len(plans[i]) else plans[i][-1]
-                    self._track(spans[i], emitted[i])
-                    emitted[i] += 1
-                    self.progress[request.request_id] = emitted[0] if p.n == 1 else sum(emitted)
-                    text = "" if tid in SPECIALS else self.decode([tid])
-                    finish = None
-                    stop_reason: int | str | None = None
-                    if tid == EOS and not p.ignore_eos and emitted[i] > p.min_tokens:
-                        finish = "stop"
-                        text = ""
-                    elif tid in p.stop_token_ids and emitted[i] > p.min_tokens:
-                        finish, stop_reason, text = "stop", tid, ""
-                    full[i] += text
-                    visible = full[i]
-                    for s in p.stop:
-                        cut = full[i].find(s)
-                        if cut >= 0:
-                            kept = len(s) if p.include_stop_str_in_output else 0
-                            visible = full[i][: cut + kept]
-                            finish, stop_reason = "stop", s
-                            break
-                    if finish is None and emitted[i] >= p.max_tokens:
-                        finish = "length"
-                    # Like vLLM, hold back text that could start a stop string.
-                    hold = 0 if finish else max_hold
-                    upto = max(len(texts[i]), len(visible) - hold)
-                    text = visible[len(texts[i]):upto]
-                    texts[i] += text
-                    lps = ([self._logprob(step, p.logprobs + 1, tid)]
-                           if p.logprobs is not None else None)
-                    out = ChoiceOutput(i, [tid], text, lps, finish, stop_reason)
-                    if finish is not None:
-                        out.weight_versions = self._spans(spans[i])
-                        out.routed_experts = self._routed(
-                            request, [plans[i][j] if j < len(plans[i]) else plans[i][-1]
-                                      for j in range(emitted[i])])
-                        done[i] = out
-                    deltas.append(out)
+                deltas = self._step(request, choices, step, aborting)
                 first_token = first_token or time.time()
                 step += 1
-                finished = all(d is not None for d in done)
-                if request.stream:
-                    # stream_interval: hold deltas back and send them merged
-                    # every k tokens, or at once when a choice finishes.
-                    for d in deltas:
-                        held = pending.get(d.index)
-                        pending[d.index] = d if held is None else _merge(held, d)
-                    since_sent += 1
-                    # Like vLLM: the first token at once, then every k tokens.
-                    if sent and since_sent < interval and not any(d.finished for d in deltas):
-                        continue
-                    since_sent = 0
-                    out_deltas = list(pending.values())
-                    pending.clear()
-                    # Like the vLLM adapter: prompt ids and timestamps with
-                    # the first and the last output only.
-                    if sent == 0 or finished:
-                        yield EngineOutput(
-                            out_deltas, list(request.prompt_token_ids), cached, finished,
-                            times=EngineTimes(arrival, arrival, first_token, time.time()),
-                            prompt_logprobs=self._prompt_logprobs(request) if sent == 0 else None,
-                        )
-                    else:
-                        yield EngineOutput(out_deltas, [], cached, finished)
-                    sent += 1
+                ready = batch.add(deltas) if request.stream else None
+                if ready is None:
+                    continue
+                finished = all(c.done is not None for c in choices)
+                # Like the vLLM adapter: prompt ids and timestamps with the
+                # first and the last output only.
+                if batch.sent == 0 or finished:
+                    yield EngineOutput(
+                        ready, list(request.prompt_token_ids), cached, finished,
+                        times=EngineTimes(arrival, arrival, first_token, time.time()),
+                        prompt_logprobs=self._prompt_logprobs(request) if batch.sent == 0 else None,
+                    )
+                else:
+                    yield EngineOutput(ready, [], cached, finished)
+                batch.sent += 1
             if not request.stream:
-                yield self._final(request, plans, emitted, texts, done, cached, arrival,
-                                  first_token)
+                yield self._final(request, choices, cached, arrival, first_token)
         except (asyncio.CancelledError, GeneratorExit):  # like vLLM: both abort
             if request.request_id not in self.aborted:  # once, however it was closed
                 self.aborted.append(request.request_id)
@@ -352,25 +278,60 @@ class FakeEngine(FakeControl, media.FakeMedia, FakePooling):
             self.running.discard(request.request_id)
             self._done(request.request_id)
 
-    def _final(
-        self, request: EngineRequest, plans: list[list[int]], emitted: list[int], texts: list[str],
-        done: list[ChoiceOutput | None], cached: int, arrival: float, first_token: float | None,
-    ) -> EngineOutput:
+    def _step(self, request: EngineRequest, choices: list[FakeChoice], step: int,
+              aborting: bool) -> list[ChoiceOutput]:
+        """One engine step: a delta for every unfinished choice, its next
+        token, or (aborting, like vLLM) no new token and finish "abort"."""
         p = request.params
-        choices = []
-        for i in range(p.n):
-            ids = [plans[i][j] if j < len(plans[i]) else plans[i][-1] for j in range(emitted[i])]
-            d = done[i]
+        deltas: list[ChoiceOutput] = []
+        for c in choices:
+            if c.done is not None:
+                continue
+            if aborting:
+                out = ChoiceOutput(c.index, [], "", [] if p.logprobs is not None else None,
+                                   "abort", None, self._spans(c.spans))
+            else:
+                out = self._advance(request, c, step)
+                self.progress[request.request_id] = (
+                    choices[0].emitted if p.n == 1 else sum(x.emitted for x in choices))
+            if out.finished:
+                c.done = out
+            deltas.append(out)
+        return deltas
+
+    def _advance(self, request: EngineRequest, c: FakeChoice, step: int) -> ChoiceOutput:
+        """Choice c's token at `step` as a delta; the one that finishes the
+        choice carries its weight versions and routed experts."""
+        p = request.params
+        tid = c.token(step)
+        self._track(c.spans, c.emitted)
+        c.emitted += 1
+        text, finish, stop_reason = c.take(p, tid, "" if tid in SPECIALS else self.decode([tid]),
+                                           EOS)
+        lps = [self._logprob(step, p.logprobs + 1, tid)] if p.logprobs is not None else None
+        out = ChoiceOutput(c.index, [tid], text, lps, finish, stop_reason)
+        if finish is not None:
+            out.weight_versions = self._spans(c.spans)
+            out.routed_experts = self._routed(request, c.ids())
+        return out
+
+    def _final(self, request: EngineRequest, choices: list[FakeChoice], cached: int,
+               arrival: float, first_token: float | None) -> EngineOutput:
+        p = request.params
+        outputs = []
+        for c in choices:
+            ids = c.ids()
+            d = c.done
             assert d is not None
             lps = (
                 [self._logprob(j, p.logprobs + 1, t) for j, t in enumerate(ids)]
                 if p.logprobs is not None
                 else None
             )
-            choices.append(ChoiceOutput(i, ids, texts[i], lps, d.finish_reason, d.stop_reason,
+            outputs.append(ChoiceOutput(c.index, ids, c.sent, lps, d.finish_reason, d.stop_reason,
                                         d.weight_versions, d.routed_experts))
         return EngineOutput(
-            choices, list(request.prompt_token_ids), cached, True,
+            outputs, list(request.prompt_token_ids), cached, True,
             times=EngineTimes(arrival, arrival, first_token, time.time()),
             prompt_logprobs=self._prompt_logprobs(request),
         )

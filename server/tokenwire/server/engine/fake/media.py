@@ -15,7 +15,7 @@ import hashlib
 from typing import Any
 
 from tokenwire.server.core import multimodal
-from tokenwire.server.core.domain import RenderOptions
+from tokenwire.server.core.domain import EngineRequest, RenderOptions
 from tokenwire.server.core.errors import InvalidArgument
 from tokenwire.server.core.media_inputs import FeatureItem, MediaPart, MultimodalPrompt
 
@@ -114,6 +114,16 @@ def from_features(prompt: list[int], items: list[FeatureItem]) -> MultimodalProm
     places = [(i.offset, i.length) for i in items]
     return MultimodalPrompt(list(prompt), {"image": places}, engine_input=hashes,
                             items=len(items), nbytes=ITEM_BYTES * len(items))
+
+
+def cache_items(request: EngineRequest) -> tuple[tuple[int, str], ...]:
+    """As vLLM's: the media items (offset, hash) that key the prefix
+    cache's blocks with the ids."""
+    if request.multimodal is None:
+        return ()
+    places = request.multimodal.placeholders.get("image", [])
+    return tuple((at, h) for (at, _), h in zip(places, request.multimodal.engine_input,
+                                               strict=True))
 
 
 class FakeMedia:
