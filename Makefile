@@ -46,6 +46,7 @@ $(TINY_VLM_DIR)/config.json: | model
 proto: venv
 	$(PY) tools/gen_proto.py
 	$(PY) tools/gen_client.py
+	$(PY) tools/gen_routes.py
 
 # The demo model's parser (vLLM's flags): Hermes-style tool calls, as
 # before; `tokenwire serve` alone parses nothing, as `vllm serve`. A thinking

@@ -15,7 +15,11 @@ Generated modules (name -> source), built from data at config time:
 - ``gateway_names``: the names only the config builder and the filters
   share (the dynamic metadata namespace, the local-reply codes);
 - ``strict_rules``: the JSON kind each REST body field must have, from the
-  proto descriptor (strict_types.lua checks it before the transcoder).
+  proto descriptor (strict_types.lua checks it before the transcoder);
+- ``stream_routes``: the REST paths with an SSE or a printed-JSON twin and
+  the base of its binding, from :mod:`tokenwire.gateway.stream_routes`
+  (itself generated from the server's registry of fronts by
+  tools/gen_routes.py; stream_select.lua picks the route with it).
 """
 
 from __future__ import annotations
@@ -25,6 +29,7 @@ import re
 from typing import Any
 
 from tokenwire import wire
+from tokenwire.gateway import stream_routes
 from tokenwire.gateway.settings import PACKAGE_DIR, GatewaySettings, services
 
 LUA_DIR = PACKAGE_DIR / "lua"
@@ -130,6 +135,9 @@ def generated_modules(settings: GatewaySettings) -> dict[str, str]:
                                                    "with the config builder"),
         "strict_rules": lua_module({p: dict(sorted(k.items())) for p, k in sorted(rules.items())},
                                    "the JSON kind of each REST body field, from the descriptor"),
+        "stream_routes": lua_module(
+            {"STREAMABLE": stream_routes.STREAMABLE, "ALWAYS_JSON": stream_routes.ALWAYS_JSON},
+            "tokenwire.gateway.stream_routes: the REST paths with an :events / :json twin"),
     }
 
 

@@ -9,33 +9,23 @@
 -- prints that JSON with every key the schema requires, null or empty
 -- included, which the transcoder would omit.
 local json_scan = require("json_scan")
-local wire = require("wire") -- generated from tokenwire/wire.py
+-- generated from gateway/stream_routes.py (tools/gen_routes.py: the server's
+-- registry of fronts and the proto's bindings)
+local stream_routes = require("stream_routes")
 
 local M = {}
 
 -- The REST paths with a streaming twin, and the base of that twin's binding
--- (prime-rl's /v1/chat/completions/tokens is a chat).
-M.STREAMABLE = {
-  ["/v1/chat/completions"] = "/v1/chat/completions",
-  ["/v1/chat/completions/tokens"] = "/v1/chat/completions",
-  ["/v1/completions"] = "/v1/completions",
-  ["/inference/v1/generate"] = "/inference/v1/generate",
-  [wire.ANTHROPIC_PATH_PREFIX] = wire.ANTHROPIC_PATH_PREFIX, -- /v1/messages
-  ["/v1/responses"] = "/v1/responses",
-}
+-- (prime-rl's /v1/chat/completions/tokens is a chat): every POST path of a
+-- front with an SSE twin (EventStreamService's ...Events, "<base>:events").
+M.STREAMABLE = stream_routes.STREAMABLE
 
--- The paths whose unary JSON the server always prints: the keys OpenAI's
--- and Anthropic's schemas require that the transcoder would omit (`null`s:
--- a chat, completion or generate choice's `logprobs`, Anthropic's `stop_sequence`;
--- empty text; a chat logprob entry's `top_logprobs: []`).
-M.ALWAYS_JSON = {
-  ["/v1/chat/completions"] = "/v1/chat/completions",
-  ["/v1/chat/completions/tokens"] = "/v1/chat/completions",
-  ["/v1/completions"] = "/v1/completions",
-  ["/inference/v1/generate"] = "/inference/v1/generate",
-  [wire.ANTHROPIC_PATH_PREFIX] = wire.ANTHROPIC_PATH_PREFIX,
-  ["/v1/responses"] = "/v1/responses", -- OpenAI's Response: nulls, empty lists
-}
+-- The paths whose unary JSON the server always prints (a front's ...Json
+-- twin, "<base>:json"): the keys OpenAI's and Anthropic's schemas require
+-- that the transcoder would omit (`null`s: a chat, completion or generate
+-- choice's `logprobs`, Anthropic's `stop_sequence`; empty text; a chat
+-- logprob entry's `top_logprobs: []`; the Response's nulls and empty lists).
+M.ALWAYS_JSON = stream_routes.ALWAYS_JSON
 
 -- SageMaker's `POST /invocations`: vLLM runs the body as the first request
 -- type it validates as, a chat (`messages`) before a completion (`prompt`);

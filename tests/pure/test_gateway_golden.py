@@ -39,4 +39,4 @@ def test_golden_names_the_lua_by_file() -> None:
     # no machine paths
     assert "envoy_on_request" not in text and str(golden.PACKAGE_DIR) not in text
     assert sorted(p.name for p in (golden.GOLDEN_DIR / "lua").iterdir()) == [
-        "gateway_names.lua", "strict_rules.lua", "wire.lua"]
+        "gateway_names.lua", "stream_routes.lua", "strict_rules.lua", "wire.lua"]
