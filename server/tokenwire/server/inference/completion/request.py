@@ -3,8 +3,8 @@
 A completion body holds one prompt or a batch (a list of strings or of id
 lists); each prompt becomes its own EngineRequest with `n` choices, and the
 response indexes choices prompt_index * n + choice (OpenAI's order).
-Fields spelled as in chat are read by inference/shared/ (sampling.py,
-tenant_policy.py, nvext.py).
+Fields spelled as in chat are read by inference/shared/ (openai_body.py:
+the body's head and tail; sampling.py).
 """
 
 from __future__ import annotations
@@ -17,12 +17,15 @@ from tokenwire.server.core.domain import Caller, Engine, EngineRequest, Generati
 from tokenwire.server.core.errors import InvalidArgument
 from tokenwire.server.core.settings import ServerSettings
 from tokenwire.server.inference.shared import sampling
-from tokenwire.server.inference.shared.identity import check_model, lora_of, new_request_id
-from tokenwire.server.inference.shared.logprobs import as_token_ids
-from tokenwire.server.inference.shared.nvext import check_extra_fields
+from tokenwire.server.inference.shared.openai_body import (
+    BodyHead,
+    BodyTail,
+    engine_request,
+    read_head,
+    read_tail,
+)
 from tokenwire.server.inference.shared.prompts import Prompt, prompts_of
 from tokenwire.server.inference.shared.sampling import sampling_from_body
-from tokenwire.server.inference.shared.tenant_policy import body_priority, pick_cache_salt
 from tokenwire.v1 import completion_pb2
 
 DEFAULT_MAX_TOKENS = 16  # OpenAI's and vLLM's default for completions
@@ -125,16 +128,39 @@ def build_completion_plan(
     caller: Caller,
     stream: bool,
 ) -> CompletionPlan:
-    model = check_model(req.model, served_model, engine.lora_names())
-    response_id = new_request_id("cmpl", req.request_id, caller.request_id)
-    extra_fields = check_extra_fields(req.nvext)
-    params = completion_params(req, settings, engine, extra_fields)
+    """The body's head, sampling and prompts (each its own engine request),
+    its tail, the plan."""
+    head = read_head(req, "cmpl", engine, served_model=served_model, caller=caller)
+    params = completion_params(req, settings, engine, head.extra_fields)
     _refuse_unsupported(req, params.n)
-    echo = bool(req.echo)
     prompts = parse_prompts(req, engine, settings)
-    salt = pick_cache_salt(caller, req.nvext.cache_salt, req.cache_salt)
-    priority = body_priority(req, settings, caller)
-    lora = lora_of(model, served_model)
+    tail = read_tail(req, settings, caller)
+    requests, echo_only = _engine_requests(req, params, prompts, engine, head=head, tail=tail,
+                                           stream=stream)
+    return CompletionPlan(
+        id=head.request_id,
+        requests=requests,
+        prompts=prompts,
+        model=head.model,
+        n=params.n,
+        echo=bool(req.echo),
+        echo_only=echo_only,
+        logprobs=params.logprobs if req.HasField("logprobs") else None,
+        return_token_ids=bool(req.return_token_ids),
+        as_token_ids=tail.as_token_ids,
+        extra_fields=head.extra_fields,
+        include_usage=tail.include_usage,  # (--enable-force-include-usage: on every stream)
+        continuous_usage=tail.continuous_usage,
+    )
+
+
+def _engine_requests(
+    req: completion_pb2.CreateCompletionRequest, params: GenerationParams, prompts: list[Prompt],
+    engine: Engine, *, head: BodyHead, tail: BodyTail, stream: bool,
+) -> tuple[list[EngineRequest], bool]:
+    """One engine request per prompt (its own max_tokens: the prompt's room),
+    and whether the body only echoes (max_tokens 0 with echo)."""
+    echo = bool(req.echo)
     requests = []
     echo_only = False
     for i, prompt in enumerate(prompts):
@@ -146,31 +172,7 @@ def build_completion_plan(
             p.max_tokens = 1
             p.min_tokens = 0
         sampling.check_min_tokens(p)
-        requests.append(EngineRequest(
-            request_id=response_id if len(prompts) == 1 else f"{response_id}-{i}",
-            prompt_token_ids=prompt.token_ids,
-            params=p,
-            cache_salt=salt,
-            priority=priority,
-            stream=stream,
-            lora=lora,
-        ))
-    return CompletionPlan(
-        id=response_id,
-        requests=requests,
-        prompts=prompts,
-        model=model,
-        n=params.n,
-        echo=echo,
-        echo_only=echo_only,
-        logprobs=params.logprobs if req.HasField("logprobs") else None,
-        return_token_ids=bool(req.return_token_ids),
-        as_token_ids=as_token_ids(req, settings.return_tokens_as_token_ids),
-        extra_fields=extra_fields,
-        # --enable-force-include-usage: both, on every stream (vLLM's)
-        include_usage=settings.enable_force_include_usage
-        or bool(req.stream_options.include_usage),
-        continuous_usage=settings.enable_force_include_usage
-        or bool(req.stream_options.continuous_usage_stats),
-    )
-
+        requests.append(engine_request(
+            head, tail, prompt.token_ids, p, stream=stream,
+            request_id=None if len(prompts) == 1 else f"{head.request_id}-{i}"))
+    return requests, echo_only
