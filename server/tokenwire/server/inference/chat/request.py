@@ -1,8 +1,10 @@
 """CreateChatCompletionRequest (proto) -> a validated ChatPlan (domain).
 
-All request validation for chat happens here, before the engine is called;
-what every kind reads alike is in inference/shared/ (sampling, identity,
-tenant policy, messages, nvext).
+All request validation for chat happens here, before the engine is called,
+in a few named steps over the body read once (chat/body.py): the sampling,
+the tools and their parsing, the prompt by its mode, the token budget, then
+the plan. What every kind reads alike is in inference/shared/ (the body's
+head and tail, sampling, messages, token media).
 """
 
 from __future__ import annotations
@@ -10,10 +12,7 @@ from __future__ import annotations
 import dataclasses
 import functools
 import time
-from collections.abc import Mapping
 from typing import Any
-
-from google.protobuf import struct_pb2
 
 from tokenwire.server.core import validation as v
 from tokenwire.server.core.domain import (
@@ -27,10 +26,9 @@ from tokenwire.server.core.domain import (
 from tokenwire.server.core.errors import InvalidArgument
 from tokenwire.server.core.parsing import HiddenReasoning, ParseSpec, RequestParsers
 from tokenwire.server.core.settings import ServerSettings
+from tokenwire.server.inference.chat.body import ChatBody
 from tokenwire.server.inference.chat.media import ChatMedia, refuse_raw_prompt
 from tokenwire.server.inference.shared import sampling
-from tokenwire.server.inference.shared.identity import check_model, lora_of, new_request_id
-from tokenwire.server.inference.shared.logprobs import as_token_ids
 from tokenwire.server.inference.shared.messages import (
     check_render_flags,
     has_media,
@@ -38,10 +36,8 @@ from tokenwire.server.inference.shared.messages import (
     render_options,
     struct_to_dict,
 )
-from tokenwire.server.inference.shared.nvext import check_extra_fields
-from tokenwire.server.inference.shared.prompt_chars import rendered_chars
-from tokenwire.server.inference.shared.sampling import opt, sampling_from_body
-from tokenwire.server.inference.shared.tenant_policy import body_priority, pick_cache_salt
+from tokenwire.server.inference.shared.openai_body import engine_request, read_tail
+from tokenwire.server.inference.shared.sampling import sampling_from_body
 from tokenwire.server.inference.shared.token_media import TokenMedia, check_model_takes, token_media
 from tokenwire.v1 import chat_pb2
 
@@ -91,22 +87,84 @@ class ChatPlan:
         )
 
 
-def check_tool_choice(value: struct_pb2.Value, tools: list[dict[str, Any]] | None) -> None:
-    kind = value.WhichOneof("kind")
+def build_chat_plan(
+    req: chat_pb2.CreateChatCompletionRequest,
+    engine: Engine,
+    settings: ServerSettings,
+    *,
+    served_model: str,
+    caller: Caller,
+    stream: bool,
+) -> ChatPlan:
+    """The body read once, then its steps in the order their checks run:
+    sampling, tools and parsing, the prompt (by its mode), the token budget,
+    the plan."""
+    body = ChatBody.read(req, engine, settings, served_model=served_model, caller=caller)
+    params, top = chat_sampling(body, engine, settings)
+    options, parsing = tools_and_parsing(body, engine, settings, params)
+    prompt = chat_prompt(body, engine, options)
+    token_budget(body, engine, params, prompt)
+    return assemble(body, params, top, options, parsing, prompt,
+                    settings=settings, caller=caller, stream=stream)
+
+
+def chat_sampling(body: ChatBody, engine: Engine, settings: ServerSettings
+                  ) -> tuple[GenerationParams, int]:
+    """The sampling fields chat spells as completion does (shared/sampling.py),
+    then chat's own: logprobs / top_logprobs (checked, returned), and
+    response_format; max_tokens is set by token_budget."""
+    p = sampling_from_body(body.req, settings, engine.vocab_size, engine.sampling_defaults())
+    top = 0
+    if body.top_logprobs is not None:
+        top = sampling.logprobs_count("top_logprobs", body.top_logprobs, settings)
+        if top > 0 and not body.logprobs:
+            raise InvalidArgument("top_logprobs needs logprobs: true",
+                                  param="top_logprobs", reason="MISSING_DEPENDENCY")
+    if body.logprobs:
+        p.logprobs = top
+    if "engine_data" in body.head.extra_fields and p.logprobs is None:
+        p.logprobs = 0  # engine_data carries the sampled tokens' logprobs
+    if body.response_format is not None:
+        p.structured = structured_output(body.response_format)
+    return p, top
+
+
+def tools_and_parsing(body: ChatBody, engine: Engine, settings: ServerSettings,
+                      params: GenerationParams) -> tuple[RenderOptions, RequestParsers | None]:
+    """The render options with the tools, tool_choice checked against them,
+    and the configured parsers of tool calls and reasoning for this request
+    (whether or not the prompt is rendered here, as vLLM does), which adjust
+    `params`."""
+    options = render_options(body.req, trust_template=settings.trust_request_chat_template)
+    check_tool_choice(body.tool_choice_kind, body.tool_choice, options.tools)
+    parsing = parsing_of(body, engine, settings, options)
+    if parsing is not None:
+        parsing.adjust(params)  # structured outputs for required / named; special tokens
+    if (settings.exclude_tools_when_tool_choice_none and options.tools
+            and body.tool_choice == "none"):
+        # vLLM's --exclude-tools-when-tool-choice-none: the template renders no tools
+        options = dataclasses.replace(options, tools=None)
+    return options, parsing
+
+
+def check_tool_choice(kind: str | None, choice: str | dict[str, Any] | None,
+                      tools: list[dict[str, Any]] | None) -> None:
+    """tool_choice (its Value's `kind`, read as `choice`): one of TOOL_CHOICES
+    ("required" needs tools), or a function of `tools` named."""
     if kind is None or kind == "null_value":
         return
     if kind == "string_value":
-        if value.string_value not in TOOL_CHOICES:
+        if choice not in TOOL_CHOICES:
             raise InvalidArgument(
-                f"tool_choice '{value.string_value}' is not one of {sorted(TOOL_CHOICES)}",
+                f"tool_choice '{choice}' is not one of {sorted(TOOL_CHOICES)}",
                 param="tool_choice", reason="VALUE_NOT_ALLOWED",
             )
-        if value.string_value == "required" and not tools:
+        if choice == "required" and not tools:
             raise InvalidArgument("tool_choice 'required' needs tools",
                                   param="tool_choice", reason="MISSING_DEPENDENCY")
         return
     if kind == "struct_value":
-        d = struct_to_dict(value.struct_value)
+        d = choice if isinstance(choice, dict) else {}
         name = (d.get("function") or {}).get("name")
         known = {t["function"]["name"] for t in tools or []}
         if d.get("type") != "function" or not isinstance(name, str) or name not in known:
@@ -120,22 +178,14 @@ def check_tool_choice(value: struct_pb2.Value, tools: list[dict[str, Any]] | Non
                           param="tool_choice", reason="INVALID_TYPE")
 
 
-def parsing_of(req: chat_pb2.CreateChatCompletionRequest, engine: Engine,
-               settings: ServerSettings, options: RenderOptions) -> RequestParsers | None:
+def parsing_of(body: ChatBody, engine: Engine, settings: ServerSettings,
+               options: RenderOptions) -> RequestParsers | None:
     """The request's parsing by the server's parsers; None without any (and
     then tools with a tool_choice other than "none" are refused, as vLLM does)."""
-    choice: str | dict[str, Any] | None = None
-    kind = req.tool_choice.WhichOneof("kind") if req.HasField("tool_choice") else None
-    if kind == "string_value":
-        choice = req.tool_choice.string_value
-    elif kind == "struct_value":
-        choice = struct_to_dict(req.tool_choice.struct_value)
+    choice = body.tool_choice
     spec = ParseSpec(
-        tools=options.tools, tool_choice=choice,
-        parallel_tool_calls=(req.parallel_tool_calls if req.HasField("parallel_tool_calls")
-                             else None),
-        template_kwargs=options.template_kwargs,
-        include_reasoning=(req.include_reasoning if req.HasField("include_reasoning") else True),
+        tools=options.tools, tool_choice=choice, parallel_tool_calls=body.parallel_tool_calls,
+        template_kwargs=options.template_kwargs, include_reasoning=body.include_reasoning,
     )
     parsers = engine.chat_parsers(settings.parser_config())
     if parsers is None:
@@ -176,192 +226,115 @@ def structured_output(rf: chat_pb2.ResponseFormat) -> StructuredOutput | None:
     )
 
 
-def sampling_from_chat(
-    req: chat_pb2.CreateChatCompletionRequest, settings: ServerSettings, vocab_size: int,
-    defaults: Mapping[str, Any] | None = None,
-) -> tuple[GenerationParams, bool, int]:
-    """Sampling parameters of a chat request (max_tokens is set later)."""
-    p = sampling_from_body(req, settings, vocab_size, defaults)
-    # OpenAI logprobs / top_logprobs.
-    want_lp = bool(req.logprobs) if req.HasField("logprobs") else False
-    top = 0
-    if req.HasField("top_logprobs"):
-        top = sampling.logprobs_count("top_logprobs", req.top_logprobs, settings)
-        if top > 0 and not want_lp:
-            raise InvalidArgument("top_logprobs needs logprobs: true",
-                                  param="top_logprobs", reason="MISSING_DEPENDENCY")
-    if want_lp:
-        p.logprobs = top
-    if "engine_data" in set(req.nvext.extra_fields) and p.logprobs is None:
-        p.logprobs = 0  # engine_data carries the sampled tokens' logprobs
-    if req.HasField("response_format"):
-        p.structured = structured_output(req.response_format)
-    return p, want_lp, top
+@dataclasses.dataclass(frozen=True)
+class ChatPrompt:
+    """The prompt a chat runs: its ids (none yet for messages with images,
+    rendered after the plan: `media`), the field they came in, and a
+    token-in prompt's media (prepared after the plan)."""
 
-
-def given_prompt_ids(req: chat_pb2.CreateChatCompletionRequest) -> tuple[str, Any]:
-    """The prompt given as ids, with the field it came in: `tokens`
-    (prime-rl's /v1/chat/completions/tokens) or nvext.token_data; empty
-    when the messages are to be rendered. Both at once are refused."""
-    if len(req.tokens) > 0:
-        if len(req.nvext.token_data) > 0:
-            raise InvalidArgument("tokens and nvext.token_data both give the prompt; send one",
-                                  param="tokens", reason="FIELDS_CONFLICT")
-        return "tokens", req.tokens
-    return "nvext.token_data", req.nvext.token_data
-
-
-def build_chat_plan(
-    req: chat_pb2.CreateChatCompletionRequest,
-    engine: Engine,
-    settings: ServerSettings,
-    *,
-    served_model: str,
-    caller: Caller,
-    stream: bool,
-) -> ChatPlan:
-    model = check_model(req.model, served_model, engine.lora_names())
-    request_id = new_request_id("chatcmpl", req.request_id, caller.request_id)
-    nv = req.nvext
+    ids: list[int]
+    param: str
     media: ChatMedia | None = None
-    ids_media: TokenMedia | None = None
-    given_param, given_ids = given_prompt_ids(req)
-    if not given_ids:
-        # Cheap limit first: a text too long for the window by its length
-        # alone (messages with every rendered field, tools, template
-        # kwargs) is refused before anything is converted, rendered or
-        # tokenized. (The rendered text itself is bounded by the engine:
-        # engine/guarded.py.)
-        param, chars = rendered_chars(req)
-        v.text_fits(param, chars, engine.max_model_len, engine.max_token_chars)
-    extra_fields = check_extra_fields(nv)
-    params, want_lp, top = sampling_from_chat(req, settings, engine.vocab_size,
-                                              engine.sampling_defaults())
+    token_media: TokenMedia | None = None
 
-    # Tool calls and reasoning are parsed from the output by the configured
-    # parsers (whether or not the prompt was rendered here), as vLLM does.
-    options = render_options(req, trust_template=settings.trust_request_chat_template)
-    tools = options.tools
-    if req.HasField("tool_choice"):
-        check_tool_choice(req.tool_choice, tools)
-    parsing = parsing_of(req, engine, settings, options)
-    if parsing is not None:
-        parsing.adjust(params)  # structured outputs for required / named; special tokens
-    if (settings.exclude_tools_when_tool_choice_none and tools
-            and req.tool_choice.WhichOneof("kind") == "string_value"
-            and req.tool_choice.string_value == "none"):
-        # vLLM's --exclude-tools-when-tool-choice-none: the template renders no tools
-        options = dataclasses.replace(options, tools=None)
 
-    # The prompt: token ids as given, raw text, or the rendered template.
-    if given_ids:
-        prompt_param = given_param
-        v.prompt_fits(prompt_param, len(given_ids), engine.max_model_len)  # before the walk
-        prompt = v.token_ids(prompt_param, given_ids, engine.vocab_size)
-        ids_media = _token_media(nv)
-        if ids_media is not None:
-            check_model_takes(engine, ids_media)
+def chat_prompt(body: ChatBody, engine: Engine, options: RenderOptions) -> ChatPrompt:
+    """The prompt by its mode: token ids as given (with nvext's media), or
+    the messages (with images, raw text, or the template's rendering)."""
+    if body.mode == "ids":
+        prompt = _given_prompt(body, engine)
     else:
-        prompt_param = "messages"
-        messages = messages_to_dicts(req.messages, media=True)
-        check_render_flags(req)
-        if options.continue_final_message and messages[-1]["role"] != "assistant":
-            raise InvalidArgument(
-                "continue_final_message needs the last message to be from the assistant",
-                param="continue_final_message", reason="INVALID_FINAL_MESSAGE",
-            )
-        add_special = req.add_special_tokens if req.HasField("add_special_tokens") else False
-        raw = nv.HasField("use_raw_prompt") and nv.use_raw_prompt
-        if has_media(messages):
-            if raw:
-                raise refuse_raw_prompt()
-            asked = ("max_completion_tokens" if req.HasField("max_completion_tokens")
-                     else "max_tokens")
-            media = ChatMedia(messages, options, asked, opt(req, asked))
-            prompt = []  # rendered with its images after the plan (chat/media.py)
-        elif raw:
-            text = "".join(m["content"] for m in messages)
-            prompt = engine.encode(text, add_special_tokens=add_special)
-        else:
-            prompt = engine.render_chat(messages, options)
-            if add_special:
-                prompt = engine.encode("", add_special_tokens=True) + prompt
-    if not given_ids:
-        _no_media_without_ids(nv)
-    if media is None:  # else checked once expanded (chat/media.py)
-        v.prompt_fits(prompt_param, len(prompt), engine.max_model_len)
+        prompt = _messages_prompt(body, engine, options)
+        _no_media_without_ids(body.nv_media)
+    if prompt.media is None:  # else checked once expanded (chat/media.py)
+        v.prompt_fits(prompt.param, len(prompt.ids), engine.max_model_len)
+    return prompt
 
-    if req.HasField("max_completion_tokens"):
-        params.max_tokens = v.max_tokens(
-            "max_completion_tokens", req.max_completion_tokens, len(prompt), engine.max_model_len
+
+def _given_prompt(body: ChatBody, engine: Engine) -> ChatPrompt:
+    """Mode "ids": the ids as given, with nvext's media (prepared after the plan)."""
+    param = body.prompt_param
+    v.prompt_fits(param, len(body.given_ids), engine.max_model_len)  # before the walk
+    ids = v.token_ids(param, body.given_ids, engine.vocab_size)
+    nv = body.req.nvext
+    media = token_media(parts=nv.content_parts,
+                        features=nv.features if "features" in body.nv_media else None,
+                        typed=nv.mm_features if "mm_features" in body.nv_media else None,
+                        prefix="nvext.")
+    if media is not None:
+        check_model_takes(engine, media)
+    return ChatPrompt(ids, param, token_media=media)
+
+
+def _messages_prompt(body: ChatBody, engine: Engine, options: RenderOptions) -> ChatPrompt:
+    """Modes "raw" and "template": the messages with images (rendered after
+    the plan: chat/media.py), their text joined (raw), or rendered."""
+    messages = _template_messages(body.req, options)
+    if has_media(messages):
+        if body.mode == "raw":
+            raise refuse_raw_prompt()
+        return ChatPrompt([], "messages", media=ChatMedia(messages, options,
+                                                          *body.max_tokens_asked))
+    if body.mode == "raw":
+        text = "".join(m["content"] for m in messages)
+        return ChatPrompt(engine.encode(text, add_special_tokens=body.add_special), "messages")
+    ids = engine.render_chat(messages, options)
+    if body.add_special:
+        ids = engine.encode("", add_special_tokens=True) + ids
+    return ChatPrompt(ids, "messages")
+
+
+def _template_messages(req: chat_pb2.CreateChatCompletionRequest, options: RenderOptions
+                       ) -> list[dict[str, Any]]:
+    """The messages, checked and template-ready (image parts kept), with the
+    render flags they go with."""
+    messages = messages_to_dicts(req.messages, media=True)
+    check_render_flags(req)
+    if options.continue_final_message and messages[-1]["role"] != "assistant":
+        raise InvalidArgument(
+            "continue_final_message needs the last message to be from the assistant",
+            param="continue_final_message", reason="INVALID_FINAL_MESSAGE",
         )
-    else:
-        params.max_tokens = v.max_tokens(
-            "max_tokens", opt(req, "max_tokens"), len(prompt), engine.max_model_len
-        )
-    sampling.check_min_tokens(params)
-    params.stream_interval = v.stream_interval(req.stream_options)
-
-    priority = body_priority(req, settings, caller)
-    force_usage = settings.enable_force_include_usage  # vLLM's: both, on every stream
-    ended, reasoning_kwargs = (None, None) if parsing is None else parsing.engine_reasoning(prompt)
-
-    return ChatPlan(
-        request=EngineRequest(
-            request_id=request_id,
-            prompt_token_ids=prompt,
-            params=params,
-            cache_salt=pick_cache_salt(caller, nv.cache_salt, req.cache_salt),
-            priority=priority,
-            stream=stream,
-            lora=lora_of(model, served_model),
-            reasoning_ended=ended,
-            reasoning_kwargs=reasoning_kwargs,
-        ),
-        model=model,
-        render=options,
-        logprobs=want_lp,
-        top_logprobs=top,
-        return_token_ids=bool(req.return_token_ids) if req.HasField("return_token_ids") else False,
-        extra_fields=extra_fields,
-        include_usage=force_usage or bool(req.stream_options.include_usage),
-        continuous_usage=force_usage or bool(req.stream_options.continuous_usage_stats),
-        speculative_prefill=bool(nv.agent_hints.speculative_prefill),
-        parsing=parsing,
-        as_token_ids=as_token_ids(req, settings.return_tokens_as_token_ids),
-        role=_reply_role(req, settings),
-        media=media,
-        token_media=ids_media,
-        max_tokens_asked=(("max_completion_tokens", req.max_completion_tokens)
-                          if req.HasField("max_completion_tokens")
-                          else ("max_tokens", opt(req, "max_tokens"))),
-    )
+    return messages
 
 
-def _token_media(nv: chat_pb2.NvExtRequest) -> TokenMedia | None:
-    """nvext's media of a token-in prompt (inference/shared/token_media.py)."""
-    return token_media(parts=nv.content_parts,
-                       features=nv.features if nv.HasField("features") else None,
-                       typed=nv.mm_features if nv.HasField("mm_features") else None,
-                       prefix="nvext.")
-
-
-def _no_media_without_ids(nv: chat_pb2.NvExtRequest) -> None:
+def _no_media_without_ids(given: tuple[str, ...]) -> None:
     """Media for a token-in prompt with no ids: refused (images in messages
     are image_url parts)."""
-    for name in ("content_parts", "features", "mm_features"):
-        given = nv.content_parts if name == "content_parts" else nv.HasField(name)
-        if given:
-            raise InvalidArgument(
-                f"nvext.{name} goes with nvext.token_data (the ids holding its image tokens); "
-                "images in messages are image_url parts", param=f"nvext.{name}",
-                reason="MISSING_DEPENDENCY")
+    if given:
+        name = given[0]
+        raise InvalidArgument(
+            f"nvext.{name} goes with nvext.token_data (the ids holding its image tokens); "
+            "images in messages are image_url parts", param=f"nvext.{name}",
+            reason="MISSING_DEPENDENCY")
 
 
-def _reply_role(req: chat_pb2.CreateChatCompletionRequest, settings: ServerSettings) -> str:
-    """vLLM's: --response-role when the request adds the generation prompt
-    (its default), else the role of the last message (which it continues)."""
-    add_gen = req.add_generation_prompt if req.HasField("add_generation_prompt") else True
-    if add_gen or not req.messages:
-        return settings.response_role
-    return req.messages[-1].role or settings.response_role
+def token_budget(body: ChatBody, engine: Engine, params: GenerationParams,
+                 prompt: ChatPrompt) -> None:
+    """max_tokens as the body asks it (ChatBody.max_tokens_asked, the one
+    decision) within the prompt's room, min_tokens against it, the stream
+    interval. (Messages with images: set again once expanded, chat/media.py.)"""
+    param, asked = body.max_tokens_asked
+    params.max_tokens = v.max_tokens(param, asked, len(prompt.ids), engine.max_model_len)
+    sampling.check_min_tokens(params)
+    params.stream_interval = v.stream_interval(body.req.stream_options)
+
+
+def assemble(body: ChatBody, params: GenerationParams, top: int, options: RenderOptions,
+             parsing: RequestParsers | None, prompt: ChatPrompt, *, settings: ServerSettings,
+             caller: Caller, stream: bool) -> ChatPlan:
+    """The plan: the engine request with the body's tail (priority, cache
+    salt: shared/openai_body.py) and the response options."""
+    head, tail = body.head, read_tail(body.req, settings, caller)
+    request = engine_request(head, tail, prompt.ids, params, stream=stream)
+    if parsing is not None:
+        request.reasoning_ended, request.reasoning_kwargs = parsing.engine_reasoning(prompt.ids)
+    return ChatPlan(
+        request=request, model=head.model, render=options, parsing=parsing,
+        extra_fields=head.extra_fields, as_token_ids=tail.as_token_ids,
+        include_usage=tail.include_usage, continuous_usage=tail.continuous_usage,
+        logprobs=body.logprobs, top_logprobs=top, return_token_ids=body.return_token_ids,
+        speculative_prefill=body.speculative_prefill, role=body.role,
+        media=prompt.media, token_media=prompt.token_media,
+        max_tokens_asked=body.max_tokens_asked,
+    )
