@@ -14,7 +14,7 @@ import gc
 import logging
 import os
 import signal
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
@@ -34,7 +34,7 @@ from tokenwire.server.core.domain import (
     RenderOptions,
 )
 from tokenwire.server.core.errors import TokenwireError
-from tokenwire.server.core.metrics import Metrics, MetricsInterceptor
+from tokenwire.server.core.metrics import Metrics
 from tokenwire.server.core.serving_state import ServingState
 from tokenwire.server.core.settings import ServerSettings
 from tokenwire.server.engine.guarded import GuardedEngine
@@ -43,12 +43,8 @@ from tokenwire.server.inference.data_plane import DataPlane
 from tokenwire.server.inference.offload import Offload
 from tokenwire.server.inference.prefill import Prefiller
 from tokenwire.server.inference.turns import TurnTemplates
-from tokenwire.server.security.auth import (
-    ApiKeyInterceptor,
-    ControlAccessInterceptor,
-    check_exposure,
-    proxies_of,
-)
+from tokenwire.server.runtime.interceptors import server_interceptors
+from tokenwire.server.security.auth import check_exposure
 from tokenwire.server.security.tenancy import Tenancy
 from tokenwire.v1 import (
     control_pb2,
@@ -256,25 +252,9 @@ async def start(settings: ServerSettings, engine: Engine) -> RunningServer:
         ("grpc.so_reuseport", 1 if settings.api_server_count > 1 else 0),
     ]
     metrics = Metrics()
-    interceptors: list[grpc.aio.ServerInterceptor] = [MetricsInterceptor(metrics)]
     check_exposure(settings)
     tenancy = Tenancy.from_settings(settings)
-    inference_keys = [k for k in (*settings.api_keys(), *(t.key for t in tenancy.keys)) if k]
-    if settings.admin_api_key and settings.admin_api_key in inference_keys:
-        raise ValueError("--admin-api-key must differ from --api-key "
-                         "(the inference key never grants control)")
-    tracing = None  # outside the key check: a refused call is traced too
-    if settings.otlp_traces_endpoint:  # a span per RPC (off: no tracer at all)
-        from tokenwire.server.api.tracing import Tracing
-
-        tracing = Tracing(settings.otlp_traces_endpoint, process_index=settings.process_index)
-        interceptors.append(tracing.interceptor)
-    if inference_keys:
-        interceptors.append(ApiKeyInterceptor(inference_keys, open_probes=settings.open_probes,
-                                              admin_key=settings.admin_api_key))
-    interceptors.append(ControlAccessInterceptor(  # control, and GetStats
-        settings.admin_api_key, proxies=proxies_of(settings.trusted_proxy),
-        tenant_keys=[t.key for t in tenancy.keys]))
+    interceptors, tracing = server_interceptors(settings, metrics, tenancy)
     server = grpc.aio.server(options=options, interceptors=interceptors)
     state = ServingState()
     admission = Admission(settings.max_concurrent_requests, settings.max_admitted_tokens,
@@ -299,22 +279,9 @@ async def start(settings: ServerSettings, engine: Engine) -> RunningServer:
         collective_rpc_allow=settings.collective_rpc_allow,
         served_names=settings.accepted_names(),  # the served names and the folder alias
     )
+    relay = _add_control(server, settings, control, state, paused_health)
     names = [SERVICE_NAME, EVENTS_SERVICE_NAME]
-    relay: ControlRelay | None = None
     if settings.enable_control:
-        if settings.control_sockets:  # several serving processes: process 0 runs control
-            relay = ControlRelay(
-                settings.process_index, settings.control_sockets, ControlServicer(control), state,
-                token=token_from_environment(), admin_key=settings.admin_api_key,
-                on_paused=paused_health,
-            )
-            server.add_generic_rpc_handlers((relay.handler(), relay.private_handler()))
-            if not relay.leader:
-                state.refresh = relay.refresh_quietly
-            else:  # the others end their bounded requests before generation resumes
-                control.on_weights_changed = relay.tell_followers
-        else:
-            control_pb2_grpc.add_ControlServiceServicer_to_server(ControlServicer(control), server)
         names.append(CONTROL_SERVICE_NAME)
     health_pb2_grpc.add_HealthServicer_to_server(health_servicer, server)
     reflection.enable_server_reflection(
@@ -325,11 +292,43 @@ async def start(settings: ServerSettings, engine: Engine) -> RunningServer:
     running = RunningServer(server, port, engine, state, health_report, metrics, control,
                             offload=plane.offload, relay=relay, tracing=tracing)
     await running.set_serving(False)
+    await _bring_up(running, settings)
+    log.info("tokenwire serving %s on %s:%d", settings.resolved_served_name(), settings.host, port)
+    return running
+
+
+def _add_control(server: grpc.aio.Server, settings: ServerSettings, control: ControlPlane,
+                 state: ServingState,
+                 paused_health: Callable[[bool], Awaitable[None]] | None) -> ControlRelay | None:
+    """--enable-control: the control service, or with several serving
+    processes the relay to process 0's (returned; None without one)."""
+    if not settings.enable_control:
+        return None
+    if not settings.control_sockets:
+        control_pb2_grpc.add_ControlServiceServicer_to_server(ControlServicer(control), server)
+        return None
+    relay = ControlRelay(  # several serving processes: process 0 runs control
+        settings.process_index, settings.control_sockets, ControlServicer(control), state,
+        token=token_from_environment(), admin_key=settings.admin_api_key,
+        on_paused=paused_health,
+    )
+    server.add_generic_rpc_handlers((relay.handler(), relay.private_handler()))
+    if not relay.leader:
+        state.refresh = relay.refresh_quietly
+    else:  # the others end their bounded requests before generation resumes
+        control.on_weights_changed = relay.tell_followers
+    return relay
+
+
+async def _bring_up(running: RunningServer, settings: ServerSettings) -> None:
+    """From NOT_SERVING to SERVING: the metrics port, the initial weight
+    version (a follower mirrors process 0's), --lora-modules, the warm-up."""
+    control, engine, relay = running.control, running.engine, running.relay
     if settings.metrics_port:
         # The engine's metrics (vLLM's vllm:*, of every serving process) on
         # process 0's port only: summing the ports counts them once.
-        running.metrics_port = metrics.serve(settings.metrics_host, settings.metrics_port,
-                                             engine=settings.process_index == 0)
+        running.metrics_port = running.metrics.serve(settings.metrics_host, settings.metrics_port,
+                                                     engine=settings.process_index == 0)
     if relay is not None and not relay.leader:
         await control.start("")  # process 0 sets the initial version
         running.mirror = asyncio.create_task(relay.mirror())
@@ -342,8 +341,6 @@ async def start(settings: ServerSettings, engine: Engine) -> RunningServer:
     if settings.warmup and not engine.pooling:  # (a pooling model does not generate)
         await warm_up(engine)
     await running.set_serving(True)
-    log.info("tokenwire serving %s on %s:%d", settings.resolved_served_name(), settings.host, port)
-    return running
 
 
 async def watch_engine(running: RunningServer, period: float, dead: asyncio.Event) -> None:
