@@ -8,10 +8,13 @@ import os
 import signal
 import sys
 import threading
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from tokenwire.gateway import settings as gw_settings
 from tokenwire.gateway import tracing as gw_tracing
+
+if TYPE_CHECKING:  # (a client-only install has no server)
+    from tokenwire.server.core.settings import ServerSettings
 
 
 def add_gateway_parsers(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
@@ -156,45 +159,8 @@ def run_up(ns: argparse.Namespace) -> int:
         check_exposure(server)
     except ValueError as err:
         raise SystemExit(f"tokenwire up: {err}") from None
-    # The gateway's upstream by address: a name (even localhost, which may
-    # resolve to two) would stand for several replicas to --control.
-    ns.gateway_upstream_host = "127.0.0.1" if ns.host == "localhost" else ns.host
-    ns.gateway_upstream_port = ns.port
-    # GET /metrics on the REST port, always (as vLLM's): the servers' metrics
-    # ports, free loopback ones unless --metrics-port is given. Several
-    # (replicas, serving processes) are merged by metrics_merge.py.
-    if not ns.metrics_port:
-        ns.metrics_port = _free_ports(max(1, ns.replicas) * max(1, ns.api_server_count),
-                                      ns.metrics_host)
-    ns.gateway_upstream_metrics_port = ns.metrics_port
-    # The server refuses control that came through a proxy unless it carries
-    # the admin key, so the gateway exposes control only when there is one,
-    # and only in front of one replica (each call would reach one of several).
-    fleet = ns.replicas > 1
-    ns.gateway_control = ns.enable_control and bool(server.admin_api_key) and not fleet
-    if ns.enable_control and fleet:
-        print(f"tokenwire up: with --replicas {ns.replicas} the gateway does not pass control "
-              "(each call would reach one replica): control the replicas with `tokenwire control "
-              "--fleet HOST:PORT,HOST:PORT ...` (their own addresses)", file=sys.stderr, flush=True)
-    elif ns.enable_control and not server.admin_api_key:
-        print(f"tokenwire up: control without --admin-api-key is for this host only: call the "
-              f"server at {ns.host}:{ns.port} (`tokenwire control --server {ns.host}:{ns.port}"
-              " ...`); the gateway does not expose it", file=sys.stderr, flush=True)
-    if ns.gateway_inject_admin_key:
-        if fleet:
-            raise SystemExit("tokenwire up: --gateway-inject-admin-key needs one replica (a "
-                             "fleet's control goes replica by replica: `tokenwire control "
-                             "--fleet`)")
-        if not ns.gateway_control:
-            raise SystemExit("tokenwire up: --gateway-inject-admin-key needs --enable-control and "
-                             "--admin-api-key (or $TOKENWIRE_ADMIN_API_KEY)")
-        # The gateway (started from this process) reads it from there.
-        os.environ[gw_settings.ADMIN_KEY_ENV] = server.admin_api_key
-    if ns.tls_cert and not ns.gateway_upstream_tls_ca:
-        ns.gateway_upstream_tls_ca = ns.tls_cert  # a self-signed server certificate
-    if ns.api_server_count > 1 and not ns.gateway_upstream_streams_per_connection:
-        # Several serving processes share connections, not calls: open several.
-        ns.gateway_upstream_streams_per_connection = 8
+    _up_upstream(ns)
+    _up_control(ns, server)
     gateway = gw_settings.from_namespace(ns)
     probe = supervisor.Probe(
         tls_ca=gateway.upstream_tls_ca,
@@ -227,6 +193,55 @@ def run_up(ns: argparse.Namespace) -> int:
     finally:
         if merger is not None:
             merger.close()
+
+
+def _up_upstream(ns: argparse.Namespace) -> None:
+    """The gateway's flags for reaching the servers: their address, metrics
+    ports, certificate and connections."""
+    # The gateway's upstream by address: a name (even localhost, which may
+    # resolve to two) would stand for several replicas to --control.
+    ns.gateway_upstream_host = "127.0.0.1" if ns.host == "localhost" else ns.host
+    ns.gateway_upstream_port = ns.port
+    # GET /metrics on the REST port, always (as vLLM's): the servers' metrics
+    # ports, free loopback ones unless --metrics-port is given. Several
+    # (replicas, serving processes) are merged by metrics_merge.py.
+    if not ns.metrics_port:
+        ns.metrics_port = _free_ports(max(1, ns.replicas) * max(1, ns.api_server_count),
+                                      ns.metrics_host)
+    ns.gateway_upstream_metrics_port = ns.metrics_port
+    if ns.tls_cert and not ns.gateway_upstream_tls_ca:
+        ns.gateway_upstream_tls_ca = ns.tls_cert  # a self-signed server certificate
+    if ns.api_server_count > 1 and not ns.gateway_upstream_streams_per_connection:
+        # Several serving processes share connections, not calls: open several.
+        ns.gateway_upstream_streams_per_connection = 8
+
+
+def _up_control(ns: argparse.Namespace, server: ServerSettings) -> None:
+    """Whether the gateway passes control (--gateway-control), said when it
+    does not, and --gateway-inject-admin-key's conditions."""
+    # The server refuses control that came through a proxy unless it carries
+    # the admin key, so the gateway exposes control only when there is one,
+    # and only in front of one replica (each call would reach one of several).
+    fleet = ns.replicas > 1
+    ns.gateway_control = ns.enable_control and bool(server.admin_api_key) and not fleet
+    if ns.enable_control and fleet:
+        print(f"tokenwire up: with --replicas {ns.replicas} the gateway does not pass control "
+              "(each call would reach one replica): control the replicas with `tokenwire control "
+              "--fleet HOST:PORT,HOST:PORT ...` (their own addresses)", file=sys.stderr, flush=True)
+    elif ns.enable_control and not server.admin_api_key:
+        print(f"tokenwire up: control without --admin-api-key is for this host only: call the "
+              f"server at {ns.host}:{ns.port} (`tokenwire control --server {ns.host}:{ns.port}"
+              " ...`); the gateway does not expose it", file=sys.stderr, flush=True)
+    if ns.gateway_inject_admin_key:
+        if fleet:
+            raise SystemExit("tokenwire up: --gateway-inject-admin-key needs one replica (a "
+                             "fleet's control goes replica by replica: `tokenwire control "
+                             "--fleet`)")
+        if not ns.gateway_control:
+            raise SystemExit("tokenwire up: --gateway-inject-admin-key needs --enable-control and "
+                             "--admin-api-key (or $TOKENWIRE_ADMIN_API_KEY)")
+        # The gateway (started from this process) reads it from there.
+        os.environ[gw_settings.ADMIN_KEY_ENV] = server.admin_api_key
 
 
 def up_config(parser: argparse.ArgumentParser, argv: list[str]) -> list[str]:
