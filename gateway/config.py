@@ -105,54 +105,58 @@ def _strip_inbound() -> dict[str, Any]:
     }}
 
 
-def _connection_manager(settings: GatewaySettings, lua_dir: pathlib.PurePath | None,
-                        admin_key: str) -> dict[str, Any]:
-    idle = f"{settings.stream_idle_timeout_s}s"
+def _route(settings: GatewaySettings, cluster: str, *present: str, prefix: str = "/",
+           cors: bool = False) -> dict[str, Any]:
+    """A gRPC route to `cluster` (AFFINITY_CLUSTER: hashed by the caller's
+    credential and the `present` headers)."""
     # gRPC: native calls and transcoded REST calls (the transcoder has
     # rewritten those to POST /tokenwire.v1.<Service>/<Method>). Anything
     # else is an unknown REST path: no route, 404.
-    grpc = control_routes.GRPC
+    headers = [control_routes.GRPC, *({"name": h, "present_match": True} for h in present)]
+    action: dict[str, Any] = {
+        "cluster": cluster, "timeout": "0s",  # never cut a generation
+        "idle_timeout": f"{settings.stream_idle_timeout_s}s",
+        "retry_policy": _retry_policy(settings),
+    }
+    if cluster == AFFINITY_CLUSTER:  # the caller's credential and its key, hashed together
+        action["hash_policy"] = [{"header": {"header_name": h}}
+                                 for h in (wire.AUTHORIZATION_HEADER, *present)]
+    made = {"match": {"prefix": prefix, "headers": headers}, "route": action}
+    if cors:  # --allowed-origins: the inference routes only, never control
+        made["typed_per_filter_config"] = cors_routes.per_route(settings)
+    return made
 
-    def route(cluster: str, *present: str, prefix: str = "/",
-              cors: bool = False) -> dict[str, Any]:
-        headers = [grpc, *({"name": h, "present_match": True} for h in present)]
-        action: dict[str, Any] = {
-            "cluster": cluster, "timeout": "0s", "idle_timeout": idle,  # never cut a generation
-            "retry_policy": _retry_policy(settings),
-        }
-        if cluster == AFFINITY_CLUSTER:  # the caller's credential and its key, hashed together
-            action["hash_policy"] = [{"header": {"header_name": h}}
-                                     for h in (wire.AUTHORIZATION_HEADER, *present)]
-        made = {"match": {"prefix": prefix, "headers": headers}, "route": action}
-        if cors:  # --allowed-origins: the inference routes only, never control
-            made["typed_per_filter_config"] = cors_routes.per_route(settings)
-        return made
 
+def _routes(settings: GatewaySettings, admin_key: str) -> list[dict[str, Any]]:
+    """The virtual host's routes, first match wins."""
     # A call with an affinity key (X-Session-ID, else the body's key) goes by
     # consistent hash (a conversation's turns land where its prefix is
     # cached); one without, to the least-loaded replica. A Session stream is
     # one call: one replica.
     cors = bool(settings.allowed_origins)
-
-    def routes_for(prefix: str) -> list[dict[str, Any]]:
-        return ([route(AFFINITY_CLUSTER, SESSION_HEADER, prefix=prefix, cors=cors),
-                 route(AFFINITY_CLUSTER, AFFINITY_HEADER, prefix=prefix, cors=cors),
-                 route(CLUSTER, prefix=prefix, cors=cors)] if settings.affinity
-                else [route(CLUSTER, prefix=prefix, cors=cors)])
-
-    routes = routes_for("/")
+    routes = ([_route(settings, AFFINITY_CLUSTER, SESSION_HEADER, cors=cors),
+               _route(settings, AFFINITY_CLUSTER, AFFINITY_HEADER, cors=cors),
+               _route(settings, CLUSTER, cors=cors)] if settings.affinity
+              else [_route(settings, CLUSTER, cors=cors)])
     if cors:  # preflights of the inference paths; control calls on a route without CORS
-        passing = [route(CLUSTER, prefix=prefix) for prefix in cors_routes.NO_CORS_PREFIXES]
+        passing = [_route(settings, CLUSTER, prefix=prefix)
+                   for prefix in cors_routes.NO_CORS_PREFIXES]
         for item in passing:
             item["match"]["case_sensitive"] = False
         routes = [*cors_routes.preflight_routes(settings, CLUSTER), *passing, *routes]
     if admin_key:  # --inject-admin-key: the key only where a browser cannot have sent the call
-        routes = [*control_routes.injecting_routes(settings, admin_key, lambda: route(CLUSTER)),
+        routes = [*control_routes.injecting_routes(settings, admin_key,
+                                                   lambda: _route(settings, CLUSTER)),
                   *routes]
     if settings.upstream_metrics_port:  # GET /metrics: the server's Prometheus port
         routes = [gateway_tracing.untraced(metrics_route.route(settings), settings), *routes]
     if not settings.control:
         routes = control_routes.refused_routes() + routes
+    return routes
+
+
+def _connection_manager(settings: GatewaySettings, lua_dir: pathlib.PurePath | None,
+                        admin_key: str) -> dict[str, Any]:
     return {
         _TYPE: "type.googleapis.com/envoy.extensions.filters.network.http_connection_manager.v3"
                ".HttpConnectionManager",
@@ -164,7 +168,7 @@ def _connection_manager(settings: GatewaySettings, lua_dir: pathlib.PurePath | N
         # nothing until it is done).
         "request_timeout": f"{settings.request_timeout_s}s",  # receiving the request only
         "request_headers_timeout": f"{settings.request_headers_timeout_s}s",
-        "stream_idle_timeout": idle,
+        "stream_idle_timeout": f"{settings.stream_idle_timeout_s}s",
         "http2_protocol_options": {"max_concurrent_streams": settings.max_streams_per_connection},
         # The caller's own address goes upstream in x-forwarded-for (so the
         # server knows a call came through a proxy), and what a caller sent
@@ -181,7 +185,7 @@ def _connection_manager(settings: GatewaySettings, lua_dir: pathlib.PurePath | N
         # OpenAI error shape. Native gRPC calls keep plain gRPC statuses.
         "local_reply_config": {"mappers": local_reply_mappers(settings)},
         "route_config": {"name": "tokenwire", "virtual_hosts": [
-            {"name": "tokenwire", "domains": ["*"], "routes": routes}]},
+            {"name": "tokenwire", "domains": ["*"], "routes": _routes(settings, admin_key)}]},
         "http_filters": _http_filters(settings, lua_dir),
         **gateway_tracing.connection_manager_fields(settings),  # --otlp-traces-endpoint
     }
