@@ -277,14 +277,14 @@ async def test_a_messages_body_over_the_window_is_refused_before_converting(
     from tokenwire.server.core.serving_state import ServingState
     from tokenwire.server.core.settings import ServerSettings
     from tokenwire.server.inference import fronts as kinds
-    from tokenwire.server.inference.anthropic import kind as anthropic_kind
+    from tokenwire.server.inference.anthropic import request as anthropic_request
     from tokenwire.server.runtime.app import build_data_plane
     from tokenwire.server.security.tenancy import Tenancy
 
     def never(*args: Any, **kwargs: Any) -> Any:
         raise AssertionError("converted")
 
-    monkeypatch.setattr(anthropic_kind, "to_chat", never)
+    monkeypatch.setattr(anthropic_request, "to_chat", never)
     engine = FakeEngine(max_model_len=512)
     plane = build_data_plane(engine, ServerSettings(engine="fake", max_model_len=512),
                              ServingState(), Tenancy())
