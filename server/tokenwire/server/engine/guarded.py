@@ -27,7 +27,7 @@ from tokenwire.server.core.domain import (
 )
 from tokenwire.server.core.errors import FailedPrecondition
 from tokenwire.server.core.media_inputs import FeatureItem, MediaPart, MultimodalPrompt
-from tokenwire.server.core.metrics import Metrics, current_access
+from tokenwire.server.core.metrics import AccessRecord, Metrics, current_access
 from tokenwire.server.core.pooling import PoolOutput, PoolRequest
 from tokenwire.server.core.serving_state import ServingState
 from tokenwire.server.core.weight_bounds import version_salt
@@ -81,38 +81,35 @@ class GuardedEngine:
                 "the served model generates: embeddings and classification need a pooling model "
                 "(start the server with --runner pooling, e.g. --convert embed)",
                 reason="MODEL_DOES_NOT_POOL")
-        state = self.state
-        engine_id = state.engine_ids.claim(request.request_id)
-        try:
-            with self.admission.hold(len(request.prompt_token_ids), request.tenant):
-                self.metrics.in_flight.inc()
-                self.metrics.prompt_tokens.inc(len(request.prompt_token_ids))
-                access = current_access.get()  # the RPC's access-log line (core/metrics.py)
-                if access is not None:
-                    access.add_request(request.request_id, request.tenant,
-                                       len(request.prompt_token_ids))
-                try:
-                    return await self.inner.pool(dataclasses.replace(request,
-                                                                     request_id=engine_id))
-                finally:
-                    self.metrics.in_flight.dec()
-        finally:
-            state.engine_ids.release(engine_id)
+        engine_ids = self.state.engine_ids
+        engine_id = engine_ids.claim(request.request_id)
+        with contextlib.ExitStack() as stack:
+            stack.callback(engine_ids.release, engine_id)
+            self._opened(stack, request.request_id, request.tenant,
+                         len(request.prompt_token_ids), len(request.prompt_token_ids))
+            return await self.inner.pool(dataclasses.replace(request, request_id=engine_id))
 
-    async def generate(self, request: EngineRequest) -> AsyncIterator[EngineOutput]:
-        if self.inner.pooling:
-            raise FailedPrecondition(
-                "the served model is a pooling model (--runner pooling): it embeds "
-                "(/v1/embeddings), it does not generate", reason="MODEL_DOES_NOT_GENERATE")
-        p = request.params
-        need = len(request.prompt_token_ids) + p.max_tokens * p.n
+    def _opened(self, stack: contextlib.ExitStack, label: str, tenant: str | None,
+                prompt: int, need: int) -> AccessRecord | None:
+        """A request admitted for `need` tokens (held until `stack` closes),
+        counted in flight with its `prompt` tokens, and on the RPC's access-log
+        line (core/metrics.py) under `label`, which it returns."""
+        stack.enter_context(self.admission.hold(need, tenant))
         m = self.metrics
+        m.in_flight.inc()
+        stack.callback(m.in_flight.dec)
+        m.prompt_tokens.inc(prompt)
+        access = current_access.get()
+        if access is not None:
+            access.add_request(label, tenant, prompt)
+        return access
+
+    def _claimed(self, request: EngineRequest) -> tuple[str, EngineRequest]:
+        """The id the engine sees (unique in flight: two callers may choose
+        the same request_id; the caller's stays the label responses report,
+        core/request_ids.py), admitted under its weight bound, and the
+        request under it, its cache salted by the weight version when asked."""
         state = self.state
-        if request.weight_bound is not None and state.refresh is not None:
-            await state.refresh()  # another process runs control: its version and generation now
-        # The id the engine sees: unique in flight (two callers may choose
-        # the same request_id); the caller's stays the label responses
-        # report (they read it from the plan): core/request_ids.py.
         engine_id = state.engine_ids.claim(request.request_id)
         try:
             state.bounds.admit(engine_id, request.weight_bound,
@@ -120,26 +117,35 @@ class GuardedEngine:
         except BaseException:
             state.engine_ids.release(engine_id)
             raise
-        start = state.generation
         salted = (self.salt_by_version if request.salt_by_version is None
                   else request.salt_by_version)
         if salted:
-            request = dataclasses.replace(request, request_id=engine_id, cache_salt=version_salt(
-                request.cache_salt, state.weight_version, start))
-        elif engine_id != request.request_id:
-            request = dataclasses.replace(request, request_id=engine_id)
+            return engine_id, dataclasses.replace(
+                request, request_id=engine_id, cache_salt=version_salt(
+                    request.cache_salt, state.weight_version, state.generation))
+        if engine_id != request.request_id:
+            return engine_id, dataclasses.replace(request, request_id=engine_id)
+        return engine_id, request
+
+    async def generate(self, request: EngineRequest) -> AsyncIterator[EngineOutput]:
+        if self.inner.pooling:
+            raise FailedPrecondition(
+                "the served model is a pooling model (--runner pooling): it embeds "
+                "(/v1/embeddings), it does not generate", reason="MODEL_DOES_NOT_GENERATE")
+        p = request.params
+        state = self.state
+        if request.weight_bound is not None and state.refresh is not None:
+            await state.refresh()  # another process runs control: its version and generation now
+        engine_id, request = self._claimed(request)
+        start = state.generation
         lags: Counter[int] = Counter()  # tokens served, by updates since the request started
         with contextlib.ExitStack() as stack:
             stack.callback(self._released, engine_id, lags)
-            stack.enter_context(self.admission.hold(need, request.tenant))
-            m.in_flight.inc()
-            m.prompt_tokens.inc(len(request.prompt_token_ids))
-            access = current_access.get()  # the RPC's access-log line (core/metrics.py)
-            if access is not None:
-                access.add_request(state.engine_ids.label(engine_id) or engine_id, request.tenant,
-                                   len(request.prompt_token_ids))
+            prompt = len(request.prompt_token_ids)
+            access = self._opened(stack, state.engine_ids.label(engine_id) or engine_id,
+                                  request.tenant, prompt, prompt + p.max_tokens * p.n)
             if request.session_id is not None:
-                m.session_requests.inc()
+                self.metrics.session_requests.inc()
                 log.debug("request %s session %s", request.request_id, request.session_id)
             received = time.time()
             produced = 0  # added to the counter once, when the request ends
@@ -176,8 +182,7 @@ class GuardedEngine:
                         yield out
             finally:
                 lags[at - start] += produced - mark
-                m.completion_tokens.inc(produced)
-                m.in_flight.dec()
+                self.metrics.completion_tokens.inc(produced)
                 if access is not None:
                     access.completion_tokens += produced
 
