@@ -33,7 +33,7 @@ C = TypeVar("C")
 class Front(Generic[Req, P, R, C]):
     """One public front: `plan`, `run`, and `stream` when it streams."""
 
-    name: ClassVar[str]
+    name: str  # (a class's, or an instance's own)
     # Its REST codecs (None: the gateway's transcoder prints its answer).
     wire: ClassVar[Wire | None] = None
     # The typed gRPC message of a chunk (None: the chunk is one).
@@ -73,7 +73,7 @@ class PreparedFront(Front[Req, R, R, None]):
 
     def __init__(self, name: str,
                  prepare: Callable[[DataPlane, Req, Caller], Awaitable[R]]):
-        self.name = name  # type: ignore[misc]  # (an instance's own name)
+        self.name = name
         self._prepare = prepare
 
     async def plan(self, plane: DataPlane, req: Req, *, caller: Caller, stream: bool,

@@ -24,7 +24,7 @@ class PooledFront(Front[Any, Any, Any, None]):
     def __init__(self, name: str,
                  prepare: Callable[[DataPlane, Any, Caller], Awaitable[Any]],
                  respond: Callable[[DataPlane, Any, list[PoolOutput]], Awaitable[Any]]):
-        self.name = name  # type: ignore[misc]  # (an instance's own name)
+        self.name = name
         self._prepare = prepare
         self._respond = respond
 
