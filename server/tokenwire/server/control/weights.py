@@ -136,13 +136,7 @@ class WeightUpdates:
 
         async def op() -> UpdateResult:
             self.check_no_transfer()
-            files = fingerprint(real, "" if worker_method else self._engine.weight_files)
-            if expected_fingerprint and files != expected_fingerprint:
-                raise FailedPrecondition(
-                    f"expected_fingerprint: the files of {real!r} changed since the server "
-                    f"loaded them ({expected_fingerprint} -> {files}): the folder was written "
-                    "over and no longer holds those weights; nothing was loaded",
-                    param="expected_fingerprint", reason="WEIGHTS_CHANGED")
+            files = self._unchanged_files(real, worker_method, expected_fingerprint)
             # A partial checkpoint: vLLM would keep the old values of what it lacks.
             tensors = None if worker_method else check_complete(
                 real, path, path_param, self._engine.weight_files, self._served_tensors)
@@ -153,22 +147,7 @@ class WeightUpdates:
             # Speculative prefills would warm the cache with old weights.
             await self._state.cancel_background()
             t1 = time.monotonic()
-            what = f"loading weights from {real!r}" + (
-                f" with the workers' {worker_method}" if worker_method else "")
-
-            async def late(error: BaseException | None) -> None:
-                outcome = "it ended" if error is None else f"it failed: {error}"
-                await self.mark_failed_load(f"{what}: its caller stopped waiting; {outcome} later")
-
-            load: Awaitable[Any] = (self._workers.call(worker_method, [real], {}, None)
-                                    if worker_method else self._engine.reload_weights(real))
-            try:
-                await self._runner.call(what, load, late)
-            except asyncio.CancelledError:
-                raise
-            except Exception as exc:  # stay paused, labelled as mixed
-                await self.mark_failed_load(_described(exc))
-                raise
+            await self._load(real, worker_method)
             t2 = time.monotonic()
             await self._runner.set_engine_version(self._label(version))
             if clear_cache:
@@ -185,6 +164,39 @@ class WeightUpdates:
             return UpdateResult(load_ms=(t2 - t1) * 1000, paused_ms=(time.monotonic() - t0) * 1000)
 
         return await self._runner.run("update weights from path", op, deadline)
+
+    def _unchanged_files(self, real: str, worker_method: str, expected: str) -> str:
+        """The fingerprint of the folder's files now; FAILED_PRECONDITION
+        when an `expected` one (the files loaded before) differs."""
+        files = fingerprint(real, "" if worker_method else self._engine.weight_files)
+        if expected and files != expected:
+            raise FailedPrecondition(
+                f"expected_fingerprint: the files of {real!r} changed since the server "
+                f"loaded them ({expected} -> {files}): the folder was written "
+                "over and no longer holds those weights; nothing was loaded",
+                param="expected_fingerprint", reason="WEIGHTS_CHANGED")
+        return files
+
+    async def _load(self, real: str, worker_method: str) -> None:
+        """The folder's weights into the engine: vLLM's reload_weights, or the
+        workers' `worker_method`. A load that fails, or that its caller
+        stopped waiting for, labels the weights as mixed."""
+        what = f"loading weights from {real!r}" + (
+            f" with the workers' {worker_method}" if worker_method else "")
+
+        async def late(error: BaseException | None) -> None:
+            outcome = "it ended" if error is None else f"it failed: {error}"
+            await self.mark_failed_load(f"{what}: its caller stopped waiting; {outcome} later")
+
+        load: Awaitable[Any] = (self._workers.call(worker_method, [real], {}, None)
+                                if worker_method else self._engine.reload_weights(real))
+        try:
+            await self._runner.call(what, load, late)
+        except asyncio.CancelledError:
+            raise
+        except Exception as exc:  # stay paused, labelled as mixed
+            await self.mark_failed_load(_described(exc))
+            raise
 
     async def start_update(self, deadline: float | None) -> None:
         """Pause ("keep") unless paused already, so no token is sampled from
