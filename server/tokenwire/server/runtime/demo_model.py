@@ -26,6 +26,7 @@ import subprocess
 import sys
 import tempfile
 import zipfile
+from typing import Any
 
 from tokenwire.server.core.models import demo_model_path, tiny_model_path, tiny_vlm_path
 
@@ -75,13 +76,7 @@ def build_demo(dest: pathlib.Path) -> pathlib.Path:
             raise RuntimeError(f"state dict mismatch: missing={missing} unexpected={unexpected}")
         if getattr(config, "tie_word_embeddings", False):
             model.tie_weights()
-        staging = dest.with_name(dest.name + ".partial")
-        shutil.rmtree(staging, ignore_errors=True)
-        model.save_pretrained(staging, safe_serialization=True)
-        tok.save_pretrained(staging)
-        shutil.rmtree(dest, ignore_errors=True)
-        staging.rename(dest)
-    return dest
+        return _save(dest, model, tok)
 
 
 def build_tiny(dest: pathlib.Path, tokenizer_from: pathlib.Path) -> pathlib.Path:
@@ -107,14 +102,7 @@ def build_tiny(dest: pathlib.Path, tokenizer_from: pathlib.Path) -> pathlib.Path
         tie_word_embeddings=True,
     )
     torch.manual_seed(0)
-    model = LlamaForCausalLM(config)
-    staging = dest.with_name(dest.name + ".partial")
-    shutil.rmtree(staging, ignore_errors=True)
-    model.save_pretrained(staging, safe_serialization=True)
-    tok.save_pretrained(staging)
-    shutil.rmtree(dest, ignore_errors=True)
-    staging.rename(dest)
-    return dest
+    return _save(dest, LlamaForCausalLM(config), tok)
 
 
 # ChatML over OpenAI-style content parts (a string content still renders):
@@ -145,20 +133,23 @@ def build_tiny_vlm(dest: pathlib.Path, tokenizer_from: pathlib.Path) -> pathlib.
     if _is_built(dest):
         return dest
     import torch
-    from transformers import (
-        AutoTokenizer,
-        Idefics3Config,
-        Idefics3ForConditionalGeneration,
-        Idefics3Processor,
-    )
-    from transformers.models.idefics3.image_processing_pil_idefics3 import (
-        Idefics3ImageProcessorPil,
-    )
+    from transformers import AutoTokenizer, Idefics3ForConditionalGeneration
 
     tok = AutoTokenizer.from_pretrained(tokenizer_from)
     tok.add_special_tokens({"additional_special_tokens": _VLM_TOKENS})
     tok.chat_template = _VLM_TEMPLATE
-    config = Idefics3Config(
+    config = _vlm_config(tok)
+    torch.manual_seed(0)
+    model = Idefics3ForConditionalGeneration(config).float()
+    return _save(dest, model, _vlm_processor(tok), tok)
+
+
+def _vlm_config(tok: Any) -> Any:
+    """The tiny Idefics3's config: its vision tower, its Llama text model
+    over `tok`'s vocabulary, and its image token."""
+    from transformers import Idefics3Config
+
+    return Idefics3Config(
         vision_config={
             "hidden_size": 64,
             "intermediate_size": 128,
@@ -182,14 +173,22 @@ def build_tiny_vlm(dest: pathlib.Path, tokenizer_from: pathlib.Path) -> pathlib.
             "pad_token_id": tok.pad_token_id,
         },
         scale_factor=VLM_SCALE,
-        image_token_id=int(tok.convert_tokens_to_ids("<image>")),  # type: ignore[arg-type]
+        image_token_id=int(tok.convert_tokens_to_ids("<image>")),
         tie_word_embeddings=False,
         # the top-level special ids: accepted by the config's **kwargs
         **{"pad_token_id": tok.pad_token_id, "bos_token_id": tok.bos_token_id,
            "eos_token_id": tok.eos_token_id},
     )
-    torch.manual_seed(0)
-    model = Idefics3ForConditionalGeneration(config).float()
+
+
+def _vlm_processor(tok: Any) -> Any:
+    """Idefics3's processor over `tok`: images resized to at most 2x2 tiles
+    (plus the global image), VLM_SCALE**2 fewer image tokens than patches."""
+    from transformers import Idefics3Processor
+    from transformers.models.idefics3.image_processing_pil_idefics3 import (
+        Idefics3ImageProcessorPil,
+    )
+
     images = Idefics3ImageProcessorPil(
         do_resize=True,
         size={"longest_edge": 2 * VLM_TILE},
@@ -197,14 +196,17 @@ def build_tiny_vlm(dest: pathlib.Path, tokenizer_from: pathlib.Path) -> pathlib.
         do_image_splitting=True,
     )
     seq_len = (VLM_TILE // VLM_PATCH) ** 2 // VLM_SCALE**2
-    processor = Idefics3Processor(
-        images, tok, image_seq_len=seq_len, chat_template=_VLM_TEMPLATE
-    )
+    return Idefics3Processor(images, tok, image_seq_len=seq_len, chat_template=_VLM_TEMPLATE)
+
+
+def _save(dest: pathlib.Path, model: Any, *others: Any) -> pathlib.Path:
+    """The model (safetensors) and its tokenizer, processor, saved through
+    a `.partial` folder: what is at `dest` is whole."""
     staging = dest.with_name(dest.name + ".partial")
     shutil.rmtree(staging, ignore_errors=True)
     model.save_pretrained(staging, safe_serialization=True)
-    processor.save_pretrained(staging)
-    tok.save_pretrained(staging)
+    for other in others:
+        other.save_pretrained(staging)
     shutil.rmtree(dest, ignore_errors=True)
     staging.rename(dest)
     return dest
