@@ -26,6 +26,18 @@ def in_range(
     lo_open: bool = False,
 ) -> float:
     finite(param, value)
+    _check_bounds(param, value, lo, hi, lo_open)
+    return float(value)
+
+
+def int_range(param: str, value: int, lo: int | None = None, hi: int | None = None) -> int:
+    _check_bounds(param, value, lo, hi)
+    return int(value)
+
+
+def _check_bounds(param: str, value: float, lo: float | None, hi: float | None,
+                  lo_open: bool = False) -> None:
+    """VALUE_OUT_OF_RANGE below `lo` (at it too: lo_open) or above `hi` (None: no bound)."""
     if lo is not None and (value <= lo if lo_open else value < lo):
         rule = f"> {lo}" if lo_open else f">= {lo}"
         raise InvalidArgument(f"{param} must be {rule}, got {value}",
@@ -33,17 +45,6 @@ def in_range(
     if hi is not None and value > hi:
         raise InvalidArgument(f"{param} must be <= {hi}, got {value}",
                               param=param, reason="VALUE_OUT_OF_RANGE")
-    return float(value)
-
-
-def int_range(param: str, value: int, lo: int | None = None, hi: int | None = None) -> int:
-    if lo is not None and value < lo:
-        raise InvalidArgument(f"{param} must be >= {lo}, got {value}",
-                              param=param, reason="VALUE_OUT_OF_RANGE")
-    if hi is not None and value > hi:
-        raise InvalidArgument(f"{param} must be <= {hi}, got {value}",
-                              param=param, reason="VALUE_OUT_OF_RANGE")
-    return int(value)
 
 
 def token_ids(param: str, ids: Iterable[int], vocab_size: int) -> list[int]:

@@ -66,11 +66,8 @@ class VllmControl:
                 "reload_weights", kwargs={"weights_path": path, "is_checkpoint_format": True}
             )
         except Exception as exc:
-            _raise_if_dead(exc)
-            raise errors.FailedPrecondition(
-                f"reloading weights from {path!r} failed: {type(exc).__name__}: {exc}",
-                param="path", reason="WEIGHT_LOAD_FAILED",
-            ) from exc
+            raise _failed(exc, f"reloading weights from {path!r}", "WEIGHT_LOAD_FAILED",
+                          param="path") from exc
 
     async def weight_version(self) -> str:
         return str(await self._llm.get_weight_version())
@@ -104,12 +101,9 @@ class VllmControl:
         except errors.TokenwireError:
             raise
         except Exception as exc:
-            _raise_if_dead(exc)
-            raise errors.FailedPrecondition(
-                f"weight transfer failed: {type(exc).__name__}: {exc} (the transfer backends "
-                "(nccl, ipc, ...) need GPUs and the engine flag --weight-transfer-config)",
-                reason="WEIGHT_TRANSFER_FAILED",
-            ) from exc
+            raise _failed(exc, "weight transfer", "WEIGHT_TRANSFER_FAILED",
+                          hint=" (the transfer backends (nccl, ipc, ...) need GPUs and the "
+                               "engine flag --weight-transfer-config)") from exc
 
     def _sleep_check(self) -> None:
         from vllm.platforms import current_platform
@@ -219,19 +213,20 @@ class VllmControl:
             results = await self._llm.collective_rpc(method=method, timeout=rpc_timeout,
                                                      args=tuple(args), kwargs=kwargs)
         except Exception as exc:
-            _raise_if_dead(exc)
-            raise errors.FailedPrecondition(
-                f"collective_rpc {method!r} failed: {type(exc).__name__}: {exc}",
-                param="method", reason="COLLECTIVE_RPC_FAILED",
-            ) from exc
+            raise _failed(exc, f"collective_rpc {method!r}", "COLLECTIVE_RPC_FAILED",
+                          param="method") from exc
         # As vLLM's route: None, objects and lists as they are, anything else as text.
         return [r if r is None or isinstance(r, dict | list) else str(r) for r in results or []]
 
 
-def _raise_if_dead(exc: Exception) -> None:
-    """The engine core died during a control call: UNAVAILABLE, as for a
+def _failed(exc: Exception, what: str, reason: str, *, param: str | None = None,
+            hint: str = "") -> errors.TokenwireError:
+    """The error of a control call that raised `exc`: FAILED_PRECONDITION
+    "<what> failed: ...", or when the engine core died UNAVAILABLE, as for a
     generation call (engine.vllm.convert.map_engine_error), not a failed load."""
     from vllm.v1.engine.exceptions import EngineDeadError
 
     if isinstance(exc, EngineDeadError):
-        raise errors.engine_dead(f"the engine died: {exc}") from exc
+        return errors.engine_dead(f"the engine died: {exc}")
+    return errors.FailedPrecondition(f"{what} failed: {type(exc).__name__}: {exc}{hint}",
+                                     param=param, reason=reason)
