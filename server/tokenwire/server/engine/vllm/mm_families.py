@@ -53,6 +53,23 @@ class _Family:
     dense: bool  # the placeholder is only the image token (Qwen-VL) or framed (Idefics3)
     frame: str = ""  # the HF processor attribute: the id a framed range starts and ends with
 
+    def placeholder_mask(self, ids: list[int], token: int, frame: int | None, embeds: int,
+                         place: str) -> list[bool]:
+        """Which of a range's `ids` are the model's image `token`; refused
+        unless one per embedding of its item, and nothing else (dense) or
+        framed by the `frame` id."""
+        mask = [t == token for t in ids]
+        found = sum(mask)
+        framed = frame is None or (ids[0] == frame and ids[-1] == frame)
+        if found != embeds or (self.dense and found != len(ids)) or not framed:
+            raise InvalidArgument(
+                f"{place}: the range holds {found} of the model's image token "
+                f"({token}) in {len(ids)} ids; its item has {embeds} embeddings"
+                + (" and the range must hold only that token" if self.dense else
+                   f" and the range must start and end with its frame token ({frame})"),
+                param=place, reason="PLACEHOLDER_MISMATCH")
+        return mask
+
 
 def _invalid(param: str, message: str) -> InvalidArgument:
     return InvalidArgument(f"{param}: {message}", param=param, reason="FEATURES_INVALID")

@@ -213,9 +213,6 @@ class VllmMultimodal:
         """Decode and check client-processed items; sync (the caller runs it
         off the event loop)."""
         import torch
-        from pydantic import ValidationError
-        from transformers.feature_extraction_utils import BatchFeature
-        from vllm.entrypoints.scale_out.token_in_token_out.protocol import MultiModalFeatures
         from vllm.inputs import mm_input
         from vllm.multimodal.inputs import MultiModalKwargsItems, PlaceholderRange
 
@@ -225,21 +222,7 @@ class VllmMultimodal:
                 f"features: this server checks client-processed media only for "
                 f"{', '.join(sorted(FAMILIES))}; the served model ({', '.join(self._archs)}) "
                 "takes content_parts", param="features", reason="FEATURES_UNSUPPORTED")
-        by_modality: dict[str, list[FeatureItem]] = {}
-        for item in items:
-            by_modality.setdefault(item.modality, []).append(item)
-        for modality, group in by_modality.items():
-            self._check_modality(modality, len(group), f"features.mm_hashes.{modality}")
-        try:  # vLLM's own rules: same modalities, counts, ranges sorted, not overlapping
-            MultiModalFeatures.model_validate({
-                "mm_hashes": {m: [i.hash for i in g] for m, g in by_modality.items()},
-                "mm_placeholders": {m: [{"offset": i.offset, "length": i.length} for i in g]
-                                    for m, g in by_modality.items()}})
-        except ValidationError as exc:
-            msg = "; ".join(e["msg"].removeprefix("Value error, ") for e in exc.errors())
-            raise InvalidArgument(f"features.mm_placeholders: {msg}",
-                                  param="features.mm_placeholders",
-                                  reason="FEATURES_INVALID") from exc
+        by_modality = self._features_layout(items)
         processor = self._llm.renderer.get_mm_processor()
         hf_config = self._llm.model_config.hf_config
         token = int(getattr(hf_config, "image_token_id", getattr(hf_config, "image_token_index",
@@ -251,32 +234,8 @@ class VllmMultimodal:
         places: dict[str, list[Any]] = {}
         for modality, group in by_modality.items():
             for n, item in enumerate(group):
-                param = f"features.kwargs_data.{modality}[{n}]"
-                place = f"features.mm_placeholders.{modality}[{n}]"
-                if item.offset + item.length > len(prompt):
-                    raise InvalidArgument(
-                        f"{place}: mm_placeholders must remain within the token_ids sequence "
-                        f"({item.offset}+{item.length} > {len(prompt)})", param=place,
-                        reason="PLACEHOLDER_OUT_OF_RANGE")
-                data = self._decode(item.kwargs, param)
-                self._served = self._served or Served.of(self._llm.model_config, processor)
-                batch, embeds = family.batch(data, self._served, param)
-                ids = prompt[item.offset:item.offset + item.length]
-                mask = [t == token for t in ids]
-                found = sum(mask)
-                framed = frame is None or (ids[0] == frame and ids[-1] == frame)
-                if found != embeds or (family.dense and found != len(ids)) or not framed:
-                    raise InvalidArgument(
-                        f"{place}: the range holds {found} of the model's image token "
-                        f"({token}) in {len(ids)} ids; its item has {embeds} embeddings"
-                        + (" and the range must hold only that token" if family.dense else
-                           f" and the range must start and end with its frame token ({frame})"),
-                        param=place, reason="PLACEHOLDER_MISMATCH")
-                fields = processor._get_mm_fields_config(BatchFeature(batch), {})
-                rebuilt = MultiModalKwargsItems.from_hf_inputs(BatchFeature(batch), fields)
-                model_parses(self._archs, self._llm.model_config, modality,
-                             rebuilt[modality][0], param)
-                kwargs_items.setdefault(modality, []).append(rebuilt[modality][0])
+                rebuilt, mask = self._feature(prompt, item, n, family, processor, token, frame)
+                kwargs_items.setdefault(modality, []).append(rebuilt)
                 hashes.setdefault(modality, []).append(feature_identifier(item.hash,
                                                                           item.kwargs))
                 places.setdefault(modality, []).append(PlaceholderRange(
@@ -288,6 +247,54 @@ class VllmMultimodal:
         return MultimodalPrompt(
             list(prompt), {m: [(i.offset, i.length) for i in g] for m, g in by_modality.items()},
             engine_input=engine_input, items=len(items), nbytes=kwargs_nbytes(engine_input))
+
+    def _features_layout(self, items: list[FeatureItem]) -> dict[str, list[FeatureItem]]:
+        """The items by modality, their counts and ranges checked (vLLM's own
+        rules: same modalities, counts, ranges sorted, not overlapping)."""
+        from pydantic import ValidationError
+        from vllm.entrypoints.scale_out.token_in_token_out.protocol import MultiModalFeatures
+
+        by_modality: dict[str, list[FeatureItem]] = {}
+        for item in items:
+            by_modality.setdefault(item.modality, []).append(item)
+        for modality, group in by_modality.items():
+            self._check_modality(modality, len(group), f"features.mm_hashes.{modality}")
+        try:
+            MultiModalFeatures.model_validate({
+                "mm_hashes": {m: [i.hash for i in g] for m, g in by_modality.items()},
+                "mm_placeholders": {m: [{"offset": i.offset, "length": i.length} for i in g]
+                                    for m, g in by_modality.items()}})
+        except ValidationError as exc:
+            msg = "; ".join(e["msg"].removeprefix("Value error, ") for e in exc.errors())
+            raise InvalidArgument(f"features.mm_placeholders: {msg}",
+                                  param="features.mm_placeholders",
+                                  reason="FEATURES_INVALID") from exc
+        return by_modality
+
+    def _feature(self, prompt: list[int], item: FeatureItem, n: int, family: Any,
+                 processor: Any, token: int, frame: int | None) -> tuple[Any, list[bool]]:
+        """Item `n` of its modality decoded, checked against its range and
+        the model, as vLLM's kwargs item; and its range's image-token mask."""
+        from transformers.feature_extraction_utils import BatchFeature
+        from vllm.multimodal.inputs import MultiModalKwargsItems
+
+        param = f"features.kwargs_data.{item.modality}[{n}]"
+        place = f"features.mm_placeholders.{item.modality}[{n}]"
+        if item.offset + item.length > len(prompt):
+            raise InvalidArgument(
+                f"{place}: mm_placeholders must remain within the token_ids sequence "
+                f"({item.offset}+{item.length} > {len(prompt)})", param=place,
+                reason="PLACEHOLDER_OUT_OF_RANGE")
+        data = self._decode(item.kwargs, param)
+        self._served = self._served or Served.of(self._llm.model_config, processor)
+        batch, embeds = family.batch(data, self._served, param)
+        mask = family.placeholder_mask(prompt[item.offset:item.offset + item.length], token,
+                                       frame, embeds, place)
+        fields = processor._get_mm_fields_config(BatchFeature(batch), {})
+        rebuilt = MultiModalKwargsItems.from_hf_inputs(BatchFeature(batch), fields)
+        model_parses(self._archs, self._llm.model_config, item.modality,
+                     rebuilt[item.modality][0], param)
+        return rebuilt[item.modality][0], mask
 
     def _decode(self, raw: bytes, param: str) -> dict[str, Any]:
         if not raw:
