@@ -31,8 +31,8 @@ from tests.servers import fake_serving
 from tokenwire.server.core.errors import InvalidArgument
 from tokenwire.server.engine.fake.engine import FakeEngine
 from tokenwire.server.engine.tokenizer_ops import TokenizerOps
-from tokenwire.server.runtime.app import freeze_startup_heap
 from tokenwire.server.inference.fronts import FRONTS
+from tokenwire.server.runtime.app import freeze_startup_heap
 from tokenwire.v1 import (
     anthropic_pb2,
     chat_pb2,
