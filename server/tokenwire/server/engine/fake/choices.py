@@ -62,7 +62,7 @@ class FakeChoice:
         if finish is None and self.emitted >= p.max_tokens:
             finish = "length"
         # Like vLLM, hold back text that could start a stop string.
-        hold = 0 if finish else max((len(s) - 1 for s in p.stop), default=0)
+        hold = 0 if finish or not p.stop else max(len(s) - 1 for s in p.stop)
         upto = max(len(self.sent), len(visible) - hold)
         shown = visible[len(self.sent):upto]
         self.sent += shown
