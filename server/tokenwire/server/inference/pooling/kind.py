@@ -13,24 +13,19 @@ from typing import Any
 from tokenwire.server.core.domain import Caller, RunOutcome
 from tokenwire.server.core.pooling import PoolOutput
 from tokenwire.server.inference.data_plane import DataPlane
-from tokenwire.server.inference.front import Front
+from tokenwire.server.inference.front import PreparedFront
 from tokenwire.server.inference.pooling import cohere, scores, service
 
 
-class PooledFront(Front[Any, Any, Any, None]):
-    """A pooling route: its plan prepared by `prepare`, run by the shared
-    pooled step, answered by `respond`."""
+class PooledFront(PreparedFront[Any, Any]):
+    """A pooling route: its plan prepared by `prepare` (PreparedFront's
+    plan), run by the shared pooled step, answered by `respond`."""
 
     def __init__(self, name: str,
                  prepare: Callable[[DataPlane, Any, Caller], Awaitable[Any]],
                  respond: Callable[[DataPlane, Any, list[PoolOutput]], Awaitable[Any]]):
-        self.name = name
-        self._prepare = prepare
+        super().__init__(name, prepare)
         self._respond = respond
-
-    async def plan(self, plane: DataPlane, req: Any, *, caller: Caller, stream: bool,
-                   dp_rank: str | None = None, session_id: str | None = None) -> Any:
-        return await self._prepare(plane, req, caller)
 
     async def run(self, plane: DataPlane, plan: Any, outcome: RunOutcome | None = None) -> Any:
         found = await service.run_pool(plan.requests, plane.engine)
