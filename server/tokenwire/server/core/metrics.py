@@ -1,8 +1,9 @@
 """Prometheus metrics, served on their own HTTP port (--metrics-port):
 tokenwire's own (`tokenwire_*`, this module) and, on the same page, the
 engine's from the process's default registry (vLLM's `vllm:*`, which its
-stat loggers register there; EngineMetrics). Also the access log: one INFO
-line per finished RPC on the `tokenwire.access` logger (AccessRecord)."""
+stat loggers register there; EngineMetrics); the served weights as gauges a
+router can read (WeightGauges). Also the access log: one INFO line per
+finished RPC on the `tokenwire.access` logger (AccessRecord)."""
 
 from __future__ import annotations
 
@@ -20,10 +21,12 @@ from typing import Any
 import grpc
 import prometheus_client as prom
 from prometheus_client import multiprocess
-from prometheus_client.core import HistogramMetricFamily, Metric
+from prometheus_client.core import GaugeMetricFamily, HistogramMetricFamily, Metric
 from prometheus_client.utils import floatToGoString
 
 from tokenwire.server.core.rpc_handlers import Finish, HandlerInterceptor, wrap_handler
+from tokenwire.server.core.serving_state import ServingState
+from tokenwire.server.core.weight_versions import split_number
 
 
 class Metrics:
@@ -72,6 +75,11 @@ class Metrics:
             "their sampling.", buckets=(0, 1, 2, 3, 4, 8, 16), registry=r,
         )
 
+    def watch_weights(self, state: ServingState) -> None:
+        """The served weights' gauges (WeightGauges), read from `state` at
+        each scrape."""
+        self.registry.register(WeightGauges(state))  # type: ignore[arg-type]  # (a collector)
+
     def serve(self, host: str, port: int, engine: bool = True) -> int:
         """Start the /metrics HTTP endpoint; returns the bound port.
         `engine`: the engine's metrics (EngineMetrics) on the same page."""
@@ -79,6 +87,52 @@ class Metrics:
         served.register(_Joined([self.registry, *([EngineMetrics()] if engine else [])]))
         server, _thread = prom.start_http_server(port, addr=host, registry=served)
         return int(server.server_address[1])
+
+
+class WeightGauges:
+    """The weights this replica serves, as gauges a router maps to endpoint
+    attributes (issue #44 item 5; docs/deploy.md), read from ServingState at
+    each scrape, so they are what admission sees:
+
+    * `tokenwire_weight_version_info{version}` 1: the version name (what
+      `x-exact-weight-version` must equal).
+    * `tokenwire_weight_version_number{prefix}`: the name's trailing number,
+      the order core/weight_versions.py compares names by where their
+      prefixes agree (`step-12` -> prefix "step-", 12); no sample when the
+      name has no trailing number. A float64: exact up to 2**53.
+    * `tokenwire_weight_version_lag_updates`: updates behind the newest
+      version announced to this replica (WeightBounds.behind: 1 from an
+      announce until that version is committed, else 0), the lag
+      `x-max-weight-lag` is admitted against.
+    * `tokenwire_weight_update_generation`: +1 on every weight change,
+      relabels included (ServingState.generation).
+    """
+
+    def __init__(self, state: ServingState):
+        self.state = state
+
+    def collect(self) -> list[GaugeMetricFamily]:
+        state = self.state
+        version = state.weight_version
+        info = GaugeMetricFamily(
+            "tokenwire_weight_version_info", "The weight version served (label version).",
+            labels=["version"])
+        info.add_metric([version], 1)
+        number = GaugeMetricFamily(
+            "tokenwire_weight_version_number",
+            "The served version name's trailing number (names compare by it where their "
+            "prefixes agree); absent when the name has none.", labels=["prefix"])
+        split = split_number(version)
+        if split is not None:
+            number.add_metric([split[0]], float(split[1]))
+        lag = GaugeMetricFamily(
+            "tokenwire_weight_version_lag_updates",
+            "Weight updates this replica is behind the newest version announced to it.",
+            value=state.bounds.behind(version))
+        generation = GaugeMetricFamily(
+            "tokenwire_weight_update_generation",
+            "Weight changes since start (update generation).", value=state.generation)
+        return [info, number, lag, generation]
 
 
 class EngineMetrics:

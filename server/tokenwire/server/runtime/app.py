@@ -257,6 +257,7 @@ async def start(settings: ServerSettings, engine: Engine) -> RunningServer:
     interceptors, tracing = server_interceptors(settings, metrics, tenancy)
     server = grpc.aio.server(options=options, interceptors=interceptors)
     state = ServingState()
+    metrics.watch_weights(state)  # the served weights as gauges (a router reads them)
     admission = Admission(settings.max_concurrent_requests, settings.max_admitted_tokens,
                           tenancy.limits)  # and each tenant's caps from --api-keys-file
     guarded = GuardedEngine(engine, admission, metrics, state,
