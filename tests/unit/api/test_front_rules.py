@@ -119,7 +119,7 @@ def servers() -> Iterator[dict[bool, tuple[FakeEngine, Any, Any]]]:
 
 
 def test_every_unary_rpc_has_a_sample() -> None:
-    assert {e.unary for e in FRONTS} == set(SAMPLES)
+    assert {e.unary for e in FRONTS if e.unary} == set(SAMPLES)
 
 
 @pytest.fixture(autouse=True)
@@ -139,7 +139,7 @@ def _engine_ids(engine: FakeEngine, pools: bool) -> list[str]:
     return [r.request_id for r in (engine.pooled if pools else engine.requests)]
 
 
-@pytest.mark.parametrize("entry", FRONTS, ids=_ids)
+@pytest.mark.parametrize("entry", [e for e in FRONTS if e.unary], ids=_ids)
 def test_x_request_id_names_the_engine_request_and_the_answer(servers, entry) -> None:
     engine, stub, _ = servers[_pools(entry)]
     rpc = entry.unary
@@ -159,7 +159,7 @@ def test_x_request_id_names_the_engine_request_and_the_answer(servers, entry) ->
         assert rid in answer_id, named.keys()
 
 
-@pytest.mark.parametrize("entry", FRONTS, ids=_ids)
+@pytest.mark.parametrize("entry", [e for e in FRONTS if e.unary], ids=_ids)
 def test_bad_input_is_invalid_argument_naming_the_field(servers, entry) -> None:
     _, stub, events = servers[_pools(entry)]
     rpc = entry.unary

@@ -38,6 +38,7 @@ from tokenwire.server.inference.fronts import FRONTS
 SSE = "text/event-stream"
 TOKENWIRE_SERVICE = "tokenwire.v1.TokenwireService"
 EVENT_STREAM_SERVICE = "tokenwire.v1.EventStreamService"
+VLLM_ENGINE_SERVICE = "vllm.grpc.engine.VllmEngine"  # smg-grpc-proto's, smg's router speaks it
 
 Handler = Callable[..., Any]
 
@@ -159,6 +160,8 @@ def events(front: AnyFront) -> Handler:
 def _rpcs(entry: Entry, service: str) -> list[tuple[str, Callable[[AnyFront], Handler]]]:
     if service == TOKENWIRE_SERVICE:
         pairs = ((entry.unary, unary), (entry.stream, stream))
+    elif service == VLLM_ENGINE_SERVICE:
+        pairs = ((entry.engine_unary, unary), (entry.engine_stream, stream))
     else:
         pairs = ((entry.events, events), (entry.json, json))
     return [(name, adapter) for name, adapter in pairs if name]

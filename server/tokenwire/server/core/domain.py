@@ -61,6 +61,9 @@ class StructuredOutput:
     json_schema: dict[str, Any] | None = None
     json_object: bool = False
     structural_tag: str | None = None  # vLLM's structural tag (JSON text)
+    regex: str | None = None  # a regular expression the output matches
+    grammar: str | None = None  # an EBNF / Lark grammar the output follows
+    choice: list[str] | None = None  # the output is one of these strings
 
 
 @dataclasses.dataclass
@@ -276,6 +279,17 @@ class Engine(PoolingEngine, Protocol):
 
     def config_report(self) -> dict[str, Any]:
         """The resolved engine configuration (EngineConfig field names)."""
+        ...
+
+    def model_facts(self) -> dict[str, Any]:
+        """What a router asks of the model (smg's GetModelInfo): model_type,
+        architectures, eos_token_ids, bos_token_id / pad_token_id (-1:
+        none), tokenizer_path."""
+        ...
+
+    def load_report(self) -> dict[str, float]:
+        """The engine's load now: running and waiting requests, KV-cache
+        usage in [0, 1] (vLLM's scheduler gauges)."""
         ...
 
     def sampling_defaults(self) -> dict[str, Any]:

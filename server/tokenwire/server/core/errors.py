@@ -120,6 +120,10 @@ class Internal(TokenwireError):
     code = grpc.StatusCode.INTERNAL
 
 
+class Unimplemented(TokenwireError):
+    code = grpc.StatusCode.UNIMPLEMENTED
+
+
 def _packed(message: Any) -> any_pb2.Any:
     packed = any_pb2.Any()
     packed.Pack(message)

@@ -88,10 +88,14 @@ class PreparedFront(Front[Req, R, R, None]):
 class Entry:
     """A front and the RPCs that serve it: TokenwireService's unary and
     typed stream, EventStreamService's SSE stream and printed JSON (the
-    gateway's ":events" and ":json" bindings). None: no such RPC."""
+    gateway's ":events" and ":json" bindings), and vLLM's gRPC engine
+    service's (`vllm.grpc.engine.VllmEngine`, smg's router speaks it) unary
+    and stream. None: no such RPC."""
 
     front: AnyFront
     unary: str | None = None
     stream: str | None = None
     events: str | None = None
     json: str | None = None
+    engine_unary: str | None = None
+    engine_stream: str | None = None

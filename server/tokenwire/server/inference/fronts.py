@@ -5,8 +5,9 @@ package: chat, completion, generate and SGLang's generate (`RequestKind`s),
 the Messages and Responses APIs (run as a chat: the chat kind handed in,
 as kinds never import one another), each pooling route (pooling/kind.py),
 and the fronts whose answer is their preparation (renders, token counts,
-tokenize). `FRONTS` names, per front, the RPCs that serve it; the api/
-adapters build TokenwireService's and EventStreamService's handlers from
+tokenize), and vLLM's gRPC engine service (smg's router: vllm_grpc/).
+`FRONTS` names, per front, the RPCs that serve it; the api/ adapters
+build TokenwireService's, EventStreamService's and VllmEngine's handlers from
 it (api/fronts.py), tools/gen_routes.py the gateway's stream and JSON
 routes, and a test checks every front's shared rules from it.
 
@@ -38,6 +39,7 @@ from tokenwire.server.inference.pooling.kind import (
     SCORE,
 )
 from tokenwire.server.inference.responses.kind import ResponsesKind
+from tokenwire.server.inference.vllm_grpc.kind import ENGINE, ENGINE_EMBED
 
 ANTHROPIC = AnthropicKind(CHAT)  # Anthropic's Messages API, run as a chat
 RESPONSES = ResponsesKind(CHAT)  # OpenAI's Responses API, run as a chat
@@ -88,6 +90,8 @@ FRONTS: tuple[Entry, ...] = (
     Entry(RERANK, unary="Rerank"),
     Entry(PreparedFront("tokenize", _tokenize), unary="Tokenize"),
     Entry(PreparedFront("detokenize", _detokenize), unary="Detokenize"),
+    Entry(ENGINE, engine_stream="Generate"),  # vllm.grpc.engine.VllmEngine (smg)
+    Entry(ENGINE_EMBED, engine_unary="Embed"),
 )
 
 KINDS: dict[str, AnyKind] = {kind.name: kind for kind in (CHAT, COMPLETION, GENERATE)}

@@ -117,7 +117,7 @@ class RequestKind(Front[Req, P, R, C], SessionFace):
         rank_field = self.dp_rank_field
         body = getattr(fields, rank_field) if fields.HasField(rank_field) else None
         rank = _dp_rank(plane, body, prefix + rank_field, dp_rank)
-        session = pick_session_id(req.session_id, session_id)
+        session = pick_session_id(_field(req, "session_id") or "", session_id)
         bound = _weight_bound(fields, prefix, caller)
         salt = _salt_by_version(fields)
         for request in requests:
@@ -287,8 +287,7 @@ def _weight_bound(msg: Any, prefix: str, caller: Caller) -> WeightBound | None:
     """The weight bound of a request: its body fields (exact_weight_version,
     max_weight_lag on `msg`) win over its call's metadata (core/weight_bounds.py)."""
     body = bound_from(
-        msg.exact_weight_version if msg.HasField(EXACT) else None,
-        msg.max_weight_lag if msg.HasField(LAG) else None,
+        _field(msg, EXACT), _field(msg, LAG),
         exact_param=prefix + EXACT, lag_param=prefix + LAG,
     )
     return pick_bound(body, caller.weight_bound)
@@ -296,4 +295,17 @@ def _weight_bound(msg: Any, prefix: str, caller: Caller) -> WeightBound | None:
 
 def _salt_by_version(msg: Any) -> bool | None:
     """A request's own salt_cache_by_version (None: the server's --salt-cache-by-version)."""
-    return bool(msg.salt_cache_by_version) if msg.HasField("salt_cache_by_version") else None
+    salt = _field(msg, "salt_cache_by_version")
+    return None if salt is None else bool(salt)
+
+
+def _field(msg: Any, name: str) -> Any:
+    """Field `name` of `msg` when its message has it and it is set, else
+    None (a foreign request, e.g. VllmEngine's, has no routing fields: its
+    bound and session come from the call's metadata)."""
+    if name not in msg.DESCRIPTOR.fields_by_name:
+        return None
+    field = msg.DESCRIPTOR.fields_by_name[name]
+    if field.has_presence:
+        return getattr(msg, name) if msg.HasField(name) else None
+    return getattr(msg, name)

@@ -21,8 +21,11 @@ from typing import TYPE_CHECKING
 import grpc
 from grpc_health.v1 import health, health_pb2, health_pb2_grpc
 from grpc_reflection.v1alpha import reflection
+from smg_grpc_proto.generated import vllm_engine_pb2_grpc
 
+from tokenwire.server.api.fronts import VLLM_ENGINE_SERVICE
 from tokenwire.server.api.servicer import EventStreamServicer, TokenwireServicer
+from tokenwire.server.api.vllm_engine import VllmEngineServicer
 from tokenwire.server.control.plane import ControlPlane
 from tokenwire.server.control.relay import ControlRelay, token_from_environment
 from tokenwire.server.control.servicer import ControlServicer
@@ -266,6 +269,7 @@ async def start(settings: ServerSettings, engine: Engine) -> RunningServer:
     plane = build_data_plane(guarded, settings, state, tenancy)  # type: ignore[arg-type]
     service_pb2_grpc.add_TokenwireServiceServicer_to_server(TokenwireServicer(plane), server)
     events_pb2_grpc.add_EventStreamServiceServicer_to_server(EventStreamServicer(plane), server)
+    vllm_engine_pb2_grpc.add_VllmEngineServicer_to_server(VllmEngineServicer(plane), server)
     health_servicer = health.aio.HealthServicer()
     health_report = HealthReport(health_servicer, state,
                                  unhealthy_while_paused=settings.unhealthy_while_paused)
@@ -281,7 +285,7 @@ async def start(settings: ServerSettings, engine: Engine) -> RunningServer:
         served_names=settings.accepted_names(),  # the served names and the folder alias
     )
     relay = _add_control(server, settings, control, state, paused_health)
-    names = [SERVICE_NAME, EVENTS_SERVICE_NAME]
+    names = [SERVICE_NAME, EVENTS_SERVICE_NAME, VLLM_ENGINE_SERVICE]
     if settings.enable_control:
         names.append(CONTROL_SERVICE_NAME)
     health_pb2_grpc.add_HealthServicer_to_server(health_servicer, server)

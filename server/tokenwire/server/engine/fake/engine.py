@@ -68,6 +68,9 @@ class FakeEngine(FakeControl, media.FakeMedia, FakePooling):
         # (vLLM --enable-return-routed-experts); None: a dense model.
         self.routed_experts: tuple[int, int] | None = None
         self._parsers: dict[ParserConfig, FakeChatParsers] = {}
+        # A tokenizer folder that tokenizes as this engine does (a router's:
+        # tests/fake_tokenizer.py builds one); "": none.
+        self.tokenizer_path = ""
 
     def _routed(self, request: EngineRequest, ids: list[int]) -> bytes | None:
         """Deterministic routed experts, [prompt + completion - 1, layers,
@@ -89,6 +92,15 @@ class FakeEngine(FakeControl, media.FakeMedia, FakePooling):
 
     def sampling_defaults(self) -> dict[str, Any]:
         return self.generation_defaults  # tests set it; empty: OpenAI's defaults
+
+    def model_facts(self) -> dict[str, Any]:
+        return {"model_type": "fake", "architectures": ["FakeEngine"], "eos_token_ids": [EOS],
+                "bos_token_id": IM_START, "pad_token_id": UNK,
+                "tokenizer_path": self.tokenizer_path}
+
+    def load_report(self) -> dict[str, float]:
+        running = float(self.num_unfinished_requests())
+        return {"running": running, "waiting": 0.0, "kv_cache_usage": 0.0}
 
     def config_report(self) -> dict[str, Any]:
         return {"model": self.model_path, "dtype": "none", "tensor_parallel_size": 1,

@@ -25,6 +25,7 @@ from tokenwire.server.core.parsing import ParserConfig
 from tokenwire.server.core.pooling import PoolOutput, PoolRequest
 from tokenwire.server.core.settings import ServerSettings
 from tokenwire.server.engine.tokenizer_ops import ChatTemplateDefaults, TokenizerOps
+from tokenwire.server.engine.vllm import worker_facts
 from tokenwire.server.engine.vllm.args import (
     describe,
     engine_env,
@@ -102,6 +103,12 @@ class VllmEngine(VllmControl):
 
     def sampling_defaults(self) -> dict[str, Any]:
         return self._sampling_defaults
+
+    def model_facts(self) -> dict[str, Any]:
+        return worker_facts.model_facts(self._llm, self._tok.raw)
+
+    def load_report(self) -> dict[str, float]:
+        return worker_facts.load_report()
 
     def config_report(self) -> dict[str, Any]:
         from vllm.platforms import current_platform

@@ -38,6 +38,12 @@ def sampling_params(p: GenerationParams, stream: bool) -> Any:
             structured = StructuredOutputsParams(json_object=True)
         elif p.structured.structural_tag is not None:
             structured = StructuredOutputsParams(structural_tag=p.structured.structural_tag)
+        elif p.structured.regex is not None:
+            structured = StructuredOutputsParams(regex=p.structured.regex)
+        elif p.structured.grammar is not None:
+            structured = StructuredOutputsParams(grammar=p.structured.grammar)
+        elif p.structured.choice is not None:
+            structured = StructuredOutputsParams(choice=list(p.structured.choice))
     return SamplingParams(
         n=p.n,
         temperature=p.temperature,
