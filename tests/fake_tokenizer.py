@@ -9,6 +9,8 @@ import json
 import pathlib
 
 CHATML = (
+    "{% if tools %}<|im_start|>system\ntools: {% for t in tools %}{{ t['function']['name'] }}"
+    "{% if not loop.last %},{% endif %}{% endfor %}<|im_end|>\n{% endif %}"
     "{% for m in messages %}<|im_start|>{{ m['role'] }}\n{{ m['content'] }}<|im_end|>\n"
     "{% endfor %}{% if add_generation_prompt %}<|im_start|>assistant\n{% endif %}"
 )

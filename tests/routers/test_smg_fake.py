@@ -1,0 +1,164 @@
+"""smg's router (PyPI `smg`, the Rust gateway) in front of tokenwire
+replicas on the fake engine, speaking vLLM's gRPC engine service to them as
+to `vllm serve --grpc`: the official openai SDK through smg's OpenAI front
+(chat, streaming, completions), cache-aware routing that sends a
+conversation's next turn where its prefix is cached, a paused replica (a
+weight update) left out, and a killed one routed around. The router
+tokenizes with a Hugging Face tokenizer that tokenizes as the fake engine
+does (tests/fake_tokenizer.py)."""
+
+from __future__ import annotations
+
+import collections.abc
+import contextlib
+import pathlib
+import shutil
+import subprocess
+import time
+
+import grpc
+import httpx
+import openai
+import pytest
+
+from tests import fake_tokenizer
+from tests.servers import ROOT, ThreadServer, fake_serving, free_port
+from tokenwire.server.engine.fake.engine import REPLIES, FakeEngine
+from tokenwire.v1 import control_pb2, control_pb2_grpc
+
+SMG = shutil.which("smg") or str(pathlib.Path(ROOT) / ".venv" / "bin" / "smg")
+MODEL = "fake-model"
+LOG_LEVEL = "warn"
+
+
+class Router:
+    def __init__(self, workers: list[str], tokenizer: pathlib.Path, log: pathlib.Path):
+        self.port = free_port()
+        self.url = f"http://127.0.0.1:{self.port}"
+        self.log = log
+        self.proc = subprocess.Popen([
+            SMG, "launch", "--host", "127.0.0.1", "--port", str(self.port), "--backend", "vllm",
+            "--worker-urls", *(f"grpc://{w}" for w in workers),
+            "--model-path", str(tokenizer), "--tokenizer-path", str(tokenizer),
+            "--policy", "cache_aware", "--tool-call-parser", "qwen",
+            "--health-check-interval-secs", "1", "--health-failure-threshold", "1",
+            "--health-success-threshold", "1", "--log-level", LOG_LEVEL,
+        ], stdout=log.open("wb"), stderr=subprocess.STDOUT)
+
+    def wait_ready(self, timeout: float = 60) -> None:
+        """Until a chat is answered (the workers registered, the tokenizer loaded)."""
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            assert self.proc.poll() is None, self.log.read_text()[-3000:]
+            with contextlib.suppress(httpx.HTTPError):
+                r = httpx.post(self.url + "/v1/chat/completions", timeout=5, json={
+                    "model": MODEL, "messages": [{"role": "user", "content": "ready?"}],
+                    "max_tokens": 1})
+                if r.status_code == 200:
+                    return
+            time.sleep(0.3)
+        raise AssertionError(f"smg did not become ready:\n{self.log.read_text()[-3000:]}")
+
+    def stop(self) -> None:
+        self.proc.terminate()
+        try:
+            self.proc.wait(10)
+        except subprocess.TimeoutExpired:
+            self.proc.kill()
+            self.proc.wait(5)
+
+
+@pytest.fixture(scope="module")
+def fleet(tmp_path_factory) -> collections.abc.Iterator[
+        tuple[list[FakeEngine], list[ThreadServer], Router]]:
+    tmp = tmp_path_factory.mktemp("smg")
+    tokenizer = fake_tokenizer.build(tmp / "tokenizer")
+    engines = [FakeEngine(max_model_len=512, block_size=16) for _ in range(2)]
+    for e in engines:
+        e.tokenizer_path = str(tokenizer)
+    with contextlib.ExitStack() as stack:
+        servers = [stack.enter_context(fake_serving(
+            e, served_model_name=MODEL, enable_control=True, unhealthy_while_paused=True))
+            for e in engines]
+        router = Router([s.address for s in servers], tokenizer, tmp / "smg.log")
+        try:
+            router.wait_ready()
+            yield engines, servers, router
+        finally:
+            router.stop()
+
+
+@pytest.fixture(scope="module")
+def client(fleet) -> openai.OpenAI:
+    return openai.OpenAI(base_url=fleet[2].url + "/v1", api_key="none", max_retries=0)
+
+
+def _served(engines: list[FakeEngine]) -> list[int]:
+    return [len(e.requests) for e in engines]
+
+
+def test_chat_unary_and_streamed_through_smg(client) -> None:
+    resp = client.chat.completions.create(model=MODEL, max_tokens=12, messages=[
+        {"role": "user", "content": "hi"}])
+    assert resp.choices[0].message.content == REPLIES[0][:12]
+    assert (resp.usage.completion_tokens, resp.choices[0].finish_reason) == (12, "length")
+    stream = client.chat.completions.create(
+        model=MODEL, max_tokens=40, stream=True, stream_options={"include_usage": True},
+        messages=[{"role": "user", "content": "hi"}])
+    text, usage, finish = "", None, None
+    for chunk in stream:
+        if chunk.choices:
+            text += chunk.choices[0].delta.content or ""
+            finish = chunk.choices[0].finish_reason or finish
+        usage = chunk.usage or usage
+    assert (text, finish) == (REPLIES[0], "stop")  # every id once: nothing repeated
+    assert usage.completion_tokens == len(REPLIES[0].encode()) + 1  # (and the EOS)
+
+
+def test_completions_through_smg(client) -> None:
+    resp = client.completions.create(model=MODEL, prompt="hello", max_tokens=5)
+    assert resp.choices[0].text == REPLIES[0][:5]
+    assert resp.usage.prompt_tokens == len(b"hello")
+
+
+def test_a_conversations_next_turn_lands_where_its_prefix_is_cached(fleet, client) -> None:
+    engines = fleet[0]
+    for n in range(6):
+        history = [{"role": "system", "content": f"conversation {n}: " + "context " * 12},
+                   {"role": "user", "content": f"question {n}"}]
+        first = client.chat.completions.create(model=MODEL, max_tokens=6, messages=history)
+        history += [{"role": "assistant", "content": first.choices[0].message.content},
+                    {"role": "user", "content": "and then?"}]
+        second = client.chat.completions.create(model=MODEL, max_tokens=6, messages=history)
+        cached = second.usage.prompt_tokens_details.cached_tokens
+        assert cached >= first.usage.prompt_tokens // 16 * 16 - 16, (n, cached)
+    assert all(len(e.requests) for e in engines), "both replicas served"
+
+
+def test_a_paused_replica_is_left_out(fleet, client) -> None:
+    engines, servers, _ = fleet
+    with grpc.insecure_channel(servers[0].address) as ch:
+        control = control_pb2_grpc.ControlServiceStub(ch)
+        control.Pause(control_pb2.PauseRequest(mode="keep"), timeout=10)
+        try:
+            time.sleep(3)  # the router's next health checks (every second)
+            before = _served(engines)
+            for n in range(6):
+                resp = client.chat.completions.create(model=MODEL, max_tokens=4, messages=[
+                    {"role": "user", "content": f"during the update {n} " + "x " * n}])
+                assert resp.choices[0].message.content == REPLIES[0][:4]
+            after = _served(engines)
+            assert after[0] == before[0] and after[1] == before[1] + 6
+        finally:
+            control.Resume(control_pb2.ResumeRequest(), timeout=10)
+
+
+def test_a_killed_replica_is_routed_around(fleet, client) -> None:
+    engines, servers, _ = fleet
+    servers[1].stop()
+    before = _served(engines)
+    for n in range(6):
+        resp = client.chat.completions.create(model=MODEL, max_tokens=4, messages=[
+            {"role": "user", "content": f"after the kill {n} " + "y " * n}])
+        assert resp.choices[0].message.content == REPLIES[0][:4]
+    assert _served(engines)[0] == before[0] + 6
