@@ -191,13 +191,15 @@ def start_vllm_grpc(cfg: systems.EngineConfig, logs: pathlib.Path) -> tuple[syst
 
 
 def start_smg(
-    cfg: systems.EngineConfig, backend: str, logs: pathlib.Path
+    cfg: systems.EngineConfig, backend: str, logs: pathlib.Path, name: str = "F-smg"
 ) -> tuple[systems.Proc, str]:
+    """smg's router in front of one gRPC worker (vLLM's servicer, or
+    tokenwire: both serve vllm.grpc.engine.VllmEngine)."""
     port = systems.free_port()
-    proc = systems.spawn("F-smg", [
+    proc = systems.spawn(name, [
         str(systems.BIN / "smg"), "launch", "--host", "127.0.0.1", "--port", str(port),
         "--worker-urls", f"grpc://{backend}", "--model-path", cfg.model,
-        "--tokenizer-path", cfg.model,
+        "--tokenizer-path", cfg.model, "--prometheus-port", str(systems.free_port()),
     ], logs, systems.bench_env())
     return proc, f"http://127.0.0.1:{port}"
 

@@ -17,12 +17,13 @@ NAMES = {
     "D": "vLLM OpenAI server SSE",
     "E": "vLLM gRPC (smg servicer)",
     "F": "smg gateway REST+SSE",
+    "R": "smg gateway REST+SSE -> tokenwire (VllmEngine)",
 }
-ORDER = "ABGSCDEF"
-PAIRS = [("B", "E"), ("G", "E"), ("C", "D"), ("C", "F"),
+ORDER = "ABGSCDEFR"
+PAIRS = [("B", "E"), ("G", "E"), ("C", "D"), ("C", "F"), ("R", "F"),
          ("S", "A"), ("B", "A"), ("G", "A"), ("C", "A")]
 # A's serving includes its load generator
-CPU_PAIRS = [("B", "E"), ("G", "E"), ("C", "D"), ("C", "F")]
+CPU_PAIRS = [("B", "E"), ("G", "E"), ("C", "D"), ("C", "F"), ("R", "F")]
 GROUPS = ("serving", "proxy", "engine", "driver")
 # Issue #27: (ratio key, comparison, bound), judged on the median of the per-rep ratios.
 TARGETS = [("G/E", ">=", 1.0), ("B/E", ">=", 0.95), ("G/E cpu", "<=", 1.0), ("C/D", ">=", 1.0),

@@ -9,6 +9,8 @@ C  tokenwire through the Envoy gateway, REST + SSE
 D  vLLM's OpenAI-compatible server, SSE with return_token_ids
 E  vLLM's gRPC mode (smg-grpc-servicer), native gRPC
 F  the smg Rust gateway in front of E, REST + SSE
+R  the smg Rust gateway in front of tokenwire (its VllmEngine service, the
+   same calls smg makes to E), REST + SSE (only when asked: --systems FR)
 
 Same tiny random model, same engine settings, same workload (fixed prompt
 and output lengths, ignore_eos). Each cell (system, concurrency, rep) keeps
@@ -112,7 +114,7 @@ def start_all(cfg: systems.EngineConfig, wanted: str, prompts: list[clients.Prom
     out: dict[str, Contestant] = {}
     a = InProcessContestant(cfg.engine_args(), prompts, logs) if "A" in wanted else None
     tw = D = E = None
-    if any(x in wanted for x in "BGSC"):
+    if any(x in wanted for x in "BGSCR"):
         tw = cs.start_tokenwire(cfg, logs)
         procs.append(tw[0])
     if "D" in wanted:
@@ -145,6 +147,14 @@ def start_all(cfg: systems.EngineConfig, wanted: str, prompts: list[clients.Prom
             out["C"] = ServerContestant(
                 "C", lambda: clients.openai_sse(url, model, ids_field="token_ids"), prompts, pid,
                 cs.envoy_pids(gw[0]),
+            )
+        if "R" in wanted:
+            rproc, rurl = cs.start_smg(cfg, address, logs, name="R-smg")
+            procs.append(rproc)
+            systems.wait_until(lambda: cs.smg_ready(rurl), [proc, rproc], timeout=120)
+            out["R"] = ServerContestant(
+                "R", lambda: clients.openai_sse(rurl, cfg.model, ids_field=None), prompts, pid,
+                systems.with_descendants(rproc.popen.pid),
             )
     if D is not None:
         dproc, durl = D

@@ -42,7 +42,7 @@ class Router:
             "--model-path", str(tokenizer), "--tokenizer-path", str(tokenizer),
             "--policy", "cache_aware", "--tool-call-parser", "qwen",
             "--health-check-interval-secs", "1", "--health-failure-threshold", "1",
-            "--health-success-threshold", "1", "--log-level", LOG_LEVEL,
+            "--health-success-threshold", "1", "--prometheus-port", str(free_port()), "--log-level", LOG_LEVEL,
         ], stdout=log.open("wb"), stderr=subprocess.STDOUT)
 
     def wait_ready(self, timeout: float = 60) -> None:
