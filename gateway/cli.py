@@ -348,7 +348,9 @@ def plan_replicas(ns: argparse.Namespace) -> list[Any]:
     the given one; metrics ports from --metrics-port, --api-server-count of
     them each (serving process i of a replica serves on its port + i);
     devices split with --gpus-per-replica. Engine flags (vLLM's) were not
-    parsed here: they go to every replica as given."""
+    parsed here: they go to every replica as given, but for the ports of
+    --kv-events-config (gateway/replica_kv_events.py)."""
+    from tokenwire.gateway.replica_kv_events import for_replica
     from tokenwire.gateway.supervisor import Replica
 
     if ns.replicas < 1:
@@ -364,7 +366,8 @@ def plan_replicas(ns: argparse.Namespace) -> list[Any]:
         if ns.gpus_per_replica > 0:
             k = ns.gpus_per_replica
             env["CUDA_VISIBLE_DEVICES"] = ",".join(str(d) for d in range(i * k, (i + 1) * k))
-        replicas.append(Replica(serve_argv(ns) + _model_first(getattr(ns, "extra", [])) + traced,
-                                f"{ns.host}:{ns.port}", env))
+        engine_argv = for_replica(_model_first(getattr(ns, "extra", [])), i)
+        replicas.append(Replica(serve_argv(ns) + engine_argv + traced, f"{ns.host}:{ns.port}",
+                                env))
     ns.port, ns.metrics_port = base_port, base_metrics
     return replicas

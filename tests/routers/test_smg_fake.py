@@ -3,15 +3,18 @@ replicas on the fake engine, speaking vLLM's gRPC engine service to them as
 to `vllm serve --grpc`: the official openai SDK through smg's OpenAI front
 (chat, streaming, completions), cache-aware routing that sends a
 conversation's next turn where its prefix is cached, a paused replica (a
-weight update) left out, and a killed one routed around. The router
-tokenizes with a Hugging Face tokenizer that tokenizes as the fake engine
-does (tests/fake_tokenizer.py)."""
+weight update) left out, and a killed one routed around. The replicas
+publish their KV-cache events (the fake engine's, as under vLLM's
+--kv-events-config): the router subscribes through SubscribeKvEvents and
+learns the block size from them. The router tokenizes with a Hugging Face
+tokenizer that tokenizes as the fake engine does (tests/fake_tokenizer.py)."""
 
 from __future__ import annotations
 
 import collections.abc
 import contextlib
 import pathlib
+import re
 import shutil
 import subprocess
 import time
@@ -28,7 +31,7 @@ from tokenwire.v1 import control_pb2, control_pb2_grpc
 
 SMG = shutil.which("smg") or str(pathlib.Path(ROOT) / ".venv" / "bin" / "smg")
 MODEL = "fake-model"
-LOG_LEVEL = "warn"
+LOG_LEVEL = "info"  # the KV-event subscription is logged at info
 
 
 class Router:
@@ -42,7 +45,8 @@ class Router:
             "--model-path", str(tokenizer), "--tokenizer-path", str(tokenizer),
             "--policy", "cache_aware", "--tool-call-parser", "qwen",
             "--health-check-interval-secs", "1", "--health-failure-threshold", "1",
-            "--health-success-threshold", "1", "--prometheus-port", str(free_port()), "--log-level", LOG_LEVEL,
+            "--health-success-threshold", "1", "--prometheus-port", str(free_port()),
+            "--log-level", LOG_LEVEL,
         ], stdout=log.open("wb"), stderr=subprocess.STDOUT)
 
     def wait_ready(self, timeout: float = 60) -> None:
@@ -76,6 +80,7 @@ def fleet(tmp_path_factory) -> collections.abc.Iterator[
     engines = [FakeEngine(max_model_len=512, block_size=16) for _ in range(2)]
     for e in engines:
         e.tokenizer_path = str(tokenizer)
+        e.kv.enabled = True  # KV-cache events, as under --kv-events-config
     with contextlib.ExitStack() as stack:
         servers = [stack.enter_context(fake_serving(
             e, served_model_name=MODEL, enable_control=True, unhealthy_while_paused=True))
@@ -135,6 +140,25 @@ def test_a_conversations_next_turn_lands_where_its_prefix_is_cached(fleet, clien
     assert all(len(e.requests) for e in engines), "both replicas served"
 
 
+def test_the_router_subscribes_to_every_replicas_kv_events(fleet, client) -> None:
+    engines, servers, router = fleet
+    client.chat.completions.create(model=MODEL, max_tokens=2, messages=[
+        {"role": "user", "content": "blocks to store " + "z " * 20}])
+    deadline = time.monotonic() + 10
+    while "Learned block_size" not in (log := _log(router)):
+        assert time.monotonic() < deadline, log[-3000:]
+        time.sleep(0.2)
+    assert "does not implement SubscribeKvEvents" not in log
+    for server in servers:
+        assert f"KV event stream connected worker_url=grpc://{server.address}" in log
+    assert "block_size=16" in log.split("Learned block_size", 1)[1].split("\n", 1)[0]
+    assert all(e.kv.subscribers >= 1 for e in engines)
+
+
+def _log(router: Router) -> str:
+    return re.sub(r"\x1b\[[0-9;]*m", "", router.log.read_text(errors="replace"))
+
+
 def test_a_paused_replica_is_left_out(fleet, client) -> None:
     engines, servers, _ = fleet
     with grpc.insecure_channel(servers[0].address) as ch:
@@ -156,6 +180,11 @@ def test_a_paused_replica_is_left_out(fleet, client) -> None:
 def test_a_killed_replica_is_routed_around(fleet, client) -> None:
     engines, servers, _ = fleet
     servers[1].stop()
+    # Until the router's health check (every second) finds it gone: the KV
+    # events it had stored still draw requests to it (the stopped replica's
+    # subscription ends with the server, which the router does not take for
+    # the worker's death).
+    time.sleep(2.5)
     before = _served(engines)
     for n in range(6):
         resp = client.chat.completions.create(model=MODEL, max_tokens=4, messages=[

@@ -235,7 +235,7 @@ def test_the_operators_calls_are_refused(stub) -> None:
         assert exc.value.code() == grpc.StatusCode.PERMISSION_DENIED
     with pytest.raises(grpc.RpcError) as exc:
         list(stub.SubscribeKvEvents(common_pb2.SubscribeKvEventsRequest(), timeout=5))
-    assert exc.value.code() == grpc.StatusCode.UNIMPLEMENTED
+    assert exc.value.code() == grpc.StatusCode.FAILED_PRECONDITION  # no KV events here
 
 
 @pytest.fixture(scope="module")

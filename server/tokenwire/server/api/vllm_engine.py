@@ -3,13 +3,15 @@ smg-grpc-proto), the one smg's router and llm-d's picker speak to vLLM
 workers: Generate and Embed are fronts of the registry (inference/fronts.py,
 inference/vllm_grpc/), built by the generic adapters; the rest is here:
 what a router asks of a worker (health, model and server facts, load, the
-tokenizer) and Abort. What the proto asks that only the operator may do
+tokenizer), Abort, and the engine's KV-cache events (SubscribeKvEvents).
+What the proto asks that only the operator may do
 (flushing the prefix cache, profiling) is refused: the operator's
 ControlService does it, under its own access rules (docs/control.md)."""
 
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import datetime
 import hashlib
 import io
@@ -24,12 +26,15 @@ from smg_grpc_proto.generated import common_pb2, vllm_engine_pb2, vllm_engine_pb
 
 from tokenwire.server.api.call_metadata import caller_of
 from tokenwire.server.api.fronts import VLLM_ENGINE_SERVICE, serves
+from tokenwire.server.api.kv_events import KvWire
 from tokenwire.server.core.errors import (
     PermissionDenied,
+    Unavailable,
     Unimplemented,
     stream_errors,
     unary_errors,
 )
+from tokenwire.server.core.kv_events import KvEventBatch, no_replay
 from tokenwire.server.inference.data_plane import DataPlane
 from tokenwire.server.inference.vllm_grpc.kind import ENGINE
 
@@ -39,6 +44,7 @@ TOKENIZER_FILES = ("tokenizer.json", "tokenizer_config.json", "special_tokens_ma
                    "chat_template.jinja", "chat_template.json", "generation_config.json",
                    "config.json")
 CHUNK = 64 * 1024
+KV_STOP_CHECK_SECONDS = 0.5  # how soon a KV-event stream sees the server stop serving
 
 
 def _zip(folder: pathlib.Path) -> tuple[bytes, str]:
@@ -179,11 +185,37 @@ class VllmEngineServicer(vllm_engine_pb2_grpc.VllmEngineServicer):
     async def SubscribeKvEvents(self, request: common_pb2.SubscribeKvEventsRequest,
                                 context: grpc.aio.ServicerContext
                                 ) -> AsyncIterator[common_pb2.KvEventBatch]:
-        raise Unimplemented(
-            "KV-cache events are published by the engine itself: start it with "
-            "--kv-events-config and subscribe to its ZMQ endpoint (docs/routers.md)",
-            reason="KV_EVENTS_OVER_ZMQ")
-        yield  # (a generator: the RPC streams)
+        """The engine's KV-cache events from now on, as smg's relay streams
+        them (api/kv_events.py): each subscription reads the engine's
+        publisher itself (vLLM: --kv-events-config). Live only: a cursor to
+        resume from is OUT_OF_RANGE (subscribe from 0 and rebuild); without
+        the flag FAILED_PRECONDITION `KV_EVENTS_DISABLED`; a subscriber that
+        falls behind its bounded backlog RESOURCE_EXHAUSTED. Cancelling the
+        call closes the subscription."""
+        if request.start_sequence_number:
+            raise no_replay(request.start_sequence_number)
+        batches = self.engine.kv_events()
+        wire = KvWire()
+        next_batch: asyncio.Future[KvEventBatch] | None = None
+        try:
+            await context.send_initial_metadata(())  # the subscriber's call resolves now
+            while True:
+                next_batch = next_batch or asyncio.ensure_future(anext(batches))
+                done, _ = await asyncio.wait({next_batch}, timeout=KV_STOP_CHECK_SECONDS)
+                if not done:
+                    if not self.state.serving:  # a shutdown ends the stream, not its grace
+                        raise Unavailable("the server is shutting down", reason="NOT_SERVING")
+                    continue
+                batch, next_batch = next_batch.result(), None
+                yield wire.batch(batch)
+        finally:
+            if next_batch is not None:
+                next_batch.cancel()
+                with contextlib.suppress(BaseException):
+                    await next_batch
+            close = getattr(batches, "aclose", None)
+            if close is not None:
+                await close()
 
 
 _OPERATOR = ("{} is the operator's: ControlService {} does it, with the admin key "

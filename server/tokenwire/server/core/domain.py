@@ -15,6 +15,7 @@ from tokenwire.server.core.media_inputs import FeatureItem, MediaPart, Multimoda
 from tokenwire.server.core.pooling import PoolingEngine
 
 if TYPE_CHECKING:
+    from tokenwire.server.core.kv_events import KvEventBatch
     from tokenwire.server.core.parsing import ChatParsers, ParserConfig
     from tokenwire.server.core.weight_bounds import WeightBound
 
@@ -290,6 +291,13 @@ class Engine(PoolingEngine, Protocol):
     def load_report(self) -> dict[str, float]:
         """The engine's load now: running and waiting requests, KV-cache
         usage in [0, 1] (vLLM's scheduler gauges)."""
+        ...
+
+    def kv_events(self) -> AsyncIterator[KvEventBatch]:
+        """The engine's KV-cache events from now on (core/kv_events.py), a
+        subscription of its own per call, ended by closing the iterator;
+        the call raises FAILED_PRECONDITION `KV_EVENTS_DISABLED` when the
+        engine publishes none (vLLM: no --kv-events-config)."""
         ...
 
     def sampling_defaults(self) -> dict[str, Any]:

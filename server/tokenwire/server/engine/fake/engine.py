@@ -28,10 +28,12 @@ from tokenwire.server.core.domain import (
     RenderOptions,
     finite_logprob,
 )
+from tokenwire.server.core.kv_events import KvEventBatch
 from tokenwire.server.core.parsing import ParserConfig
 from tokenwire.server.engine.fake import media
 from tokenwire.server.engine.fake.choices import FakeChoice, StreamBatch
 from tokenwire.server.engine.fake.control import FakeControl
+from tokenwire.server.engine.fake.kv_events import FakeKvEvents
 from tokenwire.server.engine.fake.parsers import FakeChatParsers
 from tokenwire.server.engine.fake.pooling import FakePooling
 
@@ -71,6 +73,7 @@ class FakeEngine(FakeControl, media.FakeMedia, FakePooling):
         # A tokenizer folder that tokenizes as this engine does (a router's:
         # tests/fake_tokenizer.py builds one); "": none.
         self.tokenizer_path = ""
+        self.kv = FakeKvEvents()  # KV-cache events of the prefix cache: tests set kv.enabled
 
     def _routed(self, request: EngineRequest, ids: list[int]) -> bytes | None:
         """Deterministic routed experts, [prompt + completion - 1, layers,
@@ -199,9 +202,14 @@ class FakeEngine(FakeControl, media.FakeMedia, FakePooling):
                 cached = end
             else:
                 break
-        for end in range(self.block_size, len(prompt) + 1, self.block_size):
-            self._cache.add(block(end))
+        new = [(end, block(end)) for end in range(cached + self.block_size, len(prompt) + 1,
+                                                 self.block_size)]
+        self._cache.update(key for _, key in new)
+        self.kv.stored(prompt, new, self.block_size, block(cached) if cached else None, lora)
         return cached
+
+    def kv_events(self) -> AsyncIterator[KvEventBatch]:
+        return self.kv.subscribe()
 
     def _logprob(self, pos: int, k: int, sampled: int) -> PositionLogprobs:
         lp = -0.1 * (pos % 7) - 0.01

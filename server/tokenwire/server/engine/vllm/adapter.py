@@ -20,12 +20,13 @@ from tokenwire.server.core.domain import (
     EngineRequest,
     RenderOptions,
 )
+from tokenwire.server.core.kv_events import KvEventBatch
 from tokenwire.server.core.media_inputs import FeatureItem, MediaPart, MultimodalPrompt
 from tokenwire.server.core.parsing import ParserConfig
 from tokenwire.server.core.pooling import PoolOutput, PoolRequest
 from tokenwire.server.core.settings import ServerSettings
 from tokenwire.server.engine.tokenizer_ops import ChatTemplateDefaults, TokenizerOps
-from tokenwire.server.engine.vllm import worker_facts
+from tokenwire.server.engine.vllm import kv_events, worker_facts
 from tokenwire.server.engine.vllm.args import (
     describe,
     engine_env,
@@ -109,6 +110,13 @@ class VllmEngine(VllmControl):
 
     def load_report(self) -> dict[str, float]:
         return worker_facts.load_report()
+
+    def kv_events(self) -> AsyncIterator[KvEventBatch]:
+        cfg = self._llm.vllm_config
+        config = cfg.kv_events_config
+        reported: dict[int, Any] = dict(self._llm.get_kv_event_sources() or {})
+        endpoints = kv_events.sources(config, cfg.parallel_config, reported)
+        return kv_events.subscribe(endpoints, str(getattr(config, "topic", "") or ""))
 
     def config_report(self) -> dict[str, Any]:
         from vllm.platforms import current_platform
