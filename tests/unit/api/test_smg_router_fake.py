@@ -13,63 +13,21 @@ from __future__ import annotations
 
 import collections.abc
 import contextlib
-import pathlib
 import re
-import shutil
-import subprocess
 import time
 
 import grpc
-import httpx
 import openai
 import pytest
 
 from tests import fake_tokenizer
-from tests.servers import ROOT, ThreadServer, fake_serving, free_port
+from tests.servers import ThreadServer, fake_serving
+from tests.smg_router import Router
 from tokenwire.server.engine.fake.engine import REPLIES, FakeEngine
 from tokenwire.v1 import control_pb2, control_pb2_grpc
 
-SMG = shutil.which("smg") or str(pathlib.Path(ROOT) / ".venv" / "bin" / "smg")
 MODEL = "fake-model"
 LOG_LEVEL = "info"  # the KV-event subscription is logged at info
-
-
-class Router:
-    def __init__(self, workers: list[str], tokenizer: pathlib.Path, log: pathlib.Path):
-        self.port = free_port()
-        self.url = f"http://127.0.0.1:{self.port}"
-        self.log = log
-        self.proc = subprocess.Popen([
-            SMG, "launch", "--host", "127.0.0.1", "--port", str(self.port), "--backend", "vllm",
-            "--worker-urls", *(f"grpc://{w}" for w in workers),
-            "--model-path", str(tokenizer), "--tokenizer-path", str(tokenizer),
-            "--policy", "cache_aware", "--tool-call-parser", "qwen",
-            "--health-check-interval-secs", "1", "--health-failure-threshold", "1",
-            "--health-success-threshold", "1", "--prometheus-port", str(free_port()),
-            "--log-level", LOG_LEVEL,
-        ], stdout=log.open("wb"), stderr=subprocess.STDOUT)
-
-    def wait_ready(self, timeout: float = 60) -> None:
-        """Until a chat is answered (the workers registered, the tokenizer loaded)."""
-        deadline = time.monotonic() + timeout
-        while time.monotonic() < deadline:
-            assert self.proc.poll() is None, self.log.read_text()[-3000:]
-            with contextlib.suppress(httpx.HTTPError):
-                r = httpx.post(self.url + "/v1/chat/completions", timeout=5, json={
-                    "model": MODEL, "messages": [{"role": "user", "content": "ready?"}],
-                    "max_tokens": 1})
-                if r.status_code == 200:
-                    return
-            time.sleep(0.3)
-        raise AssertionError(f"smg did not become ready:\n{self.log.read_text()[-3000:]}")
-
-    def stop(self) -> None:
-        self.proc.terminate()
-        try:
-            self.proc.wait(10)
-        except subprocess.TimeoutExpired:
-            self.proc.kill()
-            self.proc.wait(5)
 
 
 @pytest.fixture(scope="module")
@@ -85,7 +43,8 @@ def fleet(tmp_path_factory) -> collections.abc.Iterator[
         servers = [stack.enter_context(fake_serving(
             e, served_model_name=MODEL, enable_control=True, unhealthy_while_paused=True))
             for e in engines]
-        router = Router([s.address for s in servers], tokenizer, tmp / "smg.log")
+        router = Router([s.address for s in servers], tokenizer, tmp / "smg.log", model=MODEL,
+                        log_level=LOG_LEVEL)
         try:
             router.wait_ready()
             yield engines, servers, router
