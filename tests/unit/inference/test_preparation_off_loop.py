@@ -306,9 +306,13 @@ async def test_a_messages_body_over_the_window_is_refused_before_converting(
 INLINE = {"Generate": "token ids, checked against the window",
           "SglangGenerate": "token ids, as Generate",
           "Detokenize": "token ids, at most the window's",
-          "FinishSession": "an acknowledgement"}
+          "FinishSession": "an acknowledgement",
+          # vLLM's gRPC engine service (smg's router): ids in, as Generate
+          "VllmEngine/Generate": "token ids, checked against the window",
+          "VllmEngine/Embed": "token ids, checked against the window"}
 
 
 def test_every_front_of_the_registry_is_held_off_the_loop_here_or_reads_only_ids() -> None:
     held = {method for method, _, _ in (*POOLING.values(), *CHAT_FRONTS.values())}
-    assert {e.unary for e in FRONTS} == held | set(INLINE)
+    names = {e.unary or f"VllmEngine/{e.engine_unary or e.engine_stream}" for e in FRONTS}
+    assert names == held | set(INLINE)
