@@ -150,7 +150,7 @@ class NvExtRequest(_message.Message):
     def __init__(self, token_data: _Optional[_Iterable[int]] = ..., extra_fields: _Optional[_Iterable[str]] = ..., cache_salt: _Optional[str] = ..., greed_sampling: _Optional[bool] = ..., use_raw_prompt: _Optional[bool] = ..., ignore_eos: _Optional[bool] = ..., top_k: _Optional[int] = ..., repetition_penalty: _Optional[float] = ..., max_thinking_tokens: _Optional[int] = ..., agent_hints: _Optional[_Union[AgentHints, _Mapping]] = ..., annotations: _Optional[_Iterable[str]] = ..., dp_rank: _Optional[int] = ..., exact_weight_version: _Optional[str] = ..., max_weight_lag: _Optional[int] = ..., salt_cache_by_version: _Optional[bool] = ..., content_parts: _Optional[_Iterable[_Union[_multimodal_pb2.TokenMediaPart, _Mapping]]] = ..., features: _Optional[_Union[_struct_pb2.Struct, _Mapping]] = ..., mm_features: _Optional[_Union[_multimodal_pb2.MultiModalFeatures, _Mapping]] = ...) -> None: ...
 
 class CreateChatCompletionRequest(_message.Message):
-    __slots__ = ("model", "messages", "max_tokens", "max_completion_tokens", "temperature", "top_p", "n", "stop", "seed", "presence_penalty", "frequency_penalty", "logprobs", "top_logprobs", "stream", "stream_options", "user", "tools", "tool_choice", "response_format", "logit_bias", "parallel_tool_calls", "top_k", "min_p", "repetition_penalty", "min_tokens", "ignore_eos", "stop_token_ids", "skip_special_tokens", "spaces_between_special_tokens", "include_stop_str_in_output", "cache_salt", "priority", "chat_template_kwargs", "add_generation_prompt", "continue_final_message", "return_token_ids", "return_weight_versions", "prompt_logprobs", "request_id", "add_special_tokens", "chat_template", "session_id", "return_tokens_as_token_ids", "tokens", "include_reasoning", "nvext")
+    __slots__ = ("model", "messages", "max_tokens", "max_completion_tokens", "temperature", "top_p", "n", "stop", "seed", "presence_penalty", "frequency_penalty", "logprobs", "top_logprobs", "stream", "stream_options", "user", "tools", "tool_choice", "response_format", "logit_bias", "parallel_tool_calls", "top_k", "min_p", "repetition_penalty", "min_tokens", "ignore_eos", "stop_token_ids", "skip_special_tokens", "spaces_between_special_tokens", "include_stop_str_in_output", "cache_salt", "priority", "chat_template_kwargs", "add_generation_prompt", "continue_final_message", "return_token_ids", "return_weight_versions", "prompt_logprobs", "request_id", "add_special_tokens", "chat_template", "session_id", "return_tokens_as_token_ids", "tokens", "include_reasoning", "kv_transfer_params", "ec_transfer_params", "return_prompt_text", "nvext")
     class LogitBiasEntry(_message.Message):
         __slots__ = ("key", "value")
         KEY_FIELD_NUMBER: _ClassVar[int]
@@ -203,6 +203,9 @@ class CreateChatCompletionRequest(_message.Message):
     RETURN_TOKENS_AS_TOKEN_IDS_FIELD_NUMBER: _ClassVar[int]
     TOKENS_FIELD_NUMBER: _ClassVar[int]
     INCLUDE_REASONING_FIELD_NUMBER: _ClassVar[int]
+    KV_TRANSFER_PARAMS_FIELD_NUMBER: _ClassVar[int]
+    EC_TRANSFER_PARAMS_FIELD_NUMBER: _ClassVar[int]
+    RETURN_PROMPT_TEXT_FIELD_NUMBER: _ClassVar[int]
     NVEXT_FIELD_NUMBER: _ClassVar[int]
     model: str
     messages: _containers.RepeatedCompositeFieldContainer[ChatMessage]
@@ -249,8 +252,11 @@ class CreateChatCompletionRequest(_message.Message):
     return_tokens_as_token_ids: bool
     tokens: _containers.RepeatedScalarFieldContainer[int]
     include_reasoning: bool
+    kv_transfer_params: _struct_pb2.Struct
+    ec_transfer_params: _struct_pb2.Struct
+    return_prompt_text: bool
     nvext: NvExtRequest
-    def __init__(self, model: _Optional[str] = ..., messages: _Optional[_Iterable[_Union[ChatMessage, _Mapping]]] = ..., max_tokens: _Optional[int] = ..., max_completion_tokens: _Optional[int] = ..., temperature: _Optional[float] = ..., top_p: _Optional[float] = ..., n: _Optional[int] = ..., stop: _Optional[_Union[_struct_pb2.Value, _Mapping]] = ..., seed: _Optional[int] = ..., presence_penalty: _Optional[float] = ..., frequency_penalty: _Optional[float] = ..., logprobs: _Optional[bool] = ..., top_logprobs: _Optional[int] = ..., stream: _Optional[bool] = ..., stream_options: _Optional[_Union[StreamOptions, _Mapping]] = ..., user: _Optional[str] = ..., tools: _Optional[_Iterable[_Union[Tool, _Mapping]]] = ..., tool_choice: _Optional[_Union[_struct_pb2.Value, _Mapping]] = ..., response_format: _Optional[_Union[ResponseFormat, _Mapping]] = ..., logit_bias: _Optional[_Mapping[int, float]] = ..., parallel_tool_calls: _Optional[bool] = ..., top_k: _Optional[int] = ..., min_p: _Optional[float] = ..., repetition_penalty: _Optional[float] = ..., min_tokens: _Optional[int] = ..., ignore_eos: _Optional[bool] = ..., stop_token_ids: _Optional[_Iterable[int]] = ..., skip_special_tokens: _Optional[bool] = ..., spaces_between_special_tokens: _Optional[bool] = ..., include_stop_str_in_output: _Optional[bool] = ..., cache_salt: _Optional[str] = ..., priority: _Optional[int] = ..., chat_template_kwargs: _Optional[_Union[_struct_pb2.Struct, _Mapping]] = ..., add_generation_prompt: _Optional[bool] = ..., continue_final_message: _Optional[bool] = ..., return_token_ids: _Optional[bool] = ..., return_weight_versions: _Optional[bool] = ..., prompt_logprobs: _Optional[int] = ..., request_id: _Optional[str] = ..., add_special_tokens: _Optional[bool] = ..., chat_template: _Optional[str] = ..., session_id: _Optional[str] = ..., return_tokens_as_token_ids: _Optional[bool] = ..., tokens: _Optional[_Iterable[int]] = ..., include_reasoning: _Optional[bool] = ..., nvext: _Optional[_Union[NvExtRequest, _Mapping]] = ...) -> None: ...
+    def __init__(self, model: _Optional[str] = ..., messages: _Optional[_Iterable[_Union[ChatMessage, _Mapping]]] = ..., max_tokens: _Optional[int] = ..., max_completion_tokens: _Optional[int] = ..., temperature: _Optional[float] = ..., top_p: _Optional[float] = ..., n: _Optional[int] = ..., stop: _Optional[_Union[_struct_pb2.Value, _Mapping]] = ..., seed: _Optional[int] = ..., presence_penalty: _Optional[float] = ..., frequency_penalty: _Optional[float] = ..., logprobs: _Optional[bool] = ..., top_logprobs: _Optional[int] = ..., stream: _Optional[bool] = ..., stream_options: _Optional[_Union[StreamOptions, _Mapping]] = ..., user: _Optional[str] = ..., tools: _Optional[_Iterable[_Union[Tool, _Mapping]]] = ..., tool_choice: _Optional[_Union[_struct_pb2.Value, _Mapping]] = ..., response_format: _Optional[_Union[ResponseFormat, _Mapping]] = ..., logit_bias: _Optional[_Mapping[int, float]] = ..., parallel_tool_calls: _Optional[bool] = ..., top_k: _Optional[int] = ..., min_p: _Optional[float] = ..., repetition_penalty: _Optional[float] = ..., min_tokens: _Optional[int] = ..., ignore_eos: _Optional[bool] = ..., stop_token_ids: _Optional[_Iterable[int]] = ..., skip_special_tokens: _Optional[bool] = ..., spaces_between_special_tokens: _Optional[bool] = ..., include_stop_str_in_output: _Optional[bool] = ..., cache_salt: _Optional[str] = ..., priority: _Optional[int] = ..., chat_template_kwargs: _Optional[_Union[_struct_pb2.Struct, _Mapping]] = ..., add_generation_prompt: _Optional[bool] = ..., continue_final_message: _Optional[bool] = ..., return_token_ids: _Optional[bool] = ..., return_weight_versions: _Optional[bool] = ..., prompt_logprobs: _Optional[int] = ..., request_id: _Optional[str] = ..., add_special_tokens: _Optional[bool] = ..., chat_template: _Optional[str] = ..., session_id: _Optional[str] = ..., return_tokens_as_token_ids: _Optional[bool] = ..., tokens: _Optional[_Iterable[int]] = ..., include_reasoning: _Optional[bool] = ..., kv_transfer_params: _Optional[_Union[_struct_pb2.Struct, _Mapping]] = ..., ec_transfer_params: _Optional[_Union[_struct_pb2.Struct, _Mapping]] = ..., return_prompt_text: _Optional[bool] = ..., nvext: _Optional[_Union[NvExtRequest, _Mapping]] = ...) -> None: ...
 
 class ResponseMessage(_message.Message):
     __slots__ = ("role", "content", "reasoning_content", "tool_calls")
@@ -315,7 +321,7 @@ class ChatCompletionChoice(_message.Message):
     def __init__(self, index: _Optional[int] = ..., message: _Optional[_Union[ResponseMessage, _Mapping]] = ..., finish_reason: _Optional[str] = ..., stop_reason: _Optional[_Union[_struct_pb2.Value, _Mapping]] = ..., logprobs: _Optional[_Union[_common_pb2.ChoiceLogProbs, _Mapping]] = ..., token_ids: _Optional[_Iterable[int]] = ..., nvext: _Optional[_Union[ChoiceNvExt, _Mapping]] = ..., weight_versions: _Optional[_Iterable[_Union[_common_pb2.WeightVersionSpan, _Mapping]]] = ..., routed_experts: _Optional[bytes] = ...) -> None: ...
 
 class CreateChatCompletionResponse(_message.Message):
-    __slots__ = ("id", "object", "created", "model", "choices", "usage", "system_fingerprint", "prompt_token_ids", "prompt_logprobs", "nvext", "mm_placeholders")
+    __slots__ = ("id", "object", "created", "model", "choices", "usage", "system_fingerprint", "prompt_token_ids", "prompt_logprobs", "nvext", "mm_placeholders", "kv_transfer_params")
     ID_FIELD_NUMBER: _ClassVar[int]
     OBJECT_FIELD_NUMBER: _ClassVar[int]
     CREATED_FIELD_NUMBER: _ClassVar[int]
@@ -327,6 +333,7 @@ class CreateChatCompletionResponse(_message.Message):
     PROMPT_LOGPROBS_FIELD_NUMBER: _ClassVar[int]
     NVEXT_FIELD_NUMBER: _ClassVar[int]
     MM_PLACEHOLDERS_FIELD_NUMBER: _ClassVar[int]
+    KV_TRANSFER_PARAMS_FIELD_NUMBER: _ClassVar[int]
     id: str
     object: str
     created: int
@@ -338,7 +345,8 @@ class CreateChatCompletionResponse(_message.Message):
     prompt_logprobs: _containers.RepeatedCompositeFieldContainer[_common_pb2.TokenLogProb]
     nvext: NvExtResponse
     mm_placeholders: _multimodal_pb2.MultiModalPlaceholders
-    def __init__(self, id: _Optional[str] = ..., object: _Optional[str] = ..., created: _Optional[int] = ..., model: _Optional[str] = ..., choices: _Optional[_Iterable[_Union[ChatCompletionChoice, _Mapping]]] = ..., usage: _Optional[_Union[_common_pb2.Usage, _Mapping]] = ..., system_fingerprint: _Optional[str] = ..., prompt_token_ids: _Optional[_Iterable[int]] = ..., prompt_logprobs: _Optional[_Iterable[_Union[_common_pb2.TokenLogProb, _Mapping]]] = ..., nvext: _Optional[_Union[NvExtResponse, _Mapping]] = ..., mm_placeholders: _Optional[_Union[_multimodal_pb2.MultiModalPlaceholders, _Mapping]] = ...) -> None: ...
+    kv_transfer_params: _struct_pb2.Struct
+    def __init__(self, id: _Optional[str] = ..., object: _Optional[str] = ..., created: _Optional[int] = ..., model: _Optional[str] = ..., choices: _Optional[_Iterable[_Union[ChatCompletionChoice, _Mapping]]] = ..., usage: _Optional[_Union[_common_pb2.Usage, _Mapping]] = ..., system_fingerprint: _Optional[str] = ..., prompt_token_ids: _Optional[_Iterable[int]] = ..., prompt_logprobs: _Optional[_Iterable[_Union[_common_pb2.TokenLogProb, _Mapping]]] = ..., nvext: _Optional[_Union[NvExtResponse, _Mapping]] = ..., mm_placeholders: _Optional[_Union[_multimodal_pb2.MultiModalPlaceholders, _Mapping]] = ..., kv_transfer_params: _Optional[_Union[_struct_pb2.Struct, _Mapping]] = ...) -> None: ...
 
 class ChatCompletionDelta(_message.Message):
     __slots__ = ("role", "content", "reasoning_content", "tool_calls")

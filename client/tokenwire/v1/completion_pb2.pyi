@@ -11,7 +11,7 @@ from typing import ClassVar as _ClassVar, Optional as _Optional, Union as _Union
 DESCRIPTOR: _descriptor.FileDescriptor
 
 class CreateCompletionRequest(_message.Message):
-    __slots__ = ("model", "prompt", "suffix", "max_tokens", "temperature", "top_p", "n", "stream", "stream_options", "logprobs", "echo", "stop", "presence_penalty", "frequency_penalty", "best_of", "logit_bias", "seed", "user", "top_k", "min_p", "repetition_penalty", "min_tokens", "ignore_eos", "stop_token_ids", "skip_special_tokens", "spaces_between_special_tokens", "include_stop_str_in_output", "cache_salt", "priority", "return_token_ids", "return_weight_versions", "prompt_logprobs", "request_id", "add_special_tokens", "return_tokens_as_token_ids", "session_id", "nvext")
+    __slots__ = ("model", "prompt", "suffix", "max_tokens", "temperature", "top_p", "n", "stream", "stream_options", "logprobs", "echo", "stop", "presence_penalty", "frequency_penalty", "best_of", "logit_bias", "seed", "user", "top_k", "min_p", "repetition_penalty", "min_tokens", "ignore_eos", "stop_token_ids", "skip_special_tokens", "spaces_between_special_tokens", "include_stop_str_in_output", "cache_salt", "priority", "return_token_ids", "return_weight_versions", "prompt_logprobs", "request_id", "add_special_tokens", "return_tokens_as_token_ids", "session_id", "kv_transfer_params", "ec_transfer_params", "nvext")
     class LogitBiasEntry(_message.Message):
         __slots__ = ("key", "value")
         KEY_FIELD_NUMBER: _ClassVar[int]
@@ -55,6 +55,8 @@ class CreateCompletionRequest(_message.Message):
     ADD_SPECIAL_TOKENS_FIELD_NUMBER: _ClassVar[int]
     RETURN_TOKENS_AS_TOKEN_IDS_FIELD_NUMBER: _ClassVar[int]
     SESSION_ID_FIELD_NUMBER: _ClassVar[int]
+    KV_TRANSFER_PARAMS_FIELD_NUMBER: _ClassVar[int]
+    EC_TRANSFER_PARAMS_FIELD_NUMBER: _ClassVar[int]
     NVEXT_FIELD_NUMBER: _ClassVar[int]
     model: str
     prompt: _struct_pb2.Value
@@ -92,8 +94,10 @@ class CreateCompletionRequest(_message.Message):
     add_special_tokens: bool
     return_tokens_as_token_ids: bool
     session_id: str
+    kv_transfer_params: _struct_pb2.Struct
+    ec_transfer_params: _struct_pb2.Struct
     nvext: _chat_pb2.NvExtRequest
-    def __init__(self, model: _Optional[str] = ..., prompt: _Optional[_Union[_struct_pb2.Value, _Mapping]] = ..., suffix: _Optional[str] = ..., max_tokens: _Optional[int] = ..., temperature: _Optional[float] = ..., top_p: _Optional[float] = ..., n: _Optional[int] = ..., stream: _Optional[bool] = ..., stream_options: _Optional[_Union[_chat_pb2.StreamOptions, _Mapping]] = ..., logprobs: _Optional[int] = ..., echo: _Optional[bool] = ..., stop: _Optional[_Union[_struct_pb2.Value, _Mapping]] = ..., presence_penalty: _Optional[float] = ..., frequency_penalty: _Optional[float] = ..., best_of: _Optional[int] = ..., logit_bias: _Optional[_Mapping[int, float]] = ..., seed: _Optional[int] = ..., user: _Optional[str] = ..., top_k: _Optional[int] = ..., min_p: _Optional[float] = ..., repetition_penalty: _Optional[float] = ..., min_tokens: _Optional[int] = ..., ignore_eos: _Optional[bool] = ..., stop_token_ids: _Optional[_Iterable[int]] = ..., skip_special_tokens: _Optional[bool] = ..., spaces_between_special_tokens: _Optional[bool] = ..., include_stop_str_in_output: _Optional[bool] = ..., cache_salt: _Optional[str] = ..., priority: _Optional[int] = ..., return_token_ids: _Optional[bool] = ..., return_weight_versions: _Optional[bool] = ..., prompt_logprobs: _Optional[int] = ..., request_id: _Optional[str] = ..., add_special_tokens: _Optional[bool] = ..., return_tokens_as_token_ids: _Optional[bool] = ..., session_id: _Optional[str] = ..., nvext: _Optional[_Union[_chat_pb2.NvExtRequest, _Mapping]] = ...) -> None: ...
+    def __init__(self, model: _Optional[str] = ..., prompt: _Optional[_Union[_struct_pb2.Value, _Mapping]] = ..., suffix: _Optional[str] = ..., max_tokens: _Optional[int] = ..., temperature: _Optional[float] = ..., top_p: _Optional[float] = ..., n: _Optional[int] = ..., stream: _Optional[bool] = ..., stream_options: _Optional[_Union[_chat_pb2.StreamOptions, _Mapping]] = ..., logprobs: _Optional[int] = ..., echo: _Optional[bool] = ..., stop: _Optional[_Union[_struct_pb2.Value, _Mapping]] = ..., presence_penalty: _Optional[float] = ..., frequency_penalty: _Optional[float] = ..., best_of: _Optional[int] = ..., logit_bias: _Optional[_Mapping[int, float]] = ..., seed: _Optional[int] = ..., user: _Optional[str] = ..., top_k: _Optional[int] = ..., min_p: _Optional[float] = ..., repetition_penalty: _Optional[float] = ..., min_tokens: _Optional[int] = ..., ignore_eos: _Optional[bool] = ..., stop_token_ids: _Optional[_Iterable[int]] = ..., skip_special_tokens: _Optional[bool] = ..., spaces_between_special_tokens: _Optional[bool] = ..., include_stop_str_in_output: _Optional[bool] = ..., cache_salt: _Optional[str] = ..., priority: _Optional[int] = ..., return_token_ids: _Optional[bool] = ..., return_weight_versions: _Optional[bool] = ..., prompt_logprobs: _Optional[int] = ..., request_id: _Optional[str] = ..., add_special_tokens: _Optional[bool] = ..., return_tokens_as_token_ids: _Optional[bool] = ..., session_id: _Optional[str] = ..., kv_transfer_params: _Optional[_Union[_struct_pb2.Struct, _Mapping]] = ..., ec_transfer_params: _Optional[_Union[_struct_pb2.Struct, _Mapping]] = ..., nvext: _Optional[_Union[_chat_pb2.NvExtRequest, _Mapping]] = ...) -> None: ...
 
 class CompletionLogProbs(_message.Message):
     __slots__ = ("tokens", "token_logprobs", "top_logprobs", "text_offset", "token_ids")
@@ -136,7 +140,7 @@ class CompletionChoice(_message.Message):
     def __init__(self, index: _Optional[int] = ..., text: _Optional[str] = ..., logprobs: _Optional[_Union[CompletionLogProbs, _Mapping]] = ..., finish_reason: _Optional[str] = ..., stop_reason: _Optional[_Union[_struct_pb2.Value, _Mapping]] = ..., token_ids: _Optional[_Iterable[int]] = ..., prompt_token_ids: _Optional[_Iterable[int]] = ..., prompt_logprobs: _Optional[_Iterable[_Union[_struct_pb2.Value, _Mapping]]] = ..., nvext: _Optional[_Union[_chat_pb2.ChoiceNvExt, _Mapping]] = ..., weight_versions: _Optional[_Iterable[_Union[_common_pb2.WeightVersionSpan, _Mapping]]] = ..., routed_experts: _Optional[bytes] = ...) -> None: ...
 
 class CreateCompletionResponse(_message.Message):
-    __slots__ = ("id", "object", "created", "model", "choices", "usage", "system_fingerprint", "nvext")
+    __slots__ = ("id", "object", "created", "model", "choices", "usage", "system_fingerprint", "nvext", "kv_transfer_params")
     ID_FIELD_NUMBER: _ClassVar[int]
     OBJECT_FIELD_NUMBER: _ClassVar[int]
     CREATED_FIELD_NUMBER: _ClassVar[int]
@@ -145,6 +149,7 @@ class CreateCompletionResponse(_message.Message):
     USAGE_FIELD_NUMBER: _ClassVar[int]
     SYSTEM_FINGERPRINT_FIELD_NUMBER: _ClassVar[int]
     NVEXT_FIELD_NUMBER: _ClassVar[int]
+    KV_TRANSFER_PARAMS_FIELD_NUMBER: _ClassVar[int]
     id: str
     object: str
     created: int
@@ -153,7 +158,8 @@ class CreateCompletionResponse(_message.Message):
     usage: _common_pb2.Usage
     system_fingerprint: str
     nvext: _chat_pb2.NvExtResponse
-    def __init__(self, id: _Optional[str] = ..., object: _Optional[str] = ..., created: _Optional[int] = ..., model: _Optional[str] = ..., choices: _Optional[_Iterable[_Union[CompletionChoice, _Mapping]]] = ..., usage: _Optional[_Union[_common_pb2.Usage, _Mapping]] = ..., system_fingerprint: _Optional[str] = ..., nvext: _Optional[_Union[_chat_pb2.NvExtResponse, _Mapping]] = ...) -> None: ...
+    kv_transfer_params: _struct_pb2.Struct
+    def __init__(self, id: _Optional[str] = ..., object: _Optional[str] = ..., created: _Optional[int] = ..., model: _Optional[str] = ..., choices: _Optional[_Iterable[_Union[CompletionChoice, _Mapping]]] = ..., usage: _Optional[_Union[_common_pb2.Usage, _Mapping]] = ..., system_fingerprint: _Optional[str] = ..., nvext: _Optional[_Union[_chat_pb2.NvExtResponse, _Mapping]] = ..., kv_transfer_params: _Optional[_Union[_struct_pb2.Struct, _Mapping]] = ...) -> None: ...
 
 class StreamCompletionResponse(_message.Message):
     __slots__ = ("id", "object", "created", "model", "choices", "usage", "system_fingerprint", "nvext")

@@ -11,7 +11,7 @@ from typing import ClassVar as _ClassVar, Optional as _Optional, Union as _Union
 DESCRIPTOR: _descriptor.FileDescriptor
 
 class GenerateRequest(_message.Message):
-    __slots__ = ("model", "token_ids", "sampling_params", "request_id", "cache_salt", "priority", "return_token_ids", "output_mode", "stream", "stream_options", "data_parallel_rank", "session_id", "exact_weight_version", "max_weight_lag", "salt_cache_by_version", "content_parts", "features", "mm_features")
+    __slots__ = ("model", "token_ids", "sampling_params", "request_id", "cache_salt", "priority", "return_token_ids", "output_mode", "stream", "stream_options", "data_parallel_rank", "session_id", "exact_weight_version", "max_weight_lag", "salt_cache_by_version", "content_parts", "features", "mm_features", "kv_transfer_params", "ec_transfer_params")
     MODEL_FIELD_NUMBER: _ClassVar[int]
     TOKEN_IDS_FIELD_NUMBER: _ClassVar[int]
     SAMPLING_PARAMS_FIELD_NUMBER: _ClassVar[int]
@@ -30,6 +30,8 @@ class GenerateRequest(_message.Message):
     CONTENT_PARTS_FIELD_NUMBER: _ClassVar[int]
     FEATURES_FIELD_NUMBER: _ClassVar[int]
     MM_FEATURES_FIELD_NUMBER: _ClassVar[int]
+    KV_TRANSFER_PARAMS_FIELD_NUMBER: _ClassVar[int]
+    EC_TRANSFER_PARAMS_FIELD_NUMBER: _ClassVar[int]
     model: str
     token_ids: _containers.RepeatedScalarFieldContainer[int]
     sampling_params: _common_pb2.SamplingParams
@@ -48,7 +50,9 @@ class GenerateRequest(_message.Message):
     content_parts: _containers.RepeatedCompositeFieldContainer[_multimodal_pb2.TokenMediaPart]
     features: _struct_pb2.Struct
     mm_features: _multimodal_pb2.MultiModalFeatures
-    def __init__(self, model: _Optional[str] = ..., token_ids: _Optional[_Iterable[int]] = ..., sampling_params: _Optional[_Union[_common_pb2.SamplingParams, _Mapping]] = ..., request_id: _Optional[str] = ..., cache_salt: _Optional[str] = ..., priority: _Optional[int] = ..., return_token_ids: _Optional[bool] = ..., output_mode: _Optional[str] = ..., stream: _Optional[bool] = ..., stream_options: _Optional[_Union[_chat_pb2.StreamOptions, _Mapping]] = ..., data_parallel_rank: _Optional[int] = ..., session_id: _Optional[str] = ..., exact_weight_version: _Optional[str] = ..., max_weight_lag: _Optional[int] = ..., salt_cache_by_version: _Optional[bool] = ..., content_parts: _Optional[_Iterable[_Union[_multimodal_pb2.TokenMediaPart, _Mapping]]] = ..., features: _Optional[_Union[_struct_pb2.Struct, _Mapping]] = ..., mm_features: _Optional[_Union[_multimodal_pb2.MultiModalFeatures, _Mapping]] = ...) -> None: ...
+    kv_transfer_params: _struct_pb2.Struct
+    ec_transfer_params: _struct_pb2.Struct
+    def __init__(self, model: _Optional[str] = ..., token_ids: _Optional[_Iterable[int]] = ..., sampling_params: _Optional[_Union[_common_pb2.SamplingParams, _Mapping]] = ..., request_id: _Optional[str] = ..., cache_salt: _Optional[str] = ..., priority: _Optional[int] = ..., return_token_ids: _Optional[bool] = ..., output_mode: _Optional[str] = ..., stream: _Optional[bool] = ..., stream_options: _Optional[_Union[_chat_pb2.StreamOptions, _Mapping]] = ..., data_parallel_rank: _Optional[int] = ..., session_id: _Optional[str] = ..., exact_weight_version: _Optional[str] = ..., max_weight_lag: _Optional[int] = ..., salt_cache_by_version: _Optional[bool] = ..., content_parts: _Optional[_Iterable[_Union[_multimodal_pb2.TokenMediaPart, _Mapping]]] = ..., features: _Optional[_Union[_struct_pb2.Struct, _Mapping]] = ..., mm_features: _Optional[_Union[_multimodal_pb2.MultiModalFeatures, _Mapping]] = ..., kv_transfer_params: _Optional[_Union[_struct_pb2.Struct, _Mapping]] = ..., ec_transfer_params: _Optional[_Union[_struct_pb2.Struct, _Mapping]] = ...) -> None: ...
 
 class GenerateTopLogProb(_message.Message):
     __slots__ = ("token_id", "logprob", "rank", "token", "bytes")
@@ -109,7 +113,7 @@ class GenerateChoice(_message.Message):
     def __init__(self, index: _Optional[int] = ..., token_ids: _Optional[_Iterable[int]] = ..., logprobs: _Optional[_Union[GenerateLogProbs, _Mapping]] = ..., finish_reason: _Optional[str] = ..., stop_reason: _Optional[_Union[_struct_pb2.Value, _Mapping]] = ..., text: _Optional[str] = ..., weight_versions: _Optional[_Iterable[_Union[_common_pb2.WeightVersionSpan, _Mapping]]] = ..., routed_experts: _Optional[bytes] = ...) -> None: ...
 
 class GenerateResponse(_message.Message):
-    __slots__ = ("request_id", "model", "created", "choices", "usage", "prompt_token_ids", "output_mode", "prompt_logprobs", "mm_placeholders")
+    __slots__ = ("request_id", "model", "created", "choices", "usage", "prompt_token_ids", "output_mode", "prompt_logprobs", "mm_placeholders", "kv_transfer_params")
     REQUEST_ID_FIELD_NUMBER: _ClassVar[int]
     MODEL_FIELD_NUMBER: _ClassVar[int]
     CREATED_FIELD_NUMBER: _ClassVar[int]
@@ -119,6 +123,7 @@ class GenerateResponse(_message.Message):
     OUTPUT_MODE_FIELD_NUMBER: _ClassVar[int]
     PROMPT_LOGPROBS_FIELD_NUMBER: _ClassVar[int]
     MM_PLACEHOLDERS_FIELD_NUMBER: _ClassVar[int]
+    KV_TRANSFER_PARAMS_FIELD_NUMBER: _ClassVar[int]
     request_id: str
     model: str
     created: int
@@ -128,4 +133,5 @@ class GenerateResponse(_message.Message):
     output_mode: str
     prompt_logprobs: _containers.RepeatedCompositeFieldContainer[_struct_pb2.Value]
     mm_placeholders: _multimodal_pb2.MultiModalPlaceholders
-    def __init__(self, request_id: _Optional[str] = ..., model: _Optional[str] = ..., created: _Optional[int] = ..., choices: _Optional[_Iterable[_Union[GenerateChoice, _Mapping]]] = ..., usage: _Optional[_Union[_common_pb2.Usage, _Mapping]] = ..., prompt_token_ids: _Optional[_Iterable[int]] = ..., output_mode: _Optional[str] = ..., prompt_logprobs: _Optional[_Iterable[_Union[_struct_pb2.Value, _Mapping]]] = ..., mm_placeholders: _Optional[_Union[_multimodal_pb2.MultiModalPlaceholders, _Mapping]] = ...) -> None: ...
+    kv_transfer_params: _struct_pb2.Struct
+    def __init__(self, request_id: _Optional[str] = ..., model: _Optional[str] = ..., created: _Optional[int] = ..., choices: _Optional[_Iterable[_Union[GenerateChoice, _Mapping]]] = ..., usage: _Optional[_Union[_common_pb2.Usage, _Mapping]] = ..., prompt_token_ids: _Optional[_Iterable[int]] = ..., output_mode: _Optional[str] = ..., prompt_logprobs: _Optional[_Iterable[_Union[_struct_pb2.Value, _Mapping]]] = ..., mm_placeholders: _Optional[_Union[_multimodal_pb2.MultiModalPlaceholders, _Mapping]] = ..., kv_transfer_params: _Optional[_Union[_struct_pb2.Struct, _Mapping]] = ...) -> None: ...

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import collections.abc
 import io
+import json
 import pathlib
 import time
 import zipfile
@@ -130,7 +131,12 @@ def test_x_request_id_names_the_engine_request(served, stub) -> None:
     (gen(logprobs=1000), "sampling_params.logprobs"),
     (gen(json_schema="{not json"), "sampling_params.json_schema"),
     (pb.GenerateRequest(tokenized=pb.TokenizedInput(input_ids=[5]),
-                        kv_transfer_params_json="{}"), "kv_transfer_params_json"),
+                        kv_transfer_params_json="[1]"), "kv_transfer_params_json"),
+    (pb.GenerateRequest(tokenized=pb.TokenizedInput(input_ids=[5]),
+                        kv_transfer_params_json="{nope"), "kv_transfer_params_json"),
+    (pb.GenerateRequest(tokenized=pb.TokenizedInput(input_ids=[5]),
+                        kv_transfer_params=pb.KvTransferParams(remote_host="h")),
+     "kv_transfer_params"),
     (pb.GenerateRequest(tokenized=pb.TokenizedInput(input_ids=[5]),
                         mm_inputs=pb.MultimodalInputs(mm_hashes=["x"])), "mm_inputs"),
 ])
@@ -143,6 +149,38 @@ def test_bad_input_is_invalid_argument_naming_the_field(stub, request_, param) -
     info = error_info(exc.value)
     assert info is not None and info.metadata["param"] == param, exc.value.details()
     assert stub.HealthCheck(pb.HealthCheckRequest(), timeout=5).healthy  # still serving
+
+
+def test_kv_transfer_handshake_round_trip_as_vllms_servicer(served, stub) -> None:
+    """A P/D router's handshake (kv_transfer_params_json) reaches the engine
+    as sent; the prefill side's handoff comes back on the complete, as JSON
+    and, naming a host and port, the legacy typed mirror (smg's servicer)."""
+    engine = served[0]
+    sent = {"do_remote_decode": True, "do_remote_prefill": False, "remote_port": None}
+    for stream in (False, True):
+        req = gen(f"pd-{stream}", stream=stream, max_tokens=2)
+        req.kv_transfer_params_json = json.dumps(sent)
+        resps = list(stub.Generate(req, timeout=10))
+        assert engine.requests[-1].params.kv_transfer_params == sent
+        (done,) = [r.complete for r in resps if r.HasField("complete")]
+        answer = json.loads(done.kv_transfer_params_json)
+        assert answer["do_remote_prefill"] is True and answer["remote_request_id"] == f"pd-{stream}"
+        assert (done.kv_transfer_params.remote_host, done.kv_transfer_params.remote_port) == (
+            answer["remote_host"], answer["remote_port"])
+    # the legacy typed field (Mooncake's host and port) is read as vLLM's servicer reads it
+    req = gen("pd-legacy", stream=False, max_tokens=1)
+    req.kv_transfer_params.CopyFrom(pb.KvTransferParams(remote_host="10.0.0.7", remote_port=17))
+    (resp,) = list(stub.Generate(req, timeout=10))
+    assert engine.requests[-1].params.kv_transfer_params == {"remote_host": "10.0.0.7",
+                                                              "remote_port": 17}
+    assert not resp.complete.HasField("kv_transfer_params_json")  # not a prefill handoff
+    # none, or an empty object: nothing passed, nothing answered
+    req = gen("pd-none", stream=False, max_tokens=1)
+    req.kv_transfer_params_json = "{}"
+    (resp,) = list(stub.Generate(req, timeout=10))
+    assert engine.requests[-1].params.kv_transfer_params is None
+    assert not resp.complete.HasField("kv_transfer_params_json")
+    assert not resp.complete.HasField("kv_transfer_params")
 
 
 def test_a_weight_bound_in_the_metadata_is_honoured_retry_safe(served, stub, control) -> None:

@@ -95,6 +95,9 @@ class GenerationParams:
     structured: StructuredOutput | None = None
     detokenize: bool = True
     stream_interval: int | None = None  # tokens per streamed output (None: every token)
+    # A disaggregating router's KV-connector handshake, passed to the engine
+    # as vLLM passes it (SamplingParams.extra_args); None: none.
+    kv_transfer_params: dict[str, Any] | None = None
 
 
 @dataclasses.dataclass
@@ -197,6 +200,9 @@ class EngineOutput:
     finished: bool
     prompt_logprobs: list[PositionLogprobs | None] | None = None
     times: EngineTimes | None = None
+    # What the engine's KV connector returns for the request (on its last
+    # output; vLLM's RequestOutput.kv_transfer_params): None without one.
+    kv_transfer_params: dict[str, Any] | None = None
 
 
 @dataclasses.dataclass

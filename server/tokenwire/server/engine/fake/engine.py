@@ -34,6 +34,7 @@ from tokenwire.server.engine.fake import media
 from tokenwire.server.engine.fake.choices import FakeChoice, StreamBatch
 from tokenwire.server.engine.fake.control import FakeControl
 from tokenwire.server.engine.fake.kv_events import FakeKvEvents
+from tokenwire.server.engine.fake.kv_transfer import kv_answer
 from tokenwire.server.engine.fake.parsers import FakeChatParsers
 from tokenwire.server.engine.fake.pooling import FakePooling
 
@@ -284,6 +285,8 @@ class FakeEngine(FakeControl, media.FakeMedia, FakePooling):
                         ready, list(request.prompt_token_ids), cached, finished,
                         times=EngineTimes(arrival, arrival, first_token, time.time()),
                         prompt_logprobs=self._prompt_logprobs(request) if batch.sent == 0 else None,
+                        kv_transfer_params=(kv_answer(request, cached, self.block_size)
+                                            if finished else None),
                     )
                 else:
                     yield EngineOutput(ready, [], cached, finished)
@@ -354,6 +357,7 @@ class FakeEngine(FakeControl, media.FakeMedia, FakePooling):
             outputs, list(request.prompt_token_ids), cached, True,
             times=EngineTimes(arrival, arrival, first_token, time.time()),
             prompt_logprobs=self._prompt_logprobs(request),
+            kv_transfer_params=kv_answer(request, cached, self.block_size),
         )
 
     def _prompt_logprobs(self, request: EngineRequest) -> list[PositionLogprobs | None] | None:

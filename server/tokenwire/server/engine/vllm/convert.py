@@ -1,6 +1,7 @@
 """Conversion between the domain types and vLLM's: generation parameters
-in (SamplingParams), RequestOutputs out (ids, logprobs, weight spans,
-routed experts, engine timestamps), vLLM's exceptions as tokenwire errors.
+in (SamplingParams, a KV-transfer handshake in its extra_args), RequestOutputs
+out (ids, logprobs, weight spans, routed experts, engine timestamps, the KV
+connector's answer), vLLM's exceptions as tokenwire errors.
 Runs once per engine output: kept lean."""
 
 from __future__ import annotations
@@ -70,6 +71,10 @@ def sampling_params(p: GenerationParams, stream: bool) -> Any:
         detokenize=p.detokenize,
         stream_interval=p.stream_interval if stream else None,
         output_kind=RequestOutputKind.DELTA if stream else RequestOutputKind.FINAL_ONLY,
+        # vLLM's servers pass a router's KV-transfer handshake so (the engine
+        # core warns and ignores it when no --kv-transfer-config is set).
+        extra_args=(None if p.kv_transfer_params is None
+                    else {"kv_transfer_params": dict(p.kv_transfer_params)}),
     )
 
 
@@ -154,6 +159,7 @@ def convert_output(out: Any, wall_offset: float, full: bool) -> EngineOutput:
         finished=bool(out.finished),
         prompt_logprobs=prompt_lps,
         times=times,
+        kv_transfer_params=getattr(out, "kv_transfer_params", None),
     )
 
 

@@ -15,6 +15,11 @@ from tokenwire.server.core import validation as v
 from tokenwire.server.core.domain import Caller, Engine
 from tokenwire.server.core.errors import InvalidArgument
 from tokenwire.server.core.settings import ServerSettings
+from tokenwire.server.inference.shared.kv_transfer import (
+    REUSED_IDS,
+    read_kv_transfer,
+    reused_prompt_ids,
+)
 from tokenwire.server.inference.shared.messages import struct_to_dict
 from tokenwire.server.inference.shared.openai_body import BodyHead, read_head
 from tokenwire.server.inference.shared.prompt_chars import rendered_chars
@@ -51,6 +56,9 @@ class ChatBody:
     return_token_ids: bool
     speculative_prefill: bool
     role: str  # the reply's role
+    # A disaggregating router's KV handshake for the engine (its forwarded
+    # prompt ids taken out: they are the prompt), None: none.
+    kv_transfer: dict[str, Any] | None = None
 
     @classmethod
     def read(cls, req: chat_pb2.CreateChatCompletionRequest, engine: Engine,
@@ -59,7 +67,18 @@ class ChatBody:
         (messages) the cheap length limit; the other fields are checked by
         the steps that use them."""
         head = read_head(req, "chatcmpl", engine, served_model=served_model, caller=caller)
+        if req.HasField("return_prompt_text") and req.return_prompt_text:
+            raise InvalidArgument(
+                "return_prompt_text: the rendered prompt is not returned as text; ask "
+                "return_token_ids for prompt_token_ids (or /v1/chat/completions/render)",
+                param="return_prompt_text", reason="UNSUPPORTED_FIELD")
+        kv = read_kv_transfer(req)
         given_param, given_ids = given_prompt_ids(req)
+        reused = reused_prompt_ids(
+            kv, media=bool(kv) and "prompt_token_ids" in kv and _has_media(req))
+        if reused is not None and not given_ids:  # the decode side's reuse (vLLM's)
+            given_param, given_ids = REUSED_IDS, reused
+        kv = kv or None  # nothing left once the ids are out: none for the engine (vLLM's)
         if not given_ids:
             # Cheap limit first: a text too long for the window by its length
             # alone (messages with every rendered field, tools, template
@@ -86,6 +105,7 @@ class ChatBody:
             return_token_ids=bool(opt(req, "return_token_ids")),
             speculative_prefill=bool(nv.agent_hints.speculative_prefill),
             role=_reply_role(req, settings),
+            kv_transfer=kv,
         )
 
 
@@ -114,6 +134,21 @@ def _mode(req: chat_pb2.CreateChatCompletionRequest, given_ids: bool) -> PromptM
         return "ids"
     nv = req.nvext
     return "raw" if nv.HasField("use_raw_prompt") and nv.use_raw_prompt else "template"
+
+
+def _has_media(req: chat_pb2.CreateChatCompletionRequest) -> bool:
+    """Whether a message has a part other than text (vLLM then renders the
+    messages and ignores a handshake's forwarded ids)."""
+    for m in req.messages:
+        if any(part.WhichOneof("part") not in (None, "text") for part in m.parts):
+            return True
+        if m.content.WhichOneof("kind") == "list_value":
+            for item in m.content.list_value.values:
+                kind = item.struct_value.fields.get("type") if item.HasField(
+                    "struct_value") else None
+                if kind is not None and kind.string_value != "text":
+                    return True
+    return False
 
 
 def _choice(value: Any, kind: str | None) -> str | dict[str, Any] | None:

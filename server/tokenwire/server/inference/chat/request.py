@@ -126,6 +126,7 @@ def chat_sampling(body: ChatBody, engine: Engine, settings: ServerSettings
         p.logprobs = 0  # engine_data carries the sampled tokens' logprobs
     if body.response_format is not None:
         p.structured = structured_output(body.response_format)
+    p.kv_transfer_params = body.kv_transfer
     return p, top
 
 

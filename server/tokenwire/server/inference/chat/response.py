@@ -11,6 +11,7 @@ from tokenwire.server.core.domain import ChoiceOutput, Engine, EngineOutput, Eng
 from tokenwire.server.core.parsing import ChoiceParser, ParsedToolCall, ToolCallDelta
 from tokenwire.server.inference.chat.request import ChatPlan
 from tokenwire.server.inference.shared.choices import ChoiceAccumulator, finish_choice
+from tokenwire.server.inference.shared.kv_transfer import put_kv_answer
 from tokenwire.server.inference.shared.logprobs import add_prompt_logprobs, choice_logprobs
 from tokenwire.server.inference.shared.nvext import add_prompt_nvext, response_nvext
 from tokenwire.server.inference.shared.outputs import chunk_maker
@@ -94,6 +95,7 @@ def build_chat_response(
     add_prompt_logprobs(resp.prompt_logprobs, engine, plan.request.params.prompt_logprobs or 0,
                         final.prompt_logprobs)
     resp.usage.CopyFrom(usage(len(final.prompt_token_ids), completion_len, final.num_cached_tokens))
+    put_kv_answer(resp.kv_transfer_params, final.kv_transfer_params)
     nvr = response_nvext(
         plan, worker_id, prompt_ids=final.prompt_token_ids, mirror=mirror,
         timing_msg=timing(plan.received, final.times, first_seen),

@@ -17,6 +17,7 @@ from tokenwire.server.core.domain import Caller, Engine, EngineRequest, Generati
 from tokenwire.server.core.errors import InvalidArgument
 from tokenwire.server.core.settings import ServerSettings
 from tokenwire.server.inference.shared import sampling
+from tokenwire.server.inference.shared.kv_transfer import read_kv_transfer
 from tokenwire.server.inference.shared.openai_body import (
     BodyHead,
     BodyTail,
@@ -116,6 +117,7 @@ def completion_params(
     if req.echo and req.HasField("logprobs") and p.prompt_logprobs is None:
         p.prompt_logprobs = p.logprobs  # the echoed positions' logprobs (vLLM)
     p.stream_interval = v.stream_interval(req.stream_options)
+    p.kv_transfer_params = read_kv_transfer(req)  # as vLLM's: every prompt's, as given
     return p
 
 

@@ -13,6 +13,7 @@ from google.protobuf import struct_pb2
 from tokenwire.server.core.domain import ChoiceOutput, Engine, EngineOutput, PositionLogprobs
 from tokenwire.server.inference.completion.request import CompletionPlan
 from tokenwire.server.inference.shared.choices import ChoiceAccumulator, finish_choice
+from tokenwire.server.inference.shared.kv_transfer import put_kv_answer
 from tokenwire.server.inference.shared.logprobs import native_prompt_logprobs
 from tokenwire.server.inference.shared.nvext import add_prompt_nvext, response_nvext
 from tokenwire.server.inference.shared.usage import timing, usage
@@ -141,6 +142,8 @@ def build_completion_response(
             if index == 0 and ch.HasField("nvext"):
                 mirror = ch.nvext
     resp.usage.CopyFrom(usage(prompt_len, completion_len, cached))
+    if finals:  # vLLM's: the first prompt's
+        put_kv_answer(resp.kv_transfer_params, finals[0].kv_transfer_params)
     if len(finals) == 1:
         nvr = response_nvext(
             plan, worker_id, prompt_ids=finals[0].prompt_token_ids, mirror=mirror,

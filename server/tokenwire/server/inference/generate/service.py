@@ -27,6 +27,7 @@ from tokenwire.server.inference.chunk_bounds import DEFAULT_MESSAGE_LIMIT, Chunk
 from tokenwire.server.inference.shared import sampling
 from tokenwire.server.inference.shared.choices import finish_choice
 from tokenwire.server.inference.shared.identity import check_model, lora_of, new_request_id
+from tokenwire.server.inference.shared.kv_transfer import put_kv_answer, read_kv_transfer
 from tokenwire.server.inference.shared.logprobs import native_prompt_logprobs
 from tokenwire.server.inference.shared.outputs import chunk_maker, final_output, media_outputs
 from tokenwire.server.inference.shared.tenant_policy import check_priority, pick_cache_salt
@@ -119,6 +120,7 @@ def build_generate_plan(
     sampling.check_min_tokens(params, "sampling_params.")
     params.detokenize = mode == "text" or bool(params.stop)
     params.stream_interval = v.stream_interval(req.stream_options)
+    params.kv_transfer_params = read_kv_transfer(req, pass_empty=True)  # as vLLM's generate
     salt = pick_cache_salt(caller, req.cache_salt)
     priority = check_priority(req.priority if req.HasField("priority") else 0, settings, caller)
     return GeneratePlan(
@@ -236,6 +238,7 @@ async def run_generate(
     _add_prompt_logprobs(resp, plan, final.prompt_logprobs, engine)
     completion = sum(len(c.token_ids) for c in final.choices)
     resp.usage.CopyFrom(usage(len(final.prompt_token_ids), completion, final.num_cached_tokens))
+    put_kv_answer(resp.kv_transfer_params, final.kv_transfer_params)
     return resp
 
 

@@ -78,15 +78,18 @@ MESSAGE_KEYS = {"content": None, "refusal": None}
 # The top-level keys of vLLM's unary answer (its response model's
 # model_dump(): null when unset) that are singular fields of the contract,
 # which proto3 JSON omits when unset. Not printed: vLLM's keys outside the
-# contract (kv_transfer_params, ec_transfer_params, metrics, service_tier,
-# prompt_text, prompt_token_id_logprobs, a choice's sampling_mask) and a
+# contract (ec_transfer_params, metrics, service_tier, prompt_text,
+# prompt_token_id_logprobs, a choice's sampling_mask: docs/contract.md,
+# "vLLM's response keys") and a
 # null for an empty list field (token_ids, prompt_logprobs, routed_experts,
 # ...), which would not parse as the contract's message: the REST JSON
 # stays the gRPC message printed (docs/contract.md).
 UNARY_TOP_KEYS: dict[str, tuple[str, ...]] = {
-    "tokenwire.v1.CreateChatCompletionResponse": ("system_fingerprint", "usage"),
-    "tokenwire.v1.CreateCompletionResponse": ("system_fingerprint", "usage"),
-    "tokenwire.v1.GenerateResponse": ("model", "created", "usage", "mm_placeholders"),
+    "tokenwire.v1.CreateChatCompletionResponse": (
+        "system_fingerprint", "usage", "kv_transfer_params"),
+    "tokenwire.v1.CreateCompletionResponse": ("system_fingerprint", "usage", "kv_transfer_params"),
+    "tokenwire.v1.GenerateResponse": (
+        "model", "created", "usage", "mm_placeholders", "kv_transfer_params"),
 }
 
 

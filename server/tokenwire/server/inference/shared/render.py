@@ -48,4 +48,6 @@ def as_generate_request(
     # again when the rendered request is sent).
     if salt:
         out.cache_salt = salt
+    if p.kv_transfer_params is not None:  # the handshake, as vLLM's render answers it
+        out.kv_transfer_params.update(p.kv_transfer_params)
     return out

@@ -3,7 +3,9 @@ tokenwire's domain: its ids, its sampling parameters as vLLM's gRPC
 servicer reads them (proto3 zeros mean "unset" where vLLM's default is not
 zero: top_p, repetition_penalty, n), every field checked as tokenwire checks
 its own generate's, and a clear INVALID_ARGUMENT for what this front does
-not take (text prompts, router-processed media, KV-transfer handshakes)."""
+not take (text prompts, router-processed media); a KV-transfer handshake
+(`kv_transfer_params_json`, or the legacy typed `kv_transfer_params`) is
+read as vLLM's servicer reads it and passed to the engine."""
 
 from __future__ import annotations
 
@@ -35,8 +37,32 @@ _NOT_TAKEN = {
                  "tokenwire.v1 Generate (content_parts / mm_features)",
     "extra_mm_inputs": "router-processed media is not taken",
     "media_refs": "media references are not taken (this worker advertises no mm_processor)",
-    "kv_transfer_params": "KV-transfer (prefill/decode) handshakes are not taken yet",
 }
+KV_JSON = "kv_transfer_params_json"
+
+
+def kv_transfer_params(req: pb.GenerateRequest) -> dict[str, Any] | None:
+    """The handshake as vLLM's servicer (smg-grpc-servicer) reads it: the
+    JSON field (an object), else the legacy typed one (Mooncake's host and
+    port); None: none, or an empty object (not passed to the engine)."""
+    if req.HasField(KV_JSON):
+        try:
+            params = json.loads(req.kv_transfer_params_json)
+        except ValueError as exc:
+            raise InvalidArgument(f"{KV_JSON} is not JSON: {exc}", param=KV_JSON,
+                                  reason="INVALID_FORMAT") from exc
+        if not isinstance(params, dict):
+            raise InvalidArgument(f"{KV_JSON} must be a JSON object", param=KV_JSON,
+                                  reason="INVALID_TYPE")
+        return params or None
+    if req.HasField("kv_transfer_params"):
+        legacy = req.kv_transfer_params
+        if not legacy.remote_host or not 1 <= legacy.remote_port <= 65535:
+            raise InvalidArgument(
+                "kv_transfer_params: remote_host must be set and remote_port in [1, 65535]",
+                param="kv_transfer_params", reason="VALUE_OUT_OF_RANGE")
+        return {"remote_host": legacy.remote_host, "remote_port": legacy.remote_port}
+    return None
 
 
 @dataclasses.dataclass
@@ -157,15 +183,14 @@ def build_plan(req: pb.GenerateRequest, engine: Engine, settings: ServerSettings
     for field, why in _NOT_TAKEN.items():
         if req.HasField(field) if field != "extra_mm_inputs" else req.extra_mm_inputs:
             raise InvalidArgument(f"{field}: {why}", param=field, reason="UNSUPPORTED_FIELD")
-    if req.HasField("kv_transfer_params_json"):
-        raise InvalidArgument(f"kv_transfer_params_json: {_NOT_TAKEN['kv_transfer_params']}",
-                              param="kv_transfer_params_json", reason="UNSUPPORTED_FIELD")
+    kv = kv_transfer_params(req)
     prompt = _prompt(req, engine)
     sp = req.sampling_params
     params = sampling_params(sp, settings, engine.vocab_size, engine.sampling_defaults())
     params.max_tokens = v.max_tokens(PRE + "max_tokens", _opt(sp, "max_tokens"), len(prompt),
                                      engine.max_model_len)
     sampling.check_min_tokens(params, PRE)
+    params.kv_transfer_params = kv
     request = EngineRequest(
         request_id=new_request_id("vllm", req.request_id, caller.request_id),
         prompt_token_ids=prompt,

@@ -10,12 +10,18 @@ tokenwire as it reads `vllm serve --grpc`:
 
 Every id the engine sampled is in exactly one chunk; a streamed
 `complete` repeats none (its `output_ids` are empty, its
-`completion_tokens` the choice's whole count)."""
+`completion_tokens` the choice's whole count). The engine's KV-connector
+answer goes on the `complete` that finishes the request, as
+`kv_transfer_params_json` and, when it names a host and port, the legacy
+typed `kv_transfer_params` (smg's servicer's mirror)."""
 
 from __future__ import annotations
 
 import contextlib
+import json
+import logging
 from collections.abc import AsyncIterator
+from typing import Any
 
 from smg_grpc_proto.generated import vllm_engine_pb2 as pb
 
@@ -24,6 +30,8 @@ from tokenwire.server.core.errors import Internal
 from tokenwire.server.core.weight_bounds import ENDED_REASONS
 from tokenwire.server.inference.shared.outputs import final_output
 from tokenwire.server.inference.vllm_grpc.request import EnginePlan
+
+log = logging.getLogger("tokenwire.requests")
 
 
 def _top(pos: PositionLogprobs, k: int, into: pb.TopLogProbs) -> None:
@@ -58,6 +66,20 @@ def _finish(done: pb.GenerateComplete, c: ChoiceOutput) -> None:
         done.matched_stop_str = sr  # (a weight bound's end is no stop string)
 
 
+def _kv_answer(done: pb.GenerateComplete, params: dict[str, Any] | None) -> None:
+    """The connector's answer as vLLM's servicer writes it (nothing when empty)."""
+    if not params:
+        return
+    try:
+        done.kv_transfer_params_json = json.dumps(params)
+    except (TypeError, ValueError):
+        log.warning("dropping kv_transfer_params JSON cannot hold: %r", params)
+    host, port = params.get("remote_host", ""), params.get("remote_port", 0)
+    if isinstance(host, str) and host and type(port) is int and 1 <= port <= 65535:
+        done.kv_transfer_params.remote_host = host
+        done.kv_transfer_params.remote_port = port
+
+
 def _counts(msg: pb.GenerateStreamChunk | pb.GenerateComplete, out: EngineOutput,
             prompt_len: int) -> None:
     msg.prompt_tokens = len(out.prompt_token_ids) or prompt_len
@@ -77,6 +99,7 @@ async def run_generate(engine: Engine, plan: EnginePlan) -> list[pb.GenerateResp
         done.completion_tokens = len(c.token_ids)
         _counts(done, final, len(plan.request.prompt_token_ids))
         _finish(done, c)
+        _kv_answer(done, final.kv_transfer_params)
         if c.logprobs is not None:
             _output_logprobs(c.logprobs, k, done.output_logprobs)
         if final.prompt_logprobs is not None:
@@ -122,6 +145,7 @@ async def stream_generate(engine: Engine, plan: EnginePlan) -> AsyncIterator[pb.
                     done.completion_tokens = sent
                     _counts(done, out, prompt_len)
                     _finish(done, c)
+                    _kv_answer(done, out.kv_transfer_params)
                     yield resp
     if not finished:
         raise Internal("the engine ended the stream without finishing the request",
