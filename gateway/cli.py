@@ -12,6 +12,7 @@ from typing import TYPE_CHECKING, Any
 
 from tokenwire.gateway import settings as gw_settings
 from tokenwire.gateway import tracing as gw_tracing
+from tokenwire.gateway.up_ports import check_ports, free_ports
 
 if TYPE_CHECKING:  # (a client-only install has no server)
     from tokenwire.server.core.settings import ServerSettings
@@ -37,11 +38,24 @@ def add_gateway_parsers(sub: argparse._SubParsersAction) -> None:  # type: ignor
     # vLLM's TLS and request-id flags mean the listener a vLLM user talks
     # to: the gateway's (REST, and gRPC through it); tokenwire's --tls-cert
     # and --tls-key stay the servers' gRPC listener.
-    add_server_arguments(up, skip=frozenset(UP_GATEWAY_FLAGS), vllm_spellings=False)
+    # vLLM's --host / --port are the REST listener's too (the gateway's: `vllm
+    # serve --port 8000` and `tokenwire up --port 8000` serve REST on 8000);
+    # the servers' gRPC listener is --grpc-host / --grpc-port (vLLM's
+    # --grpc-port: gRPC beside REST).
+    add_server_arguments(up, skip=frozenset((*UP_GATEWAY_FLAGS, "host", "port")),
+                         vllm_spellings=False)
     up.set_defaults(ssl_ca_certs="", ssl_cert_reqs=0)  # the servers': none under `up`
+    grpc = up.add_argument_group("the servers' gRPC listener (each replica's `tokenwire serve "
+                                 "--host/--port`)")
+    grpc.add_argument("--grpc-host", dest="host", default=GRPC_HOST, metavar="HOST",
+                      help="the servers' gRPC listen address (loopback by default, whatever "
+                           "--host is: clients reach gRPC through the REST port too)")
+    grpc.add_argument("--grpc-port", dest="port", type=int, default=GRPC_PORT, metavar="PORT",
+                      help="the servers' gRPC port (vLLM's flag: gRPC beside REST); with "
+                           "--replicas N, replica i serves on --grpc-port + i")
     up.add_argument("--replicas", type=int, default=1,
-                    help="run N servers (each its own engine) on --port, --port+1, ... behind the "
-                         "gateway, with session/cache affinity (docs/fleet.md)")
+                    help="run N servers (each its own engine) on --grpc-port, --grpc-port+1, ... "
+                         "behind the gateway, with session/cache affinity (docs/fleet.md)")
     up.add_argument("--gpus-per-replica", type=int, default=0,
                     help="with --replicas on a GPU host: give replica i the devices "
                          "i*K .. i*K+K-1 (CUDA_VISIBLE_DEVICES); 0 leaves devices alone")
@@ -49,8 +63,17 @@ def add_gateway_parsers(sub: argparse._SubParsersAction) -> None:  # type: ignor
     gw_settings.add_arguments(up, prefix="gateway-",
                               exclude=("upstream_host", "upstream_port", "control",
                                        "upstream_metrics_port", "upstream_metrics_host",
-                                       "otlp_traces_endpoint", *UP_GATEWAY_FLAGS))
+                                       "otlp_traces_endpoint", "listen_host", "listen_port",
+                                       *UP_GATEWAY_FLAGS))
     vllm = up.add_argument_group("vLLM's flags for the REST listener (the gateway's)")
+    vllm.add_argument("--host", "--gateway-listen-host", dest="gateway_listen_host",
+                      default=gw_settings.GatewaySettings().listen_host, metavar="HOST",
+                      help="vLLM's flag: the REST listener's address (REST, and gRPC through "
+                           "it); loopback by default (vLLM's: every address; give 0.0.0.0)")
+    vllm.add_argument("--port", "--gateway-listen-port", dest="gateway_listen_port", type=int,
+                      default=UP_PORT, metavar="PORT",
+                      help=f"vLLM's flag: the REST listener's port (REST, and gRPC through it; "
+                           f"default {UP_PORT}, vLLM's); the servers' gRPC port is --grpc-port")
     vllm.add_argument("--ssl-certfile", dest="gateway_tls_cert", default="", metavar="FILE",
                       help="vLLM's flag: serve the gateway's listener (REST, and gRPC through it) "
                            "over TLS with this PEM certificate chain (= --gateway-tls-cert)")
@@ -78,6 +101,11 @@ def add_gateway_parsers(sub: argparse._SubParsersAction) -> None:  # type: ignor
     up.set_defaults(func=run_up)
 
 
+# `tokenwire up`'s listeners: REST (the gateway's) on vLLM's default port;
+# the servers' gRPC on `tokenwire serve`'s defaults.
+UP_PORT = 8000
+GRPC_HOST = "127.0.0.1"
+GRPC_PORT = 50051
 # Settings vLLM spells for its one listener: under `tokenwire up` the
 # gateway's own flags, not the servers' (which keep tokenwire's --tls-*).
 UP_GATEWAY_FLAGS = ("ssl_ca_certs", "ssl_cert_reqs")
@@ -152,13 +180,12 @@ def run_up(ns: argparse.Namespace) -> int:
     from tokenwire.server.core.settings import from_namespace as server_settings
     from tokenwire.server.security.auth import check_exposure
 
-    if ns.port == 0:
-        raise SystemExit("tokenwire up: give the server a fixed --port (not 0)")
+    check_ports(ns)
     server = server_settings(ns)  # what each replica's `tokenwire serve` will get
     try:
         check_exposure(server)
-    except ValueError as err:
-        raise SystemExit(f"tokenwire up: {err}") from None
+    except ValueError as err:  # the servers' listener is --grpc-host here
+        raise SystemExit(f"tokenwire up: {str(err).replace('--host', '--grpc-host')}") from None
     _up_upstream(ns)
     _up_control(ns, server)
     gateway = gw_settings.from_namespace(ns)
@@ -206,8 +233,8 @@ def _up_upstream(ns: argparse.Namespace) -> None:
     # ports, free loopback ones unless --metrics-port is given. Several
     # (replicas, serving processes) are merged by metrics_merge.py.
     if not ns.metrics_port:
-        ns.metrics_port = _free_ports(max(1, ns.replicas) * max(1, ns.api_server_count),
-                                      ns.metrics_host)
+        ns.metrics_port = free_ports(max(1, ns.replicas) * max(1, ns.api_server_count),
+                                     ns.metrics_host)
     ns.gateway_upstream_metrics_port = ns.metrics_port
     if ns.tls_cert and not ns.gateway_upstream_tls_ca:
         ns.gateway_upstream_tls_ca = ns.tls_cert  # a self-signed server certificate
@@ -230,8 +257,9 @@ def _up_control(ns: argparse.Namespace, server: ServerSettings) -> None:
               "--fleet HOST:PORT,HOST:PORT ...` (their own addresses)", file=sys.stderr, flush=True)
     elif ns.enable_control and not server.admin_api_key:
         print(f"tokenwire up: control without --admin-api-key is for this host only: call the "
-              f"server at {ns.host}:{ns.port} (`tokenwire control --server {ns.host}:{ns.port}"
-              " ...`); the gateway does not expose it", file=sys.stderr, flush=True)
+              f"server at {ns.host}:{ns.port} (its gRPC port, --grpc-port: `tokenwire control "
+              f"--server {ns.host}:{ns.port} ...`); the gateway (REST on --port "
+              f"{ns.gateway_listen_port}) does not expose it", file=sys.stderr, flush=True)
     if ns.gateway_inject_admin_key:
         if fleet:
             raise SystemExit("tokenwire up: --gateway-inject-admin-key needs one replica (a "
@@ -246,7 +274,8 @@ def _up_control(ns: argparse.Namespace, server: ServerSettings) -> None:
 
 def up_config(parser: argparse.ArgumentParser, argv: list[str]) -> list[str]:
     """`tokenwire up ... --config vllm.yaml`: the YAML's keys that `tokenwire
-    up` takes itself (its listener's, --port, --api-key, ...: what it would
+    up` takes itself (its listener's: --host and --port are REST's, as in
+    `vllm serve`; --grpc-port, --api-key, ...: what it would
     get wrong if only the servers read them) become its flags, before the
     command line's, which win as in `vllm serve`; the other keys stay a
     YAML (written 0600) for every replica's `tokenwire serve --config`."""
@@ -305,47 +334,9 @@ def _model_first(extra: list[str]) -> list[str]:
     return list(extra)
 
 
-def _free_ports(count: int, host: str) -> int:
-    """The first of `count` consecutive free ports on `host`, drawn below the
-    kernel's ephemeral range where it is known (Linux): a port in that range
-    can be taken by any outgoing connection (Envoy's, a client's) between
-    this probe and the server's bind; below it only a listener can."""
-    import pathlib
-    import random
-    import socket
-
-    try:
-        low = int(pathlib.Path("/proc/sys/net/ipv4/ip_local_port_range").read_text().split()[0])
-    except (OSError, ValueError, IndexError):
-        low = 0
-    draw = random.Random()
-    for attempt in range(256):
-        if low > 10_000 + count and attempt < 192:
-            base = draw.randrange(10_000, low - count)
-        else:
-            with socket.socket() as probe:
-                probe.bind((host, 0))
-                base = int(probe.getsockname()[1])
-        if base + count > 65536:
-            continue
-        held: list[socket.socket] = []
-        try:
-            for port in range(base, base + count):
-                held.append(socket.socket())
-                held[-1].bind((host, port))
-        except OSError:
-            continue
-        finally:
-            for sock in held:
-                sock.close()
-        return base
-    raise SystemExit(f"tokenwire up: no {count} free ports in a row on {host} for the servers' "
-                     "/metrics: give --metrics-port")
-
-
 def plan_replicas(ns: argparse.Namespace) -> list[Any]:
-    """The `tokenwire serve` of each replica: ports one after another from
-    the given one; metrics ports from --metrics-port, --api-server-count of
+    """The `tokenwire serve` of each replica: gRPC ports one after another
+    from --grpc-port (`serve --port`); metrics ports from --metrics-port, --api-server-count of
     them each (serving process i of a replica serves on its port + i);
     devices split with --gpus-per-replica. Engine flags (vLLM's) were not
     parsed here: they go to every replica as given, but for the ports of

@@ -44,12 +44,13 @@ def free_ports(n: int) -> int:
 def server_command(args: argparse.Namespace, port: int, ckpt: Path, gateway_port: int) -> list[str]:
     """`tokenwire serve` with control on, starting at weight version s0;
     weight updates may only load from the trainer's checkpoint folder. With
-    --replicas N > 1: `tokenwire up --replicas N` (N servers behind Envoy)."""
+    --replicas N > 1: `tokenwire up --replicas N` (N servers behind Envoy; up's
+    --port is the gateway's, its servers' gRPC port --grpc-port)."""
     ckpt.mkdir(parents=True, exist_ok=True)
-    cmd = ["up", "--replicas", str(args.replicas), "--gateway-listen-port", str(gateway_port)] \
-        if args.replicas > 1 else ["serve"]
-    return [sys.executable, "-m", "tokenwire.cli", *cmd, "--model", str(args.model), "--port",
-            str(port), "--enable-control", "--weight-version", "s0", "--weights-root", str(ckpt),
+    cmd = ["up", "--replicas", str(args.replicas), "--port", str(gateway_port), "--grpc-port",
+           str(port)] if args.replicas > 1 else ["serve", "--port", str(port)]
+    return [sys.executable, "-m", "tokenwire.cli", *cmd, "--model", str(args.model),
+            "--enable-control", "--weight-version", "s0", "--weights-root", str(ckpt),
             "--max-model-len", "1024", "--kv-cache-bytes", str(256 << 20), *args.server_arg]
 
 

@@ -86,8 +86,8 @@ def tokenwire_up(*flags: str, env: dict[str, str] | None = None,
     grpc_port = grpc_port or free_port()
     rest_port = free_port()
     base = ["--engine", "fake", "--served-model-name", "fake-model"] if fake else []
-    cmd = [sys.executable, "-m", "tokenwire.cli", "up", *base, "--port", str(grpc_port),
-           "--gateway-listen-port", str(rest_port), *flags]
+    cmd = [sys.executable, "-m", "tokenwire.cli", "up", *base, "--port", str(rest_port),
+           "--grpc-port", str(grpc_port), *flags]
     proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, env=env)
     up = UpProcess(proc, f"http://127.0.0.1:{rest_port}", grpc_port, rest_port)
     try:

@@ -223,8 +223,8 @@ def test_the_flag_refuses_a_listener_beyond_loopback(host: str, tmp_path: Path) 
             main(["gateway", "--control", "--inject-admin-key", "--listen-host", host,
                   "--config-dir", str(tmp_path)])
         with pytest.raises(SystemExit, match=r"tokenwire up: .*loopback"):
-            main(["up", "--engine", "fake", "--port", str(free_port()), "--enable-control",
-                  "--gateway-inject-admin-key", "--gateway-listen-host", host])
+            main(["up", "--engine", "fake", "--grpc-port", str(free_port()), "--enable-control",
+                  "--gateway-inject-admin-key", "--host", host])
         for loopback in ("127.0.0.1", "127.0.0.2", "::1"):
             settings = GatewaySettings(control=True, inject_admin_key=True, listen_host=loopback)
             assert injected_admin_key(settings) == ADMIN_KEY

@@ -221,7 +221,7 @@ def test_up_passes_the_flag_only_with_control_and_a_key() -> None:
     from tokenwire.cli import main
 
     with _admin_key_env(""), pytest.raises(SystemExit, match="needs --enable-control"):
-        main(["up", "--engine", "fake", "--port", str(free_port()), "--enable-control",
+        main(["up", "--engine", "fake", "--grpc-port", str(free_port()), "--enable-control",
               "--gateway-inject-admin-key"])
 
 

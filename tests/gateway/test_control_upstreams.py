@@ -67,7 +67,7 @@ def test_up_with_replicas_keeps_control_off_the_gateway(
     started: list[GatewaySettings] = []
     monkeypatch.setattr(supervisor, "run", lambda replicas, gateway, **kw: started.append(gateway))
     monkeypatch.setenv(ADMIN_KEY_ENV, "fleet-admin-key")
-    base = ["up", "--engine", "fake", "--port", str(free_port()), "--enable-control"]
+    base = ["up", "--engine", "fake", "--grpc-port", str(free_port()), "--enable-control"]
     main([*base, "--replicas", "2"])
     assert len(started[0].upstreams) == 2 and started[0].control is False
     assert "tokenwire control --fleet" in capsys.readouterr().err
@@ -76,5 +76,5 @@ def test_up_with_replicas_keeps_control_off_the_gateway(
     with pytest.raises(SystemExit, match="--gateway-inject-admin-key needs one replica"):
         main([*base, "--replicas", "2", "--gateway-inject-admin-key"])
     assert len(started) == 2
-    main([*base, "--host", "localhost"])  # the gateway reaches it by address: control stays on
+    main([*base, "--grpc-host", "localhost"])  # the gateway reaches it by address: control on
     assert started[2].control is True and started[2].upstream_host == "127.0.0.1"

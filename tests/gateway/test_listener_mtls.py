@@ -102,8 +102,8 @@ def test_up_takes_vllms_tls_flags_for_the_rest_listener(pki) -> None:
     ca, _, server = pki
     grpc_port, rest_port = free_port(), free_port()
     cmd = [sys.executable, "-m", "tokenwire.cli", "up", "--engine", "fake",
-           "--served-model-name", "fake-model", "--port", str(grpc_port),
-           "--gateway-listen-port", str(rest_port), "--ssl-certfile", server.cert,
+           "--served-model-name", "fake-model", "--port", str(rest_port),
+           "--grpc-port", str(grpc_port), "--ssl-certfile", server.cert,
            "--ssl-keyfile", server.key, "--ssl-ca-certs", ca.me.cert, "--ssl-cert-reqs", "2"]
     proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
                             env=os.environ.copy())

@@ -2,11 +2,12 @@
 random Llama), one run for two stories (each real start costs about a
 minute here):
 
-- the YAML's keys that `up` takes itself (the gRPC port, the REST
-  listener's port, the API key) configure the gateway and the server, the
-  rest (the model, its served name, the engine's sizes) reach the
-  replica's `tokenwire serve --config`, as `vllm serve --config` would
-  take them all; the official openai SDK then lists and chats through Envoy;
+- the YAML's keys that `up` takes itself (`port`: the REST listener's,
+  as in vLLM's YAML; `grpc-port`: the servers'; the API key) configure
+  the gateway and the server, the rest (the model, its served name, the
+  engine's sizes) reach the replica's `tokenwire serve --config`, as
+  `vllm serve --config` would take them all; the official openai SDK
+  then lists and chats through Envoy;
 - the EngineCore process is killed, `tokenwire serve` exits 1 (vLLM's
   behaviour), and `up` starts the replica again on the same port; chat
   through the gateway works again (issue #42, item 7; the fake engine's
@@ -50,7 +51,7 @@ def _yaml_configures_gateway_and_server(url: str, grpc_port: int) -> None:
     refused = httpx.post(f"{url}/v1/chat/completions", timeout=10, json={
         "model": "tiny-from-yaml", "messages": [{"role": "user", "content": "hi"}]})
     assert refused.status_code == 401
-    assert port_open("127.0.0.1", grpc_port)  # the YAML's port is the gRPC one
+    assert port_open("127.0.0.1", grpc_port)  # the YAML's grpc-port is the servers' one
 
 
 def _kill_engine_core(up: subprocess.Popen) -> psutil.Process:
@@ -76,8 +77,8 @@ def test_up_from_a_vllm_yaml_serves_and_restarts_a_replica_whose_engine_core_die
         "max-model-len: 1024\n"
         "block-size: 32\n"
         f"kv-cache-bytes: {128 << 20}\n"
-        f"port: {grpc_port}\n"
-        f"gateway-listen-port: {rest_port}\n"
+        f"port: {rest_port}\n"  # REST's, as in vLLM's YAML
+        f"grpc-port: {grpc_port}\n"
         f"api-key: {KEY}\n")
     log = tmp_path / "up.log"
     with open(log, "wb") as out:

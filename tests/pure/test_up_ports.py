@@ -8,13 +8,13 @@ from __future__ import annotations
 import pathlib
 import socket
 
-from tokenwire.gateway.cli import _free_ports
+from tokenwire.gateway.up_ports import free_ports
 
 
 def test_free_block_is_bindable_and_below_the_ephemeral_range() -> None:
     low = int(pathlib.Path("/proc/sys/net/ipv4/ip_local_port_range").read_text().split()[0])
     for count in (1, 4):
-        base = _free_ports(count, "127.0.0.1")
+        base = free_ports(count, "127.0.0.1")
         assert base + count <= low
         held = []
         try:

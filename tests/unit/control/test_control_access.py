@@ -196,15 +196,17 @@ def test_control_on_a_public_address_needs_an_admin_key(host, refused) -> None:
     check_exposure(ServerSettings(host=host))
 
 
-@pytest.mark.parametrize("command", ["serve", "up"])
-def test_serve_and_up_refuse_to_start(command, capsys) -> None:
+@pytest.mark.parametrize(("command", "host"), [("serve", "--host"), ("up", "--grpc-host")])
+def test_serve_and_up_refuse_to_start(command, host, capsys) -> None:
+    """The gRPC listener's flags: `serve --host/--port`, `up --grpc-host/--grpc-port`."""
     from tokenwire.cli import main
 
+    port = "--port" if command == "serve" else "--grpc-port"
     with pytest.raises(SystemExit) as info:
-        main([command, "--engine", "fake", "--enable-control", "--host", "0.0.0.0",
-              "--port", str(free_port())])
+        main([command, "--engine", "fake", "--enable-control", host, "0.0.0.0",
+              port, str(free_port())])
     message = str(info.value.code)
-    assert message.startswith(f"tokenwire {command}: --enable-control on --host 0.0.0.0 needs "
+    assert message.startswith(f"tokenwire {command}: --enable-control on {host} 0.0.0.0 needs "
                               "--admin-api-key")
 
 
@@ -221,9 +223,13 @@ def test_up_exposes_control_at_the_gateway_only_with_an_admin_key(monkeypatch, c
     )
     monkeypatch.delenv("TOKENWIRE_ADMIN_API_KEY", raising=False)
     port = free_port()
-    assert cli.main(["up", "--engine", "fake", "--enable-control", "--port", str(port)]) == 0
-    assert seen[-1].control is False
-    assert f"call the server at 127.0.0.1:{port}" in capsys.readouterr().err
-    assert cli.main(["up", "--engine", "fake", "--enable-control", "--port", str(port),
+    # REST on every address: control stays on the gRPC port, loopback (no refusal)
+    assert cli.main(["up", "--engine", "fake", "--enable-control", "--grpc-port", str(port),
+                     "--host", "0.0.0.0", "--port", "8123"]) == 0
+    assert seen[-1].control is False and seen[-1].listen_host == "0.0.0.0"
+    err = capsys.readouterr().err
+    assert f"call the server at 127.0.0.1:{port} (its gRPC port, --grpc-port" in err
+    assert "REST on --port 8123" in err
+    assert cli.main(["up", "--engine", "fake", "--enable-control", "--grpc-port", str(port),
                      "--admin-api-key", "admin-key-1"]) == 0
     assert seen[-1].control is True

@@ -187,8 +187,9 @@ def test_up_takes_vllms_listener_flags_for_the_gateway(monkeypatch) -> None:
 
 def test_up_takes_its_own_keys_from_a_vllm_yaml(tmp_path, monkeypatch) -> None:
     """`tokenwire up MODEL --config vllm.yaml`: the keys `up` takes itself
-    (its listener's, --port, keys) are up's, the command line winning; the
-    rest reach every replica's `tokenwire serve --config` (the engine's)."""
+    (its listener's: `port` is REST's, as in vLLM's YAML; --grpc-port, keys)
+    are up's, the command line winning; the rest reach every replica's
+    `tokenwire serve --config` (the engine's)."""
     import yaml
 
     from tokenwire.cli import build_parser as top_parser
@@ -199,7 +200,7 @@ def test_up_takes_its_own_keys_from_a_vllm_yaml(tmp_path, monkeypatch) -> None:
     monkeypatch.delenv("TOKENWIRE_API_KEY", raising=False)
     monkeypatch.delenv("VLLM_API_KEY", raising=False)
     config = tmp_path / "vllm.yaml"
-    config.write_text("port: 8001\nhost: 127.0.0.1\nmax-model-len: 1024\n"
+    config.write_text("port: 8001\nhost: 127.0.0.1\ngrpc-port: 7001\nmax-model-len: 1024\n"
                       "api-key: [sk-a, sk-b]\nssl-certfile: c.pem\nssl-keyfile: k.pem\n"
                       "enable-request-id-headers: true\nallowed-origins: ['*']\n"
                       "default-chat-template-kwargs:\n  enable_thinking: false\n")
@@ -207,7 +208,7 @@ def test_up_takes_its_own_keys_from_a_vllm_yaml(tmp_path, monkeypatch) -> None:
     argv = up_config(parser, ["Qwen/X", "--config", str(config), "--port", "9001"])
     ns, extra = parser.parse_known_args(["up", *argv])
     ns.extra = extra
-    assert ns.port == 9001  # the command line wins
+    assert ns.gateway_listen_port == 9001 and ns.port == 7001  # REST: the command line wins
     gateway = gw_settings.from_namespace(ns)
     assert (gateway.tls_cert, gateway.enable_request_id_headers, gateway.allowed_origins) == (
         "c.pem", True, ("*",))
@@ -216,7 +217,7 @@ def test_up_takes_its_own_keys_from_a_vllm_yaml(tmp_path, monkeypatch) -> None:
     assert json.loads(server.default_chat_template_kwargs) == {"enable_thinking": False}
     (replica,) = plan_replicas(ns)
     args = list(replica.argv)
-    assert args[args.index("--model") + 1] == "Qwen/X" and args[args.index("--port") + 1] == "9001"
+    assert args[args.index("--model") + 1] == "Qwen/X" and args[args.index("--port") + 1] == "7001"
     served = yaml.safe_load(open(args[args.index("--config") + 1]).read())
     assert served == {"max-model-len": 1024}
     assert not any(a.startswith(("--ssl", "--tls", "--allow", "--api-key")) for a in args)

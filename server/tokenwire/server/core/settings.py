@@ -212,8 +212,10 @@ class ServerSettings:
     control_sockets: tuple[str, ...] = _internal(
         (), "with several serving processes and --enable-control: each process's private Unix "
             "socket (index-aligned; process 0 runs control, control/relay.py)")
-    host: str = _own("127.0.0.1", "listen address (loopback by default)")
-    port: int = _own(50051, "listen port (0 picks a free one)")
+    # The gRPC listener (`tokenwire serve --host/--port`; under `tokenwire up`
+    # --grpc-host/--grpc-port, its --host/--port being the REST listener's).
+    host: str = _own("127.0.0.1", "gRPC listen address (loopback by default)")
+    port: int = _own(50051, "gRPC listen port (0 picks a free one)")
     max_message_bytes: int = _own(16 * 1024 * 1024, "largest gRPC message (bytes)")
     sse_keep_alive_interval: float = _own(
         0.0, "seconds a streamed chat, completion or generate SSE response (EventStreamService, "

@@ -38,7 +38,7 @@ FRONTEND: dict[str, str] = {
     "tool_parser_plugin": HONOURED,
     "api_key": HONOURED,  # several values; $VLLM_API_KEY too
     # The listener of the command: `tokenwire serve`'s is gRPC (REST is the
-    # gateway's, `tokenwire up --gateway-listen-port`).
+    # gateway's: `tokenwire up --host/--port`, its servers' --grpc-port).
     "host": HONOURED,
     "port": HONOURED,
     "sse_keep_alive_interval": HONOURED,  # SSE streams (api/sse_keep_alive.py)
@@ -67,7 +67,7 @@ FRONTEND: dict[str, str] = {
     "fingerprint_mode": "system_fingerprint is the weight version (--weight-version)",
     "fingerprint_value": "system_fingerprint is the weight version (--weight-version)",
     "grpc_port": "`tokenwire serve`'s gRPC listener is --port; REST is the gateway's "
-                 "(`tokenwire up`)",
+                 "(`tokenwire up --port 8000 --grpc-port 50051`: REST and gRPC)",
     "data_parallel_supervisor_port": "vLLM's data-parallel supervisor is not used: " + _FLEET,
     "dp_supervisor_probe_interval_s": "vLLM's data-parallel supervisor is not used: " + _FLEET,
     "dp_supervisor_probe_timeout_s": "vLLM's data-parallel supervisor is not used: " + _FLEET,
