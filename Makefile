@@ -59,9 +59,12 @@ serve: setup
 	$(VENV)/bin/tokenwire serve $(DEMO_PARSERS) $(SERVE_ARGS)
 
 # Server + gateway: gRPC on 127.0.0.1:50051, OpenAI REST (and gRPC) through
-# Envoy on http://127.0.0.1:8080; Ctrl-C (or SIGTERM) stops both.
+# Envoy on http://127.0.0.1:8080; Ctrl-C (or SIGTERM) stops both. `tokenwire
+# up`'s own default REST port is vLLM's 8000; the demo keeps the documented
+# 8080 (RUN_PORT=8000 for vLLM's).
+RUN_PORT ?= 8080
 run: setup
-	$(VENV)/bin/tokenwire up $(DEMO_PARSERS) $(SERVE_ARGS)
+	$(VENV)/bin/tokenwire up --port $(RUN_PORT) $(DEMO_PARSERS) $(SERVE_ARGS)
 
 # The gateway alone, for a server already running on 127.0.0.1:50051.
 gateway: venv

@@ -2,7 +2,7 @@
 --api-server-count K): a small HTTP server on loopback, the target of the
 gateway's `GET /metrics` (metrics_route.py), that fetches every replica's
 /metrics (vLLM's ``vllm:*`` and tokenwire's ``tokenwire_*``), labels each
-sample ``replica="<r>"`` (replica r serves gRPC on --port+r; with K serving
+sample ``replica="<r>"`` (replica r serves gRPC on --grpc-port+r; with K serving
 processes also ``process="<i>"``) and merges the families, one HELP/TYPE
 each (prometheus_client's parser and exposition).
 ``tokenwire_replica_up`` says whose scrape failed; a failed replica's
