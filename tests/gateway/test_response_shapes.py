@@ -165,7 +165,7 @@ UNARY_BODIES = {
 # vLLM's keys that are not fields of tokenwire's contract, and list fields
 # (absent when empty: a null would not parse as the contract's message;
 # api/sse.py): not printed, so the REST JSON parses as the gRPC message.
-NOT_IN_CONTRACT = {"kv_transfer_params", "ec_transfer_params", "metrics", "service_tier",
+NOT_IN_CONTRACT = {"ec_transfer_params", "metrics", "service_tier",
                    "prompt_text", "prompt_token_id_logprobs", "sampling_mask",
                    "token_ids", "prompt_token_ids", "prompt_logprobs", "routed_experts",
                    "weight_versions"}
@@ -189,6 +189,7 @@ def test_unary_answer_sends_every_key_vllms_sends(rest: httpx.Client, kind: str)
     assert not missing, f"choice keys vLLM sends that are missing: {sorted(missing)}"
     if kind == "generate":
         assert answer["mm_placeholders"] is None  # a text prompt: null, as vLLM
+    assert answer["kv_transfer_params"] is None  # no handshake: null, as vLLM
     from google.protobuf import json_format
 
     from tokenwire.v1 import chat_pb2, completion_pb2, generate_pb2
@@ -198,3 +199,21 @@ def test_unary_answer_sends_every_key_vllms_sends(rest: httpx.Client, kind: str)
     # the nulls parse as the contract's message (a chat message's `refusal`,
     # printed for OpenAI's schema, is the one key outside it)
     json_format.ParseDict(answer, message(), ignore_unknown_fields=kind == "chat")
+
+
+@pytest.mark.parametrize("kind", sorted(UNARY_BODIES))
+def test_kv_transfer_params_round_trip_over_rest(rest: httpx.Client, kind: str) -> None:
+    """A P/D proxy's handshake in the JSON body reaches the engine and the
+    fake connector's prefill handoff comes back as vLLM prints it (integers
+    stay integers); the answer validates as vLLM's own response model."""
+    path, body = UNARY_BODIES[kind]
+    r = rest.post(path, json={**body, "kv_transfer_params": {"do_remote_decode": True}})
+    assert r.status_code == 200, r.text
+    answer = r.json()["kv_transfer_params"]
+    assert answer["do_remote_prefill"] is True and answer["remote_port"] == 5600
+    blocks = answer["remote_block_ids"]
+    assert type(answer["remote_port"]) is int and blocks == list(range(len(blocks))) and blocks
+    parsed = _vllm_models()[kind].model_validate(r.json())
+    assert parsed.kv_transfer_params == answer
+    r = rest.post(path, json={**body, "ec_transfer_params": {"x": 1}})
+    assert r.status_code == 400 and r.json()["error"]["param"] == "ec_transfer_params"

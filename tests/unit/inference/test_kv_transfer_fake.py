@@ -179,3 +179,15 @@ def test_return_prompt_text_false_is_accepted(fake_stub) -> None:
     resp = fake_stub.CreateChatCompletion(chat_request(max_tokens=1, return_prompt_text=False),
                                           timeout=10)
     assert resp.choices
+
+
+def test_prompt_logprobs_minus_one_is_refused_by_name(fake_stub) -> None:
+    """vLLM's -1 (every vocabulary entry per position) is refused: at most
+    --max-logprobs, as logprobs (docs/contract.md, vLLM's response keys)."""
+    with pytest.raises(grpc.RpcError) as exc:
+        fake_stub.CreateChatCompletion(chat_request(max_tokens=1, prompt_logprobs=-1),
+                                       timeout=10)
+    info = error_info(exc.value)
+    assert exc.value.code() == grpc.StatusCode.INVALID_ARGUMENT
+    assert info is not None and info.metadata["param"] == "prompt_logprobs"
+    assert info.reason == "VALUE_OUT_OF_RANGE"
