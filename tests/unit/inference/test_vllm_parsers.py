@@ -205,3 +205,79 @@ def test_families_unary_and_streamed(family_tokenizer, names, step) -> None:
     assert calls[0]["id"] and json.loads(calls[0]["arguments"]) == {"city": "Paris"}
     if names[1]:
         assert (reasoning, content) == ("hm", "Ok.")
+
+
+def _kimi_model():
+    """A model config as vLLM reads it for its tool-call id type (kimi_k2)."""
+    import types
+
+    return types.SimpleNamespace(hf_config=types.SimpleNamespace(model_type="kimi_k2"),
+                                 model="kimi")
+
+
+NAMED = {"type": "function", "function": {"name": "get_weather"}}
+REQUIRED_TWO = ('[{"name": "get_weather", "parameters": {"city": "Paris"}}, '
+                '{"name": "get_weather", "parameters": {"city": "Rome"}}]')
+
+
+@pytest.mark.parametrize("step", [1, 1000])
+@pytest.mark.parametrize("history", [0, 3])
+def test_kimi_ids_count_the_earlier_turns_calls(tokenizer, history, step) -> None:
+    """A Kimi model's ids ("functions.NAME:IDX") go on from the calls of the
+    conversation's earlier assistant turns, as vLLM's chat serving numbers
+    them (here with a parser whose named / required calls get vLLM's ids)."""
+    from tokenwire.server.engine.vllm.parsers import VllmChatParsers
+
+    ps = VllmChatParsers(ParserConfig("pythonic", True, ""), tokenizer, _kimi_model())
+    cases = ((NAMED, '{"city": "Paris"}', [history]),
+             ("required", REQUIRED_TWO, [history, history + 1]))
+    for choice, text, idx in cases:
+        rp = ps.for_request(ParseSpec(tools=TOOLS, tool_choice=choice, history_tool_calls=history))
+        rp.adjust(GenerationParams())
+        want = [f"functions.get_weather:{i}" for i in idx]
+        assert [c.id for c in rp.parse(text, [], []).tool_calls] == want, choice
+        _, _, calls, _ = _stream(rp, tokenizer, text, step)
+        assert [calls[i]["id"] for i in sorted(calls)] == want, choice
+
+
+def test_kimi_ids_equal_vllms_own_count_of_the_messages(tokenizer) -> None:
+    """vLLM's parser over vLLM's request holding the real conversation gives
+    the ids tokenwire gives from the count alone (unary and streamed)."""
+    from vllm.entrypoints.openai.chat_completion.protocol import ChatCompletionRequest
+    from vllm.parser import ParserManager
+
+    from tokenwire.server.engine.vllm.parsers import VllmChatParsers
+
+    call = {"type": "function", "function": {"name": "get_weather", "arguments": "{}"}}
+    messages = [
+        {"role": "user", "content": "weather?"},
+        {"role": "assistant", "tool_calls": [dict(call, id="functions.get_weather:0"),
+                                             dict(call, id="functions.get_weather:1")]},
+        {"role": "tool", "tool_call_id": "functions.get_weather:0", "content": "sun"},
+        {"role": "tool", "tool_call_id": "functions.get_weather:1", "content": "rain"},
+        {"role": "assistant", "content": "Sun, then rain."},
+        {"role": "user", "content": "and Paris?"},
+    ]
+    model = _kimi_model()
+    request = ChatCompletionRequest.model_validate(
+        {"model": "", "messages": messages, "tools": TOOLS, "tool_choice": NAMED})
+    cls = ParserManager.get_parser(tool_parser_name="pythonic", enable_auto_tools=True,
+                                   model_name="kimi", tokenizer=tokenizer)
+    vllm_parser = cls(tokenizer, request.tools, model_config=model)
+    request = vllm_parser.adjust_request(request)
+    _, _, vllm_calls = vllm_parser.parse('{"city": "Paris"}', request, enable_auto_tools=True)
+    rp = VllmChatParsers(ParserConfig("pythonic", True, ""), tokenizer, model).for_request(
+        ParseSpec(tools=TOOLS, tool_choice=NAMED, history_tool_calls=2))
+    rp.adjust(GenerationParams())
+    ours = rp.parse('{"city": "Paris"}', [], [])
+    assert [c.id for c in ours.tool_calls] == [c.id for c in vllm_calls] == [
+        "functions.get_weather:2"]
+
+
+def test_other_models_ids_stay_random(tokenizer) -> None:
+    """Without a Kimi model the history count changes nothing (vLLM's random ids)."""
+    rp = _parsers(tokenizer, "pythonic").for_request(
+        ParseSpec(tools=TOOLS, tool_choice=NAMED, history_tool_calls=4))
+    rp.adjust(GenerationParams())
+    [call] = rp.parse('{"city": "Paris"}', [], []).tool_calls
+    assert call.id.startswith("chatcmpl-tool-")

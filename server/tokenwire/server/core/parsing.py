@@ -41,6 +41,9 @@ class ParseSpec:
     parallel_tool_calls: bool | None = None
     template_kwargs: dict[str, Any] = dataclasses.field(default_factory=dict)
     include_reasoning: bool = True  # vLLM's request field (false: reasoning text left out)
+    # Tool calls of the conversation's earlier assistant turns: vLLM's kimi
+    # ids ("functions.NAME:IDX") count on from them (parser/utils.py).
+    history_tool_calls: int = 0
 
 
 @dataclasses.dataclass

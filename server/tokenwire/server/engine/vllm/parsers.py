@@ -67,11 +67,16 @@ def check_names(config: ParserConfig) -> str | None:
     return None
 
 
+# An earlier turn's tool call as vLLM's history count reads it (counted only).
+_HISTORY_CALL = {"id": "", "type": "function", "function": {"name": "", "arguments": ""}}
+
+
 class VllmChatParsers:
     """The configured parsers over the engine's tokenizer (one per server)."""
 
     def __init__(self, config: ParserConfig, tokenizer: Any, model_config: Any = None):
         from vllm.parser import ParserManager
+        from vllm.renderers.chat_utils import get_tool_call_id_type
 
         self.config = config
         self.tokenizer = tokenizer
@@ -89,6 +94,10 @@ class VllmChatParsers:
         # vLLM parses tool calls only with --enable-auto-tool-choice and a parser.
         self.tool_parsing = (self.parser_cls is not None
                              and self.parser_cls.tool_parser_cls is not None)
+        # Kimi models' tool-call ids ("functions.NAME:IDX", IDX counting the
+        # conversation's calls) where vLLM gives them (get_tool_call_id_type).
+        self.kimi_ids = (model_config is not None
+                         and get_tool_call_id_type(model_config) == "kimi_k2")
 
     def for_request(self, spec: ParseSpec) -> VllmRequestParsers | None:
         choice = spec.tool_choice
@@ -131,6 +140,12 @@ class VllmRequestParsers:
             body["chat_template_kwargs"] = spec.template_kwargs
         if not spec.include_reasoning:
             body["include_reasoning"] = False
+        if spec.history_tool_calls and parsers.kimi_ids:
+            # vLLM counts the earlier turns' calls from request.messages
+            # (count_history_tool_calls), the only field its parsers read
+            # there: the count, as calls of one earlier assistant message.
+            body["messages"] = [{"role": "assistant",
+                                 "tool_calls": [_HISTORY_CALL] * spec.history_tool_calls}]
         try:
             self.request = ChatCompletionRequest.model_validate(body)
         except ValueError as exc:  # pydantic's ValidationError is one

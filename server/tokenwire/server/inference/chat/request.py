@@ -187,6 +187,8 @@ def parsing_of(body: ChatBody, engine: Engine, settings: ServerSettings,
     spec = ParseSpec(
         tools=options.tools, tool_choice=choice, parallel_tool_calls=body.parallel_tool_calls,
         template_kwargs=options.template_kwargs, include_reasoning=body.include_reasoning,
+        history_tool_calls=sum(len(m.tool_calls) for m in body.req.messages
+                               if m.role == "assistant"),  # as vLLM counts them
     )
     parsers = engine.chat_parsers(settings.parser_config())
     if parsers is None:
