@@ -23,35 +23,37 @@ _sym_db = _symbol_database.Default()
 
 
 from google.protobuf import struct_pb2 as google_dot_protobuf_dot_struct__pb2
+from tokenwire.v1 import chat_pb2 as tokenwire_dot_v1_dot_chat__pb2
+from tokenwire.v1 import common_pb2 as tokenwire_dot_v1_dot_common__pb2
 
 
-DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n\x1ctokenwire/v1/anthropic.proto\x12\x0ctokenwire.v1\x1a\x1cgoogle/protobuf/struct.proto\"I\n\x10\x41nthropicMessage\x12\x0c\n\x04role\x18\x01 \x01(\t\x12\'\n\x07\x63ontent\x18\x02 \x01(\x0b\x32\x16.google.protobuf.Value\"o\n\rAnthropicTool\x12\x0c\n\x04name\x18\x01 \x01(\t\x12\x13\n\x0b\x64\x65scription\x18\x02 \x01(\t\x12-\n\x0cinput_schema\x18\x03 \x01(\x0b\x32\x17.google.protobuf.Struct\x12\x0c\n\x04type\x18\x04 \x01(\t\"w\n\x13\x41nthropicToolChoice\x12\x0c\n\x04type\x18\x01 \x01(\t\x12\x0c\n\x04name\x18\x02 \x01(\t\x12&\n\x19\x64isable_parallel_tool_use\x18\x03 \x01(\x08H\x00\x88\x01\x01\x42\x1c\n\x1a_disable_parallel_tool_use\"\x93\x04\n\x14\x43reateMessageRequest\x12\r\n\x05model\x18\x01 \x01(\t\x12\x30\n\x08messages\x18\x02 \x03(\x0b\x32\x1e.tokenwire.v1.AnthropicMessage\x12&\n\x06system\x18\x03 \x01(\x0b\x32\x16.google.protobuf.Value\x12\x17\n\nmax_tokens\x18\x04 \x01(\x05H\x00\x88\x01\x01\x12\x16\n\x0estop_sequences\x18\x05 \x03(\t\x12\x18\n\x0btemperature\x18\x06 \x01(\x02H\x01\x88\x01\x01\x12\x12\n\x05top_p\x18\x07 \x01(\x02H\x02\x88\x01\x01\x12\x12\n\x05top_k\x18\x08 \x01(\x05H\x03\x88\x01\x01\x12\x13\n\x06stream\x18\t \x01(\x08H\x04\x88\x01\x01\x12*\n\x05tools\x18\n \x03(\x0b\x32\x1b.tokenwire.v1.AnthropicTool\x12\x36\n\x0btool_choice\x18\x0b \x01(\x0b\x32!.tokenwire.v1.AnthropicToolChoice\x12)\n\x08metadata\x18\x0c \x01(\x0b\x32\x17.google.protobuf.Struct\x12)\n\x08thinking\x18\r \x01(\x0b\x32\x17.google.protobuf.Struct\x12\x12\n\nsession_id\x18\x0e \x01(\tB\r\n\x0b_max_tokensB\x0e\n\x0c_temperatureB\x08\n\x06_top_pB\x08\n\x06_top_kB\t\n\x07_stream\"\x9a\x01\n\x15\x41nthropicContentBlock\x12\x0c\n\x04type\x18\x01 \x01(\t\x12\x0c\n\x04text\x18\x02 \x01(\t\x12\n\n\x02id\x18\x03 \x01(\t\x12\x0c\n\x04name\x18\x04 \x01(\t\x12&\n\x05input\x18\x05 \x01(\x0b\x32\x17.google.protobuf.Struct\x12\x10\n\x08thinking\x18\x06 \x01(\t\x12\x11\n\tsignature\x18\x07 \x01(\t\"=\n\x0e\x41nthropicUsage\x12\x14\n\x0cinput_tokens\x18\x01 \x01(\r\x12\x15\n\routput_tokens\x18\x02 \x01(\r\"\xf4\x01\n\x15\x43reateMessageResponse\x12\n\n\x02id\x18\x01 \x01(\t\x12\x0c\n\x04type\x18\x02 \x01(\t\x12\x0c\n\x04role\x18\x03 \x01(\t\x12\x34\n\x07\x63ontent\x18\x04 \x03(\x0b\x32#.tokenwire.v1.AnthropicContentBlock\x12\r\n\x05model\x18\x05 \x01(\t\x12\x13\n\x0bstop_reason\x18\x06 \x01(\t\x12\x1a\n\rstop_sequence\x18\x07 \x01(\tH\x00\x88\x01\x01\x12+\n\x05usage\x18\x08 \x01(\x0b\x32\x1c.tokenwire.v1.AnthropicUsageB\x10\n\x0e_stop_sequence\"\x93\x02\n\x19\x43ountMessageTokensRequest\x12\r\n\x05model\x18\x01 \x01(\t\x12\x30\n\x08messages\x18\x02 \x03(\x0b\x32\x1e.tokenwire.v1.AnthropicMessage\x12&\n\x06system\x18\x03 \x01(\x0b\x32\x16.google.protobuf.Value\x12*\n\x05tools\x18\x04 \x03(\x0b\x32\x1b.tokenwire.v1.AnthropicTool\x12\x36\n\x0btool_choice\x18\x05 \x01(\x0b\x32!.tokenwire.v1.AnthropicToolChoice\x12)\n\x08thinking\x18\x06 \x01(\x0b\x32\x17.google.protobuf.Struct\"2\n\x1a\x43ountMessageTokensResponse\x12\x14\n\x0cinput_tokens\x18\x01 \x01(\r\"\xae\x01\n\x12MessageStreamDelta\x12\x0c\n\x04type\x18\x01 \x01(\t\x12\x0c\n\x04text\x18\x02 \x01(\t\x12\x14\n\x0cpartial_json\x18\x03 \x01(\t\x12\x10\n\x08thinking\x18\x04 \x01(\t\x12\x11\n\tsignature\x18\x05 \x01(\t\x12\x13\n\x0bstop_reason\x18\x06 \x01(\t\x12\x1a\n\rstop_sequence\x18\x07 \x01(\tH\x00\x88\x01\x01\x42\x10\n\x0e_stop_sequence\"\x90\x02\n\x12MessageStreamEvent\x12\x0c\n\x04type\x18\x01 \x01(\t\x12\x34\n\x07message\x18\x02 \x01(\x0b\x32#.tokenwire.v1.CreateMessageResponse\x12\x12\n\x05index\x18\x03 \x01(\rH\x00\x88\x01\x01\x12:\n\rcontent_block\x18\x04 \x01(\x0b\x32#.tokenwire.v1.AnthropicContentBlock\x12/\n\x05\x64\x65lta\x18\x05 \x01(\x0b\x32 .tokenwire.v1.MessageStreamDelta\x12+\n\x05usage\x18\x06 \x01(\x0b\x32\x1c.tokenwire.v1.AnthropicUsageB\x08\n\x06_indexb\x06proto3')
+DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n\x1ctokenwire/v1/anthropic.proto\x12\x0ctokenwire.v1\x1a\x1cgoogle/protobuf/struct.proto\x1a\x17tokenwire/v1/chat.proto\x1a\x19tokenwire/v1/common.proto\"I\n\x10\x41nthropicMessage\x12\x0c\n\x04role\x18\x01 \x01(\t\x12\'\n\x07\x63ontent\x18\x02 \x01(\x0b\x32\x16.google.protobuf.Value\"\x8f\x01\n\rAnthropicTool\x12\x0c\n\x04name\x18\x01 \x01(\t\x12\x13\n\x0b\x64\x65scription\x18\x02 \x01(\t\x12-\n\x0cinput_schema\x18\x03 \x01(\x0b\x32\x17.google.protobuf.Struct\x12\x0c\n\x04type\x18\x04 \x01(\t\x12\x13\n\x06strict\x18\x05 \x01(\x08H\x00\x88\x01\x01\x42\t\n\x07_strict\"w\n\x13\x41nthropicToolChoice\x12\x0c\n\x04type\x18\x01 \x01(\t\x12\x0c\n\x04name\x18\x02 \x01(\t\x12&\n\x19\x64isable_parallel_tool_use\x18\x03 \x01(\x08H\x00\x88\x01\x01\x42\x1c\n\x1a_disable_parallel_tool_use\"\xbd\x05\n\x14\x43reateMessageRequest\x12\r\n\x05model\x18\x01 \x01(\t\x12\x30\n\x08messages\x18\x02 \x03(\x0b\x32\x1e.tokenwire.v1.AnthropicMessage\x12&\n\x06system\x18\x03 \x01(\x0b\x32\x16.google.protobuf.Value\x12\x17\n\nmax_tokens\x18\x04 \x01(\x05H\x00\x88\x01\x01\x12\x16\n\x0estop_sequences\x18\x05 \x03(\t\x12\x18\n\x0btemperature\x18\x06 \x01(\x02H\x01\x88\x01\x01\x12\x12\n\x05top_p\x18\x07 \x01(\x02H\x02\x88\x01\x01\x12\x12\n\x05top_k\x18\x08 \x01(\x05H\x03\x88\x01\x01\x12\x13\n\x06stream\x18\t \x01(\x08H\x04\x88\x01\x01\x12*\n\x05tools\x18\n \x03(\x0b\x32\x1b.tokenwire.v1.AnthropicTool\x12\x36\n\x0btool_choice\x18\x0b \x01(\x0b\x32!.tokenwire.v1.AnthropicToolChoice\x12)\n\x08metadata\x18\x0c \x01(\x0b\x32\x17.google.protobuf.Struct\x12)\n\x08thinking\x18\r \x01(\x0b\x32\x17.google.protobuf.Struct\x12\x12\n\nsession_id\x18\x0e \x01(\t\x12\x12\n\ncache_salt\x18\x1e \x01(\t\x12\x35\n\x14\x63hat_template_kwargs\x18\x1f \x01(\x0b\x32\x17.google.protobuf.Struct\x12\x1d\n\x10return_token_ids\x18  \x01(\x08H\x05\x88\x01\x01\x12)\n\x05nvext\x18! \x01(\x0b\x32\x1a.tokenwire.v1.NvExtRequestB\r\n\x0b_max_tokensB\x0e\n\x0c_temperatureB\x08\n\x06_top_pB\x08\n\x06_top_kB\t\n\x07_streamB\x13\n\x11_return_token_ids\"\x9a\x01\n\x15\x41nthropicContentBlock\x12\x0c\n\x04type\x18\x01 \x01(\t\x12\x0c\n\x04text\x18\x02 \x01(\t\x12\n\n\x02id\x18\x03 \x01(\t\x12\x0c\n\x04name\x18\x04 \x01(\t\x12&\n\x05input\x18\x05 \x01(\x0b\x32\x17.google.protobuf.Struct\x12\x10\n\x08thinking\x18\x06 \x01(\t\x12\x11\n\tsignature\x18\x07 \x01(\t\"\x7f\n\x0e\x41nthropicUsage\x12\x14\n\x0cinput_tokens\x18\x01 \x01(\r\x12\x15\n\routput_tokens\x18\x02 \x01(\r\x12$\n\x17\x63\x61\x63he_read_input_tokens\x18\x03 \x01(\rH\x00\x88\x01\x01\x42\x1a\n\x18_cache_read_input_tokens\"\x87\x03\n\x15\x43reateMessageResponse\x12\n\n\x02id\x18\x01 \x01(\t\x12\x0c\n\x04type\x18\x02 \x01(\t\x12\x0c\n\x04role\x18\x03 \x01(\t\x12\x34\n\x07\x63ontent\x18\x04 \x03(\x0b\x32#.tokenwire.v1.AnthropicContentBlock\x12\r\n\x05model\x18\x05 \x01(\t\x12\x13\n\x0bstop_reason\x18\x06 \x01(\t\x12\x1a\n\rstop_sequence\x18\x07 \x01(\tH\x00\x88\x01\x01\x12+\n\x05usage\x18\x08 \x01(\x0b\x32\x1c.tokenwire.v1.AnthropicUsage\x12\x18\n\x10prompt_token_ids\x18\x1e \x03(\r\x12\x11\n\ttoken_ids\x18\x1f \x03(\r\x12\x38\n\x0fweight_versions\x18  \x03(\x0b\x32\x1f.tokenwire.v1.WeightVersionSpan\x12*\n\x05nvext\x18! \x01(\x0b\x32\x1b.tokenwire.v1.NvExtResponseB\x10\n\x0e_stop_sequence\"\x93\x02\n\x19\x43ountMessageTokensRequest\x12\r\n\x05model\x18\x01 \x01(\t\x12\x30\n\x08messages\x18\x02 \x03(\x0b\x32\x1e.tokenwire.v1.AnthropicMessage\x12&\n\x06system\x18\x03 \x01(\x0b\x32\x16.google.protobuf.Value\x12*\n\x05tools\x18\x04 \x03(\x0b\x32\x1b.tokenwire.v1.AnthropicTool\x12\x36\n\x0btool_choice\x18\x05 \x01(\x0b\x32!.tokenwire.v1.AnthropicToolChoice\x12)\n\x08thinking\x18\x06 \x01(\x0b\x32\x17.google.protobuf.Struct\"2\n\x1a\x43ountMessageTokensResponse\x12\x14\n\x0cinput_tokens\x18\x01 \x01(\r\"\xae\x01\n\x12MessageStreamDelta\x12\x0c\n\x04type\x18\x01 \x01(\t\x12\x0c\n\x04text\x18\x02 \x01(\t\x12\x14\n\x0cpartial_json\x18\x03 \x01(\t\x12\x10\n\x08thinking\x18\x04 \x01(\t\x12\x11\n\tsignature\x18\x05 \x01(\t\x12\x13\n\x0bstop_reason\x18\x06 \x01(\t\x12\x1a\n\rstop_sequence\x18\x07 \x01(\tH\x00\x88\x01\x01\x42\x10\n\x0e_stop_sequence\"\x89\x03\n\x12MessageStreamEvent\x12\x0c\n\x04type\x18\x01 \x01(\t\x12\x34\n\x07message\x18\x02 \x01(\x0b\x32#.tokenwire.v1.CreateMessageResponse\x12\x12\n\x05index\x18\x03 \x01(\rH\x00\x88\x01\x01\x12:\n\rcontent_block\x18\x04 \x01(\x0b\x32#.tokenwire.v1.AnthropicContentBlock\x12/\n\x05\x64\x65lta\x18\x05 \x01(\x0b\x32 .tokenwire.v1.MessageStreamDelta\x12+\n\x05usage\x18\x06 \x01(\x0b\x32\x1c.tokenwire.v1.AnthropicUsage\x12\x11\n\ttoken_ids\x18\x1e \x03(\r\x12\x38\n\x0fweight_versions\x18\x1f \x03(\x0b\x32\x1f.tokenwire.v1.WeightVersionSpan\x12*\n\x05nvext\x18  \x01(\x0b\x32\x1b.tokenwire.v1.NvExtResponseB\x08\n\x06_indexb\x06proto3')
 
 _globals = globals()
 _builder.BuildMessageAndEnumDescriptors(DESCRIPTOR, _globals)
 _builder.BuildTopDescriptorsAndMessages(DESCRIPTOR, 'tokenwire.v1.anthropic_pb2', _globals)
 if not _descriptor._USE_C_DESCRIPTORS:
   DESCRIPTOR._loaded_options = None
-  _globals['_ANTHROPICMESSAGE']._serialized_start=76
-  _globals['_ANTHROPICMESSAGE']._serialized_end=149
-  _globals['_ANTHROPICTOOL']._serialized_start=151
-  _globals['_ANTHROPICTOOL']._serialized_end=262
-  _globals['_ANTHROPICTOOLCHOICE']._serialized_start=264
-  _globals['_ANTHROPICTOOLCHOICE']._serialized_end=383
-  _globals['_CREATEMESSAGEREQUEST']._serialized_start=386
-  _globals['_CREATEMESSAGEREQUEST']._serialized_end=917
-  _globals['_ANTHROPICCONTENTBLOCK']._serialized_start=920
-  _globals['_ANTHROPICCONTENTBLOCK']._serialized_end=1074
-  _globals['_ANTHROPICUSAGE']._serialized_start=1076
-  _globals['_ANTHROPICUSAGE']._serialized_end=1137
-  _globals['_CREATEMESSAGERESPONSE']._serialized_start=1140
-  _globals['_CREATEMESSAGERESPONSE']._serialized_end=1384
-  _globals['_COUNTMESSAGETOKENSREQUEST']._serialized_start=1387
-  _globals['_COUNTMESSAGETOKENSREQUEST']._serialized_end=1662
-  _globals['_COUNTMESSAGETOKENSRESPONSE']._serialized_start=1664
-  _globals['_COUNTMESSAGETOKENSRESPONSE']._serialized_end=1714
-  _globals['_MESSAGESTREAMDELTA']._serialized_start=1717
-  _globals['_MESSAGESTREAMDELTA']._serialized_end=1891
-  _globals['_MESSAGESTREAMEVENT']._serialized_start=1894
-  _globals['_MESSAGESTREAMEVENT']._serialized_end=2166
+  _globals['_ANTHROPICMESSAGE']._serialized_start=128
+  _globals['_ANTHROPICMESSAGE']._serialized_end=201
+  _globals['_ANTHROPICTOOL']._serialized_start=204
+  _globals['_ANTHROPICTOOL']._serialized_end=347
+  _globals['_ANTHROPICTOOLCHOICE']._serialized_start=349
+  _globals['_ANTHROPICTOOLCHOICE']._serialized_end=468
+  _globals['_CREATEMESSAGEREQUEST']._serialized_start=471
+  _globals['_CREATEMESSAGEREQUEST']._serialized_end=1172
+  _globals['_ANTHROPICCONTENTBLOCK']._serialized_start=1175
+  _globals['_ANTHROPICCONTENTBLOCK']._serialized_end=1329
+  _globals['_ANTHROPICUSAGE']._serialized_start=1331
+  _globals['_ANTHROPICUSAGE']._serialized_end=1458
+  _globals['_CREATEMESSAGERESPONSE']._serialized_start=1461
+  _globals['_CREATEMESSAGERESPONSE']._serialized_end=1852
+  _globals['_COUNTMESSAGETOKENSREQUEST']._serialized_start=1855
+  _globals['_COUNTMESSAGETOKENSREQUEST']._serialized_end=2130
+  _globals['_COUNTMESSAGETOKENSRESPONSE']._serialized_start=2132
+  _globals['_COUNTMESSAGETOKENSRESPONSE']._serialized_end=2182
+  _globals['_MESSAGESTREAMDELTA']._serialized_start=2185
+  _globals['_MESSAGESTREAMDELTA']._serialized_end=2359
+  _globals['_MESSAGESTREAMEVENT']._serialized_start=2362
+  _globals['_MESSAGESTREAMEVENT']._serialized_end=2755
 # @@protoc_insertion_point(module_scope)

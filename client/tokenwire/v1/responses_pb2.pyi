@@ -1,5 +1,6 @@
 from google.protobuf import struct_pb2 as _struct_pb2
 from tokenwire.v1 import chat_pb2 as _chat_pb2
+from tokenwire.v1 import common_pb2 as _common_pb2
 from tokenwire.v1 import multimodal_pb2 as _multimodal_pb2
 from google.protobuf.internal import containers as _containers
 from google.protobuf import descriptor as _descriptor
@@ -184,7 +185,7 @@ class ResponseIncompleteDetails(_message.Message):
     def __init__(self, reason: _Optional[str] = ...) -> None: ...
 
 class CreateResponseResponse(_message.Message):
-    __slots__ = ("id", "object", "created_at", "status", "model", "output", "usage", "incomplete_details", "instructions", "metadata", "temperature", "top_p", "max_output_tokens", "parallel_tool_calls", "tool_choice", "tools", "user", "truncation", "service_tier", "store", "reasoning", "text", "top_logprobs", "max_tool_calls", "background", "system_fingerprint", "prompt_token_ids", "output_token_ids", "mm_placeholders")
+    __slots__ = ("id", "object", "created_at", "status", "model", "output", "usage", "incomplete_details", "instructions", "metadata", "temperature", "top_p", "max_output_tokens", "parallel_tool_calls", "tool_choice", "tools", "user", "truncation", "service_tier", "store", "reasoning", "text", "top_logprobs", "max_tool_calls", "background", "system_fingerprint", "prompt_token_ids", "output_token_ids", "mm_placeholders", "weight_versions", "nvext")
     class MetadataEntry(_message.Message):
         __slots__ = ("key", "value")
         KEY_FIELD_NUMBER: _ClassVar[int]
@@ -221,6 +222,8 @@ class CreateResponseResponse(_message.Message):
     PROMPT_TOKEN_IDS_FIELD_NUMBER: _ClassVar[int]
     OUTPUT_TOKEN_IDS_FIELD_NUMBER: _ClassVar[int]
     MM_PLACEHOLDERS_FIELD_NUMBER: _ClassVar[int]
+    WEIGHT_VERSIONS_FIELD_NUMBER: _ClassVar[int]
+    NVEXT_FIELD_NUMBER: _ClassVar[int]
     id: str
     object: str
     created_at: int
@@ -250,7 +253,9 @@ class CreateResponseResponse(_message.Message):
     prompt_token_ids: _containers.RepeatedScalarFieldContainer[int]
     output_token_ids: _containers.RepeatedScalarFieldContainer[int]
     mm_placeholders: _multimodal_pb2.MultiModalPlaceholders
-    def __init__(self, id: _Optional[str] = ..., object: _Optional[str] = ..., created_at: _Optional[int] = ..., status: _Optional[str] = ..., model: _Optional[str] = ..., output: _Optional[_Iterable[_Union[ResponseOutputItem, _Mapping]]] = ..., usage: _Optional[_Union[ResponseUsage, _Mapping]] = ..., incomplete_details: _Optional[_Union[ResponseIncompleteDetails, _Mapping]] = ..., instructions: _Optional[str] = ..., metadata: _Optional[_Mapping[str, str]] = ..., temperature: _Optional[float] = ..., top_p: _Optional[float] = ..., max_output_tokens: _Optional[int] = ..., parallel_tool_calls: _Optional[bool] = ..., tool_choice: _Optional[_Union[_struct_pb2.Value, _Mapping]] = ..., tools: _Optional[_Iterable[_Union[ResponseTool, _Mapping]]] = ..., user: _Optional[str] = ..., truncation: _Optional[str] = ..., service_tier: _Optional[str] = ..., store: _Optional[bool] = ..., reasoning: _Optional[_Union[_struct_pb2.Struct, _Mapping]] = ..., text: _Optional[_Union[_struct_pb2.Struct, _Mapping]] = ..., top_logprobs: _Optional[int] = ..., max_tool_calls: _Optional[int] = ..., background: _Optional[bool] = ..., system_fingerprint: _Optional[str] = ..., prompt_token_ids: _Optional[_Iterable[int]] = ..., output_token_ids: _Optional[_Iterable[int]] = ..., mm_placeholders: _Optional[_Union[_multimodal_pb2.MultiModalPlaceholders, _Mapping]] = ...) -> None: ...
+    weight_versions: _containers.RepeatedCompositeFieldContainer[_common_pb2.WeightVersionSpan]
+    nvext: _chat_pb2.NvExtResponse
+    def __init__(self, id: _Optional[str] = ..., object: _Optional[str] = ..., created_at: _Optional[int] = ..., status: _Optional[str] = ..., model: _Optional[str] = ..., output: _Optional[_Iterable[_Union[ResponseOutputItem, _Mapping]]] = ..., usage: _Optional[_Union[ResponseUsage, _Mapping]] = ..., incomplete_details: _Optional[_Union[ResponseIncompleteDetails, _Mapping]] = ..., instructions: _Optional[str] = ..., metadata: _Optional[_Mapping[str, str]] = ..., temperature: _Optional[float] = ..., top_p: _Optional[float] = ..., max_output_tokens: _Optional[int] = ..., parallel_tool_calls: _Optional[bool] = ..., tool_choice: _Optional[_Union[_struct_pb2.Value, _Mapping]] = ..., tools: _Optional[_Iterable[_Union[ResponseTool, _Mapping]]] = ..., user: _Optional[str] = ..., truncation: _Optional[str] = ..., service_tier: _Optional[str] = ..., store: _Optional[bool] = ..., reasoning: _Optional[_Union[_struct_pb2.Struct, _Mapping]] = ..., text: _Optional[_Union[_struct_pb2.Struct, _Mapping]] = ..., top_logprobs: _Optional[int] = ..., max_tool_calls: _Optional[int] = ..., background: _Optional[bool] = ..., system_fingerprint: _Optional[str] = ..., prompt_token_ids: _Optional[_Iterable[int]] = ..., output_token_ids: _Optional[_Iterable[int]] = ..., mm_placeholders: _Optional[_Union[_multimodal_pb2.MultiModalPlaceholders, _Mapping]] = ..., weight_versions: _Optional[_Iterable[_Union[_common_pb2.WeightVersionSpan, _Mapping]]] = ..., nvext: _Optional[_Union[_chat_pb2.NvExtResponse, _Mapping]] = ...) -> None: ...
 
 class ResponseStreamEvent(_message.Message):
     __slots__ = ("type", "sequence_number", "response", "output_index", "item", "item_id", "content_index", "part", "delta", "text", "arguments", "name", "logprobs")

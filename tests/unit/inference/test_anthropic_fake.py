@@ -66,7 +66,7 @@ def test_blocks_become_chat_messages() -> None:
         tools=TOOLS, tool_choice={"type": "tool", "name": "get_weather",
                                   "disable_parallel_tool_use": True},
         stop_sequences=["END"], temperature=0.5, top_k=5, metadata={"user_id": "u1"},
-        thinking={"type": "enabled", "budget_tokens": 1024},
+        thinking={"type": "enabled", "budget_tokens": 1024}, max_tokens=2000,
     ), stream=True)
     roles = [m.role for m in chat.messages]
     assert roles == ["system", "user", "assistant", "tool", "user"]
@@ -83,8 +83,9 @@ def test_blocks_become_chat_messages() -> None:
         "type": "function", "function": {"name": "get_weather"}}
     assert chat.parallel_tool_calls is False
     assert [v.string_value for v in chat.stop.list_value.values] == ["END"]
-    assert chat.max_tokens == 200 and chat.top_k == 5 and chat.user == "u1"
+    assert chat.max_tokens == 2000 and chat.top_k == 5 and chat.user == "u1"
     assert chat.chat_template_kwargs["enable_thinking"] is True
+    assert chat.nvext.max_thinking_tokens == 1024  # vLLM's thinking_token_budget
     assert chat.stream and chat.stream_options.include_usage
 
 
@@ -229,7 +230,8 @@ def test_chat_errors_name_the_messages_field(stubs) -> None:
     assert chat_param("stop") == "stop_sequences"
     assert chat_param("stop[1]") == "stop_sequences[1]"
     assert chat_param("user") == "metadata.user_id"
-    assert chat_param("chat_template_kwargs") == "thinking"
+    assert chat_param("chat_template_kwargs") == "chat_template_kwargs"  # (vLLM's field too)
+    assert chat_param("nvext.max_thinking_tokens") == "thinking.budget_tokens"
     assert chat_param("messages[3].content") == "messages"
     assert chat_param("tools[0].function.parameters") == "tools[0].function.parameters"
     with pytest.raises(grpc.RpcError) as info:

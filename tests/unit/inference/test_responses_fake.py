@@ -255,13 +255,22 @@ def test_return_token_ids_unary_and_stream(stubs) -> None:
     assert final["output_token_ids"] == list(resp.output_token_ids)
 
 
+INCLUDE = ["message.output_text.logprobs"]
+
+
 def test_top_logprobs_on_output_text(stubs) -> None:
-    body = json.loads(stubs[1].CreateResponseJson(_req(top_logprobs=2, max_output_tokens=3),
-                                                  timeout=10).data)
+    """vLLM's rule: logprobs with include's "message.output_text.logprobs"
+    (top_logprobs alternatives each); top_logprobs alone asks none."""
+    alone = json.loads(stubs[1].CreateResponseJson(_req(top_logprobs=2, max_output_tokens=3),
+                                                   timeout=10).data)
+    assert alone["output"][0]["content"][0]["logprobs"] == [] and alone["top_logprobs"] == 2
+    body = json.loads(stubs[1].CreateResponseJson(
+        _req(top_logprobs=2, max_output_tokens=3, include=INCLUDE), timeout=10).data)
     entries = body["output"][0]["content"][0]["logprobs"]
     assert len(entries) == 3 and all(len(e["top_logprobs"]) == 2 for e in entries)
     assert all(isinstance(b, int) for e in entries for b in e["bytes"])
-    events = _events(stubs[1], _req(stream=True, top_logprobs=2, max_output_tokens=3))
+    events = _events(stubs[1], _req(stream=True, top_logprobs=2, max_output_tokens=3,
+                                    include=INCLUDE))
     deltas = [e for e in events if e["type"] == "response.output_text.delta"]
     assert sum(len(e["logprobs"]) for e in deltas) == 3
     assert events[-1]["response"]["status"] == "incomplete"

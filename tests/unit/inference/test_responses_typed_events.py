@@ -1,5 +1,5 @@
 """StreamResponse's typed events are built by the message's constructor
-where it can (inference/responses/response.py typed_event): for every
+where it can (inference/responses/typed_events.py typed_event): for every
 event of real Responses streams on the fake engine (text, logprobs,
 reasoning, a tool call), the typed event equals what json_format.ParseDict
 reads from the same event."""
@@ -15,7 +15,7 @@ import pytest
 from google.protobuf import json_format
 
 from tests.servers import fake_serving
-from tokenwire.server.inference.responses.response import typed_event
+from tokenwire.server.inference.responses.typed_events import typed_event
 from tokenwire.v1 import events_pb2_grpc, responses_pb2
 
 TOOL = {"type": "function", "name": "get_weather",

@@ -134,6 +134,21 @@ class FakeRequestParsers:
         return ParsedMessage(reasoning, content, [], tool_finish=self.required)
 
 
+    def count_reasoning_tokens(self, ids: list[int]) -> int | None:
+        """The byte tokens between <think> and </think> (to the end when cut
+        off), markers excluded, as vLLM's start/end counting; None without
+        a reasoning parser."""
+        if not self.reasoning:
+            return None
+        text = bytes(t - 3 for t in ids if 3 <= t < 259)
+        start = text.find(THINK.encode())
+        if start < 0:
+            return 0
+        start += len(THINK)
+        end = text.find(UNTHINK.encode(), start)
+        return (len(text) if end < 0 else end) - start
+
+
 class FakeStreamParser:
     def __init__(self, owner: FakeRequestParsers):
         self.owner = owner

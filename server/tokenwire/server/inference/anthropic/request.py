@@ -21,6 +21,7 @@ from google.protobuf import json_format, struct_pb2
 
 from tokenwire.server.core import multimodal as mm
 from tokenwire.server.core.errors import InvalidArgument
+from tokenwire.server.inference.anthropic import options
 from tokenwire.server.inference.shared.prompt_chars import block_text_chars
 from tokenwire.v1 import anthropic_pb2, chat_pb2
 
@@ -32,8 +33,10 @@ TOOL_CHOICES = {"auto": "auto", "any": "required", "none": "none"}
 # the chat kind's validation names the Messages field). A chat message's
 # index does not map back (system first, tool results split out): "messages".
 PARAMS = {"stop": "stop_sequences", "user": "metadata.user_id",
-          "chat_template_kwargs": "thinking",
           "parallel_tool_calls": "tool_choice.disable_parallel_tool_use"}
+# A chat field that only a Messages field sets (nvext.max_thinking_tokens is
+# refused in a Messages body: thinking.budget_tokens is that budget).
+WHOLE_PARAMS = {"nvext.max_thinking_tokens": "thinking.budget_tokens"}
 
 
 def image_param(param: str, images: dict[str, str]) -> str:
@@ -48,6 +51,8 @@ def image_param(param: str, images: dict[str, str]) -> str:
 
 def chat_param(param: str) -> str:
     """The Messages name of a chat request's field (`param` of an error)."""
+    if param in WHOLE_PARAMS:
+        return WHOLE_PARAMS[param]
     head, dot, rest = param.partition(".")
     base, bracket, index = head.partition("[")
     if base == "messages":
@@ -251,6 +256,8 @@ def _messages(req: Any, images: dict[str, str]) -> list[chat_pb2.ChatMessage]:
             out.append(chat_pb2.ChatMessage(role="system", content=struct_pb2.Value(
                 string_value=_text_of("system", system))))
     if not req.messages:
+        if options.token_in(req):
+            return out  # the prompt is nvext.token_data: nothing to render
         raise _bad("messages must hold at least one message", "messages", "FIELD_REQUIRED")
     for i, m in enumerate(req.messages):
         param = f"messages[{i}]"
@@ -280,6 +287,8 @@ def _tools(req: Any, chat: chat_pb2.CreateChatCompletionRequest) -> None:
         names.add(tool.name)
         fn = chat_pb2.FunctionDefinition(name=tool.name, description=tool.description)
         fn.parameters.CopyFrom(tool.input_schema)
+        if tool.HasField("strict"):
+            fn.strict = tool.strict
         chat.tools.add(type="function", function=fn)
     if not req.HasField("tool_choice"):
         return
@@ -301,18 +310,9 @@ def _tools(req: Any, chat: chat_pb2.CreateChatCompletionRequest) -> None:
         chat.parallel_tool_calls = not choice.disable_parallel_tool_use
 
 
-def _thinking(req: Any, chat: chat_pb2.CreateChatCompletionRequest) -> None:
-    if not req.HasField("thinking"):
-        return
-    kind = req.thinking.fields["type"].string_value if "type" in req.thinking.fields else ""
-    if kind not in ("enabled", "disabled", "adaptive"):
-        raise _bad(f"thinking.type '{kind}' is not one of ['adaptive', 'disabled', 'enabled']",
-                   "thinking.type", "VALUE_NOT_ALLOWED")
-    chat.chat_template_kwargs.update({"enable_thinking": kind != "disabled"})
-
-
 def to_chat(req: anthropic_pb2.CreateMessageRequest, *, stream: bool,
-            images: dict[str, str] | None = None) -> chat_pb2.CreateChatCompletionRequest:
+            images: dict[str, str] | None = None, budget: bool = True,
+            ) -> chat_pb2.CreateChatCompletionRequest:
     """The chat request `req` runs as (validated here where chat's names
     differ; `images` gets each image part's chat field -> its block's
     source, for image_param)."""
@@ -333,7 +333,9 @@ def to_chat(req: anthropic_pb2.CreateMessageRequest, *, stream: bool,
         if req.HasField(name):
             setattr(chat, name, getattr(req, name))
     _tools(req, chat)
-    _thinking(req, chat)
+    if isinstance(req, anthropic_pb2.CreateMessageRequest):
+        options.extensions(req, chat)
+    options.thinking(req, chat, budget=budget)
     if "user_id" in req.metadata.fields:
         user = req.metadata.fields["user_id"]
         if user.WhichOneof("kind") != "string_value":
@@ -362,4 +364,4 @@ def count_to_chat(req: anthropic_pb2.CountMessageTokensRequest,
     for name in ("system", "tool_choice", "thinking"):
         if req.HasField(name):
             getattr(full, name).CopyFrom(getattr(req, name))
-    return to_chat(full, stream=False, images=images)
+    return to_chat(full, stream=False, images=images, budget=False)

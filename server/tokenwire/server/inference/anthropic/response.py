@@ -13,6 +13,7 @@ from typing import Any
 
 from google.protobuf import json_format, struct_pb2
 
+from tokenwire.server.inference.shared.proto_json import to_object
 from tokenwire.v1 import anthropic_pb2, chat_pb2
 
 Event = dict[str, Any]
@@ -66,6 +67,7 @@ def build_message(chat: chat_pb2.CreateChatCompletionResponse
         id=message_id(chat.id), type="message", role="assistant", model=chat.model)
     resp.usage.input_tokens = chat.usage.prompt_tokens
     resp.usage.output_tokens = chat.usage.completion_tokens
+    resp.usage.cache_read_input_tokens = chat.usage.prompt_tokens_details.cached_tokens
     choice = chat.choices[0]
     msg = choice.message
     if msg.reasoning_content:
@@ -85,6 +87,14 @@ def build_message(chat: chat_pb2.CreateChatCompletionResponse
     resp.stop_reason = reason or "end_turn"
     if sequence is not None:
         resp.stop_sequence = sequence
+    # Token out (chat's fields, present when asked: return_token_ids, nvext),
+    # with the weight spans of those ids.
+    resp.prompt_token_ids.extend(chat.prompt_token_ids)
+    resp.token_ids.extend(choice.token_ids)
+    if chat.HasField("nvext"):
+        resp.nvext.CopyFrom(chat.nvext)
+    if resp.token_ids or resp.HasField("nvext"):
+        resp.weight_versions.extend(choice.weight_versions)
     return resp
 
 
@@ -100,13 +110,35 @@ def message_object(resp: anthropic_pb2.CreateMessageResponse) -> dict[str, Any]:
         else:
             blocks.append({"type": "tool_use", "id": b.id, "name": b.name,
                            "input": json_format.MessageToDict(b.input)})
-    return {
+    out = {
         "id": resp.id, "type": "message", "role": "assistant", "content": blocks,
         "model": resp.model, "stop_reason": resp.stop_reason or None,
         "stop_sequence": resp.stop_sequence if resp.HasField("stop_sequence") else None,
-        "usage": {"input_tokens": resp.usage.input_tokens,
-                  "output_tokens": resp.usage.output_tokens},
+        "usage": _usage(resp.usage.input_tokens, resp.usage.output_tokens,
+                        resp.usage.cache_read_input_tokens),
     }
+    return _token_out(out, resp)
+
+
+def _usage(input_tokens: int, output_tokens: int, cached: int) -> dict[str, Any]:
+    """Anthropic's usage; cache_read_input_tokens as vLLM prints it (input_tokens
+    here is still the whole prompt: docs/agents.md)."""
+    return {"input_tokens": input_tokens, "output_tokens": output_tokens,
+            "cache_read_input_tokens": cached}
+
+
+def _token_out(out: dict[str, Any], msg: Any) -> dict[str, Any]:
+    """`out` with the token-out fields `msg` (a Message or a stream event)
+    has: prompt_token_ids, token_ids, weight_versions, nvext."""
+    for name in ("prompt_token_ids", "token_ids"):
+        ids = getattr(msg, name, None)
+        if ids:
+            out[name] = list(ids)
+    if msg.weight_versions:
+        out["weight_versions"] = [to_object(span) for span in msg.weight_versions]
+    if msg.HasField("nvext"):
+        out["nvext"] = to_object(msg.nvext)
+    return out
 
 
 class MessageEvents:
@@ -125,6 +157,10 @@ class MessageEvents:
         self.finish = ""
         self.matched: struct_pb2.Value | None = None
         self.tool_used = False
+        # Token out: ids not yet sent, and what message_delta carries at the
+        # end (weight spans only when ids were asked).
+        self.tail = anthropic_pb2.MessageStreamEvent()
+        self.token_out = False
 
     def _start(self, block: dict[str, Any]) -> list[Event]:
         events = self._stop()
@@ -157,16 +193,42 @@ class MessageEvents:
             "content": [], "model": chunk.model, "stop_reason": None, "stop_sequence": None,
             "usage": {"input_tokens": self.input_tokens, "output_tokens": 0},
         }
+        if chunk.prompt_token_ids:  # return_token_ids (and nvext's prompt ids asked)
+            message["prompt_token_ids"] = list(chunk.prompt_token_ids)
+        if chunk.HasField("nvext"):
+            message["nvext"] = to_object(chunk.nvext)
         return [{"type": "message_start", "message": message}, {"type": "ping"}]
 
     def on_chunk(self, chunk: chat_pb2.StreamChatCompletionResponse) -> list[Event]:
         """The events of one chat chunk (the usage chunk ends the message)."""
-        events = [] if self.started else self.start(chunk)
+        if self.started:
+            if chunk.HasField("nvext"):  # the finished chunk's (completion ids, engine_data)
+                self.tail.nvext.MergeFrom(chunk.nvext)
+            events = []
+        else:
+            events = self.start(chunk)
         if not chunk.choices:
             if chunk.HasField("usage"):
-                events.extend(self.end(chunk.usage.completion_tokens))
+                events.extend(self.end(chunk.usage.completion_tokens,
+                                       chunk.usage.prompt_tokens_details.cached_tokens))
             return events
         choice = chunk.choices[0]
+        if choice.token_ids or chunk.HasField("nvext"):
+            self.token_out = True
+            self.tail.token_ids.extend(choice.token_ids)
+        self.tail.weight_versions.extend(choice.weight_versions)
+        events = self._deltas(choice, events)
+        if self.tail.token_ids:  # the ids so far ride on this chunk's last delta
+            for event in reversed(events):
+                if event["type"] == "content_block_delta":
+                    event["token_ids"] = list(self.tail.token_ids)
+                    del self.tail.token_ids[:]
+                    break
+        return events
+
+    def _deltas(self, choice: chat_pb2.ChatCompletionChunkChoice, events: list[Event]
+                ) -> list[Event]:
+        """`events` and those of the choice's delta."""
         if choice.finish_reason:
             self.finish = choice.finish_reason
             self.matched = choice.stop_reason if choice.HasField("stop_reason") else None
@@ -202,16 +264,19 @@ class MessageEvents:
                                        "partial_json": call.function.arguments}))
         return events
 
-    def end(self, output_tokens: int) -> list[Event]:
+    def end(self, output_tokens: int, cached: int = 0) -> list[Event]:
         """The last block's stop, message_delta (stop_reason, usage), message_stop."""
         complete = self.tool_used and _is_json("".join(self.last_args))
         reason, sequence = stop_reason(self.finish or "stop", self.matched,
                                        tool_used=self.tool_used, tool_complete=complete)
-        return [*self._stop(), {
+        if not self.token_out:
+            self.tail.ClearField("weight_versions")
+        delta = _token_out({
             "type": "message_delta",
             "delta": {"stop_reason": reason, "stop_sequence": sequence},
-            "usage": {"input_tokens": self.input_tokens, "output_tokens": output_tokens},
-        }, {"type": "message_stop"}]
+            "usage": _usage(self.input_tokens, output_tokens, cached),
+        }, self.tail)
+        return [*self._stop(), delta, {"type": "message_stop"}]
 
 
 def _is_json(text: str) -> bool:

@@ -26,5 +26,5 @@ def typed_event(event: dict[str, Any]) -> anthropic_pb2.MessageStreamEvent:
     field)."""
     try:
         return _EVENT(**event)
-    except ValueError:  # a key without a field: the slow path drops it
+    except (ValueError, TypeError):  # a key without a field, a Value: the slow path
         return json_format.ParseDict(event, _EVENT(), ignore_unknown_fields=True)

@@ -15,7 +15,7 @@ from tokenwire.server.inference.shared.kv_transfer import put_kv_answer
 from tokenwire.server.inference.shared.logprobs import add_prompt_logprobs, choice_logprobs
 from tokenwire.server.inference.shared.nvext import add_prompt_nvext, response_nvext
 from tokenwire.server.inference.shared.outputs import chunk_maker
-from tokenwire.server.inference.shared.usage import timing, usage
+from tokenwire.server.inference.shared.usage import reasoning_tokens, timing, usage
 from tokenwire.v1 import chat_pb2, common_pb2, multimodal_pb2
 
 
@@ -94,7 +94,9 @@ def build_chat_response(
         add_placeholders(resp.mm_placeholders, plan)
     add_prompt_logprobs(resp.prompt_logprobs, engine, plan.request.params.prompt_logprobs or 0,
                         final.prompt_logprobs)
-    resp.usage.CopyFrom(usage(len(final.prompt_token_ids), completion_len, final.num_cached_tokens))
+    reasoning = reasoning_tokens(plan.parsing, (c.token_ids for c in final.choices))
+    resp.usage.CopyFrom(usage(len(final.prompt_token_ids), completion_len,
+                              final.num_cached_tokens, reasoning))
     put_kv_answer(resp.kv_transfer_params, final.kv_transfer_params)
     nvr = response_nvext(
         plan, worker_id, prompt_ids=final.prompt_token_ids, mirror=mirror,
@@ -247,7 +249,9 @@ class ChatStreamBuilder:
 
     def _usage(self) -> common_pb2.Usage:
         completion = sum(len(a.token_ids) for a in self.accs.values())
-        return usage(len(self.prompt_ids), completion, self.cached)
+        reasoning = reasoning_tokens(self.plan.parsing,
+                                     (a.token_ids for a in self.accs.values()))
+        return usage(len(self.prompt_ids), completion, self.cached, reasoning)
 
     def usage_chunk(self) -> chat_pb2.StreamChatCompletionResponse:
         chunk = self._chunk()

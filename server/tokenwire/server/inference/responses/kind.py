@@ -21,8 +21,8 @@ from tokenwire.server.inference.responses.response import (
     Event,
     ResponseEvents,
     build_response,
-    typed_event,
 )
+from tokenwire.server.inference.responses.typed_events import typed_event
 from tokenwire.v1 import responses_pb2
 
 

@@ -25,9 +25,11 @@ from tokenwire.v1 import chat_pb2, responses_pb2
 
 ROLES = frozenset({"user", "assistant", "system", "developer"})
 TOOL_CHOICES = frozenset({"auto", "none", "required"})
+LOGPROBS_INCLUDE = "message.output_text.logprobs"
+MAX_TOP_LOGPROBS = 20  # OpenAI's (and vLLM's) bound on top_logprobs
 DETAILS = frozenset({"auto", "low", "high", "original"})  # input_image.detail: accepted, not used
 # Fields with the same name and meaning in both requests (copied when set).
-SAME_OPTIONAL = ("temperature", "top_p", "top_logprobs", "parallel_tool_calls", "top_k",
+SAME_OPTIONAL = ("temperature", "top_p", "parallel_tool_calls", "top_k",
                  "min_p", "repetition_penalty", "seed", "presence_penalty",
                  "frequency_penalty", "ignore_eos", "skip_special_tokens",
                  "include_stop_str_in_output", "priority", "return_token_ids",
@@ -201,6 +203,8 @@ def _messages(req: responses_pb2.CreateResponseRequest,
     if kind == "string_value":
         out.append(chat_pb2.ChatMessage(role="user", content=req.input))
         return out
+    if kind is None and req.nvext.token_data:
+        return out  # a token-in prompt (nvext.token_data): no input to render
     if kind != "list_value":
         raise _bad("input must be a string or a list of input items", "input",
                    "FIELD_REQUIRED" if kind in (None, "null_value") else "INVALID_TYPE")
@@ -278,6 +282,20 @@ def _text_format(req: responses_pb2.CreateResponseRequest) -> chat_pb2.ResponseF
                "text.format.type", "VALUE_NOT_ALLOWED")
 
 
+def _logprobs(req: responses_pb2.CreateResponseRequest,
+              chat: chat_pb2.CreateChatCompletionRequest) -> None:
+    """vLLM's rule: the output text's logprobs (with top_logprobs
+    alternatives) only when include asks "message.output_text.logprobs";
+    top_logprobs alone asks nothing (checked, echoed)."""
+    if LOGPROBS_INCLUDE in req.include:
+        chat.logprobs = True
+        if req.HasField("top_logprobs"):
+            chat.top_logprobs = req.top_logprobs
+    elif req.HasField("top_logprobs") and not 0 <= req.top_logprobs <= MAX_TOP_LOGPROBS:
+        raise _bad(f"top_logprobs must be between 0 and {MAX_TOP_LOGPROBS}", "top_logprobs",
+                   "VALUE_OUT_OF_RANGE")
+
+
 def refuse_stateful(req: responses_pb2.CreateResponseRequest) -> None:
     """Nothing is stored (bounded memory): no continuation from a stored
     response, no background run."""
@@ -324,10 +342,7 @@ def to_chat(req: responses_pb2.CreateResponseRequest, *, stream: bool,
         setattr(chat, name, getattr(req, name))
     if not chat.cache_salt and req.prompt_cache_key:
         chat.cache_salt = req.prompt_cache_key
-    if req.HasField("top_logprobs") and req.top_logprobs > 0:
-        chat.logprobs = True
-    elif "message.output_text.logprobs" in req.include:
-        chat.logprobs = True
+    _logprobs(req, chat)
     if req.HasField("stop"):
         chat.stop.CopyFrom(req.stop)
     chat.stop_token_ids.extend(req.stop_token_ids)

@@ -18,6 +18,7 @@ from typing import Any
 
 from google.protobuf import json_format
 
+from tokenwire.server.inference.shared.proto_json import to_object
 from tokenwire.v1 import chat_pb2, common_pb2, responses_pb2
 
 Event = dict[str, Any]
@@ -73,15 +74,18 @@ def skeleton(req: responses_pb2.CreateResponseRequest, rid: str, model: str,
     return resp
 
 
-def _usage(resp: responses_pb2.CreateResponseResponse, usage: common_pb2.Usage | Any,
-           reasoning_tokens: int) -> None:
+def _usage(resp: responses_pb2.CreateResponseResponse, usage: common_pb2.Usage | Any) -> None:
+    """The chat's usage as the Response's; reasoning_tokens is the chat's
+    completion_tokens_details count (the reasoning parser's, as vLLM's
+    Responses counts it; 0 without a reasoning parser)."""
     u = resp.usage
     u.input_tokens = usage.prompt_tokens
     u.output_tokens = usage.completion_tokens
     u.total_tokens = usage.prompt_tokens + usage.completion_tokens
     u.input_tokens_details.update(
         {"cached_tokens": usage.prompt_tokens_details.cached_tokens})
-    u.output_tokens_details.update({"reasoning_tokens": reasoning_tokens})
+    u.output_tokens_details.update(
+        {"reasoning_tokens": usage.completion_tokens_details.reasoning_tokens})
 
 
 def _finish(resp: responses_pb2.CreateResponseResponse, finish_reason: str) -> None:
@@ -131,12 +135,16 @@ def build_response(req: responses_pb2.CreateResponseRequest,
     for call in msg.tool_calls:
         resp.output.append(_call_item(call))
     _finish(resp, choice.finish_reason)
-    _usage(resp, chat.usage, 0)
+    _usage(resp, chat.usage)
     resp.system_fingerprint = chat.system_fingerprint
     resp.prompt_token_ids.extend(chat.prompt_token_ids or chat.nvext.prompt_token_ids)
     resp.output_token_ids.extend(choice.token_ids or choice.nvext.completion_token_ids)
     if chat.HasField("mm_placeholders"):
         resp.mm_placeholders.CopyFrom(chat.mm_placeholders)
+    if chat.HasField("nvext"):
+        resp.nvext.CopyFrom(chat.nvext)
+    if resp.output_token_ids or resp.HasField("nvext"):  # the spans of the ids asked
+        resp.weight_versions.extend(choice.weight_versions)
     return resp
 
 
@@ -209,6 +217,10 @@ def response_object(resp: responses_pb2.CreateResponseResponse) -> dict[str, Any
         out["output_token_ids"] = list(resp.output_token_ids)
     if resp.HasField("mm_placeholders"):  # vLLM's shape: {"image": [{"offset", "length"}]}
         out["mm_placeholders"] = json_format.MessageToDict(resp.mm_placeholders)
+    if resp.weight_versions:
+        out["weight_versions"] = [to_object(span) for span in resp.weight_versions]
+    if resp.HasField("nvext"):
+        out["nvext"] = to_object(resp.nvext)
     return out
 
 
@@ -317,11 +329,14 @@ class ResponseEvents:
         self.resp.prompt_token_ids.extend(chunk.prompt_token_ids)
         if chunk.HasField("mm_placeholders"):
             self.resp.mm_placeholders.CopyFrom(chunk.mm_placeholders)
+        if chunk.HasField("nvext"):  # the first chunk's prompt ids, the last's the rest
+            self.resp.nvext.MergeFrom(chunk.nvext)
         for choice in chunk.choices:
             if choice.index:
                 continue  # (n is 1 for a Response)
             delta = choice.delta
             self.resp.output_token_ids.extend(choice.token_ids)
+            self.resp.weight_versions.extend(choice.weight_versions)
             if delta.reasoning_content:
                 if self.item is None or self.item.type != "reasoning":
                     events += self._open(_reasoning_item("", "in_progress"))
@@ -371,28 +386,14 @@ class ResponseEvents:
 
     def end(self) -> list[Event]:
         events = self._close()
+        if not (self.resp.output_token_ids or self.resp.HasField("nvext")):
+            self.resp.ClearField("weight_versions")  # (the spans of the ids asked only)
         _finish(self.resp, self.finish)
         if self.usage is not None:
-            _usage(self.resp, self.usage, 0)
+            _usage(self.resp, self.usage)
         events.append(self._ev("response.completed", response=response_object(self.resp)))
         return events
 
     def error(self, body: dict[str, Any]) -> Event:
         """The error event that ends a started stream."""
         return self._ev("error", **body)
-
-
-_EVENT = responses_pb2.ResponseStreamEvent
-
-
-def typed_event(event: Event) -> responses_pb2.ResponseStreamEvent:
-    """An event as the typed ResponseStreamEvent (StreamResponse, gRPC):
-    the same fields; keys the message has no field for are left out. A
-    per-token event's keys are the message's fields, so its constructor
-    builds it in one call (about 7 us; ParseDict about 185 us); an event
-    holding what the constructor cannot take (the Response object, logprob
-    Values) is read by ParseDict."""
-    try:
-        return _EVENT(**event)
-    except (ValueError, TypeError):
-        return json_format.ParseDict(event, _EVENT(), ignore_unknown_fields=True)
