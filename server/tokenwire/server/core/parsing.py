@@ -115,6 +115,12 @@ class RequestParsers(Protocol):
 
     def parse(self, text: str, ids: list[int], prompt_ids: list[int]) -> ParsedMessage: ...
 
+    def count_reasoning_tokens(self, ids: list[int]) -> int | None:
+        """The generated ids inside the reasoning section, as the reasoning
+        parser counts them (vLLM's count_reasoning_tokens); None: no
+        reasoning parser (vLLM then prints no completion_tokens_details)."""
+        ...
+
 
 class ChatParsers(Protocol):
     """The server's configured parsers (--tool-call-parser, --reasoning-parser)."""
@@ -169,3 +175,6 @@ class HiddenReasoning:
 
     def parse(self, text: str, ids: list[int], prompt_ids: list[int]) -> ParsedMessage:
         return dataclasses.replace(self._inner.parse(text, ids, prompt_ids), reasoning=None)
+
+    def count_reasoning_tokens(self, ids: list[int]) -> int | None:
+        return self._inner.count_reasoning_tokens(ids)  # (generated, counted: text only hidden)

@@ -228,6 +228,15 @@ class VllmRequestParsers:
         )
 
 
+    def count_reasoning_tokens(self, ids: list[int]) -> int | None:
+        """vLLM's count (its chat serving's, over a choice's generated ids);
+        None without a reasoning parser (no completion_tokens_details)."""
+        p = self.parsers
+        if p.parser_cls is None or p.parser_cls.reasoning_parser_cls is None:
+            return None
+        return int(self.new_parser().count_reasoning_tokens(tuple(ids)))
+
+
 class VllmStreamParser:
     """One choice's stream: vLLM's Parser.parse_delta per delta."""
 
