@@ -89,6 +89,31 @@ def test_stream_text(client) -> None:
     assert final.stop_reason == "end_turn" and final.usage.output_tokens > 0
 
 
+def test_token_in_token_out_through_the_sdk(client) -> None:
+    """return_token_ids and nvext through Envoy's transcoder (extra_body):
+    the ids on the Message and on the stream's events; a second turn sent as
+    ids (nvext.token_data, no messages) hits the prefix cache."""
+    ask = {"return_token_ids": True, "nvext": {"extra_fields": ["engine_data"]}}
+    msg = client.messages.create(model="fake-model", max_tokens=200, messages=HI,
+                                 extra_body=ask)
+    extra = msg.model_extra or {}
+    ids = extra["token_ids"]
+    assert len(ids) == msg.usage.output_tokens and extra["prompt_token_ids"]
+    assert extra["nvext"]["engine_data"]["completion_token_ids"] == ids
+    with client.messages.stream(model="fake-model", max_tokens=200, messages=HI,
+                                extra_body=ask) as stream:
+        streamed = [t for event in stream
+                    if event.type in ("content_block_delta", "message_delta")
+                    for t in (event.model_extra or {}).get("token_ids", [])]
+    assert streamed == ids
+    history = extra["prompt_token_ids"] + ids
+    second = client.messages.create(model="fake-model", max_tokens=200, messages=[],
+                                    extra_body={"return_token_ids": True,
+                                                "nvext": {"token_data": history}})
+    assert (second.model_extra or {})["prompt_token_ids"] == history
+    assert second.usage.cache_read_input_tokens and second.usage.cache_read_input_tokens > 0
+
+
 def test_stream_tool_use(client) -> None:
     with client.messages.stream(model="fake-model", max_tokens=200, messages=HI,
                                 tools=TOOLS) as stream:
