@@ -41,6 +41,7 @@ from tokenwire.server.engine.vllm.convert import (
     map_engine_error,
     sampling_params,
 )
+from tokenwire.server.engine.vllm.harmony import is_harmony, render_harmony
 from tokenwire.server.engine.vllm.mm_features import (
     VllmMultimodal,
     engine_input_of,
@@ -81,6 +82,7 @@ class VllmEngine(VllmControl):
             )
         self._max_model_len = int(self._llm.model_config.max_model_len)
         defaults = ChatTemplateDefaults.from_settings(settings)
+        self._harmony = is_harmony(self._llm.model_config)  # gpt-oss: vLLM's harmony rendering
         self._tok = TokenizerOps(self._llm.get_tokenizer(), defaults,
                                  detect_format=self._detect_content_format)
         self._chat_media = VllmChatMedia(self._llm, defaults.content_format, defaults.template,
@@ -175,6 +177,8 @@ class VllmEngine(VllmControl):
         return self._tok.token_bytes(token_id)
 
     def render_chat(self, messages: list[dict[str, Any]], options: RenderOptions) -> list[int]:
+        if self._harmony:
+            return render_harmony(messages, options)
         return self._tok.render_chat(messages, options)
 
     def _detect_content_format(self, template: str | None,
