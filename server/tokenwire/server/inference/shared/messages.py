@@ -196,6 +196,8 @@ def tools_to_dicts(tools: Sequence[chat_pb2.Tool]) -> list[dict[str, Any]] | Non
             fn["description"] = t.function.description
         if t.function.HasField("parameters"):
             fn["parameters"] = struct_to_dict(t.function.parameters)
+        if t.function.HasField("strict"):  # vLLM keeps it when set (template, structural tag)
+            fn["strict"] = t.function.strict
         out.append({"type": "function", "function": fn})
     return out
 
