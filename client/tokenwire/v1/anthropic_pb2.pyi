@@ -42,7 +42,7 @@ class AnthropicToolChoice(_message.Message):
     def __init__(self, type: _Optional[str] = ..., name: _Optional[str] = ..., disable_parallel_tool_use: _Optional[bool] = ...) -> None: ...
 
 class CreateMessageRequest(_message.Message):
-    __slots__ = ("model", "messages", "system", "max_tokens", "stop_sequences", "temperature", "top_p", "top_k", "stream", "tools", "tool_choice", "metadata", "thinking", "session_id", "cache_salt", "chat_template_kwargs", "return_token_ids", "nvext")
+    __slots__ = ("model", "messages", "system", "max_tokens", "stop_sequences", "temperature", "top_p", "top_k", "stream", "tools", "tool_choice", "metadata", "thinking", "session_id", "output_config", "cache_salt", "chat_template_kwargs", "return_token_ids", "nvext", "kv_transfer_params", "ec_transfer_params")
     MODEL_FIELD_NUMBER: _ClassVar[int]
     MESSAGES_FIELD_NUMBER: _ClassVar[int]
     SYSTEM_FIELD_NUMBER: _ClassVar[int]
@@ -57,10 +57,13 @@ class CreateMessageRequest(_message.Message):
     METADATA_FIELD_NUMBER: _ClassVar[int]
     THINKING_FIELD_NUMBER: _ClassVar[int]
     SESSION_ID_FIELD_NUMBER: _ClassVar[int]
+    OUTPUT_CONFIG_FIELD_NUMBER: _ClassVar[int]
     CACHE_SALT_FIELD_NUMBER: _ClassVar[int]
     CHAT_TEMPLATE_KWARGS_FIELD_NUMBER: _ClassVar[int]
     RETURN_TOKEN_IDS_FIELD_NUMBER: _ClassVar[int]
     NVEXT_FIELD_NUMBER: _ClassVar[int]
+    KV_TRANSFER_PARAMS_FIELD_NUMBER: _ClassVar[int]
+    EC_TRANSFER_PARAMS_FIELD_NUMBER: _ClassVar[int]
     model: str
     messages: _containers.RepeatedCompositeFieldContainer[AnthropicMessage]
     system: _struct_pb2.Value
@@ -75,11 +78,14 @@ class CreateMessageRequest(_message.Message):
     metadata: _struct_pb2.Struct
     thinking: _struct_pb2.Struct
     session_id: str
+    output_config: _struct_pb2.Struct
     cache_salt: str
     chat_template_kwargs: _struct_pb2.Struct
     return_token_ids: bool
     nvext: _chat_pb2.NvExtRequest
-    def __init__(self, model: _Optional[str] = ..., messages: _Optional[_Iterable[_Union[AnthropicMessage, _Mapping]]] = ..., system: _Optional[_Union[_struct_pb2.Value, _Mapping]] = ..., max_tokens: _Optional[int] = ..., stop_sequences: _Optional[_Iterable[str]] = ..., temperature: _Optional[float] = ..., top_p: _Optional[float] = ..., top_k: _Optional[int] = ..., stream: _Optional[bool] = ..., tools: _Optional[_Iterable[_Union[AnthropicTool, _Mapping]]] = ..., tool_choice: _Optional[_Union[AnthropicToolChoice, _Mapping]] = ..., metadata: _Optional[_Union[_struct_pb2.Struct, _Mapping]] = ..., thinking: _Optional[_Union[_struct_pb2.Struct, _Mapping]] = ..., session_id: _Optional[str] = ..., cache_salt: _Optional[str] = ..., chat_template_kwargs: _Optional[_Union[_struct_pb2.Struct, _Mapping]] = ..., return_token_ids: _Optional[bool] = ..., nvext: _Optional[_Union[_chat_pb2.NvExtRequest, _Mapping]] = ...) -> None: ...
+    kv_transfer_params: _struct_pb2.Struct
+    ec_transfer_params: _struct_pb2.Struct
+    def __init__(self, model: _Optional[str] = ..., messages: _Optional[_Iterable[_Union[AnthropicMessage, _Mapping]]] = ..., system: _Optional[_Union[_struct_pb2.Value, _Mapping]] = ..., max_tokens: _Optional[int] = ..., stop_sequences: _Optional[_Iterable[str]] = ..., temperature: _Optional[float] = ..., top_p: _Optional[float] = ..., top_k: _Optional[int] = ..., stream: _Optional[bool] = ..., tools: _Optional[_Iterable[_Union[AnthropicTool, _Mapping]]] = ..., tool_choice: _Optional[_Union[AnthropicToolChoice, _Mapping]] = ..., metadata: _Optional[_Union[_struct_pb2.Struct, _Mapping]] = ..., thinking: _Optional[_Union[_struct_pb2.Struct, _Mapping]] = ..., session_id: _Optional[str] = ..., output_config: _Optional[_Union[_struct_pb2.Struct, _Mapping]] = ..., cache_salt: _Optional[str] = ..., chat_template_kwargs: _Optional[_Union[_struct_pb2.Struct, _Mapping]] = ..., return_token_ids: _Optional[bool] = ..., nvext: _Optional[_Union[_chat_pb2.NvExtRequest, _Mapping]] = ..., kv_transfer_params: _Optional[_Union[_struct_pb2.Struct, _Mapping]] = ..., ec_transfer_params: _Optional[_Union[_struct_pb2.Struct, _Mapping]] = ...) -> None: ...
 
 class AnthropicContentBlock(_message.Message):
     __slots__ = ("type", "text", "id", "name", "input", "thinking", "signature")
@@ -110,7 +116,7 @@ class AnthropicUsage(_message.Message):
     def __init__(self, input_tokens: _Optional[int] = ..., output_tokens: _Optional[int] = ..., cache_read_input_tokens: _Optional[int] = ...) -> None: ...
 
 class CreateMessageResponse(_message.Message):
-    __slots__ = ("id", "type", "role", "content", "model", "stop_reason", "stop_sequence", "usage", "prompt_token_ids", "token_ids", "weight_versions", "nvext")
+    __slots__ = ("id", "type", "role", "content", "model", "stop_reason", "stop_sequence", "usage", "prompt_token_ids", "token_ids", "weight_versions", "nvext", "kv_transfer_params")
     ID_FIELD_NUMBER: _ClassVar[int]
     TYPE_FIELD_NUMBER: _ClassVar[int]
     ROLE_FIELD_NUMBER: _ClassVar[int]
@@ -123,6 +129,7 @@ class CreateMessageResponse(_message.Message):
     TOKEN_IDS_FIELD_NUMBER: _ClassVar[int]
     WEIGHT_VERSIONS_FIELD_NUMBER: _ClassVar[int]
     NVEXT_FIELD_NUMBER: _ClassVar[int]
+    KV_TRANSFER_PARAMS_FIELD_NUMBER: _ClassVar[int]
     id: str
     type: str
     role: str
@@ -135,23 +142,26 @@ class CreateMessageResponse(_message.Message):
     token_ids: _containers.RepeatedScalarFieldContainer[int]
     weight_versions: _containers.RepeatedCompositeFieldContainer[_common_pb2.WeightVersionSpan]
     nvext: _chat_pb2.NvExtResponse
-    def __init__(self, id: _Optional[str] = ..., type: _Optional[str] = ..., role: _Optional[str] = ..., content: _Optional[_Iterable[_Union[AnthropicContentBlock, _Mapping]]] = ..., model: _Optional[str] = ..., stop_reason: _Optional[str] = ..., stop_sequence: _Optional[str] = ..., usage: _Optional[_Union[AnthropicUsage, _Mapping]] = ..., prompt_token_ids: _Optional[_Iterable[int]] = ..., token_ids: _Optional[_Iterable[int]] = ..., weight_versions: _Optional[_Iterable[_Union[_common_pb2.WeightVersionSpan, _Mapping]]] = ..., nvext: _Optional[_Union[_chat_pb2.NvExtResponse, _Mapping]] = ...) -> None: ...
+    kv_transfer_params: _struct_pb2.Struct
+    def __init__(self, id: _Optional[str] = ..., type: _Optional[str] = ..., role: _Optional[str] = ..., content: _Optional[_Iterable[_Union[AnthropicContentBlock, _Mapping]]] = ..., model: _Optional[str] = ..., stop_reason: _Optional[str] = ..., stop_sequence: _Optional[str] = ..., usage: _Optional[_Union[AnthropicUsage, _Mapping]] = ..., prompt_token_ids: _Optional[_Iterable[int]] = ..., token_ids: _Optional[_Iterable[int]] = ..., weight_versions: _Optional[_Iterable[_Union[_common_pb2.WeightVersionSpan, _Mapping]]] = ..., nvext: _Optional[_Union[_chat_pb2.NvExtResponse, _Mapping]] = ..., kv_transfer_params: _Optional[_Union[_struct_pb2.Struct, _Mapping]] = ...) -> None: ...
 
 class CountMessageTokensRequest(_message.Message):
-    __slots__ = ("model", "messages", "system", "tools", "tool_choice", "thinking")
+    __slots__ = ("model", "messages", "system", "tools", "tool_choice", "thinking", "output_config")
     MODEL_FIELD_NUMBER: _ClassVar[int]
     MESSAGES_FIELD_NUMBER: _ClassVar[int]
     SYSTEM_FIELD_NUMBER: _ClassVar[int]
     TOOLS_FIELD_NUMBER: _ClassVar[int]
     TOOL_CHOICE_FIELD_NUMBER: _ClassVar[int]
     THINKING_FIELD_NUMBER: _ClassVar[int]
+    OUTPUT_CONFIG_FIELD_NUMBER: _ClassVar[int]
     model: str
     messages: _containers.RepeatedCompositeFieldContainer[AnthropicMessage]
     system: _struct_pb2.Value
     tools: _containers.RepeatedCompositeFieldContainer[AnthropicTool]
     tool_choice: AnthropicToolChoice
     thinking: _struct_pb2.Struct
-    def __init__(self, model: _Optional[str] = ..., messages: _Optional[_Iterable[_Union[AnthropicMessage, _Mapping]]] = ..., system: _Optional[_Union[_struct_pb2.Value, _Mapping]] = ..., tools: _Optional[_Iterable[_Union[AnthropicTool, _Mapping]]] = ..., tool_choice: _Optional[_Union[AnthropicToolChoice, _Mapping]] = ..., thinking: _Optional[_Union[_struct_pb2.Struct, _Mapping]] = ...) -> None: ...
+    output_config: _struct_pb2.Struct
+    def __init__(self, model: _Optional[str] = ..., messages: _Optional[_Iterable[_Union[AnthropicMessage, _Mapping]]] = ..., system: _Optional[_Union[_struct_pb2.Value, _Mapping]] = ..., tools: _Optional[_Iterable[_Union[AnthropicTool, _Mapping]]] = ..., tool_choice: _Optional[_Union[AnthropicToolChoice, _Mapping]] = ..., thinking: _Optional[_Union[_struct_pb2.Struct, _Mapping]] = ..., output_config: _Optional[_Union[_struct_pb2.Struct, _Mapping]] = ...) -> None: ...
 
 class CountMessageTokensResponse(_message.Message):
     __slots__ = ("input_tokens",)

@@ -25,7 +25,7 @@ class ResponseTool(_message.Message):
     def __init__(self, type: _Optional[str] = ..., name: _Optional[str] = ..., description: _Optional[str] = ..., parameters: _Optional[_Union[_struct_pb2.Struct, _Mapping]] = ..., strict: _Optional[bool] = ...) -> None: ...
 
 class CreateResponseRequest(_message.Message):
-    __slots__ = ("model", "input", "instructions", "tools", "tool_choice", "max_output_tokens", "temperature", "top_p", "metadata", "user", "stream", "store", "previous_response_id", "parallel_tool_calls", "reasoning", "text", "truncation", "service_tier", "top_logprobs", "include", "background", "max_tool_calls", "stream_options", "prompt_cache_key", "top_k", "min_p", "repetition_penalty", "seed", "presence_penalty", "frequency_penalty", "stop", "stop_token_ids", "ignore_eos", "skip_special_tokens", "include_stop_str_in_output", "logit_bias", "cache_salt", "priority", "chat_template_kwargs", "request_id", "session_id", "return_token_ids", "include_reasoning", "nvext")
+    __slots__ = ("model", "input", "instructions", "tools", "tool_choice", "max_output_tokens", "temperature", "top_p", "metadata", "user", "stream", "store", "previous_response_id", "parallel_tool_calls", "reasoning", "text", "truncation", "service_tier", "top_logprobs", "include", "background", "max_tool_calls", "stream_options", "prompt_cache_key", "top_k", "min_p", "repetition_penalty", "seed", "presence_penalty", "frequency_penalty", "stop", "stop_token_ids", "ignore_eos", "skip_special_tokens", "include_stop_str_in_output", "logit_bias", "cache_salt", "priority", "chat_template_kwargs", "request_id", "session_id", "return_token_ids", "include_reasoning", "nvext", "kv_transfer_params", "ec_transfer_params")
     class MetadataEntry(_message.Message):
         __slots__ = ("key", "value")
         KEY_FIELD_NUMBER: _ClassVar[int]
@@ -84,6 +84,8 @@ class CreateResponseRequest(_message.Message):
     RETURN_TOKEN_IDS_FIELD_NUMBER: _ClassVar[int]
     INCLUDE_REASONING_FIELD_NUMBER: _ClassVar[int]
     NVEXT_FIELD_NUMBER: _ClassVar[int]
+    KV_TRANSFER_PARAMS_FIELD_NUMBER: _ClassVar[int]
+    EC_TRANSFER_PARAMS_FIELD_NUMBER: _ClassVar[int]
     model: str
     input: _struct_pb2.Value
     instructions: str
@@ -128,7 +130,9 @@ class CreateResponseRequest(_message.Message):
     return_token_ids: bool
     include_reasoning: bool
     nvext: _chat_pb2.NvExtRequest
-    def __init__(self, model: _Optional[str] = ..., input: _Optional[_Union[_struct_pb2.Value, _Mapping]] = ..., instructions: _Optional[str] = ..., tools: _Optional[_Iterable[_Union[ResponseTool, _Mapping]]] = ..., tool_choice: _Optional[_Union[_struct_pb2.Value, _Mapping]] = ..., max_output_tokens: _Optional[int] = ..., temperature: _Optional[float] = ..., top_p: _Optional[float] = ..., metadata: _Optional[_Mapping[str, str]] = ..., user: _Optional[str] = ..., stream: _Optional[bool] = ..., store: _Optional[bool] = ..., previous_response_id: _Optional[str] = ..., parallel_tool_calls: _Optional[bool] = ..., reasoning: _Optional[_Union[_struct_pb2.Struct, _Mapping]] = ..., text: _Optional[_Union[_struct_pb2.Struct, _Mapping]] = ..., truncation: _Optional[str] = ..., service_tier: _Optional[str] = ..., top_logprobs: _Optional[int] = ..., include: _Optional[_Iterable[str]] = ..., background: _Optional[bool] = ..., max_tool_calls: _Optional[int] = ..., stream_options: _Optional[_Union[_struct_pb2.Struct, _Mapping]] = ..., prompt_cache_key: _Optional[str] = ..., top_k: _Optional[int] = ..., min_p: _Optional[float] = ..., repetition_penalty: _Optional[float] = ..., seed: _Optional[int] = ..., presence_penalty: _Optional[float] = ..., frequency_penalty: _Optional[float] = ..., stop: _Optional[_Union[_struct_pb2.Value, _Mapping]] = ..., stop_token_ids: _Optional[_Iterable[int]] = ..., ignore_eos: _Optional[bool] = ..., skip_special_tokens: _Optional[bool] = ..., include_stop_str_in_output: _Optional[bool] = ..., logit_bias: _Optional[_Mapping[int, float]] = ..., cache_salt: _Optional[str] = ..., priority: _Optional[int] = ..., chat_template_kwargs: _Optional[_Union[_struct_pb2.Struct, _Mapping]] = ..., request_id: _Optional[str] = ..., session_id: _Optional[str] = ..., return_token_ids: _Optional[bool] = ..., include_reasoning: _Optional[bool] = ..., nvext: _Optional[_Union[_chat_pb2.NvExtRequest, _Mapping]] = ...) -> None: ...
+    kv_transfer_params: _struct_pb2.Struct
+    ec_transfer_params: _struct_pb2.Struct
+    def __init__(self, model: _Optional[str] = ..., input: _Optional[_Union[_struct_pb2.Value, _Mapping]] = ..., instructions: _Optional[str] = ..., tools: _Optional[_Iterable[_Union[ResponseTool, _Mapping]]] = ..., tool_choice: _Optional[_Union[_struct_pb2.Value, _Mapping]] = ..., max_output_tokens: _Optional[int] = ..., temperature: _Optional[float] = ..., top_p: _Optional[float] = ..., metadata: _Optional[_Mapping[str, str]] = ..., user: _Optional[str] = ..., stream: _Optional[bool] = ..., store: _Optional[bool] = ..., previous_response_id: _Optional[str] = ..., parallel_tool_calls: _Optional[bool] = ..., reasoning: _Optional[_Union[_struct_pb2.Struct, _Mapping]] = ..., text: _Optional[_Union[_struct_pb2.Struct, _Mapping]] = ..., truncation: _Optional[str] = ..., service_tier: _Optional[str] = ..., top_logprobs: _Optional[int] = ..., include: _Optional[_Iterable[str]] = ..., background: _Optional[bool] = ..., max_tool_calls: _Optional[int] = ..., stream_options: _Optional[_Union[_struct_pb2.Struct, _Mapping]] = ..., prompt_cache_key: _Optional[str] = ..., top_k: _Optional[int] = ..., min_p: _Optional[float] = ..., repetition_penalty: _Optional[float] = ..., seed: _Optional[int] = ..., presence_penalty: _Optional[float] = ..., frequency_penalty: _Optional[float] = ..., stop: _Optional[_Union[_struct_pb2.Value, _Mapping]] = ..., stop_token_ids: _Optional[_Iterable[int]] = ..., ignore_eos: _Optional[bool] = ..., skip_special_tokens: _Optional[bool] = ..., include_stop_str_in_output: _Optional[bool] = ..., logit_bias: _Optional[_Mapping[int, float]] = ..., cache_salt: _Optional[str] = ..., priority: _Optional[int] = ..., chat_template_kwargs: _Optional[_Union[_struct_pb2.Struct, _Mapping]] = ..., request_id: _Optional[str] = ..., session_id: _Optional[str] = ..., return_token_ids: _Optional[bool] = ..., include_reasoning: _Optional[bool] = ..., nvext: _Optional[_Union[_chat_pb2.NvExtRequest, _Mapping]] = ..., kv_transfer_params: _Optional[_Union[_struct_pb2.Struct, _Mapping]] = ..., ec_transfer_params: _Optional[_Union[_struct_pb2.Struct, _Mapping]] = ...) -> None: ...
 
 class ResponseContent(_message.Message):
     __slots__ = ("type", "text", "annotations", "logprobs")
@@ -185,7 +189,7 @@ class ResponseIncompleteDetails(_message.Message):
     def __init__(self, reason: _Optional[str] = ...) -> None: ...
 
 class CreateResponseResponse(_message.Message):
-    __slots__ = ("id", "object", "created_at", "status", "model", "output", "usage", "incomplete_details", "instructions", "metadata", "temperature", "top_p", "max_output_tokens", "parallel_tool_calls", "tool_choice", "tools", "user", "truncation", "service_tier", "store", "reasoning", "text", "top_logprobs", "max_tool_calls", "background", "system_fingerprint", "prompt_token_ids", "output_token_ids", "mm_placeholders", "weight_versions", "nvext")
+    __slots__ = ("id", "object", "created_at", "status", "model", "output", "usage", "incomplete_details", "instructions", "metadata", "temperature", "top_p", "max_output_tokens", "parallel_tool_calls", "tool_choice", "tools", "user", "truncation", "service_tier", "store", "reasoning", "text", "top_logprobs", "max_tool_calls", "background", "system_fingerprint", "prompt_token_ids", "output_token_ids", "mm_placeholders", "weight_versions", "nvext", "kv_transfer_params")
     class MetadataEntry(_message.Message):
         __slots__ = ("key", "value")
         KEY_FIELD_NUMBER: _ClassVar[int]
@@ -224,6 +228,7 @@ class CreateResponseResponse(_message.Message):
     MM_PLACEHOLDERS_FIELD_NUMBER: _ClassVar[int]
     WEIGHT_VERSIONS_FIELD_NUMBER: _ClassVar[int]
     NVEXT_FIELD_NUMBER: _ClassVar[int]
+    KV_TRANSFER_PARAMS_FIELD_NUMBER: _ClassVar[int]
     id: str
     object: str
     created_at: int
@@ -255,10 +260,11 @@ class CreateResponseResponse(_message.Message):
     mm_placeholders: _multimodal_pb2.MultiModalPlaceholders
     weight_versions: _containers.RepeatedCompositeFieldContainer[_common_pb2.WeightVersionSpan]
     nvext: _chat_pb2.NvExtResponse
-    def __init__(self, id: _Optional[str] = ..., object: _Optional[str] = ..., created_at: _Optional[int] = ..., status: _Optional[str] = ..., model: _Optional[str] = ..., output: _Optional[_Iterable[_Union[ResponseOutputItem, _Mapping]]] = ..., usage: _Optional[_Union[ResponseUsage, _Mapping]] = ..., incomplete_details: _Optional[_Union[ResponseIncompleteDetails, _Mapping]] = ..., instructions: _Optional[str] = ..., metadata: _Optional[_Mapping[str, str]] = ..., temperature: _Optional[float] = ..., top_p: _Optional[float] = ..., max_output_tokens: _Optional[int] = ..., parallel_tool_calls: _Optional[bool] = ..., tool_choice: _Optional[_Union[_struct_pb2.Value, _Mapping]] = ..., tools: _Optional[_Iterable[_Union[ResponseTool, _Mapping]]] = ..., user: _Optional[str] = ..., truncation: _Optional[str] = ..., service_tier: _Optional[str] = ..., store: _Optional[bool] = ..., reasoning: _Optional[_Union[_struct_pb2.Struct, _Mapping]] = ..., text: _Optional[_Union[_struct_pb2.Struct, _Mapping]] = ..., top_logprobs: _Optional[int] = ..., max_tool_calls: _Optional[int] = ..., background: _Optional[bool] = ..., system_fingerprint: _Optional[str] = ..., prompt_token_ids: _Optional[_Iterable[int]] = ..., output_token_ids: _Optional[_Iterable[int]] = ..., mm_placeholders: _Optional[_Union[_multimodal_pb2.MultiModalPlaceholders, _Mapping]] = ..., weight_versions: _Optional[_Iterable[_Union[_common_pb2.WeightVersionSpan, _Mapping]]] = ..., nvext: _Optional[_Union[_chat_pb2.NvExtResponse, _Mapping]] = ...) -> None: ...
+    kv_transfer_params: _struct_pb2.Struct
+    def __init__(self, id: _Optional[str] = ..., object: _Optional[str] = ..., created_at: _Optional[int] = ..., status: _Optional[str] = ..., model: _Optional[str] = ..., output: _Optional[_Iterable[_Union[ResponseOutputItem, _Mapping]]] = ..., usage: _Optional[_Union[ResponseUsage, _Mapping]] = ..., incomplete_details: _Optional[_Union[ResponseIncompleteDetails, _Mapping]] = ..., instructions: _Optional[str] = ..., metadata: _Optional[_Mapping[str, str]] = ..., temperature: _Optional[float] = ..., top_p: _Optional[float] = ..., max_output_tokens: _Optional[int] = ..., parallel_tool_calls: _Optional[bool] = ..., tool_choice: _Optional[_Union[_struct_pb2.Value, _Mapping]] = ..., tools: _Optional[_Iterable[_Union[ResponseTool, _Mapping]]] = ..., user: _Optional[str] = ..., truncation: _Optional[str] = ..., service_tier: _Optional[str] = ..., store: _Optional[bool] = ..., reasoning: _Optional[_Union[_struct_pb2.Struct, _Mapping]] = ..., text: _Optional[_Union[_struct_pb2.Struct, _Mapping]] = ..., top_logprobs: _Optional[int] = ..., max_tool_calls: _Optional[int] = ..., background: _Optional[bool] = ..., system_fingerprint: _Optional[str] = ..., prompt_token_ids: _Optional[_Iterable[int]] = ..., output_token_ids: _Optional[_Iterable[int]] = ..., mm_placeholders: _Optional[_Union[_multimodal_pb2.MultiModalPlaceholders, _Mapping]] = ..., weight_versions: _Optional[_Iterable[_Union[_common_pb2.WeightVersionSpan, _Mapping]]] = ..., nvext: _Optional[_Union[_chat_pb2.NvExtResponse, _Mapping]] = ..., kv_transfer_params: _Optional[_Union[_struct_pb2.Struct, _Mapping]] = ...) -> None: ...
 
 class ResponseStreamEvent(_message.Message):
-    __slots__ = ("type", "sequence_number", "response", "output_index", "item", "item_id", "content_index", "part", "delta", "text", "arguments", "name", "logprobs")
+    __slots__ = ("type", "sequence_number", "response", "output_index", "item", "item_id", "content_index", "part", "delta", "text", "arguments", "name", "logprobs", "token_ids")
     TYPE_FIELD_NUMBER: _ClassVar[int]
     SEQUENCE_NUMBER_FIELD_NUMBER: _ClassVar[int]
     RESPONSE_FIELD_NUMBER: _ClassVar[int]
@@ -272,6 +278,7 @@ class ResponseStreamEvent(_message.Message):
     ARGUMENTS_FIELD_NUMBER: _ClassVar[int]
     NAME_FIELD_NUMBER: _ClassVar[int]
     LOGPROBS_FIELD_NUMBER: _ClassVar[int]
+    TOKEN_IDS_FIELD_NUMBER: _ClassVar[int]
     type: str
     sequence_number: int
     response: CreateResponseResponse
@@ -285,4 +292,5 @@ class ResponseStreamEvent(_message.Message):
     arguments: str
     name: str
     logprobs: _containers.RepeatedCompositeFieldContainer[_struct_pb2.Value]
-    def __init__(self, type: _Optional[str] = ..., sequence_number: _Optional[int] = ..., response: _Optional[_Union[CreateResponseResponse, _Mapping]] = ..., output_index: _Optional[int] = ..., item: _Optional[_Union[ResponseOutputItem, _Mapping]] = ..., item_id: _Optional[str] = ..., content_index: _Optional[int] = ..., part: _Optional[_Union[ResponseContent, _Mapping]] = ..., delta: _Optional[str] = ..., text: _Optional[str] = ..., arguments: _Optional[str] = ..., name: _Optional[str] = ..., logprobs: _Optional[_Iterable[_Union[_struct_pb2.Value, _Mapping]]] = ...) -> None: ...
+    token_ids: _containers.RepeatedScalarFieldContainer[int]
+    def __init__(self, type: _Optional[str] = ..., sequence_number: _Optional[int] = ..., response: _Optional[_Union[CreateResponseResponse, _Mapping]] = ..., output_index: _Optional[int] = ..., item: _Optional[_Union[ResponseOutputItem, _Mapping]] = ..., item_id: _Optional[str] = ..., content_index: _Optional[int] = ..., part: _Optional[_Union[ResponseContent, _Mapping]] = ..., delta: _Optional[str] = ..., text: _Optional[str] = ..., arguments: _Optional[str] = ..., name: _Optional[str] = ..., logprobs: _Optional[_Iterable[_Union[_struct_pb2.Value, _Mapping]]] = ..., token_ids: _Optional[_Iterable[int]] = ...) -> None: ...

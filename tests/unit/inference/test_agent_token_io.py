@@ -69,7 +69,8 @@ def test_messages_return_token_ids_unary_json_and_streams(stubs) -> None:
     stub, events = stubs
     req = _msg(return_token_ids=True, temperature=0)
     msg = stub.CreateMessage(req, timeout=10)
-    assert msg.prompt_token_ids and len(msg.prompt_token_ids) == msg.usage.input_tokens
+    assert msg.prompt_token_ids and len(msg.prompt_token_ids) == (
+        msg.usage.input_tokens + msg.usage.cache_read_input_tokens)  # (Anthropic's split)
     assert len(msg.token_ids) == msg.usage.output_tokens > 0
     assert msg.weight_versions and msg.weight_versions[-1].end == len(msg.token_ids)
     body = json.loads(events.CreateMessageJson(req, timeout=10).data)
@@ -103,7 +104,7 @@ def test_messages_nvext_extra_fields(stubs) -> None:
     assert list(nv.completion_token_ids) == list(msg.token_ids)
     assert list(nv.engine_data.completion_token_ids) == list(msg.token_ids)
     assert list(nv.engine_data.prompt_token_ids) == list(nv.prompt_token_ids)
-    assert len(nv.prompt_token_ids) == msg.usage.input_tokens
+    assert len(nv.prompt_token_ids) == msg.usage.input_tokens + msg.usage.cache_read_input_tokens
     body = json.loads(events.CreateMessageJson(req, timeout=10).data)
     assert body["nvext"]["engine_data"]["completion_token_ids"] == list(msg.token_ids)
     sse = _message_events(events, _msg(nvext={"extra_fields": EXTRA}, temperature=0,

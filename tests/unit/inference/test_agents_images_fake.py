@@ -171,7 +171,7 @@ def test_messages_image_blocks_run_as_chat_and_count_the_expanded_ids(vlm) -> No
     req = messages({"type": "text", "text": "Look:"}, image_block(),
                    {"type": "text", "text": "?"})
     resp = stub.CreateMessage(req, timeout=10)
-    assert resp.usage.input_tokens == len(ids)
+    assert resp.usage.input_tokens + resp.usage.cache_read_input_tokens == len(ids)
     assert resp.stop_reason == "max_tokens"
     count = anthropic_pb2.CountMessageTokensRequest(model="fake-model")
     count.messages.extend(req.messages)
@@ -239,7 +239,8 @@ def test_messages_tool_result_images_follow_the_tool_message(vlm) -> None:
     assert expected.count(media.IMAGE) == media.EMBEDS
     req = tool_turn([{"type": "text", "text": "here"}, image_block(),
                      {"type": "text", "text": "it is"}], {"type": "text", "text": "What now?"})
-    assert stub.CreateMessage(req, timeout=10).usage.input_tokens == len(expected)
+    usage = stub.CreateMessage(req, timeout=10).usage  # (input_tokens: the uncached part)
+    assert usage.input_tokens + usage.cache_read_input_tokens == len(expected)
     count = anthropic_pb2.CountMessageTokensRequest(model="fake-model")
     count.messages.extend(req.messages)
     assert stub.CountMessageTokens(count, timeout=10).input_tokens == len(expected)

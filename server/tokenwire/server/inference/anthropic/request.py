@@ -8,7 +8,7 @@ URL rules; a tool_result's images follow its tool message as a user
 message, as vLLM's Messages API puts them),
 `tools` (input_schema -> function parameters),
 `tool_choice` (auto / any / tool / none), `stop_sequences`, `max_tokens`,
-sampling, `metadata.user_id`, `thinking` (the template's enable_thinking).
+sampling, `metadata.user_id`, `thinking` and `output_config` (options.py).
 The chat kind then plans it: rendering, admission, limits, tenancy and
 weight bounds are chat's (anthropic/kind.py)."""
 
@@ -33,7 +33,8 @@ TOOL_CHOICES = {"auto": "auto", "any": "required", "none": "none"}
 # the chat kind's validation names the Messages field). A chat message's
 # index does not map back (system first, tool results split out): "messages".
 PARAMS = {"stop": "stop_sequences", "user": "metadata.user_id",
-          "parallel_tool_calls": "tool_choice.disable_parallel_tool_use"}
+          "parallel_tool_calls": "tool_choice.disable_parallel_tool_use",
+          "response_format": "output_config.format"}
 # A chat field that only a Messages field sets (nvext.max_thinking_tokens is
 # refused in a Messages body: thinking.budget_tokens is that budget).
 WHOLE_PARAMS = {"nvext.max_thinking_tokens": "thinking.budget_tokens"}
@@ -335,6 +336,7 @@ def to_chat(req: anthropic_pb2.CreateMessageRequest, *, stream: bool,
     _tools(req, chat)
     if isinstance(req, anthropic_pb2.CreateMessageRequest):
         options.extensions(req, chat)
+    options.output_config(req, chat)
     options.thinking(req, chat, budget=budget)
     if "user_id" in req.metadata.fields:
         user = req.metadata.fields["user_id"]
@@ -361,7 +363,7 @@ def count_to_chat(req: anthropic_pb2.CountMessageTokensRequest,
     full = anthropic_pb2.CreateMessageRequest(model=req.model, max_tokens=1)
     full.messages.extend(req.messages)
     full.tools.extend(req.tools)
-    for name in ("system", "tool_choice", "thinking"):
+    for name in ("system", "tool_choice", "thinking", "output_config"):
         if req.HasField(name):
             getattr(full, name).CopyFrom(getattr(req, name))
     return to_chat(full, stream=False, images=images, budget=False)

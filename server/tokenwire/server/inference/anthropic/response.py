@@ -49,6 +49,12 @@ def stop_reason(finish: str, matched: struct_pb2.Value | None, *, tool_used: boo
     return "end_turn", None
 
 
+def uncached(prompt_tokens: int, cached: int) -> int:
+    """Anthropic's input_tokens: the prompt less its prefix-cache reads
+    (vLLM's _build_anthropic_usage: total input = input_tokens + cache reads)."""
+    return max(0, prompt_tokens - cached)
+
+
 def _input(arguments: str) -> struct_pb2.Struct:
     out = struct_pb2.Struct()
     try:
@@ -65,9 +71,10 @@ def build_message(chat: chat_pb2.CreateChatCompletionResponse
     """The Message of a finished chat (its first choice)."""
     resp = anthropic_pb2.CreateMessageResponse(
         id=message_id(chat.id), type="message", role="assistant", model=chat.model)
-    resp.usage.input_tokens = chat.usage.prompt_tokens
+    cached = chat.usage.prompt_tokens_details.cached_tokens
+    resp.usage.input_tokens = uncached(chat.usage.prompt_tokens, cached)
     resp.usage.output_tokens = chat.usage.completion_tokens
-    resp.usage.cache_read_input_tokens = chat.usage.prompt_tokens_details.cached_tokens
+    resp.usage.cache_read_input_tokens = cached
     choice = chat.choices[0]
     msg = choice.message
     if msg.reasoning_content:
@@ -95,6 +102,8 @@ def build_message(chat: chat_pb2.CreateChatCompletionResponse
         resp.nvext.CopyFrom(chat.nvext)
     if resp.token_ids or resp.HasField("nvext"):
         resp.weight_versions.extend(choice.weight_versions)
+    if chat.HasField("kv_transfer_params"):  # the KV connector's answer
+        resp.kv_transfer_params.CopyFrom(chat.kv_transfer_params)
     return resp
 
 
@@ -117,12 +126,14 @@ def message_object(resp: anthropic_pb2.CreateMessageResponse) -> dict[str, Any]:
         "usage": _usage(resp.usage.input_tokens, resp.usage.output_tokens,
                         resp.usage.cache_read_input_tokens),
     }
+    if resp.HasField("kv_transfer_params"):  # (vLLM's exclude_none: absent without one)
+        out["kv_transfer_params"] = to_object(resp.kv_transfer_params)
     return _token_out(out, resp)
 
 
 def _usage(input_tokens: int, output_tokens: int, cached: int) -> dict[str, Any]:
-    """Anthropic's usage; cache_read_input_tokens as vLLM prints it (input_tokens
-    here is still the whole prompt: docs/agents.md)."""
+    """Anthropic's usage as vLLM prints it: input_tokens without the cache
+    reads (the caller's `input_tokens`), cache_read_input_tokens holding them."""
     return {"input_tokens": input_tokens, "output_tokens": output_tokens,
             "cache_read_input_tokens": cached}
 
@@ -274,7 +285,7 @@ class MessageEvents:
         delta = _token_out({
             "type": "message_delta",
             "delta": {"stop_reason": reason, "stop_sequence": sequence},
-            "usage": _usage(self.input_tokens, output_tokens, cached),
+            "usage": _usage(uncached(self.input_tokens, cached), output_tokens, cached),
         }, self.tail)
         return [*self._stop(), delta, {"type": "message_stop"}]
 

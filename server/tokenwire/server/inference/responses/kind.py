@@ -5,7 +5,7 @@ kinds never import one another — plans, runs and streams: rendering
 (images too: chat's image path), validation, admission, limits, tenancy,
 weight bounds, cancellation and metrics are chat's (a chat error's field
 is renamed to the Responses field). Its outputs become the Response and
-its typed events (response.py), printed and framed by wire.py. Routing
+its typed events (response.py, events.py), printed and framed by wire.py. Routing
 fields come from the call's metadata or `nvext`."""
 
 from __future__ import annotations
@@ -17,11 +17,8 @@ from tokenwire.server.core.domain import RunOutcome
 from tokenwire.server.inference.data_plane import DataPlane
 from tokenwire.server.inference.kind_base import ChatBackedKind, ChatBackedPlan
 from tokenwire.server.inference.responses import request, wire
-from tokenwire.server.inference.responses.response import (
-    Event,
-    ResponseEvents,
-    build_response,
-)
+from tokenwire.server.inference.responses.events import ResponseEvents
+from tokenwire.server.inference.responses.response import Event, build_response
 from tokenwire.server.inference.responses.typed_events import typed_event
 from tokenwire.v1 import responses_pb2
 

@@ -7,7 +7,8 @@ message's content or a function_call_output's output (chat's
 `image_url` parts: the same URL rules, limits and rendering; `file_id`
 refused, nothing is stored), function `tools` (the flat shape
 -> chat's), `tool_choice`, `max_output_tokens`, `text.format` (chat's
-response_format), sampling and vLLM's extensions, `metadata`, `user`.
+response_format), sampling and vLLM's extensions (`kv_transfer_params`
+too: chat's field, read by chat), `metadata`, `user`.
 Nothing is stored: `previous_response_id` and `background` are refused.
 The chat kind then plans it (responses/kind.py), and its errors are
 renamed to the Responses fields (`chat_param`)."""
@@ -352,6 +353,9 @@ def to_chat(req: responses_pb2.CreateResponseRequest, *, stream: bool,
         chat.chat_template_kwargs.CopyFrom(req.chat_template_kwargs)
     if req.HasField("nvext"):
         chat.nvext.CopyFrom(req.nvext)
+    for name in ("kv_transfer_params", "ec_transfer_params"):  # chat's path reads them
+        if req.HasField(name):
+            getattr(chat, name).CopyFrom(getattr(req, name))
     if stream:
         chat.stream_options.include_usage = True  # response.completed carries usage
     return chat

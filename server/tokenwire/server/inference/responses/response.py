@@ -1,14 +1,10 @@
 """Chat outputs -> OpenAI's Responses shapes: the unary `Response`
 (CreateResponseResponse: reasoning, message and function_call output
-items, usage, incomplete_details; with the token ids asked, an image
-input's mm_placeholders) and the streamed typed events
-(response.created, response.in_progress, response.output_item.added,
-response.content_part.added, response.output_text.delta /
-reasoning_text.delta / function_call_arguments.delta, their .done events,
-response.output_item.done, response.completed; each numbered by
-`sequence_number`), as vLLM's Responses server shapes them
-(vllm/entrypoints/openai/responses/streaming_events.py). Events are dicts
-with their `type`; wire.py writes them as SSE."""
+items, usage, incomplete_details, the KV connector's kv_transfer_params;
+with the token ids asked, an image input's mm_placeholders), and the
+Response and its output items as OpenAI prints them (response_object,
+item_object), as vLLM's Responses server shapes them. The streamed events
+are events.py's; wire.py writes them as SSE."""
 
 from __future__ import annotations
 
@@ -35,7 +31,7 @@ def response_id(req: responses_pb2.CreateResponseRequest) -> str:
     return "resp_" + (req.request_id or _uid())
 
 
-def _logprobs(chat: common_pb2.ChoiceLogProbs) -> list[dict[str, Any]]:
+def chat_logprobs(chat: common_pb2.ChoiceLogProbs) -> list[dict[str, Any]]:
     out = []
     for entry in chat.content:
         out.append({
@@ -74,7 +70,7 @@ def skeleton(req: responses_pb2.CreateResponseRequest, rid: str, model: str,
     return resp
 
 
-def _usage(resp: responses_pb2.CreateResponseResponse, usage: common_pb2.Usage | Any) -> None:
+def set_usage(resp: responses_pb2.CreateResponseResponse, usage: common_pb2.Usage | Any) -> None:
     """The chat's usage as the Response's; reasoning_tokens is the chat's
     completion_tokens_details count (the reasoning parser's, as vLLM's
     Responses counts it; 0 without a reasoning parser)."""
@@ -88,7 +84,7 @@ def _usage(resp: responses_pb2.CreateResponseResponse, usage: common_pb2.Usage |
         {"reasoning_tokens": usage.completion_tokens_details.reasoning_tokens})
 
 
-def _finish(resp: responses_pb2.CreateResponseResponse, finish_reason: str) -> None:
+def set_status(resp: responses_pb2.CreateResponseResponse, finish_reason: str) -> None:
     if finish_reason == "length":
         resp.status = "incomplete"
         resp.incomplete_details.reason = "max_output_tokens"
@@ -96,13 +92,13 @@ def _finish(resp: responses_pb2.CreateResponseResponse, finish_reason: str) -> N
         resp.status = "completed"
 
 
-def _reasoning_item(text: str, status: str = "completed") -> responses_pb2.ResponseOutputItem:
+def reasoning_item(text: str, status: str = "completed") -> responses_pb2.ResponseOutputItem:
     item = responses_pb2.ResponseOutputItem(type="reasoning", id="rs_" + _uid(), status=status)
     item.content.add(type="reasoning_text", text=text)
     return item
 
 
-def _message_item(text: str, logprobs: list[dict[str, Any]] | None,
+def message_item(text: str, logprobs: list[dict[str, Any]] | None,
                   status: str = "completed") -> responses_pb2.ResponseOutputItem:
     item = responses_pb2.ResponseOutputItem(type="message", id="msg_" + _uid(),
                                             status=status, role="assistant")
@@ -112,7 +108,7 @@ def _message_item(text: str, logprobs: list[dict[str, Any]] | None,
     return item
 
 
-def _call_item(call: chat_pb2.ToolCall, status: str = "completed"
+def call_item(call: chat_pb2.ToolCall, status: str = "completed"
                ) -> responses_pb2.ResponseOutputItem:
     return responses_pb2.ResponseOutputItem(
         type="function_call", id="fc_" + _uid(), status=status,
@@ -128,14 +124,14 @@ def build_response(req: responses_pb2.CreateResponseRequest,
     choice = chat.choices[0]
     msg = choice.message
     if msg.reasoning_content:
-        resp.output.append(_reasoning_item(msg.reasoning_content))
-    logprobs = _logprobs(choice.logprobs) if choice.HasField("logprobs") else None
+        resp.output.append(reasoning_item(msg.reasoning_content))
+    logprobs = chat_logprobs(choice.logprobs) if choice.HasField("logprobs") else None
     if msg.content or not msg.tool_calls:
-        resp.output.append(_message_item(msg.content, logprobs))
+        resp.output.append(message_item(msg.content, logprobs))
     for call in msg.tool_calls:
-        resp.output.append(_call_item(call))
-    _finish(resp, choice.finish_reason)
-    _usage(resp, chat.usage)
+        resp.output.append(call_item(call))
+    set_status(resp, choice.finish_reason)
+    set_usage(resp, chat.usage)
     resp.system_fingerprint = chat.system_fingerprint
     resp.prompt_token_ids.extend(chat.prompt_token_ids or chat.nvext.prompt_token_ids)
     resp.output_token_ids.extend(choice.token_ids or choice.nvext.completion_token_ids)
@@ -145,6 +141,8 @@ def build_response(req: responses_pb2.CreateResponseRequest,
         resp.nvext.CopyFrom(chat.nvext)
     if resp.output_token_ids or resp.HasField("nvext"):  # the spans of the ids asked
         resp.weight_versions.extend(choice.weight_versions)
+    if chat.HasField("kv_transfer_params"):  # the KV connector's answer
+        resp.kv_transfer_params.CopyFrom(chat.kv_transfer_params)
     return resp
 
 
@@ -156,7 +154,7 @@ def _logprob_object(value: Any) -> dict[str, Any]:
     return dict(entry)
 
 
-def _item_object(item: responses_pb2.ResponseOutputItem) -> dict[str, Any]:
+def item_object(item: responses_pb2.ResponseOutputItem) -> dict[str, Any]:
     """An output item as OpenAI prints it (every required key)."""
     if item.type == "function_call":
         return {"type": "function_call", "id": item.id, "call_id": item.call_id,
@@ -185,7 +183,7 @@ def response_object(resp: responses_pb2.CreateResponseResponse) -> dict[str, Any
         "instructions": opt("instructions"),
         "max_output_tokens": opt("max_output_tokens"), "max_tool_calls": opt("max_tool_calls"),
         "metadata": dict(resp.metadata), "model": resp.model,
-        "output": [_item_object(item) for item in resp.output],
+        "output": [item_object(item) for item in resp.output],
         "parallel_tool_calls": resp.parallel_tool_calls, "previous_response_id": None,
         "reasoning": (json_format.MessageToDict(resp.reasoning)
                       if resp.HasField("reasoning") else None),
@@ -197,6 +195,8 @@ def response_object(resp: responses_pb2.CreateResponseResponse) -> dict[str, Any
         "top_logprobs": opt("top_logprobs"), "top_p": opt("top_p"),
         "truncation": resp.truncation, "user": resp.user or None,
         "usage": None,
+        "kv_transfer_params": (to_object(resp.kv_transfer_params)  # (vLLM's: null without)
+                               if resp.HasField("kv_transfer_params") else None),
     }
     if resp.HasField("usage"):
         u = resp.usage
@@ -234,166 +234,3 @@ def _tool_object(tool: responses_pb2.ResponseTool) -> dict[str, Any]:
             "parameters": json_format.MessageToDict(tool.parameters)
             if tool.HasField("parameters") else None,
             "strict": tool.strict if tool.HasField("strict") else None}
-
-
-class ResponseEvents:
-    """A chat stream's chunks -> the Responses events, in OpenAI's order:
-    each output item is added, its part added, its deltas, its part and
-    text done, the item done; then response.completed with the whole
-    Response (status "incomplete" and incomplete_details when cut by
-    max_output_tokens)."""
-
-    def __init__(self, req: responses_pb2.CreateResponseRequest, model: str):
-        self.resp = skeleton(req, response_id(req), model, int(time.time()))
-        self.seq = 0
-        self.item: responses_pb2.ResponseOutputItem | None = None
-        self.text: list[str] = []
-        self.calls: dict[int, responses_pb2.ResponseOutputItem] = {}
-        self.finish = ""
-        self.usage: common_pb2.Usage | None = None
-        self.reasoning_chars = 0
-
-    def _ev(self, etype: str, **fields: Any) -> Event:
-        event = {"type": etype, "sequence_number": self.seq, **fields}
-        self.seq += 1
-        return event
-
-    def start(self) -> list[Event]:
-        body = response_object(self.resp)
-        return [self._ev("response.created", response=body),
-                self._ev("response.in_progress", response=body)]
-
-    def _index(self) -> int:
-        return len(self.resp.output)
-
-    def _open(self, item: responses_pb2.ResponseOutputItem) -> list[Event]:
-        events = self._close()
-        self.item = item
-        self.text = []
-        added = _item_object(item)
-        if item.type == "message":
-            added["content"] = []
-        elif item.type == "reasoning":
-            added["content"] = []
-        events.append(self._ev("response.output_item.added", output_index=self._index(),
-                               item=added))
-        if item.type == "message":
-            events.append(self._ev(
-                "response.content_part.added", item_id=item.id, output_index=self._index(),
-                content_index=0,
-                part={"type": "output_text", "text": "", "annotations": [], "logprobs": []}))
-        elif item.type == "reasoning":
-            events.append(self._ev(
-                "response.content_part.added", item_id=item.id, output_index=self._index(),
-                content_index=0, part={"type": "reasoning_text", "text": ""}))
-        return events
-
-    def _close(self) -> list[Event]:
-        item, events = self.item, list[Event]()
-        if item is None:
-            return events
-        index = self._index()
-        text = "".join(self.text)
-        if item.type == "message":
-            item.content[0].text = text
-            part = _item_object(item)["content"][0]
-            events.append(self._ev("response.output_text.done", item_id=item.id,
-                                   output_index=index, content_index=0, text=text,
-                                   logprobs=part["logprobs"]))
-            events.append(self._ev("response.content_part.done", item_id=item.id,
-                                   output_index=index, content_index=0, part=part))
-        elif item.type == "reasoning":
-            item.content[0].text = text
-            events.append(self._ev("response.reasoning_text.done", item_id=item.id,
-                                   output_index=index, content_index=0, text=text))
-            events.append(self._ev("response.content_part.done", item_id=item.id,
-                                   output_index=index, content_index=0,
-                                   part={"type": "reasoning_text", "text": text}))
-        else:
-            item.arguments = text
-            events.append(self._ev("response.function_call_arguments.done", item_id=item.id,
-                                   output_index=index, name=item.name, arguments=text))
-        item.status = "completed"
-        events.append(self._ev("response.output_item.done", output_index=index,
-                               item=_item_object(item)))
-        self.resp.output.append(item)
-        self.item = None
-        return events
-
-    def on_chunk(self, chunk: chat_pb2.StreamChatCompletionResponse) -> list[Event]:
-        events: list[Event] = []
-        if chunk.HasField("usage"):
-            self.usage = chunk.usage
-        if chunk.system_fingerprint:
-            self.resp.system_fingerprint = chunk.system_fingerprint
-        self.resp.prompt_token_ids.extend(chunk.prompt_token_ids)
-        if chunk.HasField("mm_placeholders"):
-            self.resp.mm_placeholders.CopyFrom(chunk.mm_placeholders)
-        if chunk.HasField("nvext"):  # the first chunk's prompt ids, the last's the rest
-            self.resp.nvext.MergeFrom(chunk.nvext)
-        for choice in chunk.choices:
-            if choice.index:
-                continue  # (n is 1 for a Response)
-            delta = choice.delta
-            self.resp.output_token_ids.extend(choice.token_ids)
-            self.resp.weight_versions.extend(choice.weight_versions)
-            if delta.reasoning_content:
-                if self.item is None or self.item.type != "reasoning":
-                    events += self._open(_reasoning_item("", "in_progress"))
-                self.text.append(delta.reasoning_content)
-                self.reasoning_chars += len(delta.reasoning_content)
-                events.append(self._ev(
-                    "response.reasoning_text.delta", item_id=self.item.id,  # type: ignore
-                    output_index=self._index(), content_index=0,
-                    delta=delta.reasoning_content))
-            if delta.content:
-                if self.item is None or self.item.type != "message":
-                    events += self._open(_message_item("", None, "in_progress"))
-                self.text.append(delta.content)
-                logprobs = _logprobs(choice.logprobs) if choice.HasField("logprobs") else []
-                if logprobs:
-                    part = self.item.content[0]  # type: ignore[union-attr]
-                    for entry in logprobs:
-                        part.logprobs.add().struct_value.update(entry)
-                events.append(self._ev(
-                    "response.output_text.delta", item_id=self.item.id,  # type: ignore
-                    output_index=self._index(), content_index=0, delta=delta.content,
-                    logprobs=logprobs))
-            for call in delta.tool_calls:
-                events += self._tool_delta(call)
-            if choice.finish_reason:
-                self.finish = choice.finish_reason
-        return events
-
-    def _tool_delta(self, call: chat_pb2.ToolCall) -> list[Event]:
-        index = call.index if call.HasField("index") else len(self.calls)
-        events: list[Event] = []
-        if index not in self.calls:
-            item = _call_item(call, "in_progress")
-            item.arguments = ""
-            self.calls[index] = item
-            events += self._open(item)
-        item = self.calls[index]
-        item_id = item.id
-        if self.item is not item:
-            return events  # (a late delta of a closed call: not re-opened)
-        if call.function.arguments:
-            self.text.append(call.function.arguments)
-            events.append(self._ev("response.function_call_arguments.delta", item_id=item_id,
-                                   output_index=self._index(),
-                                   delta=call.function.arguments))
-        return events
-
-    def end(self) -> list[Event]:
-        events = self._close()
-        if not (self.resp.output_token_ids or self.resp.HasField("nvext")):
-            self.resp.ClearField("weight_versions")  # (the spans of the ids asked only)
-        _finish(self.resp, self.finish)
-        if self.usage is not None:
-            _usage(self.resp, self.usage)
-        events.append(self._ev("response.completed", response=response_object(self.resp)))
-        return events
-
-    def error(self, body: dict[str, Any]) -> Event:
-        """The error event that ends a started stream."""
-        return self._ev("error", **body)
