@@ -35,7 +35,8 @@ def test_create_stream_and_count(client, model) -> None:
     assert msg.stop_reason in ("end_turn", "max_tokens")
     assert 0 < msg.usage.output_tokens <= 8
     counted = client.messages.count_tokens(model=model, messages=HI, system="Be brief.")
-    assert counted.input_tokens == msg.usage.input_tokens > 0
+    assert counted.input_tokens == msg.usage.input_tokens + (
+        msg.usage.cache_read_input_tokens or 0) > 0  # input_tokens: the uncached part
     with client.messages.stream(model=model, max_tokens=8, messages=HI, system="Be brief.",
                                 extra_body=GREEDY) as stream:
         text = "".join(stream.text_stream)

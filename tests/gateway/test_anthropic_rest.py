@@ -126,7 +126,38 @@ def test_stream_tool_use(client) -> None:
 def test_count_tokens(client) -> None:
     counted = client.messages.count_tokens(model="fake-model", messages=HI)
     msg = client.messages.create(model="fake-model", max_tokens=200, messages=HI)
-    assert counted.input_tokens == msg.usage.input_tokens > 0
+    # count_tokens counts the whole prompt; input_tokens leaves out the
+    # cache reads (vLLM's and Anthropic's split)
+    assert counted.input_tokens == msg.usage.input_tokens + (
+        msg.usage.cache_read_input_tokens or 0) > 0
+
+
+def test_vllm_keys_through_the_sdk(client) -> None:
+    """vLLM's Messages keys as the SDK sends and reads them: kv_transfer_params
+    in (extra_body) and the connector's answer out (model_extra), output_config's
+    format as structured output, the usage split on the stream's message_delta."""
+    prefill = {"do_remote_decode": True, "do_remote_prefill": False}
+    msg = client.messages.create(model="fake-model", max_tokens=1, messages=HI,
+                                 extra_body={"kv_transfer_params": prefill})
+    answer = (msg.model_extra or {})["kv_transfer_params"]
+    assert answer["do_remote_prefill"] is True and type(answer["remote_port"]) is int
+    plain = client.messages.create(model="fake-model", max_tokens=5, messages=HI)
+    assert "kv_transfer_params" not in (plain.model_extra or {})
+    schema = {"type": "object", "properties": {"city": {"type": "string"}}}
+    shaped = client.messages.create(model="fake-model", max_tokens=5, messages=HI, extra_body={
+        "output_config": {"effort": "low", "format": {"type": "json_schema", "schema": schema}}})
+    assert shaped.stop_reason in ("end_turn", "max_tokens")
+    with client.messages.stream(model="fake-model", max_tokens=200, messages=HI) as stream:
+        events = list(stream)
+        final = stream.get_final_message()
+    start = next(e for e in events if e.type == "message_start")
+    assert start.message.usage.cache_read_input_tokens is None  # whole prompt, as vLLM's
+    cached = final.usage.cache_read_input_tokens or 0
+    assert cached > 0 and final.usage.input_tokens == start.message.usage.input_tokens - cached
+    with pytest.raises(anthropic.BadRequestError) as info:
+        client.messages.create(model="fake-model", max_tokens=5, messages=HI,
+                               extra_body={"output_config": {"effort": "extreme"}})
+    assert "output_config.effort" in info.value.body["error"]["message"]
 
 
 def test_bad_field_is_anthropics_400(client) -> None:
