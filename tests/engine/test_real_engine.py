@@ -329,17 +329,19 @@ def test_priority_and_prompt_logprobs(real_stub) -> None:
         ),
         timeout=120,
     )
-    assert len(resp.prompt_logprobs) == len(resp.prompt_token_ids)
-    assert not resp.prompt_logprobs[0].HasField("logprob")  # the first prompt token has none
-    assert [e.token_id for e in resp.prompt_logprobs[1:]] == list(resp.prompt_token_ids[1:])
+    # vLLM's shape: null, then {"<token id>": {logprob, rank, decoded_token}}
+    unary = [json_format.MessageToDict(v) for v in resp.prompt_logprobs]
+    assert len(unary) == len(resp.prompt_token_ids) and unary[0] is None
+    prompt = [str(t) for t in resp.prompt_token_ids[1:]]
+    assert all(t in e and len(e) <= 2 for e, t in zip(unary[1:], prompt, strict=True))
     # Streamed chat and StreamGenerate send them on the first chunk.
     chunks = list(real_stub.StreamChatCompletion(
         chat_request(temperature=0, max_tokens=2, prompt_logprobs=1), timeout=120))
-    streamed = chunks[0].prompt_logprobs
-    assert [e.token_id for e in streamed[1:]] == list(resp.prompt_token_ids[1:])
+    streamed = [json_format.MessageToDict(v) for v in chunks[0].prompt_logprobs]
+    assert streamed[0] is None
     assert all(
-        abs(a.logprob - b.logprob) < 1e-3
-        for a, b in zip(streamed[1:], resp.prompt_logprobs[1:], strict=True)
+        abs(a[t]["logprob"] - b[t]["logprob"]) < 1e-3
+        for a, b, t in zip(streamed[1:], unary[1:], prompt, strict=True)
     )
     gen = list(real_stub.StreamGenerate(json_format.ParseDict(
         {"token_ids": list(resp.prompt_token_ids),

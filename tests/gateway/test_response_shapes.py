@@ -201,6 +201,27 @@ def test_unary_answer_sends_every_key_vllms_sends(rest: httpx.Client, kind: str)
     json_format.ParseDict(answer, message(), ignore_unknown_fields=kind == "chat")
 
 
+def test_chat_prompt_logprobs_validate_as_vllms_response(rest: httpx.Client) -> None:
+    """Chat's prompt_logprobs in vLLM's shape (issue #45 item 4): null, then
+    {"<token id>": {logprob, rank, decoded_token}} per prompt position, so
+    the answer parses as vLLM's own ChatCompletionResponse (OpenAI-style
+    entries did not); a stream's first chunk carries the same."""
+    body = {**UNARY_BODIES["chat"][1], "prompt_logprobs": 2, "return_token_ids": True}
+    r = rest.post("/v1/chat/completions", json=body)
+    assert r.status_code == 200, r.text
+    answer = r.json()
+    parsed = _vllm_models()["chat"].model_validate(answer)
+    prompt = answer["prompt_token_ids"]
+    assert parsed.prompt_logprobs is not None and len(parsed.prompt_logprobs) == len(prompt) > 1
+    assert parsed.prompt_logprobs[0] is None and answer["prompt_logprobs"][0] is None
+    for entry, token_id in zip(parsed.prompt_logprobs[1:], prompt[1:], strict=True):
+        assert entry is not None and token_id in entry and 1 <= len(entry) <= 3
+        assert all(lp.rank is not None and lp.decoded_token is not None for lp in entry.values())
+    r = rest.post("/v1/chat/completions", json={**body, "stream": True})
+    first = next(c for c in sse_json(r.content) if "prompt_logprobs" in c)
+    assert first["prompt_logprobs"] == answer["prompt_logprobs"]
+
+
 @pytest.mark.parametrize("kind", sorted(UNARY_BODIES))
 def test_kv_transfer_params_round_trip_over_rest(rest: httpx.Client, kind: str) -> None:
     """A P/D proxy's handshake in the JSON body reaches the engine and the

@@ -50,7 +50,7 @@ class ToolCall(_message.Message):
     def __init__(self, id: _Optional[str] = ..., type: _Optional[str] = ..., function: _Optional[_Union[FunctionCall, _Mapping]] = ..., index: _Optional[int] = ...) -> None: ...
 
 class ChatMessage(_message.Message):
-    __slots__ = ("role", "content", "name", "tool_calls", "tool_call_id", "reasoning_content", "parts")
+    __slots__ = ("role", "content", "name", "tool_calls", "tool_call_id", "reasoning_content", "parts", "reasoning")
     ROLE_FIELD_NUMBER: _ClassVar[int]
     CONTENT_FIELD_NUMBER: _ClassVar[int]
     NAME_FIELD_NUMBER: _ClassVar[int]
@@ -58,6 +58,7 @@ class ChatMessage(_message.Message):
     TOOL_CALL_ID_FIELD_NUMBER: _ClassVar[int]
     REASONING_CONTENT_FIELD_NUMBER: _ClassVar[int]
     PARTS_FIELD_NUMBER: _ClassVar[int]
+    REASONING_FIELD_NUMBER: _ClassVar[int]
     role: str
     content: _struct_pb2.Value
     name: str
@@ -65,7 +66,8 @@ class ChatMessage(_message.Message):
     tool_call_id: str
     reasoning_content: str
     parts: _containers.RepeatedCompositeFieldContainer[_multimodal_pb2.ContentPart]
-    def __init__(self, role: _Optional[str] = ..., content: _Optional[_Union[_struct_pb2.Value, _Mapping]] = ..., name: _Optional[str] = ..., tool_calls: _Optional[_Iterable[_Union[ToolCall, _Mapping]]] = ..., tool_call_id: _Optional[str] = ..., reasoning_content: _Optional[str] = ..., parts: _Optional[_Iterable[_Union[_multimodal_pb2.ContentPart, _Mapping]]] = ...) -> None: ...
+    reasoning: str
+    def __init__(self, role: _Optional[str] = ..., content: _Optional[_Union[_struct_pb2.Value, _Mapping]] = ..., name: _Optional[str] = ..., tool_calls: _Optional[_Iterable[_Union[ToolCall, _Mapping]]] = ..., tool_call_id: _Optional[str] = ..., reasoning_content: _Optional[str] = ..., parts: _Optional[_Iterable[_Union[_multimodal_pb2.ContentPart, _Mapping]]] = ..., reasoning: _Optional[str] = ...) -> None: ...
 
 class StreamOptions(_message.Message):
     __slots__ = ("include_usage", "continuous_usage_stats", "stream_interval")
@@ -259,16 +261,18 @@ class CreateChatCompletionRequest(_message.Message):
     def __init__(self, model: _Optional[str] = ..., messages: _Optional[_Iterable[_Union[ChatMessage, _Mapping]]] = ..., max_tokens: _Optional[int] = ..., max_completion_tokens: _Optional[int] = ..., temperature: _Optional[float] = ..., top_p: _Optional[float] = ..., n: _Optional[int] = ..., stop: _Optional[_Union[_struct_pb2.Value, _Mapping]] = ..., seed: _Optional[int] = ..., presence_penalty: _Optional[float] = ..., frequency_penalty: _Optional[float] = ..., logprobs: _Optional[bool] = ..., top_logprobs: _Optional[int] = ..., stream: _Optional[bool] = ..., stream_options: _Optional[_Union[StreamOptions, _Mapping]] = ..., user: _Optional[str] = ..., tools: _Optional[_Iterable[_Union[Tool, _Mapping]]] = ..., tool_choice: _Optional[_Union[_struct_pb2.Value, _Mapping]] = ..., response_format: _Optional[_Union[ResponseFormat, _Mapping]] = ..., logit_bias: _Optional[_Mapping[int, float]] = ..., parallel_tool_calls: _Optional[bool] = ..., top_k: _Optional[int] = ..., min_p: _Optional[float] = ..., repetition_penalty: _Optional[float] = ..., min_tokens: _Optional[int] = ..., ignore_eos: _Optional[bool] = ..., stop_token_ids: _Optional[_Iterable[int]] = ..., skip_special_tokens: _Optional[bool] = ..., spaces_between_special_tokens: _Optional[bool] = ..., include_stop_str_in_output: _Optional[bool] = ..., cache_salt: _Optional[str] = ..., priority: _Optional[int] = ..., chat_template_kwargs: _Optional[_Union[_struct_pb2.Struct, _Mapping]] = ..., add_generation_prompt: _Optional[bool] = ..., continue_final_message: _Optional[bool] = ..., return_token_ids: _Optional[bool] = ..., return_weight_versions: _Optional[bool] = ..., prompt_logprobs: _Optional[int] = ..., request_id: _Optional[str] = ..., add_special_tokens: _Optional[bool] = ..., chat_template: _Optional[str] = ..., session_id: _Optional[str] = ..., return_tokens_as_token_ids: _Optional[bool] = ..., tokens: _Optional[_Iterable[int]] = ..., include_reasoning: _Optional[bool] = ..., kv_transfer_params: _Optional[_Union[_struct_pb2.Struct, _Mapping]] = ..., ec_transfer_params: _Optional[_Union[_struct_pb2.Struct, _Mapping]] = ..., return_prompt_text: _Optional[bool] = ..., nvext: _Optional[_Union[NvExtRequest, _Mapping]] = ...) -> None: ...
 
 class ResponseMessage(_message.Message):
-    __slots__ = ("role", "content", "reasoning_content", "tool_calls")
+    __slots__ = ("role", "content", "reasoning_content", "tool_calls", "reasoning")
     ROLE_FIELD_NUMBER: _ClassVar[int]
     CONTENT_FIELD_NUMBER: _ClassVar[int]
     REASONING_CONTENT_FIELD_NUMBER: _ClassVar[int]
     TOOL_CALLS_FIELD_NUMBER: _ClassVar[int]
+    REASONING_FIELD_NUMBER: _ClassVar[int]
     role: str
     content: str
     reasoning_content: str
     tool_calls: _containers.RepeatedCompositeFieldContainer[ToolCall]
-    def __init__(self, role: _Optional[str] = ..., content: _Optional[str] = ..., reasoning_content: _Optional[str] = ..., tool_calls: _Optional[_Iterable[_Union[ToolCall, _Mapping]]] = ...) -> None: ...
+    reasoning: str
+    def __init__(self, role: _Optional[str] = ..., content: _Optional[str] = ..., reasoning_content: _Optional[str] = ..., tool_calls: _Optional[_Iterable[_Union[ToolCall, _Mapping]]] = ..., reasoning: _Optional[str] = ...) -> None: ...
 
 class ChoiceNvExt(_message.Message):
     __slots__ = ("completion_token_ids", "engine_data", "stop_reason")
@@ -342,23 +346,25 @@ class CreateChatCompletionResponse(_message.Message):
     usage: _common_pb2.Usage
     system_fingerprint: str
     prompt_token_ids: _containers.RepeatedScalarFieldContainer[int]
-    prompt_logprobs: _containers.RepeatedCompositeFieldContainer[_common_pb2.TokenLogProb]
+    prompt_logprobs: _containers.RepeatedCompositeFieldContainer[_struct_pb2.Value]
     nvext: NvExtResponse
     mm_placeholders: _multimodal_pb2.MultiModalPlaceholders
     kv_transfer_params: _struct_pb2.Struct
-    def __init__(self, id: _Optional[str] = ..., object: _Optional[str] = ..., created: _Optional[int] = ..., model: _Optional[str] = ..., choices: _Optional[_Iterable[_Union[ChatCompletionChoice, _Mapping]]] = ..., usage: _Optional[_Union[_common_pb2.Usage, _Mapping]] = ..., system_fingerprint: _Optional[str] = ..., prompt_token_ids: _Optional[_Iterable[int]] = ..., prompt_logprobs: _Optional[_Iterable[_Union[_common_pb2.TokenLogProb, _Mapping]]] = ..., nvext: _Optional[_Union[NvExtResponse, _Mapping]] = ..., mm_placeholders: _Optional[_Union[_multimodal_pb2.MultiModalPlaceholders, _Mapping]] = ..., kv_transfer_params: _Optional[_Union[_struct_pb2.Struct, _Mapping]] = ...) -> None: ...
+    def __init__(self, id: _Optional[str] = ..., object: _Optional[str] = ..., created: _Optional[int] = ..., model: _Optional[str] = ..., choices: _Optional[_Iterable[_Union[ChatCompletionChoice, _Mapping]]] = ..., usage: _Optional[_Union[_common_pb2.Usage, _Mapping]] = ..., system_fingerprint: _Optional[str] = ..., prompt_token_ids: _Optional[_Iterable[int]] = ..., prompt_logprobs: _Optional[_Iterable[_Union[_struct_pb2.Value, _Mapping]]] = ..., nvext: _Optional[_Union[NvExtResponse, _Mapping]] = ..., mm_placeholders: _Optional[_Union[_multimodal_pb2.MultiModalPlaceholders, _Mapping]] = ..., kv_transfer_params: _Optional[_Union[_struct_pb2.Struct, _Mapping]] = ...) -> None: ...
 
 class ChatCompletionDelta(_message.Message):
-    __slots__ = ("role", "content", "reasoning_content", "tool_calls")
+    __slots__ = ("role", "content", "reasoning_content", "tool_calls", "reasoning")
     ROLE_FIELD_NUMBER: _ClassVar[int]
     CONTENT_FIELD_NUMBER: _ClassVar[int]
     REASONING_CONTENT_FIELD_NUMBER: _ClassVar[int]
     TOOL_CALLS_FIELD_NUMBER: _ClassVar[int]
+    REASONING_FIELD_NUMBER: _ClassVar[int]
     role: str
     content: str
     reasoning_content: str
     tool_calls: _containers.RepeatedCompositeFieldContainer[ToolCall]
-    def __init__(self, role: _Optional[str] = ..., content: _Optional[str] = ..., reasoning_content: _Optional[str] = ..., tool_calls: _Optional[_Iterable[_Union[ToolCall, _Mapping]]] = ...) -> None: ...
+    reasoning: str
+    def __init__(self, role: _Optional[str] = ..., content: _Optional[str] = ..., reasoning_content: _Optional[str] = ..., tool_calls: _Optional[_Iterable[_Union[ToolCall, _Mapping]]] = ..., reasoning: _Optional[str] = ...) -> None: ...
 
 class ChatCompletionChunkChoice(_message.Message):
     __slots__ = ("index", "delta", "finish_reason", "stop_reason", "logprobs", "token_ids", "nvext", "weight_versions", "routed_experts")
@@ -404,6 +410,6 @@ class StreamChatCompletionResponse(_message.Message):
     system_fingerprint: str
     prompt_token_ids: _containers.RepeatedScalarFieldContainer[int]
     nvext: NvExtResponse
-    prompt_logprobs: _containers.RepeatedCompositeFieldContainer[_common_pb2.TokenLogProb]
+    prompt_logprobs: _containers.RepeatedCompositeFieldContainer[_struct_pb2.Value]
     mm_placeholders: _multimodal_pb2.MultiModalPlaceholders
-    def __init__(self, id: _Optional[str] = ..., object: _Optional[str] = ..., created: _Optional[int] = ..., model: _Optional[str] = ..., choices: _Optional[_Iterable[_Union[ChatCompletionChunkChoice, _Mapping]]] = ..., usage: _Optional[_Union[_common_pb2.Usage, _Mapping]] = ..., system_fingerprint: _Optional[str] = ..., prompt_token_ids: _Optional[_Iterable[int]] = ..., nvext: _Optional[_Union[NvExtResponse, _Mapping]] = ..., prompt_logprobs: _Optional[_Iterable[_Union[_common_pb2.TokenLogProb, _Mapping]]] = ..., mm_placeholders: _Optional[_Union[_multimodal_pb2.MultiModalPlaceholders, _Mapping]] = ...) -> None: ...
+    def __init__(self, id: _Optional[str] = ..., object: _Optional[str] = ..., created: _Optional[int] = ..., model: _Optional[str] = ..., choices: _Optional[_Iterable[_Union[ChatCompletionChunkChoice, _Mapping]]] = ..., usage: _Optional[_Union[_common_pb2.Usage, _Mapping]] = ..., system_fingerprint: _Optional[str] = ..., prompt_token_ids: _Optional[_Iterable[int]] = ..., nvext: _Optional[_Union[NvExtResponse, _Mapping]] = ..., prompt_logprobs: _Optional[_Iterable[_Union[_struct_pb2.Value, _Mapping]]] = ..., mm_placeholders: _Optional[_Union[_multimodal_pb2.MultiModalPlaceholders, _Mapping]] = ...) -> None: ...

@@ -12,7 +12,7 @@ from tokenwire.server.core.parsing import ChoiceParser, ParsedToolCall, ToolCall
 from tokenwire.server.inference.chat.request import ChatPlan
 from tokenwire.server.inference.shared.choices import ChoiceAccumulator, finish_choice
 from tokenwire.server.inference.shared.kv_transfer import put_kv_answer
-from tokenwire.server.inference.shared.logprobs import add_prompt_logprobs, choice_logprobs
+from tokenwire.server.inference.shared.logprobs import choice_logprobs, native_prompt_logprobs
 from tokenwire.server.inference.shared.nvext import add_prompt_nvext, response_nvext
 from tokenwire.server.inference.shared.outputs import chunk_maker
 from tokenwire.server.inference.shared.usage import reasoning_tokens, timing, usage
@@ -73,7 +73,7 @@ def build_chat_response(
             if parsed.content is not None:
                 message.content = parsed.content
             if parsed.reasoning is not None:
-                message.reasoning_content = parsed.reasoning
+                message.reasoning_content = message.reasoning = parsed.reasoning
             _add_calls(message.tool_calls, parsed.tool_calls)
             tool_finish = parsed.tool_finish
         choice = resp.choices.add(
@@ -92,8 +92,7 @@ def build_chat_response(
     if plan.return_token_ids:
         resp.prompt_token_ids.extend(final.prompt_token_ids)
         add_placeholders(resp.mm_placeholders, plan)
-    add_prompt_logprobs(resp.prompt_logprobs, engine, plan.request.params.prompt_logprobs or 0,
-                        final.prompt_logprobs)
+    native_prompt_logprobs(resp.prompt_logprobs, engine, final.prompt_logprobs)  # vLLM's shape
     reasoning = reasoning_tokens(plan.parsing, (c.token_ids for c in final.choices))
     resp.usage.CopyFrom(usage(len(final.prompt_token_ids), completion_len,
                               final.num_cached_tokens, reasoning))
@@ -152,12 +151,10 @@ class ChatStreamBuilder:
     def first_chunk(self, first: EngineOutput | None = None
                     ) -> chat_pb2.StreamChatCompletionResponse:
         """The role chunk; with the engine's first output, also the prompt
-        logprobs it carries (asked with prompt_logprobs)."""
+        logprobs it carries (asked with prompt_logprobs; vLLM's shape)."""
         chunk = self._chunk()
         if first is not None:
-            add_prompt_logprobs(chunk.prompt_logprobs, self.engine,
-                                self.plan.request.params.prompt_logprobs or 0,
-                                first.prompt_logprobs)
+            native_prompt_logprobs(chunk.prompt_logprobs, self.engine, first.prompt_logprobs)
         for i in range(self.plan.request.params.n):
             chunk.choices.add(index=i,
                               delta=chat_pb2.ChatCompletionDelta(role=self.plan.role,
@@ -242,7 +239,7 @@ class ChatStreamBuilder:
         if parsed.content is not None:
             ch.delta.content = parsed.content
         if parsed.reasoning is not None:
-            ch.delta.reasoning_content = parsed.reasoning
+            ch.delta.reasoning_content = ch.delta.reasoning = parsed.reasoning
         if parsed.tool_calls:
             _add_call_deltas(ch.delta.tool_calls, parsed.tool_calls)
         return ch

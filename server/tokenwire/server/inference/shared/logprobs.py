@@ -1,5 +1,5 @@
-"""Logprobs into protobuf: the OpenAI shape (a choice's, the prompt's) and
-vLLM's native prompt logprobs (Dynamo's nvext.prompt_logprobs, generate)."""
+"""Logprobs into protobuf: a choice's in the OpenAI shape, and the prompt's
+in vLLM's native shape (chat, completion, generate, nvext.prompt_logprobs)."""
 
 from __future__ import annotations
 
@@ -11,25 +11,14 @@ from tokenwire.server.core.domain import Candidate, Engine, PositionLogprobs
 from tokenwire.v1 import common_pb2
 
 
-def add_prompt_logprobs(
-    target: Any, engine: Engine, k: int, positions: list[PositionLogprobs | None] | None,
-) -> None:
-    """`prompt_logprobs` (OpenAI shape, `k` alternatives), one entry per
-    prompt position (the first, which has no logprob, as an empty entry)."""
-    if positions is None:
-        return
-    for pos in positions:
-        if pos is None:
-            target.add()
-        else:
-            target.append(token_logprob(engine, pos, k))
-
-
 def native_prompt_logprobs(
     target: Any, engine: Engine, positions: list[PositionLogprobs | None] | None,
 ) -> None:
-    """Prompt logprobs in vLLM's native shape (Dynamo's nvext.prompt_logprobs):
-    per position null (the first) or {token id: {logprob, rank, decoded_token}}."""
+    """Prompt logprobs in vLLM's native shape (its chat, completion and
+    generate answers' prompt_logprobs; Dynamo's nvext.prompt_logprobs): per
+    position null (the first) or {token id: {logprob, rank, decoded_token}}.
+    Logprobs come finite from the engine adapter (-inf as -9999.0, vLLM's
+    clamp_prompt_logprobs), so the JSON prints."""
     for pos in positions or []:
         value = target.add()
         if pos is None:
