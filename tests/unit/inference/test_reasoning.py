@@ -46,3 +46,36 @@ def test_unary_and_stream_reasoning_content(fake_stub) -> None:
     content = "".join(ch.delta.content for c in chunks for ch in c.choices)
     assert (thought, content) == (m.reasoning_content, m.content)
     assert stream_ids(chunks)[0] == list(resp.choices[0].token_ids)
+
+
+def test_reasoning_is_printed_under_both_names(fake_stub) -> None:
+    """vLLM 0.32 prints `reasoning`; Dynamo and older vLLM `reasoning_content`:
+    both carry the same text, unary and streamed."""
+    req = chat_request(messages=THINK)
+    m = fake_stub.CreateChatCompletion(req, timeout=10).choices[0].message
+    assert m.reasoning == m.reasoning_content == "The user wants a greeting."
+    chunks = list(fake_stub.StreamChatCompletion(req, timeout=10))
+    assert all(ch.delta.reasoning == ch.delta.reasoning_content
+               for c in chunks for ch in c.choices)
+    assert "".join(ch.delta.reasoning for c in chunks for ch in c.choices) == m.reasoning
+
+
+def test_an_earlier_turns_reasoning_reaches_the_template_as_vllm_passes_it() -> None:
+    """vLLM's `reasoning` (or the older `reasoning_content`) of an assistant
+    turn reaches the template under both names; another role's is dropped."""
+    from google.protobuf import json_format
+
+    from tokenwire.server.inference.shared.messages import messages_to_dicts
+    from tokenwire.v1 import chat_pb2
+
+    def rendered(msg: dict) -> dict:
+        req = json_format.ParseDict({"messages": [msg]}, chat_pb2.CreateChatCompletionRequest())
+        return messages_to_dicts(req.messages)[0]
+
+    for key in ("reasoning", "reasoning_content"):
+        d = rendered({"role": "assistant", "content": "Hi", key: "thought"})
+        assert (d["reasoning"], d["reasoning_content"]) == ("thought", "thought")
+        assert "reasoning" not in rendered({"role": "user", "content": "Hi", key: "x"})
+    both = rendered({"role": "assistant", "content": "Hi", "reasoning": "new",
+                     "reasoning_content": "old"})
+    assert both["reasoning"] == both["reasoning_content"] == "new"

@@ -166,8 +166,10 @@ def messages_to_dicts(messages: Sequence[chat_pb2.ChatMessage], *,
             ]
         if m.HasField("tool_call_id"):
             d["tool_call_id"] = m.tool_call_id
-        if m.HasField("reasoning_content"):
-            d["reasoning_content"] = m.reasoning_content
+        reasoning = (m.reasoning if m.HasField("reasoning")
+                     else m.reasoning_content if m.HasField("reasoning_content") else None)
+        if reasoning is not None and m.role == "assistant":  # both keys, as vLLM renders it
+            d["reasoning"] = d["reasoning_content"] = reasoning
         out.append(d)
     if media:
         mm.check_request_media(out)

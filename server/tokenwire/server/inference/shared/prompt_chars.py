@@ -20,7 +20,7 @@ def message_chars(m: chat_pb2.ChatMessage) -> int:
     content, name, tool calls with their arguments, tool call id,
     reasoning), counted without converting them."""
     return (len(m.role) + content_chars(m.content) + len(m.name) + len(m.tool_call_id)
-            + len(m.reasoning_content)
+            + len(m.reasoning_content) + len(m.reasoning)
             + sum(len(tc.id) + len(tc.type) + len(tc.function.name) + len(tc.function.arguments)
                   for tc in m.tool_calls))
 
