@@ -9,10 +9,11 @@ STAMP := $(VENV)/.installed-$(subst $(comma),-,$(EXTRAS))
 MODEL_DIR := .models/SmolLM2-135M-Instruct
 TINY_DIR := .models/tiny-random-llama
 TINY_VLM_DIR := .models/tiny-random-vlm
+TINY_GPTOSS_DIR := .models/tiny-random-gptoss
 export TORCHINDUCTOR_CACHE_DIR ?= $(CURDIR)/.cache/inductor
 export VLLM_CACHE_ROOT ?= $(CURDIR)/.cache/vllm
 
-.PHONY: setup venv model tiny-model tiny-vlm proto run serve gateway test test-unit test-pure lint bench profile bench-fleet load soak rl-demo clean
+.PHONY: setup venv model tiny-model tiny-vlm tiny-gptoss proto run serve gateway test test-unit test-pure lint bench profile bench-fleet load soak rl-demo clean
 
 setup: venv model
 
@@ -42,6 +43,13 @@ tiny-vlm: $(TINY_VLM_DIR)/config.json
 
 $(TINY_VLM_DIR)/config.json: | model
 	$(PY) -m tokenwire.server.runtime.demo_model --tiny-vlm
+
+# A tiny random gpt-oss (harmony; tests/engine/test_harmony_engine.py), its
+# tokenizer from the offline o200k_base vocabulary (docs/engine.md).
+tiny-gptoss: $(TINY_GPTOSS_DIR)/config.json
+
+$(TINY_GPTOSS_DIR)/config.json: | venv
+	$(PY) tools/build_tiny_gptoss.py
 
 proto: venv
 	$(PY) tools/gen_proto.py

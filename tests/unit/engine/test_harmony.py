@@ -8,11 +8,11 @@ tool calls, unary and streamed. Needs the o200k_base vocabulary offline
 from __future__ import annotations
 
 import json
-import types
 from typing import Any
 
 import pytest
 
+from tests.harmony_vllm import GPT_OSS, vllm_chat_prompt
 from tests.harmony_vocab import use_harmony_vocab
 from tests.unit.inference.parser_cases import TOOLS, demo_tokenizer
 from tokenwire.server.core.domain import RenderOptions
@@ -21,8 +21,6 @@ from tokenwire.server.core.parsing import ParserConfig, ParseSpec
 pytestmark = pytest.mark.skipif(use_harmony_vocab() is not None,
                                 reason=use_harmony_vocab() or "")
 
-GPT_OSS = types.SimpleNamespace(hf_config=types.SimpleNamespace(model_type="gpt_oss"),
-                                model="gpt-oss")
 CALL = {"id": "call_1", "type": "function",
         "function": {"name": "get_weather", "arguments": '{"city": "Paris"}'}}
 CONVERSATION: list[dict[str, Any]] = [
@@ -47,28 +45,12 @@ def _encoding():
     return get_encoding()
 
 
-def _vllms(messages: list[dict[str, Any]], tools: Any) -> list[int]:
-    """vLLM's chat renderer's own harmony path over vLLM's request."""
-    from vllm.entrypoints.openai.chat_completion.protocol import ChatCompletionRequest
-    from vllm.renderers.online_renderer import OnlineRenderer
-
-    body: dict[str, Any] = {"model": "", "messages": messages}
-    if tools:
-        body["tools"] = tools
-    request = ChatCompletionRequest.model_validate(body)
-    renderer = types.SimpleNamespace(supports_browsing=False, supports_code_interpreter=False,
-                                     renderer=None)
-    _, [engine_input] = OnlineRenderer._make_request_with_harmony(
-        renderer, request, tools is not None)  # type: ignore[arg-type]
-    return list(engine_input["prompt_token_ids"])
-
-
 @pytest.mark.parametrize("tools", [None, TOOLS])
-def test_rendering_equals_vllms(tools) -> None:
+def test_rendering_equalsvllm_chat_prompt(tools) -> None:
     from tokenwire.server.engine.vllm.harmony import render_harmony
 
     ours = render_harmony([dict(m) for m in CONVERSATION], RenderOptions(tools=tools))
-    assert ours == _vllms([dict(m) for m in CONVERSATION], tools)
+    assert ours == vllm_chat_prompt([dict(m) for m in CONVERSATION], tools)
     text = _encoding().decode(ours)
     assert text.startswith("<|start|>system<|message|>") and "2026-01-02" in text
     assert text.endswith("<|start|>assistant")

@@ -82,12 +82,13 @@ class VllmChatParsers:
         self.tokenizer = tokenizer
         self.model_config = model_config
         hf_config = getattr(model_config, "hf_config", None)
+        self.harmony = getattr(hf_config, "model_type", None) == "gpt_oss"  # HarmonyParser
         self.parser_cls = ParserManager.get_parser(
             tool_parser_name=config.tool_call_parser or None,
             reasoning_parser_name=config.reasoning_parser or None,
             enable_auto_tools=config.enable_auto_tool_choice,
             model_name=getattr(model_config, "model", None),
-            is_harmony=getattr(hf_config, "model_type", None) == "gpt_oss",
+            is_harmony=self.harmony,
             tool_strict_level=config.tool_strict_level,
             tokenizer=tokenizer,
         )
@@ -129,6 +130,7 @@ class VllmRequestParsers:
         )
 
         self.parsers = parsers
+        self.harmony = parsers.harmony  # (the Responses front builds vLLM's harmony items)
         body: dict[str, Any] = {"model": "", "messages": []}
         if spec.tools:
             body["tools"] = spec.tools

@@ -16,6 +16,7 @@ from tokenwire.server.inference.responses.response import (
     Event,
     call_item,
     chat_logprobs,
+    harmony_outcome,
     item_object,
     message_item,
     reasoning_item,
@@ -37,10 +38,13 @@ class ResponseEvents:
     each output item is added, its part added, its deltas, its part and
     text done, the item done; then response.completed with the whole
     Response (status "incomplete" and incomplete_details when cut by
-    max_output_tokens)."""
+    max_output_tokens). `harmony`: a gpt-oss model's (response.py's
+    call_item and harmony_outcome)."""
 
-    def __init__(self, req: responses_pb2.CreateResponseRequest, model: str):
+    def __init__(self, req: responses_pb2.CreateResponseRequest, model: str,
+                 harmony: bool = False):
         self.resp = skeleton(req, response_id(req), model, int(time.time()))
+        self.harmony = harmony
         self.seq = 0
         self.item: responses_pb2.ResponseOutputItem | None = None
         self.text: list[str] = []
@@ -178,7 +182,7 @@ class ResponseEvents:
         index = call.index if call.HasField("index") else len(self.calls)
         events: list[Event] = []
         if index not in self.calls:
-            item = call_item(call, "in_progress")
+            item = call_item(call, "in_progress", self.harmony)
             item.arguments = ""
             self.calls[index] = item
             events += self._open(item)
@@ -198,6 +202,8 @@ class ResponseEvents:
         if not (self.resp.output_token_ids or self.resp.HasField("nvext")):
             self.resp.ClearField("weight_versions")  # (the spans of the ids asked only)
         set_status(self.resp, self.finish)
+        if self.harmony:
+            harmony_outcome(self.resp, self.finish)
         if self.usage is not None:
             set_usage(self.resp, self.usage)
         completed = self._ev("response.completed", response=response_object(self.resp))

@@ -32,13 +32,14 @@ class ResponsesKind(ChatBackedKind[responses_pb2.CreateResponseRequest,
 
     async def run(self, plane: DataPlane, plan: ChatBackedPlan,
                   outcome: RunOutcome | None = None) -> responses_pb2.CreateResponseResponse:
-        return build_response(plan.req, await self.chat.run(plane, plan.chat, outcome))
+        return build_response(plan.req, await self.chat.run(plane, plan.chat, outcome),
+                              _harmony(plan))
 
     async def stream(self, plane: DataPlane, plan: ChatBackedPlan,
                      outcome: RunOutcome | None = None) -> AsyncGenerator[Event]:
         # response.created waits for the chat's first chunk, so a request the
         # engine refuses up front (full, down) fails the call with its status.
-        events = ResponseEvents(plan.req, plan.chat.model)
+        events = ResponseEvents(plan.req, plan.chat.model, _harmony(plan))
         started = False
         async with aclosing(self.chat.stream(plane, plan.chat, outcome)) as chunks:
             async for chunk in chunks:
@@ -52,3 +53,9 @@ class ResponsesKind(ChatBackedKind[responses_pb2.CreateResponseRequest,
             yield event
         for event in events.end():
             yield event
+
+
+def _harmony(plan: ChatBackedPlan) -> bool:
+    """A gpt-oss model's harmony parsing (vLLM's Responses items for it):
+    the engine's request parsers say so (engine/vllm/parsers.py)."""
+    return bool(getattr(plan.chat.parsing, "harmony", False))

@@ -23,7 +23,8 @@ ECHOED_OPTIONAL = ("instructions", "temperature", "top_p", "max_output_tokens",
 
 
 def _uid() -> str:
-    return uuid.uuid4().hex
+    """vLLM's random_uuid: 16 hex digits (the low 64 bits of a uuid4)."""
+    return f"{uuid.uuid4().int & (2**64 - 1):016x}"
 
 
 def response_id(req: responses_pb2.CreateResponseRequest) -> str:
@@ -108,29 +109,50 @@ def message_item(text: str, logprobs: list[dict[str, Any]] | None,
     return item
 
 
-def call_item(call: chat_pb2.ToolCall, status: str = "completed"
+def call_item(call: chat_pb2.ToolCall, status: str = "completed", harmony: bool = False
                ) -> responses_pb2.ResponseOutputItem:
+    """gpt-oss (`harmony`): call_id is call_ + the fc_ id's digits, as vLLM's
+    harmony items (responses/harmony.py), not the chat's chatcmpl-tool- id."""
+    uid = _uid()
     return responses_pb2.ResponseOutputItem(
-        type="function_call", id="fc_" + _uid(), status=status,
-        call_id=call.id or "call_" + _uid(), name=call.function.name,
-        arguments=call.function.arguments)
+        type="function_call", id="fc_" + uid, status=status,
+        call_id="call_" + uid if harmony else call.id or "call_" + _uid(),
+        name=call.function.name, arguments=call.function.arguments)
+
+
+def harmony_outcome(resp: responses_pb2.CreateResponseResponse, finish_reason: str) -> None:
+    """gpt-oss: the items' and Response's status as vLLM's Responses server
+    sets them for harmony (harmony_to_response_output, responses_full_generator):
+    reasoning items have none; the last message or call cut by
+    max_output_tokens is "incomplete"; a Response with no item is "incomplete"."""
+    for item in resp.output:
+        if item.type == "reasoning":
+            item.status = ""
+    if finish_reason == "length" and resp.output and resp.output[-1].type != "reasoning":
+        resp.output[-1].status = "incomplete"
+    if not resp.output:
+        resp.status = "incomplete"
+        resp.incomplete_details.reason = "max_output_tokens"
 
 
 def build_response(req: responses_pb2.CreateResponseRequest,
-                   chat: chat_pb2.CreateChatCompletionResponse
+                   chat: chat_pb2.CreateChatCompletionResponse, harmony: bool = False
                    ) -> responses_pb2.CreateResponseResponse:
-    """The Response of a finished chat (its first choice)."""
+    """The Response of a finished chat (its first choice); `harmony`: a
+    gpt-oss model's (no empty message item, harmony_outcome)."""
     resp = skeleton(req, response_id(req), chat.model, int(time.time()))
     choice = chat.choices[0]
     msg = choice.message
     if msg.reasoning_content:
         resp.output.append(reasoning_item(msg.reasoning_content))
     logprobs = chat_logprobs(choice.logprobs) if choice.HasField("logprobs") else None
-    if msg.content or not msg.tool_calls:
+    if msg.content or not (msg.tool_calls or harmony):
         resp.output.append(message_item(msg.content, logprobs))
     for call in msg.tool_calls:
-        resp.output.append(call_item(call))
+        resp.output.append(call_item(call, harmony=harmony))
     set_status(resp, choice.finish_reason)
+    if harmony:
+        harmony_outcome(resp, choice.finish_reason)
     set_usage(resp, chat.usage)
     resp.system_fingerprint = chat.system_fingerprint
     resp.prompt_token_ids.extend(chat.prompt_token_ids or chat.nvext.prompt_token_ids)
@@ -162,7 +184,7 @@ def item_object(item: responses_pb2.ResponseOutputItem) -> dict[str, Any]:
     if item.type == "reasoning":
         return {"type": "reasoning", "id": item.id, "summary": [],
                 "content": [{"type": "reasoning_text", "text": c.text} for c in item.content],
-                "encrypted_content": None, "status": item.status}
+                "encrypted_content": None, "status": item.status or None}
     return {"type": "message", "id": item.id, "role": "assistant", "status": item.status,
             "content": [{"type": "output_text", "text": c.text, "annotations": [],
                          "logprobs": [_logprob_object(v) for v in c.logprobs]}
