@@ -1,7 +1,9 @@
 """Shared fixtures.
 
 - ``fake_server``: a tokenwire server on the deterministic FakeEngine,
-  bound to 127.0.0.1:0 in a background thread (fast unit tests). A test that
+  bound to 127.0.0.1:0 in a background thread (fast unit tests); on the
+  ``transport`` fixture's gRPC transport (aio, or each of aio and native in
+  a module marked ``pytest.mark.transports``). A test that
   needs a server of its own (other settings or engine) takes one from
   ``tests.servers.fake_serving(engine=None, **settings)``, the shared builder of
   hand-made test servers.
@@ -50,20 +52,81 @@ REAL_SERVER_ARGS = [
 ]
 
 
+
+
+# --grpc-transport: a module marked `pytest.mark.transports` runs each of its
+# tests on both (ids [aio] / [native]); its fixtures and tests that build a
+# server take the `transport` fixture and pass grpc_transport=transport to
+# fake_serving. Every other test gets "aio". docs/engine.md, "gRPC transports".
+TRANSPORTS = ("aio", "native")
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    config.addinivalue_line(
+        "markers", "transports: run the module's tests on both gRPC transports (aio, native)")
+
+
+def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
+    if "transport" in metafunc.fixturenames and metafunc.definition.get_closest_marker(
+            "transports"):
+        metafunc.parametrize("transport", TRANSPORTS, indirect=True, scope="session")
+
+
 @pytest.fixture(scope="session")
-def fake_engine() -> FakeEngine:
+def transport(request: pytest.FixtureRequest) -> str:
+    """The gRPC transport under test: "aio" unless the module is marked
+    `transports` (then each; native skipped where pygrpc-native is missing)."""
+    chosen = getattr(request, "param", "aio")
+    if chosen == "native":
+        pytest.importorskip("pygrpc_native", reason="pip install 'tokenwire[native]'")
+    return str(chosen)
+
+
+def _shared_fake(engine: FakeEngine, transport: str) -> collections.abc.Iterator[ThreadServer]:
+    # The fake engine's parsers (engine/fake/parsers.py): <think> reasoning
+    # (and max_thinking_tokens let through), Hermes-style tool calls.
+    with fake_serving(
+        engine, served_model_name="fake-model", reasoning_parser="fake",
+        tool_call_parser="hermes", enable_auto_tool_choice=True, grpc_transport=transport,
+    ) as server:
+        yield server
+
+
+# One engine per transport: a test reads its engine's requests and prefix
+# cache, which the other transport's run of the same test would have filled.
+@pytest.fixture(scope="session")
+def fake_engine_aio() -> FakeEngine:
     return FakeEngine(max_model_len=512, block_size=16)
 
 
 @pytest.fixture(scope="session")
-def fake_server(fake_engine: FakeEngine) -> collections.abc.Iterator[ThreadServer]:
-    # The fake engine's parsers (engine/fake/parsers.py): <think> reasoning
-    # (and max_thinking_tokens let through), Hermes-style tool calls.
-    with fake_serving(
-        fake_engine, served_model_name="fake-model", reasoning_parser="fake",
-        tool_call_parser="hermes", enable_auto_tool_choice=True,
-    ) as server:
-        yield server
+def fake_engine_native() -> FakeEngine:
+    return FakeEngine(max_model_len=512, block_size=16)
+
+
+@pytest.fixture(scope="session")
+def fake_engine(request: pytest.FixtureRequest, transport: str) -> FakeEngine:
+    """fake_server's engine (on `transport`)."""
+    engine: FakeEngine = request.getfixturevalue(f"fake_engine_{transport}")
+    return engine
+
+
+@pytest.fixture(scope="session")
+def fake_server_aio(fake_engine_aio: FakeEngine) -> collections.abc.Iterator[ThreadServer]:
+    yield from _shared_fake(fake_engine_aio, "aio")
+
+
+@pytest.fixture(scope="session")
+def fake_server_native(fake_engine_native: FakeEngine) -> collections.abc.Iterator[ThreadServer]:
+    yield from _shared_fake(fake_engine_native, "native")
+
+
+@pytest.fixture(scope="session")
+def fake_server(request: pytest.FixtureRequest, transport: str) -> ThreadServer:
+    """The shared fake server on `transport` (one per transport, each on its
+    own engine, started on first use)."""
+    server: ThreadServer = request.getfixturevalue(f"fake_server_{transport}")
+    return server
 
 
 @pytest.fixture(scope="session")

@@ -132,6 +132,13 @@ class ThreadServer:
             raise RuntimeError("fake server did not start")
         return self
 
+    @property
+    def transport(self) -> str:
+        """The gRPC transport serving (--grpc-transport, after any fallback)."""
+        from tokenwire.server.runtime.transport import is_native
+
+        return "native" if is_native(self._running.server) else "aio"  # type: ignore[attr-defined]
+
     def call(self, coro):  # run a coroutine on the server loop
         return self.submit(coro).result(30)
 
@@ -156,7 +163,9 @@ def fake_serving(
     """The hand-made test server, shared: a ThreadServer on ``engine`` (a
     FakeEngine of the same max_model_len unless given), with ServerSettings
     defaulting to engine="fake", port=0, max_model_len=512 and ``settings``
-    over them; stopped on exit. Usable in a fixture of any scope."""
+    over them (grpc_transport="native": pygrpc-native's transport; the
+    `transport` fixture of tests/conftest.py); stopped on exit. Usable in a
+    fixture of any scope."""
     from tokenwire.server.engine.fake.engine import FakeEngine
 
     options: dict[str, object] = {"engine": "fake", "port": 0, "max_model_len": 512, **settings}

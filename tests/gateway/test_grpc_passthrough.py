@@ -12,8 +12,17 @@ import grpc
 import pytest
 from grpc_health.v1 import health_pb2, health_pb2_grpc
 
+from tests.gateway.transports import gateway_on
 from tests.rpc import chat_request, error_info
 from tokenwire.v1 import models_pb2, service_pb2_grpc
+
+pytestmark = pytest.mark.transports  # on grpc.aio and pygrpc-native (tests/conftest.py)
+
+
+@pytest.fixture(scope="module")
+def gateway(gateway, transport):
+    with gateway_on(transport, gateway) as envoy:
+        yield envoy
 
 
 @pytest.fixture(scope="module")

@@ -9,11 +9,27 @@ import shutil
 import subprocess
 import time
 
+import httpx
 import openai
 import pytest
 
 from tests.gateway.sse import DONE, chat_body, sse_events, sse_json
+from tests.gateway.transports import gateway_on
 from tokenwire.server.inference.shared import openai_wire as sse
+
+pytestmark = pytest.mark.transports  # on grpc.aio and pygrpc-native (tests/conftest.py)
+
+
+@pytest.fixture(scope="module")
+def gateway(gateway, transport):
+    with gateway_on(transport, gateway) as envoy:
+        yield envoy
+
+
+@pytest.fixture(scope="module")
+def rest(gateway):
+    with httpx.Client(base_url=gateway.url, timeout=60) as client:
+        yield client
 
 
 def test_sse_bytes_are_exact(rest) -> None:

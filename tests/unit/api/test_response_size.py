@@ -15,12 +15,14 @@ from tokenwire.server.core import validation
 from tokenwire.server.engine.fake.engine import FakeEngine
 from tokenwire.v1 import generate_pb2, service_pb2_grpc
 
+pytestmark = pytest.mark.transports  # on grpc.aio and pygrpc-native (tests/conftest.py)
+
 
 @pytest.fixture(scope="module")
-def small():
+def small(transport):
     engine = FakeEngine(max_model_len=512)
     with (
-        fake_serving(engine, max_message_bytes=64 * 1024) as srv,
+        fake_serving(engine, max_message_bytes=64 * 1024, grpc_transport=transport) as srv,
         grpc.insecure_channel(srv.address) as ch,
     ):
         yield service_pb2_grpc.TokenwireServiceStub(ch), engine
@@ -68,10 +70,10 @@ def test_an_oversized_session_result_fails_alone(small, monkeypatch) -> None:
 
 
 @pytest.fixture(scope="module")
-def tiny():
+def tiny(transport):
     engine = FakeEngine(max_model_len=512)
     with (
-        fake_serving(engine, max_message_bytes=16 * 1024) as srv,
+        fake_serving(engine, max_message_bytes=16 * 1024, grpc_transport=transport) as srv,
         grpc.insecure_channel(srv.address) as ch,
     ):
         yield service_pb2_grpc.TokenwireServiceStub(ch), engine

@@ -25,6 +25,9 @@ from tests.session_rpc import (
 from tokenwire.server.engine.fake.engine import EOS, FakeEngine
 from tokenwire.v1 import chat_pb2, models_pb2, service_pb2_grpc, session_pb2, tokenize_pb2
 
+pytestmark = pytest.mark.transports  # on grpc.aio and pygrpc-native (tests/conftest.py)
+
+
 NEXT_USER = [{"role": "user", "content": "And Germany?"}]
 
 
@@ -34,9 +37,10 @@ def slow_engine() -> FakeEngine:
 
 
 @pytest.fixture(scope="module")
-def slow_server(slow_engine: FakeEngine) -> collections.abc.Iterator[ThreadServer]:
+def slow_server(slow_engine: FakeEngine,
+                transport: str) -> collections.abc.Iterator[ThreadServer]:
     with fake_serving(
-        slow_engine, served_model_name="fake-model",
+        slow_engine, served_model_name="fake-model", grpc_transport=transport,
         continuation_session_max_requests=3, continuation_session_max_tokens=2000,
         continuation_max_tokens=4000, session_max_requests=8,
     ) as server:

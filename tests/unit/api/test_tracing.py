@@ -58,6 +58,9 @@ class SeeingEngine(FakeEngine):
             yield out
 
 
+pytestmark = pytest.mark.transports  # on grpc.aio and pygrpc-native (tests/conftest.py)
+
+
 @pytest.fixture(scope="module")
 def collector() -> collections.abc.Iterator[Collector]:
     with Collector() as running:
@@ -65,7 +68,7 @@ def collector() -> collections.abc.Iterator[Collector]:
 
 
 @pytest.fixture(scope="module")
-def traced(collector: Collector, tmp_path_factory: pytest.TempPathFactory
+def traced(collector: Collector, tmp_path_factory: pytest.TempPathFactory, transport: str
            ) -> collections.abc.Iterator[tuple[ThreadServer, SeeingEngine]]:
     keys = tmp_path_factory.mktemp("keys") / "keys.toml"
     keys.write_text(KEYS)
@@ -74,7 +77,8 @@ def traced(collector: Collector, tmp_path_factory: pytest.TempPathFactory
         for name, value in FAST_EXPORT.items():
             env.setenv(name, value)
         with fake_serving(engine, otlp_traces_endpoint=collector.endpoint,
-                          served_model_name="fake-model", api_keys_file=str(keys)) as server:
+                          served_model_name="fake-model", api_keys_file=str(keys),
+                          grpc_transport=transport) as server:
             yield server, engine
 
 

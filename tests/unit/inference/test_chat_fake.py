@@ -13,6 +13,8 @@ from tests.rpc import chat_request, stream_ids, stream_text
 from tokenwire.server.engine.fake.engine import EOS, IM_END
 from tokenwire.v1 import generate_pb2, models_pb2, tokenize_pb2
 
+pytestmark = pytest.mark.transports  # on grpc.aio and pygrpc-native (tests/conftest.py)
+
 ALL_EXTRA = [
     "completion_token_ids",
     "engine_data",

@@ -28,11 +28,14 @@ LINE = re.compile(r"(\w+) (\w+) request_id=(\S+) tenant=(\S+) prompt_tokens=(\d+
                   r"completion_tokens=(\d+) latency_ms=[\d.]+$")
 
 
+pytestmark = pytest.mark.transports  # on grpc.aio and pygrpc-native (tests/conftest.py)
+
+
 @pytest.fixture(scope="module")
-def server(tmp_path_factory) -> collections.abc.Iterator[ThreadServer]:
+def server(tmp_path_factory, transport) -> collections.abc.Iterator[ThreadServer]:
     path = tmp_path_factory.mktemp("keys") / "keys.toml"
     path.write_text(KEYS)
-    with fake_serving(api_keys_file=str(path)) as running:
+    with fake_serving(api_keys_file=str(path), grpc_transport=transport) as running:
         yield running
 
 

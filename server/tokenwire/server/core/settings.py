@@ -217,6 +217,10 @@ class ServerSettings:
     host: str = _own("127.0.0.1", "gRPC listen address (loopback by default)")
     port: int = _own(50051, "gRPC listen port (0 picks a free one)")
     max_message_bytes: int = _own(16 * 1024 * 1024, "largest gRPC message (bytes)")
+    grpc_transport: Literal["aio", "native"] = _own(
+        "aio", "the gRPC server: aio (grpc.aio, default), or native (pygrpc-native's Rust "
+               "transport, `pip install tokenwire[native]`; where a setting needs what it lacks, "
+               "or it is not installed, the server starts on aio and logs why; docs/engine.md)")
     sse_keep_alive_interval: float = _own(
         0.0, "seconds a streamed chat, completion or generate SSE response (EventStreamService, "
              "the gateway's REST streams) may be idle before an SSE comment `: keep-alive` is "

@@ -47,6 +47,7 @@ from tokenwire.server.inference.offload import Offload
 from tokenwire.server.inference.prefill import Prefiller
 from tokenwire.server.inference.turns import TurnTemplates
 from tokenwire.server.runtime.interceptors import server_interceptors
+from tokenwire.server.runtime.transport import make_server
 from tokenwire.server.security.auth import check_exposure
 from tokenwire.server.security.tenancy import Tenancy
 from tokenwire.v1 import (
@@ -258,7 +259,7 @@ async def start(settings: ServerSettings, engine: Engine) -> RunningServer:
     check_exposure(settings)
     tenancy = Tenancy.from_settings(settings)
     interceptors, tracing = server_interceptors(settings, metrics, tenancy)
-    server = grpc.aio.server(options=options, interceptors=interceptors)
+    server = make_server(settings, options, interceptors)  # --grpc-transport
     state = ServingState()
     metrics.watch_weights(state)  # the served weights as gauges (a router reads them)
     admission = Admission(settings.max_concurrent_requests, settings.max_admitted_tokens,
