@@ -150,3 +150,62 @@ def test_messages_loose_tool_input_is_an_object(pair) -> None:
     assert ours.status_code == 200, ours.text
     uses = [b for b in ours.json()["content"] if b["type"] == "tool_use"]
     assert uses and uses[0]["name"] == "get_weather" and uses[0]["input"] == {}
+
+
+# The keys (item 4, docs/contract.md "vLLM's response keys"): tokenwire
+# leaves out only keys vLLM prints null (outside the contract, or an unset
+# list field the REST JSON does not print as null), and adds only its
+# documented extensions.
+EXTENSIONS = {"choices[].weight_versions", "usage.prompt_tokens_details",
+              "usage.prompt_tokens_details.cached_tokens",
+              "choices[].logprobs.content[].token_id", "choices[].logprobs.token_ids",
+              "choices[].logprobs.content[].top_logprobs[].token_id",
+              "stop_sequence", "usage.cache_read_input_tokens"}  # (Anthropic prints both)
+KEY_BODIES: dict[str, tuple[str, dict[str, Any]]] = {
+    "chat": ("/v1/chat/completions", {"messages": ASK, "max_tokens": 5}),
+    "chat with ids": ("/v1/chat/completions", {
+        "messages": ASK, "max_tokens": 5, "return_token_ids": True, "logprobs": True,
+        "top_logprobs": 1, "prompt_logprobs": 1}),
+    "chat streamed": ("/v1/chat/completions", {
+        "messages": ASK, "max_tokens": 5, "stream": True,
+        "stream_options": {"include_usage": True}}),
+    "completion": ("/v1/completions", {"prompt": "Hello", "max_tokens": 5}),
+    "completion with ids": ("/v1/completions", {
+        "prompt": "Hello", "max_tokens": 5, "return_token_ids": True, "logprobs": 1,
+        "prompt_logprobs": 1}),
+    "completion streamed": ("/v1/completions", {
+        "prompt": "Hello", "max_tokens": 5, "stream": True,
+        "stream_options": {"include_usage": True}}),
+    "messages": ("/v1/messages", {"messages": ASK, "max_tokens": 5}),
+}
+
+
+def _keys(value: Any, prefix: str = "") -> dict[str, Any]:
+    """key path -> value, through objects and the first item of lists of objects."""
+    out: dict[str, Any] = {}
+    if isinstance(value, dict):
+        for k, v in value.items():
+            out[prefix + k] = v
+            out.update(_keys(v, prefix + k + "."))
+    elif isinstance(value, list) and value and isinstance(value[0], dict):
+        out.update(_keys(value[0], prefix[:-1] + "[]."))
+    return out
+
+
+@pytest.mark.parametrize("name", list(KEY_BODIES))
+def test_keys_differ_from_vllms_only_as_documented(pair, name) -> None:
+    path, body = KEY_BODIES[name]
+    theirs, ours = _both(pair, path, {**body, "temperature": 0})
+    if body.get("stream"):  # the union over the stream's events
+        theirs = {k: None for e in theirs for k in _keys(e)} | \
+            {k: v for e in theirs for k, v in _keys(e).items() if v is not None}
+        ours = {k: None for e in ours for k in _keys(e)}
+    else:
+        theirs, ours = _keys(theirs), _keys(ours)
+    missing = {k: v for k, v in theirs.items() if k not in ours}
+    # (a streamed key vLLM sets on one event and nulls on others counts as set)
+    assert {k: v for k, v in missing.items() if v is not None} == {}, missing
+    added = {k for k in set(ours) - set(theirs)
+             if not any(k == e or k.startswith(e + ".") or k.startswith(e + "[].")
+                        for e in EXTENSIONS)}
+    assert added == set()
