@@ -78,7 +78,7 @@ run: setup
 gateway: venv
 	$(VENV)/bin/tokenwire gateway $(GATEWAY_ARGS)
 
-test: setup tiny-model tiny-vlm
+test: setup tiny-model tiny-vlm tiny-gptoss
 	$(PY) -m pytest -q -ra $(PYTEST_ARGS)
 
 test-unit: venv
