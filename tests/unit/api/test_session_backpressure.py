@@ -9,6 +9,7 @@ import threading
 import time
 
 import grpc
+import pytest
 
 from tests.servers import ThreadServer
 from tests.session_rpc import start_chat
@@ -22,9 +23,13 @@ SENT = 10_000
 MODEL = "no-such-model-" + "x" * 8000
 
 
-def test_a_client_that_never_reads_stops_being_read() -> None:
+pytestmark = pytest.mark.transports  # on grpc.aio and pygrpc-native (tests/conftest.py)
+
+
+def test_a_client_that_never_reads_stops_being_read(transport) -> None:
     server = ThreadServer(
-        ServerSettings(engine="fake", port=0, max_model_len=512, session_max_buffered_bytes=4096),
+        ServerSettings(engine="fake", port=0, max_model_len=512, session_max_buffered_bytes=4096,
+                       grpc_transport=transport),
         FakeEngine(max_model_len=512),
     ).start()
     pulled = 0

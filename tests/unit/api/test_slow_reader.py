@@ -7,16 +7,19 @@ from __future__ import annotations
 import time
 
 import grpc
+import pytest
 
 from tests.rpc import chat_request
 from tests.servers import fake_serving
 from tokenwire.server.engine.fake.engine import FakeEngine
 from tokenwire.v1 import service_pb2_grpc
 
+pytestmark = pytest.mark.transports  # on grpc.aio and pygrpc-native (tests/conftest.py)
 
-def test_generation_stalls_while_the_client_does_not_read() -> None:
+
+def test_generation_stalls_while_the_client_does_not_read(transport) -> None:
     engine = FakeEngine(max_model_len=400_000)
-    with fake_serving(engine, max_model_len=400_000) as server:
+    with fake_serving(engine, max_model_len=400_000, grpc_transport=transport) as server:
         with grpc.insecure_channel(server.address) as ch:
             stub = service_pb2_grpc.TokenwireServiceStub(ch)
             req = chat_request(ignore_eos=True, max_tokens=300_000, return_token_ids=True,

@@ -28,19 +28,23 @@ DELAY = 0.15  # seconds per token of the fake engine: its first output comes tha
 FIELDS = dict(max_tokens=4, ignore_eos=True, return_token_ids=True)
 
 
+pytestmark = pytest.mark.transports  # on grpc.aio and pygrpc-native (tests/conftest.py)
+
+
 @pytest.fixture(scope="module")
-def keep_alive():
+def keep_alive(transport):
     engine = FakeEngine(max_model_len=512, token_delay=DELAY)
-    with fake_serving(engine, sse_keep_alive_interval=0.05) as srv, \
+    with fake_serving(engine, sse_keep_alive_interval=0.05, grpc_transport=transport) as srv, \
             grpc.insecure_channel(srv.address) as ch:
         yield engine, service_pb2_grpc.TokenwireServiceStub(ch), \
             events_pb2_grpc.EventStreamServiceStub(ch)
 
 
 @pytest.fixture(scope="module")
-def plain():
+def plain(transport):
     engine = FakeEngine(max_model_len=512, token_delay=DELAY)
-    with fake_serving(engine) as srv, grpc.insecure_channel(srv.address) as ch:
+    with fake_serving(engine, grpc_transport=transport) as srv, \
+            grpc.insecure_channel(srv.address) as ch:
         yield events_pb2_grpc.EventStreamServiceStub(ch)
 
 

@@ -26,10 +26,14 @@ TOP = 20
 MERGED = dict(max_tokens=300, ignore_eos=True, stream_options={"stream_interval": 1024})
 
 
+pytestmark = pytest.mark.transports  # on grpc.aio and pygrpc-native (tests/conftest.py)
+
+
 @pytest.fixture(scope="module")
-def server():
+def server(transport):
     engine = FakeEngine(max_model_len=512)
-    with fake_serving(engine, max_message_bytes=LIMIT, max_top_logprobs=UNCAPPED) as srv, \
+    with fake_serving(engine, max_message_bytes=LIMIT, max_top_logprobs=UNCAPPED,
+                      grpc_transport=transport) as srv, \
             grpc.insecure_channel(srv.address) as ch:
         yield service_pb2_grpc.TokenwireServiceStub(ch), events_pb2_grpc.EventStreamServiceStub(ch)
 

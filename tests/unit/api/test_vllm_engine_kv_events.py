@@ -46,14 +46,17 @@ def generate(stub: pb_grpc.VllmEngineStub, prompt: list[int]) -> None:
                                           stream=False), timeout=10))
 
 
+pytestmark = pytest.mark.transports  # on grpc.aio and pygrpc-native (tests/conftest.py)
+
+
 @pytest.fixture(scope="module")
-def served() -> collections.abc.Iterator[tuple[FakeEngine, pb_grpc.VllmEngineStub,
-                                               pb_grpc.VllmEngineStub]]:
+def served(transport: str) -> collections.abc.Iterator[
+        tuple[FakeEngine, pb_grpc.VllmEngineStub, pb_grpc.VllmEngineStub]]:
     """A fake engine publishing KV events, and one without them."""
     on, off = FakeEngine(max_model_len=512, block_size=BLOCK), FakeEngine(max_model_len=512)
     on.kv.enabled = True
-    with fake_serving(on, served_model_name="fake-model") as s_on, \
-            fake_serving(off, served_model_name="fake-model") as s_off, \
+    with fake_serving(on, served_model_name="fake-model", grpc_transport=transport) as s_on, \
+            fake_serving(off, served_model_name="fake-model", grpc_transport=transport) as s_off, \
             grpc.insecure_channel(s_on.address) as ch_on, \
             grpc.insecure_channel(s_off.address) as ch_off:
         yield on, pb_grpc.VllmEngineStub(ch_on), pb_grpc.VllmEngineStub(ch_off)

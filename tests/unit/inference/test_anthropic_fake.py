@@ -20,6 +20,9 @@ TOOLS = [{"name": "get_weather", "description": "Weather of a city",
           "input_schema": {"type": "object", "properties": {"city": {"type": "string"}}}}]
 
 
+pytestmark = pytest.mark.transports  # on grpc.aio and pygrpc-native (tests/conftest.py)
+
+
 def _req(**body: Any) -> anthropic_pb2.CreateMessageRequest:
     body.setdefault("max_tokens", 200)
     body.setdefault("messages", [{"role": "user", "content": "Hi"}])

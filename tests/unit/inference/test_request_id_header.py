@@ -11,6 +11,8 @@ from google.protobuf import json_format
 from tests.rpc import chat_request, error_info
 from tokenwire.v1 import completion_pb2, generate_pb2
 
+pytestmark = pytest.mark.transports  # on grpc.aio and pygrpc-native (tests/conftest.py)
+
 META = (("x-request-id", "abc-123"),)
 
 

@@ -10,6 +10,8 @@ from tests.cases import CHAT_CASES, GENERATE_CASES
 from tests.rpc import chat_request, error_info, field_violations
 from tokenwire.v1 import generate_pb2, models_pb2, tokenize_pb2
 
+pytestmark = pytest.mark.transports  # on grpc.aio and pygrpc-native (tests/conftest.py)
+
 USER = [{"role": "user", "content": "hi"}]
 
 @pytest.mark.parametrize(

@@ -29,11 +29,13 @@ from tokenwire.wire import (
     RETRY_SAFE_TRAILER,
 )
 
+pytestmark = pytest.mark.transports  # on grpc.aio and pygrpc-native (tests/conftest.py)
+
 
 @pytest.fixture()
-def served() -> collections.abc.Iterator[tuple[ThreadServer, FakeEngine]]:
+def served(transport: str) -> collections.abc.Iterator[tuple[ThreadServer, FakeEngine]]:
     engine = FakeEngine(max_model_len=512, token_delay=0.004)
-    with fake_serving(engine, enable_control=True) as server:
+    with fake_serving(engine, enable_control=True, grpc_transport=transport) as server:
         yield server, engine
 
 

@@ -17,6 +17,8 @@ from tokenwire.server.core.settings import ServerSettings
 from tokenwire.server.engine.fake.engine import FakeEngine
 from tokenwire.v1 import models_pb2, service_pb2_grpc
 
+pytestmark = pytest.mark.transports  # on grpc.aio and pygrpc-native (tests/conftest.py)
+
 
 def _server(**kw) -> ThreadServer:
     settings = ServerSettings(engine="fake", port=0, max_model_len=512, **kw)
@@ -25,9 +27,9 @@ def _server(**kw) -> ThreadServer:
     ).start()
 
 
-def test_admission_limit_refuses_with_retry_hint() -> None:
+def test_admission_limit_refuses_with_retry_hint(transport) -> None:
     engine = FakeEngine(max_model_len=512, token_delay=0.02)
-    with fake_serving(engine, max_concurrent_requests=2) as server:
+    with fake_serving(engine, max_concurrent_requests=2, grpc_transport=transport) as server:
         with grpc.insecure_channel(server.address) as ch:
             stub = service_pb2_grpc.TokenwireServiceStub(ch)
             calls = [
@@ -72,8 +74,8 @@ def test_admitted_tokens_limit() -> None:
             first.cancel()
 
 
-def test_api_key() -> None:
-    server = _server(api_key="s3cret")
+def test_api_key(transport) -> None:
+    server = _server(api_key="s3cret", grpc_transport=transport)
     try:
         with grpc.insecure_channel(server.address) as ch:
             stub = service_pb2_grpc.TokenwireServiceStub(ch)
@@ -106,8 +108,8 @@ def test_api_key() -> None:
         server.stop()
 
 
-def test_api_key_closed_probes() -> None:
-    server = _server(api_key="k", open_probes=False)
+def test_api_key_closed_probes(transport) -> None:
+    server = _server(api_key="k", open_probes=False, grpc_transport=transport)
     try:
         with grpc.insecure_channel(server.address) as ch:
             with pytest.raises(grpc.RpcError) as exc_info:
@@ -117,10 +119,11 @@ def test_api_key_closed_probes() -> None:
         server.stop()
 
 
-def test_tls(tmp_path) -> None:
+def test_tls(tmp_path, transport) -> None:
     cert, key, pem = self_signed(tmp_path)
-    server = _server(tls_cert=cert, tls_key=key)
+    server = _server(tls_cert=cert, tls_key=key, grpc_transport=transport)
     try:
+        assert server.transport == "aio"  # native serves no TLS: the server fell back
         creds = grpc.ssl_channel_credentials(root_certificates=pem)
         with grpc.secure_channel(server.address, creds,
                                  options=(("grpc.ssl_target_name_override", "localhost"),)) as ch:
@@ -134,9 +137,9 @@ def test_tls(tmp_path) -> None:
         server.stop()
 
 
-def test_metrics_endpoint() -> None:
+def test_metrics_endpoint(transport) -> None:
     port = free_port()
-    server = _server(metrics_port=port)
+    server = _server(metrics_port=port, grpc_transport=transport)
     try:
         with grpc.insecure_channel(server.address) as ch:
             stub = service_pb2_grpc.TokenwireServiceStub(ch)
@@ -171,13 +174,13 @@ def test_metrics_endpoint() -> None:
         server.stop()
 
 
-def test_engine_death_turns_health_not_serving() -> None:
+def test_engine_death_turns_health_not_serving(transport) -> None:
     import asyncio
 
     from tokenwire.server.runtime.app import watch_engine
 
     engine = FakeEngine(max_model_len=512)
-    with fake_serving(engine) as server:
+    with fake_serving(engine, grpc_transport=transport) as server:
         dead = threading.Event()
 
         async def watch() -> None:
