@@ -21,6 +21,8 @@ from tokenwire.server.engine.fake.engine import FakeEngine
 from tokenwire.server.security.auth import Proxies, check_exposure, is_local_peer
 from tokenwire.v1 import control_pb2, control_pb2_grpc, models_pb2, service_pb2_grpc
 
+pytestmark = pytest.mark.transports  # on grpc.aio and pygrpc-native (tests/conftest.py)
+
 
 def _auth(key: str) -> tuple[tuple[str, str], ...]:
     return (("authorization", f"Bearer {key}"),)
@@ -34,8 +36,8 @@ def _server(**kw) -> collections.abc.Iterator[tuple[grpc.Channel, FakeEngine]]:
 
 
 @pytest.fixture(scope="module")
-def keyless_control() -> collections.abc.Iterator[grpc.Channel]:
-    with _server(enable_control=True) as (channel, _):
+def keyless_control(transport: str) -> collections.abc.Iterator[grpc.Channel]:
+    with _server(enable_control=True, grpc_transport=transport) as (channel, _):
         yield channel
 
 
@@ -63,8 +65,9 @@ def test_control_through_a_proxy_needs_the_admin_key(keyless_control, header) ->
     assert not control.Resume(control_pb2.ResumeRequest(), timeout=10).state.paused
 
 
-def test_a_trusted_proxy_peer_is_a_proxy() -> None:
-    with _server(enable_control=True, trusted_proxy=("10.0.0.0/8, 127.0.0.1",)) as (channel, _):
+def test_a_trusted_proxy_peer_is_a_proxy(transport) -> None:
+    with _server(enable_control=True, trusted_proxy=("10.0.0.0/8, 127.0.0.1",),
+                 grpc_transport=transport) as (channel, _):
         control = control_pb2_grpc.ControlServiceStub(channel)
         _refused(lambda: control.Pause(control_pb2.PauseRequest(), timeout=10),
                  grpc.StatusCode.PERMISSION_DENIED, "CONTROL_VIA_PROXY")
@@ -72,8 +75,9 @@ def test_a_trusted_proxy_peer_is_a_proxy() -> None:
                  grpc.StatusCode.PERMISSION_DENIED, "CONTROL_VIA_PROXY")
 
 
-def test_with_an_admin_key_the_key_is_the_rule() -> None:
-    with _server(enable_control=True, admin_api_key="admin-key-1") as (channel, _):
+def test_with_an_admin_key_the_key_is_the_rule(transport) -> None:
+    with _server(enable_control=True, admin_api_key="admin-key-1",
+                 grpc_transport=transport) as (channel, _):
         control = control_pb2_grpc.ControlServiceStub(channel)
         forwarded = (("x-forwarded-for", "203.0.113.9"), ("x-envoy-internal", "true"))
         _refused(lambda: control.IsPaused(control_pb2.IsPausedRequest(), metadata=forwarded,
@@ -132,8 +136,9 @@ def test_a_bad_trusted_proxy_is_refused_naming_the_flag() -> None:
 
 # -- GetStats is the operator's ------------------------------------------------
 
-def test_stats_need_the_admin_key_when_there_is_one() -> None:
-    with _server(api_key="infer-key-1", admin_api_key="admin-key-1") as (channel, _):
+def test_stats_need_the_admin_key_when_there_is_one(transport) -> None:
+    with _server(api_key="infer-key-1", admin_api_key="admin-key-1",
+                 grpc_transport=transport) as (channel, _):
         stub = service_pb2_grpc.TokenwireServiceStub(channel)
         request = models_pb2.GetStatsRequest()
         _refused(lambda: stub.GetStats(request, metadata=_auth("infer-key-1"), timeout=10),

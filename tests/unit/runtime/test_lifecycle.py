@@ -14,10 +14,13 @@ from tests.rpc import chat_request, stream_ids
 from tests.servers import ProcessServer
 from tokenwire.v1 import service_pb2_grpc
 
+pytestmark = pytest.mark.transports  # on grpc.aio and pygrpc-native (tests/conftest.py)
 
-def test_sigterm_lets_inflight_stream_finish_then_exits_zero() -> None:
+
+def test_sigterm_lets_inflight_stream_finish_then_exits_zero(transport) -> None:
     server = ProcessServer(
-        ["--engine", "fake", "--fake-token-delay", "0.01", "--grace-seconds", "10"]
+        ["--engine", "fake", "--fake-token-delay", "0.01", "--grace-seconds", "10",
+         "--grpc-transport", transport]
     )
     server.start(timeout=60)
     try:
@@ -52,14 +55,15 @@ def test_client_imports_without_vllm() -> None:
     assert out.stdout.strip() == "ok"
 
 
-def test_drain_window_reports_not_serving_before_refusing() -> None:
+def test_drain_window_reports_not_serving_before_refusing(transport) -> None:
     from grpc_health.v1 import health_pb2, health_pb2_grpc
 
     from tests.servers import ThreadServer
     from tokenwire.server.core.settings import ServerSettings
     from tokenwire.server.engine.fake.engine import FakeEngine
 
-    server = ThreadServer(ServerSettings(engine="fake", port=0, max_model_len=512),
+    server = ThreadServer(ServerSettings(engine="fake", port=0, max_model_len=512,
+                                         grpc_transport=transport),
                           FakeEngine(max_model_len=512)).start()
     stopping = server.submit(server._running.stop(5.0, drain=1.5))
     with grpc.insecure_channel(server.address) as ch:
