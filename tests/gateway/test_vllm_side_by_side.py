@@ -209,3 +209,18 @@ def test_keys_differ_from_vllms_only_as_documented(pair, name) -> None:
              if not any(k == e or k.startswith(e + ".") or k.startswith(e + "[].")
                         for e in EXTENSIONS)}
     assert added == set()
+
+
+def test_token_in_chat_is_constrained_the_same(pair) -> None:
+    """Token-in chat (nvext.token_data) with a strict tool: the same
+    constraint, so the same greedy call as the messages it was rendered from."""
+    body = {"model": "m", "messages": ASK, "tools": _chat_tools({"strict": True}),
+            "tool_choice": "required", "temperature": 0, "max_tokens": 64,
+            "return_token_ids": True}
+    first = httpx.post(f"{pair.tokenwire}/v1/chat/completions", json=body, timeout=300).json()
+    ids = first["prompt_token_ids"]
+    again = httpx.post(f"{pair.tokenwire}/v1/chat/completions", timeout=300, json={
+        **body, "messages": [], "nvext": {"token_data": ids}}).json()
+    assert again["prompt_token_ids"] == ids
+    assert _chat_calls(again) == _chat_calls(first)
+    assert set(json.loads(_chat_calls(again)[0][1])) == {"city"}
