@@ -18,6 +18,11 @@ log = logging.getLogger("tokenwire.server")
 
 NATIVE_PACKAGE = "pygrpc_native"
 NATIVE_INSTALL = "pip install 'tokenwire[native]'"
+# What grpc-core's server does unasked and pygrpc-native 0.5.0 does not: no
+# limit on a connection's concurrent streams (pygrpc-native's default: 1024,
+# past which a client's calls wait for a slot, where on grpc.aio they reach
+# the server and admission answers them). A caller's own value wins.
+NATIVE_DEFAULTS = (("grpc.max_concurrent_streams", 2**31 - 1),)  # a C int (its fallback)
 
 
 def native_refusal(settings: ServerSettings) -> str | None:
@@ -54,7 +59,10 @@ def make_server(settings: ServerSettings, options: Sequence[tuple[str, Any]],
             from pygrpc_native import __version__
 
             try:
-                server = native.server(options=list(options), interceptors=list(interceptors))
+                given = {key for key, _ in options}
+                unasked = [o for o in NATIVE_DEFAULTS if o[0] not in given]
+                server = native.server(options=[*unasked, *options],
+                                       interceptors=list(interceptors))
             except (ValueError, NotImplementedError) as exc:
                 reason = f"pygrpc-native {__version__} refused the server's options: {exc}"
             else:
