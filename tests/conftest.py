@@ -58,6 +58,9 @@ REAL_SERVER_ARGS = [
 # tests on both (ids [aio] / [native]); its fixtures and tests that build a
 # server take the `transport` fixture and pass grpc_transport=transport to
 # fake_serving. Every other test gets "aio". docs/engine.md, "gRPC transports".
+# Module-scoped, so that tests keep their order across modules (a session
+# parameter regroups the whole run); fake_server / fake_engine / fake_stub
+# are per-module views of the session's one server (and engine) per transport.
 TRANSPORTS = ("aio", "native")
 
 
@@ -69,10 +72,10 @@ def pytest_configure(config: pytest.Config) -> None:
 def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
     if "transport" in metafunc.fixturenames and metafunc.definition.get_closest_marker(
             "transports"):
-        metafunc.parametrize("transport", TRANSPORTS, indirect=True, scope="session")
+        metafunc.parametrize("transport", TRANSPORTS, indirect=True, scope="module")
 
 
-@pytest.fixture(scope="session")
+@pytest.fixture(scope="module")
 def transport(request: pytest.FixtureRequest) -> str:
     """The gRPC transport under test: "aio" unless the module is marked
     `transports` (then each; native skipped where pygrpc-native is missing)."""
@@ -104,7 +107,7 @@ def fake_engine_native() -> FakeEngine:
     return FakeEngine(max_model_len=512, block_size=16)
 
 
-@pytest.fixture(scope="session")
+@pytest.fixture(scope="module")
 def fake_engine(request: pytest.FixtureRequest, transport: str) -> FakeEngine:
     """fake_server's engine (on `transport`)."""
     engine: FakeEngine = request.getfixturevalue(f"fake_engine_{transport}")
@@ -121,7 +124,7 @@ def fake_server_native(fake_engine_native: FakeEngine) -> collections.abc.Iterat
     yield from _shared_fake(fake_engine_native, "native")
 
 
-@pytest.fixture(scope="session")
+@pytest.fixture(scope="module")
 def fake_server(request: pytest.FixtureRequest, transport: str) -> ThreadServer:
     """The shared fake server on `transport` (one per transport, each on its
     own engine, started on first use)."""
@@ -129,7 +132,7 @@ def fake_server(request: pytest.FixtureRequest, transport: str) -> ThreadServer:
     return server
 
 
-@pytest.fixture(scope="session")
+@pytest.fixture(scope="module")
 def fake_stub(
     fake_server: ThreadServer,
 ) -> collections.abc.Iterator[service_pb2_grpc.TokenwireServiceStub]:

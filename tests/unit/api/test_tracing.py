@@ -62,7 +62,8 @@ pytestmark = pytest.mark.transports  # on grpc.aio and pygrpc-native (tests/conf
 
 
 @pytest.fixture(scope="module")
-def collector() -> collections.abc.Iterator[Collector]:
+def collector(transport: str) -> collections.abc.Iterator[Collector]:
+    # One per transport: a test finds its spans by ids both runs share.
     with Collector() as running:
         yield running
 
