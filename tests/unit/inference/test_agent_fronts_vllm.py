@@ -17,12 +17,13 @@ import pytest
 from google.protobuf import json_format
 
 from tests.rpc import error_info
+from tests.unit.inference.agent_cases import message_request, response_request, typed_sse
 from tokenwire.server.engine.fake.engine import FakeEngine
 from tokenwire.server.engine.fake.kv_transfer import ENGINE_ID
 from tokenwire.server.inference.anthropic.request import count_to_chat, to_chat
 from tokenwire.server.inference.anthropic.typed_events import typed_event
 from tokenwire.server.inference.responses.events import DELTA_EVENTS
-from tokenwire.v1 import anthropic_pb2, events_pb2_grpc, responses_pb2, service_pb2_grpc
+from tokenwire.v1 import anthropic_pb2, events_pb2_grpc, service_pb2_grpc
 
 PREFILL = {"do_remote_decode": True, "do_remote_prefill": False}
 THINK = "Think first. Then greet me."  # the fake engine answers with a <think> section
@@ -34,14 +35,10 @@ SCHEMA = {"type": "object", "properties": {"city": {"type": "string"}},
 
 
 def _msg(**body: Any) -> anthropic_pb2.CreateMessageRequest:
-    body.setdefault("max_tokens", 20)
-    body.setdefault("messages", [{"role": "user", "content": "Hi"}])
-    return json_format.ParseDict(body, anthropic_pb2.CreateMessageRequest())
+    return message_request(20, **body)
 
 
-def _resp(**body: Any) -> responses_pb2.CreateResponseRequest:
-    body.setdefault("input", "Hi")
-    return json_format.ParseDict(body, responses_pb2.CreateResponseRequest())
+_resp = response_request
 
 
 @pytest.fixture(scope="module")
@@ -50,14 +47,7 @@ def stubs(fake_server):
         yield service_pb2_grpc.TokenwireServiceStub(ch), events_pb2_grpc.EventStreamServiceStub(ch)
 
 
-def _sse(data: bytes) -> list[dict[str, Any]]:
-    out = []
-    for frame in data.decode().split("\n\n"):
-        if frame:
-            head, body = frame.split("\n", 1)
-            out.append(json.loads(body[len("data: "):]))
-            assert out[-1]["type"] == head[len("event: "):]
-    return out
+_sse = typed_sse
 
 
 def _refused(call: Any, req: Any) -> tuple[str, str]:

@@ -17,6 +17,7 @@ from google.protobuf import json_format
 
 from tests.rpc import chat_request, error_info
 from tests.servers import fake_serving
+from tests.unit.inference.agent_cases import message_request, response_request, typed_sse
 from tokenwire.server.engine.fake.engine import FakeEngine
 from tokenwire.server.inference.anthropic.request import to_chat
 from tokenwire.v1 import anthropic_pb2, events_pb2_grpc, responses_pb2, service_pb2_grpc
@@ -28,14 +29,10 @@ EXTRA = ["completion_token_ids", "prompt_token_ids", "engine_data"]
 
 
 def _msg(**body: Any) -> anthropic_pb2.CreateMessageRequest:
-    body.setdefault("max_tokens", 200)
-    body.setdefault("messages", [{"role": "user", "content": "Hi"}])
-    return json_format.ParseDict(body, anthropic_pb2.CreateMessageRequest())
+    return message_request(200, **body)
 
 
-def _resp(**body: Any) -> responses_pb2.CreateResponseRequest:
-    body.setdefault("input", "Hi")
-    return json_format.ParseDict(body, responses_pb2.CreateResponseRequest())
+_resp = response_request
 
 
 @pytest.fixture(scope="module")
@@ -44,14 +41,7 @@ def stubs(fake_server):
         yield service_pb2_grpc.TokenwireServiceStub(ch), events_pb2_grpc.EventStreamServiceStub(ch)
 
 
-def _sse(data: bytes) -> list[dict[str, Any]]:
-    out = []
-    for frame in data.decode().split("\n\n"):
-        if frame:
-            head, body = frame.split("\n", 1)
-            out.append(json.loads(body[len("data: "):]))
-            assert out[-1]["type"] == head[len("event: "):]
-    return out
+_sse = typed_sse
 
 
 def _message_events(stub, req) -> list[dict[str, Any]]:
