@@ -143,22 +143,43 @@ class InProcessContestant(Contestant):
                 self.proc.kill()
 
 
-def start_tokenwire(cfg: systems.EngineConfig, logs: pathlib.Path) -> tuple[systems.Proc, str]:
+def start_tokenwire(cfg: systems.EngineConfig, logs: pathlib.Path,
+                    transport: str = "aio") -> tuple[systems.Proc, str]:
+    """`tokenwire serve` on `--grpc-transport transport` (B, G, S, C on aio;
+    their native variants b, g, c on native)."""
     port = systems.free_port()
-    proc = systems.spawn("B-tokenwire", [
+    name = "B-tokenwire" if transport == "aio" else f"B-tokenwire-{transport}"
+    proc = systems.spawn(name, [
         systems.PY, "-m", "tokenwire.cli", "serve", "--port", str(port), *cfg.vllm_flags(),
-        "--log-level", "WARNING",
+        "--grpc-transport", transport, "--log-level", "WARNING",
     ], logs, systems.bench_env())
     return proc, f"127.0.0.1:{port}"
 
 
-def start_gateway(backend: str, logs: pathlib.Path,
-                  extra: list[str] | None = None) -> tuple[systems.Proc, str] | None:
+FALLBACK = "serving on grpc.aio instead"  # runtime/transport.py's warning
+
+
+def native_available() -> bool:
+    """Whether pygrpc-native is installed here (the `native` extra)."""
+    import importlib.util
+
+    return importlib.util.find_spec("pygrpc_native") is not None
+
+
+def check_transport(proc: systems.Proc, transport: str) -> None:
+    """A native server that fell back to grpc.aio would be measured under the
+    wrong name: its warning (logged at the bench's WARNING level) stops the run."""
+    if transport == "native" and FALLBACK in proc.log.read_text(errors="replace"):
+        raise RuntimeError(f"{proc.name} fell back to grpc.aio: see {proc.log}")
+
+
+def start_gateway(backend: str, logs: pathlib.Path, extra: list[str] | None = None,
+                  name: str = "C-envoy") -> tuple[systems.Proc, str] | None:
     """Start Envoy through tokenwire's own launcher (with `extra` flags);
     None if not available."""
     port = systems.free_port()
     host, _, upstream = backend.rpartition(":")
-    proc = systems.spawn("C-envoy", [
+    proc = systems.spawn(name, [
         systems.PY, "-m", "tokenwire.cli", "gateway", "--upstream-host", host,
         "--upstream-port", upstream, "--listen-port", str(port), *(extra or []),
     ], logs, systems.bench_env())
@@ -167,7 +188,7 @@ def start_gateway(backend: str, logs: pathlib.Path,
         systems.wait_until(lambda: systems.http_ok(url + "/health"), [proc], timeout=60)
     except Exception as exc:
         proc.stop()
-        print(f"\nC skipped: the gateway did not start ({exc})", file=sys.stderr)
+        print(f"\n{name} skipped: the gateway did not start ({exc})", file=sys.stderr)
         return None
     return proc, url
 

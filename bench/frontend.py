@@ -7,12 +7,17 @@ This isolates what `make bench` cannot on 2 shared cores: how much CPU the
 serving path spends per token, independent of the engine's speed.
 
     .venv/bin/python -m bench.frontend [--concurrency 64] [--seconds 15]
+        [--transports aio,native] [--reps 3]
+
+With several transports each rep measures every path on each (order
+alternating by rep) and prints native/aio ratios per rep with their spread.
 """
 
 from __future__ import annotations
 
 import argparse
 import asyncio
+import functools
 import json
 import pathlib
 import re
@@ -23,7 +28,7 @@ from typing import Any
 import psutil
 
 from bench import clients, pyspy, systems
-from bench.contestants import OUT, envoy_pids, start_gateway
+from bench.contestants import OUT, check_transport, envoy_pids, start_gateway
 
 
 def _prompts(count: int, words: int) -> list[clients.Prompt]:
@@ -125,6 +130,54 @@ def _reachable(address: str) -> bool:
     return True
 
 
+def _start(transport: str, logs: pathlib.Path) -> tuple[systems.Proc, str]:
+    port = systems.free_port()
+    server = systems.spawn(f"frontend-tokenwire-{transport}", [
+        systems.PY, "-m", "tokenwire.cli", "serve", "--engine", "fake", "--port", str(port),
+        "--max-model-len", "4096", "--served-model-name", "fake", "--log-level", "WARNING",
+        "--grpc-transport", transport,
+    ], logs, systems.bench_env())
+    return server, f"127.0.0.1:{port}"
+
+
+def _measure_paths(transport: str, server: systems.Proc, address: str, paths: list[str],
+                   prompts: list[clients.Prompt], ns: argparse.Namespace,
+                   logs: pathlib.Path) -> list[dict[str, Any]]:
+    """Each asked path once against one started server."""
+    rows = []
+    pid = server.popen.pid
+    tag = "" if transport == "aio" else f" [{transport}]"
+    args = (prompts, ns.concurrency, ns.seconds, ns.max_tokens, ns.profile, ns.native)
+    if "chat" in paths:
+        rows.append(measure("gRPC StreamChatCompletion" + tag,
+                            lambda: clients.tokenwire_grpc(address), {"server": [pid]}, *args))
+    if "chat16" in paths:
+        rows.append(measure(
+            "gRPC chat, 16 tokens/chunk" + tag,
+            lambda: clients.tokenwire_grpc(address, stream_interval=16),
+            {"server": [pid]}, *args,
+        ))
+    if "generate" in paths:
+        rows.append(measure("gRPC StreamGenerate" + tag,
+                            lambda: clients.tokenwire_generate(address), {"server": [pid]}, *args))
+    if "rest" in paths:
+        gw = start_gateway(address, logs, name=f"frontend-envoy-{transport}")
+        if gw is None:
+            raise RuntimeError("the gateway did not start")
+        gproc, url = gw
+        try:
+            rows.append(measure(
+                "REST SSE via Envoy" + tag,
+                lambda: clients.openai_sse(url, "fake", ids_field="token_ids"),
+                {"server": [pid], "envoy": envoy_pids(gproc)}, *args,
+            ))
+        finally:
+            gproc.stop()
+    for row in rows:
+        row["transport"] = transport
+    return rows
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(
         description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
@@ -133,6 +186,10 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--seconds", type=float, default=15.0)
     parser.add_argument("--max-tokens", type=int, default=128)
     parser.add_argument("--paths", default="floor,chat,chat16,generate,rest")
+    parser.add_argument("--transports", default="aio",
+                        help="--grpc-transport values (aio, native), comma-separated: each rep "
+                             "runs every path on each, interleaved")
+    parser.add_argument("--reps", type=int, default=1)
     parser.add_argument("--out", default=str(OUT / "frontend.json"))
     parser.add_argument("--profile", type=pathlib.Path, default=None, metavar="DIR",
                         help="sample the server with py-spy while each path is measured; "
@@ -143,53 +200,61 @@ def main(argv: list[str] | None = None) -> int:
     ns = parser.parse_args(argv)
     logs = pathlib.Path(ns.out).parent / "logs"
     logs.mkdir(parents=True, exist_ok=True)
-    port = systems.free_port()
-    server = systems.spawn("frontend-tokenwire", [
-        systems.PY, "-m", "tokenwire.cli", "serve", "--engine", "fake", "--port", str(port),
-        "--max-model-len", "4096", "--served-model-name", "fake", "--log-level", "WARNING",
-    ], logs, systems.bench_env())
-    address = f"127.0.0.1:{port}"
+    paths = ns.paths.split(",")
+    transports = ns.transports.split(",")
+    servers = {t: _start(t, logs) for t in transports}
     rows = []
     prompts = _prompts(256, 48)
-    if "floor" in ns.paths.split(","):
-        rows.append(_floor(logs, prompts, ns))
-    if "floor10" in ns.paths.split(","):  # not by default
-        rows.append(_floor(logs, prompts, ns, small=True))
     try:
-        systems.wait_until(lambda: systems.grpc_serving(address), [server], timeout=60)
-        pid = server.popen.pid
-        paths = ns.paths.split(",")
-        args = (prompts, ns.concurrency, ns.seconds, ns.max_tokens, ns.profile, ns.native)
-        if "chat" in paths:
-            rows.append(measure("gRPC StreamChatCompletion",
-                                lambda: clients.tokenwire_grpc(address), {"server": [pid]}, *args))
-        if "chat16" in paths:
-            rows.append(measure(
-                "gRPC chat, 16 tokens/chunk",
-                lambda: clients.tokenwire_grpc(address, stream_interval=16),
-                {"server": [pid]}, *args,
-            ))
-        if "generate" in paths:
-            rows.append(measure("gRPC StreamGenerate", lambda: clients.tokenwire_generate(address),
-                                {"server": [pid]}, *args))
-        if "rest" in paths:
-            gw = start_gateway(address, logs)
-            if gw is None:
-                raise RuntimeError("the gateway did not start")
-            gproc, url = gw
-            try:
-                rows.append(measure(
-                    "REST SSE via Envoy",
-                    lambda: clients.openai_sse(url, "fake", ids_field="token_ids"),
-                    {"server": [pid], "envoy": envoy_pids(gproc)}, *args,
-                ))
-            finally:
-                gproc.stop()
+        for t, (server, address) in servers.items():
+            systems.wait_until(functools.partial(systems.grpc_serving, address), [server],
+                               timeout=60)
+            check_transport(server, t)
+        for rep in range(ns.reps):
+            mine: list[dict[str, Any]] = []
+            if "floor" in paths:
+                mine.append(_floor(logs, prompts, ns))
+            if "floor10" in paths:  # not by default
+                mine.append(_floor(logs, prompts, ns, small=True))
+            order = transports if rep % 2 == 0 else transports[::-1]
+            for t in order:
+                server, address = servers[t]
+                mine += _measure_paths(t, server, address, paths, prompts, ns, logs)
+            for row in mine:
+                row["rep"] = rep
+            rows += mine
     finally:
-        server.stop()
+        for server, _ in servers.values():
+            server.stop()
+    ratios = _transport_ratios(rows) if len(transports) > 1 else {}
+    for key, r in ratios.items():
+        print(f"{key}: median {r['median']:.2f} ({r['min']:.2f}-{r['max']:.2f}) over "
+              f"{len(r['per_rep'])} reps", flush=True)
     with open(ns.out, "w") as fh:
-        json.dump({"rows": rows, "max_tokens": ns.max_tokens}, fh, indent=1)
+        json.dump({"rows": rows, "max_tokens": ns.max_tokens, "ratios": ratios}, fh, indent=1)
     return 0
+
+
+def _transport_ratios(rows: list[dict[str, Any]]) -> dict[str, dict[str, Any]]:
+    """native / aio per path and rep, for tok/s and each CPU group."""
+    import statistics
+
+    by = {(r["path"].removesuffix(" [native]"), r["transport"], r["rep"]): r for r in rows
+          if "transport" in r}
+    out: dict[str, dict[str, Any]] = {}
+    for (path, t, rep), row in sorted(by.items()):
+        base = by.get((path, "aio", rep))
+        if t == "aio" or base is None:
+            continue
+        for key in row:
+            if key == "tok_s" or key.endswith("_cpu_us_per_token"):
+                if base.get(key):
+                    out.setdefault(f"{path}: {key} {t}/aio", {"per_rep": []})["per_rep"].append(
+                        row[key] / base[key])
+    for r in out.values():
+        v = r["per_rep"]
+        r.update(min=min(v), median=statistics.median(v), max=max(v))
+    return out
 
 
 if __name__ == "__main__":

@@ -5,6 +5,7 @@ connections, so the kernel can spread them), tokens/s and CPU of each.
 
     .venv/bin/python -m bench.frontend_scale [--counts 1,2] [--paths chat]
         [--seconds 15] [--concurrency 64] [--drivers 2] [--envoy-threads 1]
+        [--transports aio,native]
 
 paths: `chat` (gRPC StreamChatCompletion), `generate` (gRPC StreamGenerate,
 ids in) and `rest` (OpenAI SSE chat through `tokenwire gateway`'s Envoy with
@@ -27,7 +28,7 @@ from typing import Any
 import psutil
 
 from bench import systems
-from bench.contestants import OUT, envoy_pids, start_gateway
+from bench.contestants import OUT, check_transport, envoy_pids, start_gateway
 
 
 def _drive(path: str, target: str, concurrency: int, seconds: float, max_tokens: int,
@@ -85,18 +86,20 @@ def _cpu(procs: list[psutil.Process]) -> float:
     return total
 
 
-def measure(path: str, count: int, ns: argparse.Namespace, logs: pathlib.Path) -> dict[str, Any]:
+def measure(path: str, count: int, ns: argparse.Namespace, logs: pathlib.Path,
+            transport: str = "aio") -> dict[str, Any]:
     port = systems.free_port()
-    server = systems.spawn(f"scale-{path}-{count}", [
+    server = systems.spawn(f"scale-{path}-{count}-{transport}", [
         systems.PY, "-m", "tokenwire.cli", "serve", "--engine", "fake", "--port", str(port),
         "--api-server-count", str(count), "--max-model-len", "4096", "--log-level", "WARNING",
-        "--served-model-name", "fake",
+        "--served-model-name", "fake", "--grpc-transport", transport,
     ], logs, systems.bench_env())
     address = f"127.0.0.1:{port}"
     gateway = None
     try:
         systems.wait_until(lambda: systems.grpc_serving(address), [server], timeout=90)
         time.sleep(1.0 + 0.25 * count)  # every serving process is up
+        check_transport(server, transport)
         target = address
         envoy: list[psutil.Process] = []
         if path == "rest":
@@ -125,11 +128,12 @@ def measure(path: str, count: int, ns: argparse.Namespace, logs: pathlib.Path) -
         server.stop()
     tokens = sum(t for t, _ in results)
     wall = max(w for _, w in results)
-    row = {"path": path, "api_server_count": count, "tok_s": tokens / wall,
+    row = {"path": path, "transport": transport, "api_server_count": count,
+           "tok_s": tokens / wall,
            "server_cpu_us_per_token": 1e6 * cpu / max(1, tokens), "server_cores_busy": cpu / wall,
            "envoy_cpu_us_per_token": 1e6 * env_cpu / max(1, tokens),
            "envoy_cores_busy": env_cpu / wall}
-    text = (f"{path:<8} api-server-count {count}: {row['tok_s']:8.0f} tok/s, server "
+    text = (f"{path:<8} {transport:<6} api-server-count {count}: {row['tok_s']:8.0f} tok/s, server "
             f"{row['server_cpu_us_per_token']:.1f} CPU us/token, "
             f"{row['server_cores_busy']:.2f} cores")
     if path == "rest":
@@ -151,6 +155,8 @@ def main(argv: list[str] | None = None) -> int:
                         help="gRPC connections per driver process")
     parser.add_argument("--counts", default="1,2", help="--api-server-count values, in order")
     parser.add_argument("--paths", default="chat", help="chat, generate, rest (comma-separated)")
+    parser.add_argument("--transports", default="aio",
+                        help="--grpc-transport values (aio, native), comma-separated")
     parser.add_argument("--envoy-threads", type=int, default=1,
                         help="Envoy worker threads for the rest path")
     parser.add_argument("--out", default=str(OUT / "frontend_scale.json"))
@@ -160,12 +166,14 @@ def main(argv: list[str] | None = None) -> int:
     counts = [int(c) for c in ns.counts.split(",")]
     rows = []
     for path in ns.paths.split(","):
-        mine = [measure(path, count, ns, logs) for count in counts]
-        for row in mine:
-            row["scale"] = row["tok_s"] / mine[0]["tok_s"]
-        print(f"{path}: tokens/s against one serving process: "
-              + ", ".join(f"{r['api_server_count']}: {r['scale']:.2f}x" for r in mine), flush=True)
-        rows += mine
+        for transport in ns.transports.split(","):
+            mine = [measure(path, count, ns, logs, transport) for count in counts]
+            for row in mine:
+                row["scale"] = row["tok_s"] / mine[0]["tok_s"]
+            print(f"{path} ({transport}): tokens/s against one serving process: "
+                  + ", ".join(f"{r['api_server_count']}: {r['scale']:.2f}x" for r in mine),
+                  flush=True)
+            rows += mine
     meta = {"cores": psutil.cpu_count(), "drivers": ns.drivers, "concurrency": ns.concurrency,
             "seconds": ns.seconds, "max_tokens": ns.max_tokens, "envoy_threads": ns.envoy_threads}
     with open(ns.out, "w") as fh:

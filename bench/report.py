@@ -11,23 +11,33 @@ from typing import Any
 NAMES = {
     "A": "vLLM AsyncLLM in-process",
     "B": "tokenwire gRPC chat",
+    "b": "tokenwire gRPC chat, native transport",
     "G": "tokenwire gRPC Generate (ids)",
+    "g": "tokenwire gRPC Generate (ids), native transport",
     "S": "tokenwire gRPC chat, 16 tokens/chunk",
     "C": "tokenwire REST+SSE via Envoy",
+    "c": "tokenwire REST+SSE via Envoy, native transport",
     "D": "vLLM OpenAI server SSE",
     "E": "vLLM gRPC (smg servicer)",
     "F": "smg gateway REST+SSE",
     "R": "smg gateway REST+SSE -> tokenwire (VllmEngine)",
 }
-ORDER = "ABGSCDEFR"
+ORDER = "ABbGgSCcDEFR"
 PAIRS = [("B", "E"), ("G", "E"), ("C", "D"), ("C", "F"), ("R", "F"),
+         ("b", "B"), ("g", "G"), ("c", "C"),
          ("S", "A"), ("B", "A"), ("G", "A"), ("C", "A")]
 # A's serving includes its load generator
-CPU_PAIRS = [("B", "E"), ("G", "E"), ("C", "D"), ("C", "F"), ("R", "F")]
+CPU_PAIRS = [("B", "E"), ("G", "E"), ("C", "D"), ("C", "F"), ("R", "F"),
+             ("B", "D"), ("b", "D"), ("g", "E"), ("c", "D"), ("b", "B"), ("g", "G"), ("c", "C")]
+# Envoy's own CPU per token (upstream and downstream sides together): does it
+# get cheaper when the server's writes carry several streams (native)?
+PROXY_PAIRS = [("c", "C")]
 GROUPS = ("serving", "proxy", "engine", "driver")
-# Issue #27: (ratio key, comparison, bound), judged on the median of the per-rep ratios.
-TARGETS = [("G/E", ">=", 1.0), ("B/E", ">=", 0.95), ("G/E cpu", "<=", 1.0), ("C/D", ">=", 1.0),
-           ("C/F", ">=", 1.0)]
+# (ratio key, comparison, bound, issue), judged on the median of the per-rep ratios.
+TARGETS = [("G/E", ">=", 1.0, 27), ("B/E", ">=", 0.95, 27), ("G/E cpu", "<=", 1.0, 27),
+           ("C/D", ">=", 1.0, 27), ("C/F", ">=", 1.0, 27),
+           ("b/D cpu", "<=", 0.85, 46), ("g/E cpu", "<=", 0.85, 46), ("c/D cpu", "<=", 1.15, 46),
+           ("b/B", ">=", 1.0, 46), ("g/G", ">=", 1.0, 46), ("c/C", ">=", 1.0, 46)]
 
 
 def one(run: dict[str, Any]) -> dict[str, Any]:
@@ -77,12 +87,13 @@ def summarize(runs: list[dict[str, Any]], meta: dict[str, Any]) -> dict[str, Any
                    idle_timeout=sum(r["idle_timeout"] for r in reps))
         cells.setdefault(system, {})[str(conc)] = med
     ratios: dict[str, dict[str, dict[str, Any]]] = {}
-    for pairs, metric, suffix in ((PAIRS, "tok_s", ""), (CPU_PAIRS, "cpu_layer", " cpu")):
+    for pairs, metric, suffix in ((PAIRS, "tok_s", ""), (CPU_PAIRS, "cpu_layer", " cpu"),
+                                  (PROXY_PAIRS, "cpu_proxy", " proxy cpu")):
         for num, den in pairs:
             per: dict[str, list[float]] = {}
             for (system, conc, rep), f in sorted(figures.items()):
                 other = figures.get((den, conc, rep))
-                if system == num and other and other[metric] > 0:
+                if system == num and other and other.get(metric, 0) > 0 and metric in f:
                     per.setdefault(str(conc), []).append(f[metric] / other[metric])
             if per:
                 ratios[f"{num}/{den}{suffix}"] = {c: spread(v) for c, v in per.items()}
@@ -96,15 +107,16 @@ def summarize(runs: list[dict[str, Any]], meta: dict[str, Any]) -> dict[str, Any
 
 
 def targets(ratios: dict[str, dict[str, dict[str, Any]]]) -> list[dict[str, Any]]:
-    """Each of issue #27's targets per concurrency: the median of the per-rep
-    ratios and whether it meets the bound."""
+    """Each target (issues #27, #46) per concurrency: the median of the
+    per-rep ratios and whether it meets the bound."""
     out = []
-    for key, op, bound in TARGETS:
+    for key, op, bound, issue in TARGETS:
         per = {}
         for conc, s in ratios.get(key, {}).items():
             med = s["median"]
             per[conc] = {"median": med, "met": med >= bound if op == ">=" else med <= bound}
-        out.append({"ratio": key, "op": op, "bound": bound, "by_concurrency": per})
+        out.append({"ratio": key, "op": op, "bound": bound, "issue": issue,
+                    "by_concurrency": per})
     return out
 
 
@@ -154,15 +166,16 @@ def table(summary: dict[str, Any]) -> str:
             else "-"
             for c in concs
         ]
-        label = (
-            name.replace(" cpu", " CPU/token (serving layer)")
-            if name.endswith(" cpu")
-            else f"{name} tok/s"
-        )
+        if name.endswith(" proxy cpu"):
+            label = name.replace(" proxy cpu", " CPU/token (Envoy)")
+        elif name.endswith(" cpu"):
+            label = name.replace(" cpu", " CPU/token (serving layer)")
+        else:
+            label = f"{name} tok/s"
         lines.append(f"| {label} | " + " | ".join(row) + " |")
     lines += [
         "",
-        "| issue #27 target (median of per-rep ratios) | "
+        "| target (median of per-rep ratios) | "
         + " | ".join(f"c={c}" for c in concs)
         + " |",
         "|---|" + "---|" * len(concs),
@@ -179,7 +192,8 @@ def table(summary: dict[str, Any]) -> str:
                 else f"{'met' if v['met'] else 'NOT met'} ({v['median']:.2f})"
             )
         lines.append(
-            f"| {name} {what} {'≥' if t['op'] == '>=' else '≤'} {t['bound']:.2f} | "
+            f"| #{t.get('issue', 27)}: {name} {what} {'≥' if t['op'] == '>=' else '≤'} "
+            f"{t['bound']:.2f} | "
             + " | ".join(row)
             + " |"
         )

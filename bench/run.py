@@ -6,6 +6,8 @@ G  tokenwire, native gRPC StreamGenerate (ids in, ids out: E's call)
 S  B with stream_options.stream_interval=16 (a chunk per 16 tokens: the
    same tokens in fewer messages; outside the targets)
 C  tokenwire through the Envoy gateway, REST + SSE
+b, g, c  B, G and C on a second tokenwire server with --grpc-transport
+   native (pygrpc-native; the same engine settings; issue #46)
 D  vLLM's OpenAI-compatible server, SSE with return_token_ids
 E  vLLM's gRPC mode (smg-grpc-servicer), native gRPC
 F  the smg Rust gateway in front of E, REST + SSE
@@ -113,10 +115,17 @@ def start_all(cfg: systems.EngineConfig, wanted: str, prompts: list[clients.Prom
     each; returns them by letter. Started processes are added to `procs`."""
     out: dict[str, Contestant] = {}
     a = InProcessContestant(cfg.engine_args(), prompts, logs) if "A" in wanted else None
-    tw = D = E = None
+    tw = twn = D = E = None
     if any(x in wanted for x in "BGSCR"):
         tw = cs.start_tokenwire(cfg, logs)
         procs.append(tw[0])
+    if any(x in wanted for x in "bgc"):
+        if cs.native_available():
+            twn = cs.start_tokenwire(cfg, logs, transport="native")
+            procs.append(twn[0])
+        else:
+            sys.stderr.write("b, g, c skipped: pygrpc-native is not installed "
+                             "(pip install 'tokenwire[native]')\n")
     if "D" in wanted:
         D = cs.start_vllm_openai(cfg, logs)
         procs.append(D[0])
@@ -129,33 +138,14 @@ def start_all(cfg: systems.EngineConfig, wanted: str, prompts: list[clients.Prom
     if tw is not None:
         proc, address = tw
         systems.wait_until(lambda: systems.grpc_serving(address), [proc])
-        pid = proc.popen.pid
-        if "B" in wanted:
-            out["B"] = ServerContestant("B", lambda: clients.tokenwire_grpc(address), prompts, pid)
-        if "G" in wanted:
-            out["G"] = ServerContestant(
-                "G", lambda: clients.tokenwire_generate(address), prompts, pid
-            )
-        if "S" in wanted:
-            out["S"] = ServerContestant(
-                "S", lambda: clients.tokenwire_grpc(address, stream_interval=16), prompts, pid
-            )
-        gw = cs.start_gateway(address, logs) if "C" in wanted else None
-        if gw is not None:
-            procs.append(gw[0])
-            url, model = gw[1], pathlib.Path(cfg.model).name
-            out["C"] = ServerContestant(
-                "C", lambda: clients.openai_sse(url, model, ids_field="token_ids"), prompts, pid,
-                cs.envoy_pids(gw[0]),
-            )
-        if "R" in wanted:
-            rproc, rurl = cs.start_smg(cfg, address, logs, name="R-smg")
-            procs.append(rproc)
-            systems.wait_until(lambda: cs.smg_ready(rurl), [proc, rproc], timeout=120)
-            out["R"] = ServerContestant(
-                "R", lambda: clients.openai_sse(rurl, cfg.model, ids_field=None), prompts, pid,
-                systems.with_descendants(rproc.popen.pid),
-            )
+        out.update(_tokenwire_contestants(cfg, wanted, AIO, proc, address, prompts, logs, procs))
+    if twn is not None:
+        proc, address = twn
+        systems.wait_until(lambda: systems.grpc_serving(address), [proc])
+        cs.check_transport(proc, "native")
+        out.update(
+            _tokenwire_contestants(cfg, wanted, NATIVE, proc, address, prompts, logs, procs)
+        )
     if D is not None:
         dproc, durl = D
         systems.wait_until(lambda: systems.http_ok(durl + "/health"), [dproc])
@@ -178,6 +168,50 @@ def start_all(cfg: systems.EngineConfig, wanted: str, prompts: list[clients.Prom
                 "F", lambda: clients.openai_sse(furl, cfg.model, ids_field=None), prompts,
                 eproc.popen.pid, systems.with_descendants(fproc.popen.pid),
             )
+    return out
+
+
+# The letters of one tokenwire server's contestants: chat (B), Generate (G),
+# chat with 16 tokens a chunk (S), REST through Envoy (C), smg in front (R).
+AIO = {"chat": "B", "generate": "G", "interval": "S", "rest": "C", "smg": "R"}
+NATIVE = {"chat": "b", "generate": "g", "rest": "c"}  # --grpc-transport native
+
+
+def _tokenwire_contestants(
+    cfg: systems.EngineConfig, wanted: str, letters: dict[str, str], proc: systems.Proc,
+    address: str, prompts: list[clients.Prompt], logs: pathlib.Path, procs: list[systems.Proc],
+) -> dict[str, Contestant]:
+    """The wanted contestants driving one started tokenwire server."""
+    out: dict[str, Contestant] = {}
+    pid = proc.popen.pid
+
+    def want(kind: str) -> str | None:
+        letter = letters.get(kind)
+        return letter if letter is not None and letter in wanted else None
+
+    if x := want("chat"):
+        out[x] = ServerContestant(x, lambda: clients.tokenwire_grpc(address), prompts, pid)
+    if x := want("generate"):
+        out[x] = ServerContestant(x, lambda: clients.tokenwire_generate(address), prompts, pid)
+    if x := want("interval"):
+        out[x] = ServerContestant(
+            x, lambda: clients.tokenwire_grpc(address, stream_interval=16), prompts, pid
+        )
+    if (x := want("rest")) and (gw := cs.start_gateway(address, logs, name=f"{x}-envoy")):
+        procs.append(gw[0])
+        url, model = gw[1], pathlib.Path(cfg.model).name
+        out[x] = ServerContestant(
+            x, lambda: clients.openai_sse(url, model, ids_field="token_ids"), prompts, pid,
+            cs.envoy_pids(gw[0]),
+        )
+    if x := want("smg"):
+        rproc, rurl = cs.start_smg(cfg, address, logs, name=f"{x}-smg")
+        procs.append(rproc)
+        systems.wait_until(lambda: cs.smg_ready(rurl), [proc, rproc], timeout=120)
+        out[x] = ServerContestant(
+            x, lambda: clients.openai_sse(rurl, cfg.model, ids_field=None), prompts, pid,
+            systems.with_descendants(rproc.popen.pid),
+        )
     return out
 
 
@@ -254,7 +288,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--quick", action="store_true",
                         help="for development: warm-up 2 s, window 8 s, 1 rep (unless given)")
     parser.add_argument("--max-tokens", type=int, default=128)
-    parser.add_argument("--systems", default="ABGCDEF", help="letters; S only when asked")
+    parser.add_argument("--systems", default="ABbGgCcDEF",
+                        help="letters; S and R only when asked")
     parser.add_argument("--out", type=pathlib.Path, default=OUT)
     parser.add_argument("--logprobs-mode", default="raw_logprobs",
                         help="vLLM's --logprobs-mode for every system (tokenwire's own default, "

@@ -92,6 +92,32 @@ def test_targets_from_medians_of_per_rep_ratios() -> None:
     text = table(s)
     assert "mode **quick**" in text
     assert "| G/E tok/s | 1.01 (0.90-1.05) |" in text
-    assert "| B/E tok/s ≥ 0.95 | NOT met (0.90) |" in text
-    assert "| C/D tok/s ≥ 1.00 | not run |" in text
+    assert "| #27: B/E tok/s ≥ 0.95 | NOT met (0.90) |" in text
+    assert "| #27: C/D tok/s ≥ 1.00 | not run |" in text
     assert "| G tokenwire gRPC Generate (ids) | 64 | 1010 (900-1050) |" in text
+
+
+def test_native_variants_against_aio_and_vllm() -> None:
+    """Issue #46's targets: b (B on native) against D's CPU per token, c's
+    Envoy CPU against C's, and the native variants' tok/s against aio's."""
+    runs = []
+    for rep in range(3):
+        runs += [
+            _cell("B", 64, rep, 10_000, cpu={"serving": 1.0, "proxy": 0.0}),
+            _cell("b", 64, rep, 10_000, cpu={"serving": 0.7, "proxy": 0.0}),
+            _cell("D", 64, rep, 10_000, cpu={"serving": 1.0, "proxy": 0.0}),
+            _cell("C", 64, rep, 10_000, cpu={"serving": 1.0, "proxy": 1.0}),
+            _cell("c", 64, rep, 10_000, cpu={"serving": 0.7, "proxy": 0.9}),
+        ]
+    s = summarize(runs, {})
+    assert s["ratios"]["b/D cpu"]["64"]["median"] == pytest.approx(0.7)
+    assert s["ratios"]["c/C proxy cpu"]["64"]["median"] == pytest.approx(0.9)
+    assert s["ratios"]["c/D cpu"]["64"]["median"] == pytest.approx(1.6)
+    by = {t["ratio"]: t["by_concurrency"] for t in s["targets"]}
+    assert by["b/D cpu"]["64"]["met"] is True
+    assert by["c/D cpu"]["64"]["met"] is False
+    assert by["b/B"]["64"]["met"] is True  # equal tok/s
+    text = table(s)
+    assert "| #46: b/D CPU/token ≤ 0.85 | met (0.70) |" in text
+    assert "| c/C CPU/token (Envoy) | 0.90 (0.90-0.90) |" in text
+    assert "| b tokenwire gRPC chat, native transport | 64 |" in text
