@@ -227,7 +227,8 @@ def vllm_grpc(address: str) -> tuple[Driver, Closer]:
 
 
 def openai_sse(
-    base_url: str, model: str, *, ids_field: str | None, extra: dict[str, Any] | None = None
+    base_url: str, model: str, *, ids_field: str | None, extra: dict[str, Any] | None = None,
+    content: Callable[[Prompt], Any] | None = None,
 ) -> tuple[Driver, Closer]:
     """REST + SSE chat completions. Cancelling the task closes the stream's
     connection (the server sees the client go and aborts the request).
@@ -236,6 +237,8 @@ def openai_sse(
     choice), or None when the server returns no ids: then each content chunk
     counts one id and the final usage chunk brings the count up to
     `completion_tokens` (counted when it arrives).
+    content: the user message's content for a prompt (default: its text),
+    e.g. parts with an image (bench.image_ttft).
     """
     import httpx
 
@@ -244,8 +247,9 @@ def openai_sse(
     )
 
     async def run(prompt: Prompt, max_tokens: int, window: Window | None = None) -> Record:
+        user = content(prompt) if content else prompt.text
         body: dict[str, Any] = {
-            "model": model, "messages": [{"role": "user", "content": prompt.text}],
+            "model": model, "messages": [{"role": "user", "content": user}],
             "max_tokens": max_tokens, "ignore_eos": True, "temperature": 1.0, "seed": 0,
             "stream": True, "stream_options": {"include_usage": True}, "return_token_ids": True,
             **(extra or {}),
