@@ -28,7 +28,7 @@ from typing import Any
 import grpc
 from google.api.httpbody_pb2 import HttpBody
 
-from tokenwire.server.api import sse_keep_alive
+from tokenwire.server.api import coalesce, sse_keep_alive
 from tokenwire.server.api.call_metadata import caller_of, dp_rank_of, session_of, with_request_id
 from tokenwire.server.core.errors import abort_with, classify, stream_errors, unary_errors
 from tokenwire.server.inference.data_plane import DataPlane
@@ -119,7 +119,9 @@ def events(front: AnyFront) -> Handler:
     """An error before the first event ends the call with its status (the
     gateway answers the API's own error body); after it (a keep-alive
     counts: vLLM likewise), the front's error event, and the call still
-    ends with the error's status."""
+    ends with the error's status. Events ready together (several chunks of
+    one engine output, the last ones and the end bytes) go out as one
+    HttpBody, the same bytes in fewer messages (api/coalesce.py)."""
     wire = front.wire
     assert wire is not None, f"{front.name}: an SSE RPC needs the front's wire"
 
@@ -127,32 +129,46 @@ def events(front: AnyFront) -> Handler:
                       ) -> AsyncGenerator[HttpBody]:
         plane: DataPlane = self.plane
         interval = plane.settings.sse_keep_alive_interval
-        started, last = False, None
+        cap = plane.settings.max_message_bytes // 2  # what a chunk is kept under
+        started, last, data = False, None, b""
         try:
             async with streamed(front, plane, request, context) as chunks:
-                if interval:  # --sse-keep-alive-interval (api/sse_keep_alive.py)
-                    async with aclosing(sse_keep_alive.beats(chunks, interval)) as beats:
-                        async for beat in beats:
-                            if beat is None:
-                                data = sse_keep_alive.COMMENT
+                # --sse-keep-alive-interval (api/sse_keep_alive.py): None a beat
+                items = sse_keep_alive.beats(chunks, interval, breaks=True) if interval else chunks
+                async with aclosing(items), coalesce.Ready(items) as ready:
+                    while True:
+                        try:
+                            item = await ready.first()
+                        except StopAsyncIteration:
+                            break
+                        if item is sse_keep_alive.BREAK:
+                            continue
+                        while True:
+                            if item is None:
+                                event = sse_keep_alive.COMMENT
                             else:
-                                data, last = wire.event(beat), beat
-                            yield _body(data, not started)
-                            started = True
-                else:
-                    async for chunk in chunks:
-                        yield _body(wire.event(chunk), not started)
-                        started, last = True, chunk
+                                event, last = wire.event(item), item
+                            if data and len(data) + len(event) > cap:
+                                yield _body(data, not started)
+                                started, data = True, b""
+                            data += event
+                            item = ready.take()
+                            if item is coalesce.NOTHING or item is sse_keep_alive.BREAK:
+                                break
+                        if ready.ended:  # the end bytes go with the last events
+                            break
+                        yield _body(data, not started)
+                        started, data = True, b""
         except (asyncio.CancelledError, grpc.aio.AbortError):
             raise
         except Exception as exc:
             err = classify(exc)
-            if started:
-                yield _body(wire.error_event(err, last), False)
+            if started or data:
+                yield _body(data + wire.error_event(err, last), not started)
             await abort_with(context, err)
             return
-        if wire.done:
-            yield _body(wire.done, not started)
+        if wire.done or data:
+            yield _body(data + wire.done, not started)
 
     return handler
 
