@@ -99,12 +99,14 @@ profile: venv tiny-model
 	$(PY) -m bench.frontend --paths floor,chat,generate,rest --profile bench/out/profile/fake $(PROFILE_ARGS)
 	$(PY) -m bench.profile
 
-# Load (256 concurrent mixed streams, gRPC + REST) and a 10-minute soak, on loopback.
+# Load (256 concurrent mixed streams, gRPC + REST) and a 10-minute soak, on
+# loopback; GRPC_TRANSPORT=native runs both on pygrpc-native (issue #46).
+GRPC_TRANSPORT ?= aio
 load: venv tiny-model
-	$(PY) -m bench.load $(LOAD_ARGS)
+	$(PY) -m bench.load --grpc-transport $(GRPC_TRANSPORT) $(LOAD_ARGS)
 
 soak: venv tiny-model
-	$(PY) -m bench.load --soak 600 $(LOAD_ARGS)
+	$(PY) -m bench.load --soak 600 --grpc-transport $(GRPC_TRANSPORT) $(LOAD_ARGS)
 
 # 2 replicas behind one gateway: cache affinity, a failing fleet update, a
 # replica killed mid-run (docs/fleet.md).

@@ -2,6 +2,7 @@
 
     python -m bench.load            # 256 concurrent streams, gRPC + REST mix
     python -m bench.load --soak 600 # a 10-minute soak: RSS growth after warm-up
+    python -m bench.load --grpc-transport native   # the same on pygrpc-native
 
 Starts `tokenwire serve` (tiny random model, metrics on) and `tokenwire
 gateway`, then runs a mix of normal streams (ids checked against
@@ -26,6 +27,7 @@ import httpx
 import psutil
 
 from bench import systems
+from bench.contestants import check_transport
 from tokenwire.v1 import chat_pb2, models_pb2, service_pb2_grpc
 
 MAX_TOKENS = 48
@@ -192,6 +194,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--concurrency", type=int, default=256)
     parser.add_argument("--soak", type=float, default=0.0, help="soak seconds (0: one load run)")
     parser.add_argument("--warmup", type=float, default=60.0, help="soak warm-up seconds")
+    parser.add_argument("--grpc-transport", default="aio", choices=("aio", "native"),
+                        help="the server's gRPC transport (issue #46)")
     ns = parser.parse_args(argv)
     logs = systems.ROOT / "bench" / "out" / "logs"
     port, mport, gport = systems.free_port(), systems.free_port(), systems.free_port()
@@ -200,11 +204,13 @@ def main(argv: list[str] | None = None) -> int:
         systems.PY, "-m", "tokenwire.cli", "serve", "--model", ns.model, "--port", str(port),
         "--metrics-port", str(mport), "--kv-cache-bytes", str(512 << 20), "--max-num-seqs", "256",
         "--log-level", "WARNING", "--disable-log-stats",  # as measured before issue #35
+        "--grpc-transport", ns.grpc_transport,
     ], logs, env)
     address = f"127.0.0.1:{port}"
     gateway = None
     try:
         systems.wait_until(lambda: systems.grpc_serving(address), [server])
+        check_transport(server, ns.grpc_transport)
         gateway = systems.spawn("load-gateway", [
             systems.PY, "-m", "tokenwire.cli", "gateway", "--upstream-port", str(port),
             "--listen-port", str(gport),
@@ -234,6 +240,7 @@ def main(argv: list[str] | None = None) -> int:
         m = metrics(mport)
         unexpected = sum(v for k, v in tally.items() if "UNEXPECTED" in k)
         report = {
+            "grpc_transport": ns.grpc_transport,
             "requests": done,
             "seconds": round(time.monotonic() - started, 1),
             "by_kind": dict(sorted(tally.items())),

@@ -107,12 +107,16 @@ def test_up_with_replicas_serves_from_both_and_survives_one(tmp_path) -> None:
     assert not port_open("127.0.0.1", grpc_port) and not port_open("127.0.0.1", up.rest_port)
 
 
-def test_up_with_several_serving_processes_uses_them_all() -> None:
+@pytest.mark.parametrize("transport", ["aio", "native"])
+def test_up_with_several_serving_processes_uses_them_all(transport) -> None:
+    """`up --api-server-count 2` on either gRPC transport (issue #46): each
+    serving process builds its own server, and both serve through Envoy."""
     import concurrent.futures
 
     body = {"model": "fake-model", "messages": [{"role": "user", "content": "hi"}],
             "max_tokens": 20, "ignore_eos": True, "nvext": {"extra_fields": ["worker_id"]}}
     with tokenwire_up("--api-server-count", "2", "--fake-token-delay", "0.01",
+                      "--grpc-transport", transport,
                       # 2 calls per upstream connection: ~16 connections for 32 callers, so
                       # the kernel's spread leaves no process without one (up alone sets 8).
                       "--gateway-upstream-streams-per-connection", "2") as up:
@@ -138,3 +142,6 @@ def test_up_with_several_serving_processes_uses_them_all() -> None:
         chats = {s.labels["process"]: s.value for s in requests.samples
                  if s.name.endswith("_total") and s.labels["method"] == "CreateChatCompletionJson"}
         assert set(chats) == {"0", "1"} and sum(chats.values()) == 64, chats
+    # on native, each serving process says so; none fell back to grpc.aio
+    assert up.output.count("gRPC transport: native") == (2 if transport == "native" else 0)
+    assert "serving on grpc.aio instead" not in up.output

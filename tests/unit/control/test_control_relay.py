@@ -34,10 +34,16 @@ from tokenwire.v1 import (
     service_pb2_grpc,
 )
 
+# On grpc.aio and pygrpc-native (tests/conftest.py): the relay's methods are
+# registered ones, which native serves itself (runtime/transport.py).
+pytestmark = pytest.mark.transports
+
 
 @pytest.fixture(scope="module")
-def pair(tmp_path_factory) -> collections.abc.Iterator[tuple[ThreadServer, ThreadServer]]:
-    servers = start_pair(tmp_path_factory.mktemp("ctl"))
+def pair(tmp_path_factory,
+         transport) -> collections.abc.Iterator[tuple[ThreadServer, ThreadServer]]:
+    servers = start_pair(tmp_path_factory.mktemp("ctl"), grpc_transport=transport)
+    assert [s.transport for s in servers] == [transport, transport]  # no fallback
     yield servers[0], servers[1]
     for server in servers:
         server.stop()
@@ -231,11 +237,11 @@ def test_each_launch_has_its_own_token_and_a_private_folder(tmp_path, monkeypatc
     assert tokens[0] != tokens[1] and min(map(len, tokens)) >= 32
 
 
-def test_a_resume_mirrored_while_draining_leaves_health_not_serving(tmp_path) -> None:
+def test_a_resume_mirrored_while_draining_leaves_health_not_serving(tmp_path, transport) -> None:
     """--unhealthy-while-paused: process 1 starts shutting down while
     paused; a Resume through process 0 reaches it by the mirror, and it
     stays NOT_SERVING (shutting down wins)."""
-    leader, follower = start_pair(tmp_path)
+    leader, follower = start_pair(tmp_path, grpc_transport=transport)
     stopping = None
     try:
         ch0, control0 = _control(leader)
@@ -305,12 +311,13 @@ def test_concurrent_bounded_requests_share_one_read_and_skip_it_while_fresh() ->
     asyncio.run(run())
 
 
-def test_every_change_on_process_0_is_pushed_before_its_call_answers(tmp_path, monkeypatch) -> None:
+def test_every_change_on_process_0_is_pushed_before_its_call_answers(tmp_path, monkeypatch,
+                                                                    transport) -> None:
     """With reads counted fresh for ever and process 1's mirror stopped, only
     process 0's pushes can tell process 1: a new version label (set after
     the weight-change push) and an announce are seen at once."""
     monkeypatch.setattr(relay_module, "FRESH_S", 1e9)
-    leader, follower = start_pair(tmp_path)
+    leader, follower = start_pair(tmp_path, grpc_transport=transport)
     try:
         running = follower._running  # type: ignore[attr-defined]
         follower.submit(_cancel(running.mirror)).result(5)

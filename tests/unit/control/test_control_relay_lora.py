@@ -27,11 +27,13 @@ from tokenwire.server.api.tracing import RPC_STATUS
 from tokenwire.server.control.relay import PRIVATE_SERVICE, TOKEN_HEADER
 from tokenwire.v1 import control_pb2, control_pb2_grpc, models_pb2, service_pb2_grpc
 
+pytestmark = pytest.mark.transports  # on grpc.aio and pygrpc-native (tests/conftest.py)
+
 
 @pytest.fixture()
-def pair(tmp_path) -> collections.abc.Iterator[tuple[ThreadServer, ThreadServer]]:
+def pair(tmp_path, transport) -> collections.abc.Iterator[tuple[ThreadServer, ThreadServer]]:
     (tmp_path / "sockets").mkdir()
-    servers = start_pair(tmp_path / "sockets")
+    servers = start_pair(tmp_path / "sockets", grpc_transport=transport)
     yield servers[0], servers[1]
     for server in servers:
         server.stop()
@@ -167,7 +169,7 @@ def _keyed(key: str) -> tuple[tuple[str, str], ...]:
 
 
 def test_with_api_keys_every_process_follows_a_reload_and_an_unload(
-        tmp_path, caplog, monkeypatch) -> None:
+        tmp_path, caplog, monkeypatch, transport) -> None:
     """Issue 42 H-2: with an inference key (and an admin key) the processes'
     private methods (AdoptLoras, LoraTable) are not behind the public key
     check (they check their socket and the relay token), so every process
@@ -182,7 +184,8 @@ def test_with_api_keys_every_process_follows_a_reload_and_an_unload(
     collector = Collector().start()
     leader, follower = servers = start_pair(
         tmp_path / "sockets", api_key=INFERENCE_KEY, admin_api_key=ADMIN_KEY,
-        lora_modules=(f"sql={sql}",), otlp_traces_endpoint=collector.endpoint)
+        lora_modules=(f"sql={sql}",), otlp_traces_endpoint=collector.endpoint,
+        grpc_transport=transport)
 
     def spans(server: ThreadServer) -> list[str]:
         with grpc.insecure_channel(server.address) as ch:

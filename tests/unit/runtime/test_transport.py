@@ -59,8 +59,6 @@ def test_the_fake_server_serves_on_the_transport_asked(fake_server, fake_stub, t
 
 @pytest.mark.parametrize("change, reason", [
     (dict(tls_cert="c.pem", tls_key="k.pem"), "TLS (--tls-cert"),
-    (dict(control_sockets=("/tmp/a.sock", "/tmp/b.sock"), api_server_count=2),
-     "--enable-control with --api-server-count > 1"),
     (dict(trust_tenant_header=True), "--trust-tenant-header"),
 ])
 def test_what_native_cannot_serve_is_named(change, reason) -> None:
@@ -72,6 +70,9 @@ def test_nothing_else_keeps_native_from_serving() -> None:
     assert native_refusal(NATIVE) is None
     assert native_refusal(dataclasses.replace(NATIVE, api_server_count=4, api_key="k",
                                               max_message_bytes=1 << 10)) is None
+    # the control relay: its methods are registered ones, its socket a grpc.aio server's
+    assert native_refusal(dataclasses.replace(NATIVE, api_server_count=2, enable_control=True,
+                                              control_sockets=("/tmp/a", "/tmp/b"))) is None
 
 
 @needs_native
@@ -127,7 +128,9 @@ def test_a_fallback_server_still_serves() -> None:
 
 
 def test_serving_processes_each_build_their_own_server(transport) -> None:
-    """--api-server-count 2: both processes serve the port on the transport."""
+    """--api-server-count 2: both processes serve the port on the transport
+    (the relay between them: tests/unit/control/test_control_relay*.py, on
+    both; with the fake engine there is no shared engine core to control)."""
     port = free_port()
     proc = subprocess.Popen(
         [sys.executable, "-m", "tokenwire.cli", "serve", "--engine", "fake", "--port", str(port),

@@ -12,7 +12,7 @@ from tests.rpc import chat_request
 from tests.servers import ThreadServer
 from tokenwire.server.core.settings import ServerSettings
 from tokenwire.server.engine.fake.engine import FakeEngine
-from tokenwire.server.runtime.app import server_credentials
+from tokenwire.server.runtime.transport import server_credentials
 from tokenwire.v1 import service_pb2_grpc
 
 _LOCALHOST = (("grpc.ssl_target_name_override", "localhost"),)

@@ -133,14 +133,12 @@ class ControlRelay:
     def leader(self) -> bool:
         return self.index == 0
 
-    def handler(self) -> grpc.GenericRpcHandler:
+    def handlers(self) -> dict[str, grpc.RpcMethodHandler]:
         """Every ControlService method, on raw message bytes."""
-        return grpc.method_handlers_generic_handler(SERVICE.full_name, {
-            method.name: grpc.unary_unary_rpc_method_handler(self._method(method))
-            for method in SERVICE.methods
-        })
+        return {method.name: grpc.unary_unary_rpc_method_handler(self._method(method))
+                for method in SERVICE.methods}
 
-    def private_handler(self) -> grpc.GenericRpcHandler:
+    def private_handlers(self) -> dict[str, grpc.RpcMethodHandler]:
         """The methods only another serving process calls (on its socket,
         with the launch's token): AdoptLoras, LoraTable."""
         def private(run: Callable[[bytes], bytes]) -> grpc.RpcMethodHandler:
@@ -150,10 +148,18 @@ class ControlRelay:
                 return run(raw)
             return grpc.unary_unary_rpc_method_handler(call)
 
-        return grpc.method_handlers_generic_handler(PRIVATE_SERVICE, {
+        return {
             "AdoptLoras": private(self._adopt_loras),
             "LoraTable": private(lambda _raw: json.dumps(self._published_loras()).encode()),
-        })
+        }
+
+    def serve_on(self, server: grpc.aio.Server) -> None:
+        """Both services on `server` as registered methods (the gRPC port's
+        server, and the sockets' when that is another one): pygrpc-native
+        serves registered unary methods itself, so their callers' addresses
+        are their own, never its fallback socket's."""
+        server.add_registered_method_handlers(SERVICE.full_name, self.handlers())
+        server.add_registered_method_handlers(PRIVATE_SERVICE, self.private_handlers())
 
     @property
     def _engine(self) -> Any:

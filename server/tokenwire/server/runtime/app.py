@@ -12,7 +12,6 @@ import asyncio
 import contextlib
 import gc
 import logging
-import os
 import signal
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
@@ -47,7 +46,7 @@ from tokenwire.server.inference.offload import Offload
 from tokenwire.server.inference.prefill import Prefiller
 from tokenwire.server.inference.turns import TurnTemplates
 from tokenwire.server.runtime.interceptors import server_interceptors
-from tokenwire.server.runtime.transport import make_server
+from tokenwire.server.runtime.transport import listen, make_server, sockets_server
 from tokenwire.server.security.auth import check_exposure
 from tokenwire.server.security.tenancy import Tenancy
 from tokenwire.v1 import (
@@ -179,6 +178,7 @@ class RunningServer:
     relay: ControlRelay | None = None  # several serving processes with control
     mirror: asyncio.Task[None] | None = None  # following process 0's control state
     tracing: Tracing | None = None  # with --otlp-traces-endpoint
+    sockets: grpc.aio.Server | None = None  # the relay's socket, when not on `server`
 
     async def set_serving(self, serving: bool) -> None:
         self.state.serving = serving
@@ -194,7 +194,7 @@ class RunningServer:
             log.info("draining: health NOT_SERVING, new calls accepted for %.1fs", drain)
             await asyncio.sleep(drain)
         await self.set_serving(False)
-        await self.server.stop(grace)
+        await asyncio.gather(*(s.stop(grace) for s in (self.server, self.sockets) if s))
         if self.mirror is not None:
             self.mirror.cancel()
             with contextlib.suppress(asyncio.CancelledError):
@@ -207,43 +207,6 @@ class RunningServer:
         self.engine.shutdown()
         if self.tracing is not None:  # the spans still queued
             await self.tracing.shutdown()
-
-
-def server_credentials(settings: ServerSettings) -> grpc.ServerCredentials | None:
-    """TLS for the gRPC listener (None: plaintext): --tls-cert/--tls-key
-    (vLLM's --ssl-certfile/--ssl-keyfile); with --ssl-cert-reqs 2 every
-    client presents a certificate chaining to --ssl-ca-certs (mTLS).
-    ValueError for what gRPC cannot do (settings.check_tls)."""
-    settings.check_tls()
-    if not settings.tls_cert:
-        return None
-    with open(settings.tls_key, "rb") as key, open(settings.tls_cert, "rb") as cert:
-        pair = (key.read(), cert.read())
-    if settings.ssl_cert_reqs != 2:  # CERT_NONE: vLLM's meaning, even with --ssl-ca-certs
-        if settings.ssl_ca_certs:
-            log.warning("--ssl-ca-certs without --ssl-cert-reqs 2: client certificates are not "
-                        "asked for (vLLM's meaning of --ssl-cert-reqs 0)")
-        return grpc.ssl_server_credentials([pair])
-    with open(settings.ssl_ca_certs, "rb") as ca:
-        return grpc.ssl_server_credentials([pair], root_certificates=ca.read(),
-                                           require_client_auth=True)
-
-
-def _listen(server: grpc.aio.Server, settings: ServerSettings) -> int:
-    address = f"{settings.host}:{settings.port}"
-    creds = server_credentials(settings)
-    if creds is not None:
-        port = server.add_secure_port(address, creds)
-    else:
-        port = server.add_insecure_port(address)
-    if port == 0:
-        raise RuntimeError(f"could not listen on {address}")
-    if settings.control_sockets:  # the other serving processes reach this one here
-        path = settings.control_sockets[settings.process_index]
-        if server.add_insecure_port(f"unix:{path}") == 0:
-            raise RuntimeError(f"could not listen on unix:{path}")
-        os.chmod(path, 0o600)  # this user's processes only (in a 0700 folder too)
-    return port
 
 
 async def start(settings: ServerSettings, engine: Engine) -> RunningServer:
@@ -260,6 +223,7 @@ async def start(settings: ServerSettings, engine: Engine) -> RunningServer:
     tenancy = Tenancy.from_settings(settings)
     interceptors, tracing = server_interceptors(settings, metrics, tenancy)
     server = make_server(settings, options, interceptors)  # --grpc-transport
+    sockets = sockets_server(server, settings, options, interceptors)
     state = ServingState()
     metrics.watch_weights(state)  # the served weights as gauges (a router reads them)
     admission = Admission(settings.max_concurrent_requests, settings.max_admitted_tokens,
@@ -285,7 +249,7 @@ async def start(settings: ServerSettings, engine: Engine) -> RunningServer:
         collective_rpc_allow=settings.collective_rpc_allow,
         served_names=settings.accepted_names(),  # the served names and the folder alias
     )
-    relay = _add_control(server, settings, control, state, paused_health)
+    relay = _add_control((server, sockets), settings, control, state, paused_health)
     names = [SERVICE_NAME, EVENTS_SERVICE_NAME, VLLM_ENGINE_SERVICE]
     if settings.enable_control:
         names.append(CONTROL_SERVICE_NAME)
@@ -293,32 +257,33 @@ async def start(settings: ServerSettings, engine: Engine) -> RunningServer:
     reflection.enable_server_reflection(
         (*names, health.SERVICE_NAME, reflection.SERVICE_NAME), server
     )
-    port = _listen(server, settings)
-    await server.start()
+    port = listen(server, settings, sockets)
+    await asyncio.gather(*(s.start() for s in (server, sockets) if s))
     running = RunningServer(server, port, engine, state, health_report, metrics, control,
-                            offload=plane.offload, relay=relay, tracing=tracing)
+                            offload=plane.offload, relay=relay, tracing=tracing, sockets=sockets)
     await running.set_serving(False)
     await _bring_up(running, settings)
     log.info("tokenwire serving %s on %s:%d", settings.resolved_served_name(), settings.host, port)
     return running
 
 
-def _add_control(server: grpc.aio.Server, settings: ServerSettings, control: ControlPlane,
-                 state: ServingState,
+def _add_control(servers: tuple[grpc.aio.Server, grpc.aio.Server | None],
+                 settings: ServerSettings, control: ControlPlane, state: ServingState,
                  paused_health: Callable[[bool], Awaitable[None]] | None) -> ControlRelay | None:
     """--enable-control: the control service, or with several serving
     processes the relay to process 0's (returned; None without one)."""
     if not settings.enable_control:
         return None
     if not settings.control_sockets:
-        control_pb2_grpc.add_ControlServiceServicer_to_server(ControlServicer(control), server)
+        control_pb2_grpc.add_ControlServiceServicer_to_server(ControlServicer(control), servers[0])
         return None
     relay = ControlRelay(  # several serving processes: process 0 runs control
         settings.process_index, settings.control_sockets, ControlServicer(control), state,
         token=token_from_environment(), admin_key=settings.admin_api_key,
         on_paused=paused_health,
     )
-    server.add_generic_rpc_handlers((relay.handler(), relay.private_handler()))
+    for server in filter(None, servers):  # and the sockets' own server on native
+        relay.serve_on(server)
     if not relay.leader:
         state.refresh = relay.refresh_quietly
     else:  # the others end their bounded requests before generation resumes

@@ -1,12 +1,14 @@
-"""The gRPC server's transport (--grpc-transport): grpc.aio's, or
-pygrpc-native's Rust one where it serves the settings given as grpc.aio
-does; otherwise grpc.aio, with one log line saying why (docs/engine.md,
-"gRPC transports")."""
+"""The gRPC server's transport and listeners: grpc.aio's server, or
+pygrpc-native's Rust one (--grpc-transport native) where it serves the
+settings given as grpc.aio does, otherwise grpc.aio with one log line saying
+why (docs/engine.md, "gRPC transports"); the port, its TLS credentials, and
+the control relay's private socket."""
 
 from __future__ import annotations
 
 import importlib.util
 import logging
+import os
 from collections.abc import Sequence
 from typing import Any
 
@@ -28,14 +30,11 @@ NATIVE_DEFAULTS = (("grpc.max_concurrent_streams", 2**31 - 1),)  # a C int (its 
 def native_refusal(settings: ServerSettings) -> str | None:
     """Why pygrpc-native cannot serve these settings as grpc.aio does (None:
     it can). It serves one plaintext port; bidirectional calls (the Session
-    stream, reflection) and generic handlers (the control relay) reach a
-    grpcio server behind it, where every caller's address is its Unix socket."""
+    stream, reflection) and generic handlers reach a grpcio server behind
+    it, where every caller's address is its Unix socket (the control relay's
+    methods are registered ones, served natively: sockets_server)."""
     if settings.tls_cert:
         return "TLS (--tls-cert / --ssl-certfile): pygrpc-native serves plaintext only"
-    if settings.control_sockets:
-        return ("--enable-control with --api-server-count > 1: the control relay listens on a "
-                "second (private Unix) socket, and its handlers would see pygrpc-native's "
-                "fallback socket as every caller's address (pygrpc-native serves one port)")
     if settings.trust_tenant_header:
         return ("--trust-tenant-header: the Session stream goes through pygrpc-native's grpcio "
                 "fallback, where every caller's address is its Unix socket, so the trusted hop "
@@ -72,6 +71,60 @@ def make_server(settings: ServerSettings, options: Sequence[tuple[str, Any]],
     return grpc.aio.server(options=list(options), interceptors=list(interceptors))
 
 
+def sockets_server(server: grpc.aio.Server, settings: ServerSettings,
+                   options: Sequence[tuple[str, Any]],
+                   interceptors: Sequence[grpc.aio.ServerInterceptor]) -> grpc.aio.Server | None:
+    """Where the control relay's private Unix socket listens when not on
+    `server` (None: on it). pygrpc-native serves one port, so a native
+    server's socket gets a grpc.aio server of its own with the same limits
+    and interceptors, serving the relay's methods only (control/relay.py)."""
+    if not settings.control_sockets or not is_native(server):
+        return None
+    return grpc.aio.server(options=[o for o in options if o[0] != "grpc.so_reuseport"],
+                           interceptors=list(interceptors))
+
+
 def is_native(server: grpc.aio.Server) -> bool:
     """Whether `server` is pygrpc-native's (make_server's `native`)."""
     return type(server).__module__.startswith(NATIVE_PACKAGE)
+
+
+def server_credentials(settings: ServerSettings) -> grpc.ServerCredentials | None:
+    """TLS for the gRPC listener (None: plaintext): --tls-cert/--tls-key
+    (vLLM's --ssl-certfile/--ssl-keyfile); with --ssl-cert-reqs 2 every
+    client presents a certificate chaining to --ssl-ca-certs (mTLS).
+    ValueError for what gRPC cannot do (settings.check_tls)."""
+    settings.check_tls()
+    if not settings.tls_cert:
+        return None
+    with open(settings.tls_key, "rb") as key, open(settings.tls_cert, "rb") as cert:
+        pair = (key.read(), cert.read())
+    if settings.ssl_cert_reqs != 2:  # CERT_NONE: vLLM's meaning, even with --ssl-ca-certs
+        if settings.ssl_ca_certs:
+            log.warning("--ssl-ca-certs without --ssl-cert-reqs 2: client certificates are not "
+                        "asked for (vLLM's meaning of --ssl-cert-reqs 0)")
+        return grpc.ssl_server_credentials([pair])
+    with open(settings.ssl_ca_certs, "rb") as ca:
+        return grpc.ssl_server_credentials([pair], root_certificates=ca.read(),
+                                           require_client_auth=True)
+
+
+def listen(server: grpc.aio.Server, settings: ServerSettings,
+           sockets: grpc.aio.Server | None) -> int:
+    """The gRPC port (TLS with server_credentials), and with several
+    serving processes and control this process's relay socket (on `sockets`,
+    the socket's own server, where not None)."""
+    address = f"{settings.host}:{settings.port}"
+    creds = server_credentials(settings)
+    if creds is not None:
+        port = server.add_secure_port(address, creds)
+    else:
+        port = server.add_insecure_port(address)
+    if port == 0:
+        raise RuntimeError(f"could not listen on {address}")
+    if settings.control_sockets:  # the other serving processes reach this one here
+        path = settings.control_sockets[settings.process_index]
+        if (sockets or server).add_insecure_port(f"unix:{path}") == 0:
+            raise RuntimeError(f"could not listen on unix:{path}")
+        os.chmod(path, 0o600)  # this user's processes only (in a 0700 folder too)
+    return port
