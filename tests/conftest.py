@@ -11,7 +11,9 @@
   demo model, started once per test session (marker ``engine``).
 - ``router_server``: ``tokenwire serve`` on the tiny random model with what
   a router reads (``--metrics-port``, ``--kv-events-config``, LoRA on, a
-  weight version), once per session on first use (marker ``engine``).
+  weight version) and vLLM's tracing (``--otlp-traces-endpoint`` to the
+  session's in-process ``otlp_collector``), once per session on first use
+  (marker ``engine``); its clean exit is checked at the session's end.
 - ``vlm_server``: ``tokenwire serve`` on the tiny random VLM
   (``make tiny-vlm``, docs/multimodal.md), once per session, started on
   first use (marker ``engine``); ``vlm_stub`` its stub.
@@ -34,6 +36,7 @@ import pathlib
 import grpc
 import pytest
 
+from tests.otlp import FAST_EXPORT, Collector
 from tests.servers import ProcessServer, ThreadServer, fake_serving, free_port
 from tokenwire.server.engine.fake.engine import FakeEngine
 from tokenwire.v1 import service_pb2_grpc
@@ -163,31 +166,48 @@ KV_TOPIC = "kv-events"
 @dataclasses.dataclass
 class RouterServer:
     """A real server as a router sees it: its address, its metrics port
-    (what llm-d's picker scrapes) and its engine's ZMQ KV-event port."""
+    (what llm-d's picker scrapes), its engine's ZMQ KV-event port and the
+    OTLP collector its traces go to."""
 
     server: ProcessServer
     metrics_port: int
     kv_port: int
+    collector: Collector
 
 
 @pytest.fixture(scope="session")
-def router_server() -> collections.abc.Iterator[RouterServer]:
-    """One real start for what routers read (tests/engine/test_picker_metrics_engine.py,
-    tests/engine/test_kv_events_engine.py): the tiny random model."""
+def otlp_collector() -> collections.abc.Iterator[Collector]:
+    """An in-process OTLP trace collector (tests/otlp.py) for the session."""
+    with Collector() as collector:
+        yield collector
+
+
+@pytest.fixture(scope="session")
+def router_server(otlp_collector: Collector) -> collections.abc.Iterator[RouterServer]:
+    """One real start for what routers read and for vLLM's observability
+    flags (tests/engine/test_picker_metrics_engine.py,
+    tests/engine/test_kv_events_engine.py,
+    tests/engine/test_engine_flags_engine.py): the tiny random model. Its
+    users only read it (no pause, weight update or LoRA load)."""
     if not (TINY / "config.json").exists():
         pytest.skip("make tiny-model")
     metrics, kv = free_port(), free_port()
     config = {"enable_kv_cache_events": True, "publisher": "zmq",
               "endpoint": f"tcp://*:{kv}", "topic": KV_TOPIC}
-    server = ProcessServer([
-        "--model", str(TINY), "--kv-cache-bytes", str(64 << 20),
-        "--block-size", str(ROUTER_BLOCK), "--max-model-len", "2048",
-        "--weight-version", "step-7", "--no-warmup",
-        "--enable-lora", "--max-lora-rank", "8", "--max-loras", "2",
-        "--metrics-port", str(metrics), "--kv-events-config", json.dumps(config),
-    ]).start(timeout=300)
-    yield RouterServer(server, metrics, kv)
-    server.stop()
+    with pytest.MonkeyPatch.context() as env:  # the server's and vLLM's exporters
+        for name, value in FAST_EXPORT.items():
+            env.setenv(name, value)
+        server = ProcessServer([
+            "--model", str(TINY), "--kv-cache-bytes", str(64 << 20),
+            "--block-size", str(ROUTER_BLOCK), "--max-model-len", "2048",
+            "--weight-version", "step-7", "--no-warmup",
+            "--enable-lora", "--max-lora-rank", "8", "--max-loras", "2",
+            "--metrics-port", str(metrics), "--kv-events-config", json.dumps(config),
+            "--otlp-traces-endpoint", otlp_collector.endpoint,
+        ]).start(timeout=300)
+    yield RouterServer(server, metrics, kv, otlp_collector)
+    code = server.stop(120)
+    assert code == 0, server.log_tail()  # tracing on, it still exits cleanly
 
 
 # The tiny random VLM (an Idefics3; docs/multimodal.md): up to 2 images a

@@ -4,11 +4,19 @@ the same greedy ids from the shared engine, control calls sent to either
 act on the shared engine and show in both (process 0 runs them; the other
 relays), a LoRA adapter loaded, reloaded and unloaded through either is
 served (and then refused) by both with one attribution, and SIGTERM stops
-everything, engine core included."""
+everything, engine core included. With `--otlp-traces-endpoint` (an
+in-process collector, tests/otlp.py) both serving processes trace: each
+call one trace, vLLM's `llm_request` span under its process's server span.
+
+One engine start for the module (docs/architecture.md, "Testing"): the
+tracing test runs first and changes nothing; the last test pauses, updates
+weights, loads LoRA and stops the server (its clean exit is checked there)."""
 
 from __future__ import annotations
 
+import collections.abc
 import re
+import uuid
 from pathlib import Path
 
 import grpc
@@ -16,17 +24,72 @@ import psutil
 import pytest
 
 from tests.engine.checkpoints import build_adapter
+from tests.otlp import FAST_EXPORT, Collector
+from tests.rpc import chat_request
 from tests.servers import ROOT, ProcessServer
 from tokenwire.v1 import control_pb2, control_pb2_grpc, generate_pb2, models_pb2, service_pb2_grpc
 
 TINY = str(ROOT / ".models" / "tiny-random-llama")
+CHAT = "tokenwire.v1.TokenwireService/CreateChatCompletion"
 
 
-def test_two_serving_processes_share_one_engine_core(tmp_path: Path) -> None:
-    server = ProcessServer(["--model", TINY, "--api-server-count", "2", "--no-warmup",
-                            "--kv-cache-bytes", str(128 << 20), "--enable-control",
-                            "--weight-version", "v1", "--enable-lora", "--max-lora-rank", "8",
-                            "--max-num-seqs", "96"]).start()
+@pytest.fixture(scope="module")
+def traced() -> collections.abc.Iterator[tuple[ProcessServer, Collector]]:
+    """The module's one server (two serving processes) and its collector."""
+    if not (Path(TINY) / "config.json").exists():
+        pytest.skip("make tiny-model")
+    collector = Collector().start()
+    with pytest.MonkeyPatch.context() as env:  # the server's and vLLM's exporters
+        for name, value in FAST_EXPORT.items():
+            env.setenv(name, value)
+        try:
+            server = ProcessServer([
+                "--model", TINY, "--api-server-count", "2", "--no-warmup",
+                "--kv-cache-bytes", str(128 << 20), "--enable-control",
+                "--weight-version", "v1", "--enable-lora", "--max-lora-rank", "8",
+                "--max-num-seqs", "96", "--otlp-traces-endpoint", collector.endpoint,
+            ]).start()
+        except BaseException:
+            collector.stop()
+            raise
+    try:
+        yield server, collector
+    finally:
+        server.stop(120)  # stopped already by the last test unless it failed early
+        collector.stop()
+
+
+def test_every_serving_process_traces_over_one_engine_core(traced) -> None:
+    """`--api-server-count 2` on the real engine: each serving process
+    exports its own server spans, and each call's vLLM `llm_request` span
+    (from that process's engine client) is the child of its server span."""
+    server, collector = traced
+    traces = [uuid.uuid4().hex for _ in range(16)]
+    parent = uuid.uuid4().hex[:16]
+    for trace_id in traces:  # each on its own connection: the kernel spreads them
+        with grpc.insecure_channel(server.address, options=[
+                ("grpc.use_local_subchannel_pool", 1)]) as ch:
+            resp = service_pb2_grpc.TokenwireServiceStub(ch).CreateChatCompletion(
+                chat_request(max_tokens=2, ignore_eos=True), timeout=120,
+                metadata=(("traceparent", f"00-{trace_id}-{parent}-01"),))
+            assert resp.usage.completion_tokens == 2
+    wanted = set(traces)
+    spans = collector.wait_for(lambda spans: wanted <= {
+        s.trace_id for s in spans if s.name == "llm_request"}, timeout=60)
+    processes = set()
+    for trace_id in traces:
+        (server_span,) = [s for s in spans if s.trace_id == trace_id and s.name == CHAT]
+        (engine_span,) = [s for s in spans
+                          if s.trace_id == trace_id and s.name == "llm_request"]
+        assert server_span.parent_span_id == parent
+        assert engine_span.parent_span_id == server_span.span_id
+        processes.add(server_span.resource["tokenwire.process_index"])
+    assert processes == {0, 1}
+    assert server.proc is not None and server.proc.poll() is None, server.log_tail()
+
+
+def test_two_serving_processes_share_one_engine_core(traced, tmp_path: Path) -> None:
+    server, _ = traced
     channels: dict[str, grpc.Channel] = {}  # one open channel per serving process
     try:
         by_worker: dict[str, list[list[int]]] = {}
