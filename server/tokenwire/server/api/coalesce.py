@@ -18,7 +18,8 @@ an item that would wait is never waited for before a write.
 from __future__ import annotations
 
 import asyncio
-from collections.abc import AsyncIterator, Generator
+import types
+from collections.abc import AsyncIterator, Awaitable, Generator
 from typing import Any, Final, Generic, TypeVar
 
 T = TypeVar("T")
@@ -33,42 +34,33 @@ class _Nothing:
 NOTHING: Final = _Nothing()
 
 
-class _Resume:
-    """The rest of an advance whose first step was run by hand and
-    suspended (yielding `yielded`, a future or None, to the task that runs
-    it): awaited, it hands the task what the advance awaits, as `await`
-    would have, and forwards what the task sends or throws."""
-
-    __slots__ = ("_cancel", "_it", "_yielded")
-
-    def __init__(self, it: Any, yielded: Any) -> None:
-        self._it, self._yielded, self._cancel = it, yielded, False
-
-    def __await__(self) -> Generator[Any, Any, Any]:
-        it, yielded = self._it, self._yielded
-        if self._cancel:  # what a cancelled task does to what it awaits
-            if isinstance(yielded, asyncio.Future):
-                yielded.cancel()
-            try:
-                yielded = it.throw(asyncio.CancelledError())
-            except StopIteration as stop:
-                return stop.value
-        while True:
-            try:
-                sent = yield yielded
-            except GeneratorExit:
-                it.close()
-                raise
-            except BaseException as exc:
-                try:
-                    yielded = it.throw(exc)
-                except StopIteration as stop:
-                    return stop.value
-            else:
-                try:
-                    yielded = it.send(sent)
-                except StopIteration as stop:
-                    return stop.value
+@types.coroutine
+def _resume(it: Any, yielded: Any, cancel: bool = False) -> Generator[Any, Any, Any]:
+    """The rest of an advance whose first step was run by hand and suspended
+    (yielding `yielded`, a future or None, to the task that runs it): hands
+    the task what the advance awaits, as `await` would have, forwards what
+    the task sends or throws back, then delegates the rest to the advance
+    (`yield from`: no frame of its own per step). `cancel`: first do what a
+    cancelled task does to what it awaits."""
+    if cancel:
+        if isinstance(yielded, asyncio.Future):
+            yielded.cancel()
+        exc: BaseException = asyncio.CancelledError()
+    else:
+        try:
+            yield yielded  # an asyncio task resumes it with None: `yield from` sends it
+        except GeneratorExit:
+            it.close()
+            raise
+        except BaseException as thrown:
+            exc = thrown
+        else:
+            return (yield from it)
+    try:
+        yielded = it.throw(exc)
+    except StopIteration as stop:
+        return stop.value
+    return (yield from _resume(it, yielded))
 
 
 class Ready(Generic[T]):
@@ -77,29 +69,33 @@ class Ready(Generic[T]):
     cancelled task's would be: the iterator's own cleanup runs), so the
     iterator can then be closed."""
 
+    __slots__ = ("_error", "_hold", "_next", "_pending", "ended")
+
     def __init__(self, items: AsyncIterator[T]) -> None:
         self._next = items.__anext__
-        self._pending: _Resume | None = None
+        self._pending: tuple[Any, Any] | None = None  # a kept advance, what it awaits
         self._error: Exception | None = None
         self.ended = False  # the iterator ended during a take()
+        self._hold = not JOIN  # take() steps nothing (one test per call on the hot path)
 
-    async def first(self) -> T:
-        """The next item, waiting for it (StopAsyncIteration at the end; an
-        error a take() met is raised here, after the items taken before it)."""
-        pending, self._pending = self._pending, None
+    def first(self) -> Awaitable[T]:
+        """The next item, to await (StopAsyncIteration at the end; an error a
+        take() met is raised here, after the items taken before it)."""
+        pending = self._pending
         if pending is not None:
-            item: T = await pending
-            return item
-        if self._error is not None:
-            error, self._error = self._error, None
-            raise error
-        if self.ended:
-            raise StopAsyncIteration
-        return await self._next()
+            self._pending, self._hold = None, False
+            return _resume(*pending)  # type: ignore[no-any-return]
+        if self._hold and (self._error is not None or self.ended):
+            return self._failed()
+        return self._next()
+
+    async def _failed(self) -> T:
+        error, self._error = self._error, None
+        raise error if error is not None else StopAsyncIteration
 
     def take(self) -> T | _Nothing:
         """The next item if one step of the advance finishes it, else NOTHING."""
-        if not JOIN or self._pending is not None or self._error is not None or self.ended:
+        if self._hold:  # JOIN off, a kept advance, an error met or the end
             return NOTHING
         it = self._next().__await__()
         try:
@@ -108,12 +104,12 @@ class Ready(Generic[T]):
             item: T = stop.value
             return item
         except StopAsyncIteration:
-            self.ended = True
+            self.ended = self._hold = True
             return NOTHING
         except Exception as exc:
-            self._error = exc
+            self._error, self._hold = exc, True
             return NOTHING
-        self._pending = _Resume(it, yielded)
+        self._pending, self._hold = (it, yielded), True
         return NOTHING
 
     async def __aenter__(self) -> Ready[T]:
@@ -125,9 +121,8 @@ class Ready(Generic[T]):
             return
         task = asyncio.current_task()
         before = task.cancelling() if task is not None else 0
-        pending._cancel = True
         try:
-            await pending
+            await _resume(*pending, cancel=True)
         except (asyncio.CancelledError, StopAsyncIteration, Exception):
             # The advance's own outcome is moot; this task's cancellation is not.
             if task is not None and task.cancelling() > before:
