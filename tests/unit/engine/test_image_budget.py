@@ -113,3 +113,40 @@ def test_pil_decompression_bomb_header_is_media_too_large() -> None:
     with pytest.raises(InvalidArgument) as info:
         multimodal.inspect_data_url("p", url)
     assert info.value.reason == "MEDIA_TOO_LARGE"
+
+
+def test_small_images_are_read_on_the_loop_larger_ones_off_it(wide: Any, monkeypatch) -> None:
+    """Issue #46 item 5: data URLs up to INLINE_INSPECT_CHARS (a few small
+    images) have their headers read where the call runs, no hop to a worker
+    thread and back; larger ones (and the first image, while the count is
+    built) on a worker thread. Both refuse the same way."""
+    import asyncio
+    import threading
+
+    from tokenwire.server.core.domain import RenderOptions
+    from tokenwire.server.engine.vllm.chat_media import VllmChatMedia
+
+    media = VllmChatMedia(wide, "openai", None, {})
+    on_loop: list[bool] = []
+    check = media._check
+
+    def spy(m: list[dict[str, Any]]) -> int:
+        on_loop.append(threading.current_thread() is threading.main_thread())
+        return check(m)
+
+    monkeypatch.setattr(media, "_check", spy)
+    small = "data:image/png;base64," + base64.b64encode(b"not an image").decode()
+    large = "data:image/png;base64," + base64.b64encode(
+        b"x" * multimodal.INLINE_INSPECT_CHARS).decode()
+    for url in (small, large):
+        with pytest.raises(InvalidArgument) as info:
+            asyncio.run(media.render(messages(url), RenderOptions()))
+        assert (info.value.reason, info.value.param) == (
+            "MEDIA_INVALID", "messages[0].content[0].image_url.url")
+    assert on_loop == [False, False]  # the count not built yet; then too large
+    assert media._tokens.of(64, 64) is not None  # the count built (a first image did)
+    for url in (small, large):
+        with pytest.raises(InvalidArgument) as info:
+            asyncio.run(media.render(messages(url), RenderOptions()))
+        assert info.value.reason == "MEDIA_INVALID"
+    assert on_loop == [False, False, True, False]

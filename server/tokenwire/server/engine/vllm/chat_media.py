@@ -45,7 +45,8 @@ class VllmChatMedia:
 
     def _check(self, messages: list[dict[str, Any]]) -> int:
         """The parts' URLs under the server's rules, each data URL's header
-        and pixels, the model's image limit; sync (CPU: run off the loop)."""
+        and pixels, the model's image limit; sync (CPU: off the loop unless
+        the data URLs are small, core/multimodal.INLINE_INSPECT_CHARS)."""
         parts = list(mm.image_parts(messages))
         if not self.enabled:
             raise InvalidArgument(f"{parts[0][0]}: the served model takes text only (no "
@@ -68,7 +69,10 @@ class VllmChatMedia:
         """The expanded prompt of `messages` as vLLM renders it."""
         from vllm.renderers.params import ChatParams
 
-        items = await asyncio.to_thread(self._check, messages)
+        if self._tokens.ready and mm.data_url_chars(messages) <= mm.INLINE_INSPECT_CHARS:
+            items = self._check(messages)  # a few small images: no thread hop
+        else:
+            items = await asyncio.to_thread(self._check, messages)
         kwargs: dict[str, Any] = {**self._kwargs, **options.template_kwargs,
                                   "add_generation_prompt": options.add_generation_prompt,
                                   "continue_final_message": options.continue_final_message}

@@ -247,6 +247,12 @@ class ImageTokens:
         self._count: Callable[[int, int], int] | None = None
         self._failed = False
 
+    @property
+    def ready(self) -> bool:
+        """Whether the count is built (the first call builds the model's
+        processor: call it off the event loop)."""
+        return self._count is not None or self._failed
+
     def of(self, width: int, height: int) -> int | None:
         if self._count is None and not self._failed:
             self._count = self._build()
