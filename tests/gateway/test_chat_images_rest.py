@@ -7,7 +7,6 @@ streamed too; a URL off the allow-list is a 400 naming the field."""
 from __future__ import annotations
 
 import base64
-import collections.abc
 import io
 
 import openai
@@ -15,17 +14,12 @@ import pytest
 from PIL import Image
 
 from tests.conftest import TINY_VLM
-from tests.gateway.envoy_fixture import start_gateway, stop_gateway
-from tests.servers import ProcessServer
 
 
 @pytest.fixture(scope="module")
-def client(vlm_server: ProcessServer) -> collections.abc.Iterator[openai.OpenAI]:
-    envoy = start_gateway(vlm_server.address)
-    try:
-        yield openai.OpenAI(base_url=f"{envoy.url}/v1", api_key="unused", max_retries=0)
-    finally:
-        stop_gateway(envoy)
+def client(vlm_gateway_url: str) -> openai.OpenAI:
+    """The openai SDK through the session's Envoy in front of vlm_server."""
+    return openai.OpenAI(base_url=f"{vlm_gateway_url}/v1", api_key="unused", max_retries=0)
 
 
 def image_url() -> str:
