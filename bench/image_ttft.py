@@ -9,7 +9,7 @@ own (no processor-cache hit on either side). Prints per turn the mean and
 median TTFT, the median inter-token gap and tokens/s, then the ratios
 tokenwire / vLLM per rep with their spread (min / median / max).
 
-    .venv/bin/python -m bench.image_ttft    (about 3 minutes here)
+    .venv/bin/python -m bench.image_ttft    (3 to 6 minutes on the shared 2 cores)
 
 Results: docs/bench.md ("Image chats' time to first token").
 """
