@@ -119,3 +119,24 @@ def test_a_lagging_reader_gets_every_id_once_and_the_same_bytes(served) -> None:
     assert len(ids) == LONG and ids == _ids(b"".join(b.data for b in fast))
     assert _plain(data.replace(b"lag", b"fast")) == _plain(b"".join(b.data for b in fast))
     assert len(slow) == len(fast) == LONG, "a message a token either way: nothing piled up"
+
+
+def test_joined_events_stay_under_half_the_message_limit(transport) -> None:
+    """An output cut into pieces under the limit (inference/chunk_bounds.py):
+    the pieces, ready together, are joined only while the body stays under
+    half of --max-message-bytes; every id still arrives once, in order."""
+    limit = 64 * 1024
+    merged = dict(max_tokens=300, ignore_eos=True, stream_options={"stream_interval": 1024},
+                  return_token_ids=True)
+    with fake_serving(FakeEngine(max_model_len=512), max_message_bytes=limit,
+                      max_top_logprobs=1 << 20, grpc_transport=transport) as srv:
+        ch, stub = _stub(srv.address)
+        with ch:
+            bodies = list(stub.StreamChatCompletionEvents(
+                chat_request(**merged, logprobs=True, top_logprobs=20), timeout=30))
+            plain = list(stub.StreamChatCompletionEvents(chat_request(**merged), timeout=30))
+    counts = [b.data.count(b"\n\n") for b in bodies]
+    assert all(len(b.data) <= limit // 2 or n == 1 for b, n in zip(bodies, counts, strict=True))
+    assert max(counts) > 1 and len(bodies) > 2, "pieces joined, in several messages"
+    ids = _ids(b"".join(b.data for b in bodies))
+    assert len(ids) == 300 and ids == _ids(b"".join(b.data for b in plain))
