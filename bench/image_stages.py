@@ -138,6 +138,7 @@ def main() -> None:
     ap.add_argument("--reps", type=int, default=4)
     ap.add_argument("--requests", type=int, default=64, help="per system per rep")
     ap.add_argument("--concurrency", type=int, default=16)
+    ap.add_argument("--gateway-concurrency", type=int, help="Envoy's worker threads")
     ns, rest = ap.parse_known_args()
     if ns.launch:
         return _launch(ns.launch, rest)
@@ -160,7 +161,9 @@ def main() -> None:
     try:
         address = f"127.0.0.1:{tport}"
         systems.wait_until(lambda: systems.grpc_serving(address), procs, timeout=900)
-        gw = contestants.start_gateway(address, logs)
+        workers = ns.gateway_concurrency
+        gw = contestants.start_gateway(address, logs,
+                                       ["--concurrency", str(workers)] if workers else [])
         if gw is None:
             raise SystemExit("the gateway did not start")
         procs.append(gw[0])
