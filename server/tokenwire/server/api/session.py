@@ -78,11 +78,15 @@ class Session:
                 assert isinstance(item, session_pb2.SessionResponse)
                 yield item
         finally:
-            state.sessions -= 1
-            reader.cancel()
-            self._cancel_all("the session ended")
-            await asyncio.wait([reader, *self.tasks.values()])
-            self.plane.store.drop_session(self.id)
+            try:
+                reader.cancel()
+                self._cancel_all("the session ended")
+                await asyncio.wait([reader, *self.tasks.values()])
+                self.plane.store.drop_session(self.id)
+            finally:
+                # Counted out last: GetStats never shows no sessions while a
+                # session's requests or stored turns are still there.
+                state.sessions -= 1
 
     async def _read(self, requests: AsyncIterator[session_pb2.SessionRequest]) -> None:
         try:
