@@ -25,12 +25,13 @@ def harmony_ids(text: str) -> list[int]:
     return list(get_encoding().encode(text, allowed_special="all"))
 
 
-def vllm_chat_prompt(messages: list[dict[str, Any]], tools: Any) -> list[int]:
-    """vLLM's chat renderer's own harmony path over vLLM's request."""
+def vllm_chat_prompt(messages: list[dict[str, Any]], tools: Any, **fields: Any) -> list[int]:
+    """vLLM's chat renderer's own harmony path over vLLM's request (`fields`:
+    more of its body, e.g. reasoning_effort)."""
     from vllm.entrypoints.openai.chat_completion.protocol import ChatCompletionRequest
     from vllm.renderers.online_renderer import OnlineRenderer
 
-    body: dict[str, Any] = {"model": "", "messages": [dict(m) for m in messages]}
+    body: dict[str, Any] = {"model": "", "messages": [dict(m) for m in messages], **fields}
     if tools:
         body["tools"] = tools
     request = ChatCompletionRequest.model_validate(body)

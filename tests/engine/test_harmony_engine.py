@@ -112,6 +112,26 @@ def test_chat_unary_and_streamed(stub, tokenizer, choice) -> None:
     assert "".join(p.function.arguments for p in pieces) == "".join(a for _, a in calls)
 
 
+def test_reasoning_effort_renders_as_vllms(stub) -> None:
+    """Chat's reasoning_effort and Responses' reasoning.effort reach the
+    harmony system message as vLLM writes them; "none" is refused, as vLLM's."""
+    req = chat_request(messages=ASK, tools=TOOLS, reasoning_effort="high", max_tokens=1,
+                       return_token_ids=True)
+    resp = stub.CreateChatCompletion(req, timeout=600)
+    assert list(resp.prompt_token_ids) == vllm_chat_prompt(ASK, TOOLS, reasoning_effort="high")
+    assert list(resp.prompt_token_ids) != vllm_chat_prompt(ASK, TOOLS)
+    body: dict[str, Any] = {"input": "Weather in Paris?", "instructions": "Answer briefly.",
+                            "reasoning": {"effort": "low"}, "max_output_tokens": 1}
+    answer = stub.CreateResponse(json_format.ParseDict(
+        {**body, "return_token_ids": True}, responses_pb2.CreateResponseRequest()), timeout=600)
+    assert list(answer.prompt_token_ids) == vllm_responses_prompt(body)
+    with pytest.raises(grpc.RpcError) as err:
+        stub.CreateChatCompletion(chat_request(messages=ASK, reasoning_effort="none",
+                                               max_tokens=1), timeout=600)
+    assert err.value.code() == grpc.StatusCode.INVALID_ARGUMENT
+    assert "reasoning_effort" in (err.value.details() or "")
+
+
 def _item(item: responses_pb2.ResponseOutputItem) -> dict[str, Any]:
     return json_format.MessageToDict(item, preserving_proto_field_name=True)
 

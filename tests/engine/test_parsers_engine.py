@@ -72,6 +72,12 @@ def test_qwen3_reasoning_and_enable_thinking(stub) -> None:
         chat_template_kwargs={"enable_thinking": False}, **ask), timeout=300).choices[0]
     assert (off.message.content or off.message.tool_calls) and not off.message.reasoning_content
     assert len(off.token_ids) > 0
+    # reasoning_effort "none" sets enable_thinking false (vLLM's
+    # build_chat_params), which the parser reads as above.
+    none = stub.CreateChatCompletion(chat_request(reasoning_effort="none", **ask),
+                                     timeout=300).choices[0]
+    assert list(none.token_ids) == list(off.token_ids) and not none.message.reasoning_content
+    assert none.message.content == off.message.content
 
 
 def test_include_reasoning_false_hides_the_thought(stub) -> None:

@@ -19,6 +19,8 @@ POST = "/v1/chat/completions"
 MATRIX = [
     ("server validation", "POST", POST, chat_body(n=0), 400, "invalid_request_error", "n",
      "value_out_of_range"),
+    ("reasoning_effort value", "POST", POST, chat_body(reasoning_effort="extreme"), 400,
+     "invalid_request_error", "reasoning_effort", "value_not_allowed"),
     ("unknown nvext field", "POST", POST, chat_body(nvext={"extra_fields": ["x"]}), 400,
      "invalid_request_error", "nvext.extra_fields", "unknown_extra_field"),
     ("malformed JSON", "POST", POST, b'{"model": "fake-model", "messages": [', 400,

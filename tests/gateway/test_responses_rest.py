@@ -67,6 +67,7 @@ def test_create_stream_true(client) -> None:
     ({"previous_response_id": "resp_1"}, "previous_response_id"),
     ({"tools": [{"type": "web_search"}]}, "tools[0].type"),
     ({"input": [{"role": "robot", "content": "x"}]}, "input[0].role"),
+    ({"reasoning": {"effort": "extreme"}}, "reasoning.effort"),
 ])
 def test_bad_field_is_a_400_in_openai_shape(client, rest, fields, param) -> None:
     with pytest.raises(openai.BadRequestError) as info:

@@ -60,6 +60,34 @@ def test_rendering_equalsvllm_chat_prompt(tools) -> None:
     assert "Look it up." not in text  # analysis before the last final answer: dropped
 
 
+@pytest.mark.parametrize("effort", ["low", "medium", "high"])
+def test_reasoning_effort_is_in_the_system_message_as_vllm_writes_it(effort) -> None:
+    from tokenwire.server.engine.vllm.harmony import render_harmony
+
+    ours = render_harmony([dict(m) for m in CONVERSATION],
+                          RenderOptions(tools=TOOLS, reasoning_effort=effort))
+    assert ours == vllm_chat_prompt([dict(m) for m in CONVERSATION], TOOLS,
+                                    reasoning_effort=effort)
+    system = _encoding().decode(ours).split("<|end|>")[0]
+    assert f"Reasoning: {effort}" in system
+    unset = render_harmony([dict(m) for m in CONVERSATION], RenderOptions(tools=TOOLS))
+    assert (ours == unset) == (effort == "medium")  # unset: harmony's default, medium
+
+
+@pytest.mark.parametrize("effort", ["none", "minimal", "max"])
+def test_an_effort_harmony_lacks_is_invalid_argument_as_in_vllm(effort) -> None:
+    from vllm.exceptions import VLLMValidationError
+
+    from tokenwire.server.core.errors import InvalidArgument
+    from tokenwire.server.engine.vllm.harmony import render_harmony
+
+    with pytest.raises(InvalidArgument) as err:
+        render_harmony([{"role": "user", "content": "hi"}], RenderOptions(reasoning_effort=effort))
+    assert err.value.param == "reasoning_effort" and effort in str(err.value)
+    with pytest.raises(VLLMValidationError):  # vLLM refuses the same ones
+        vllm_chat_prompt([{"role": "user", "content": "hi"}], None, reasoning_effort=effort)
+
+
 def test_a_bad_tool_type_is_invalid_argument() -> None:
     from tokenwire.server.core.errors import InvalidArgument
     from tokenwire.server.engine.vllm.harmony import render_harmony

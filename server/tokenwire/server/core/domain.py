@@ -227,6 +227,7 @@ class RenderOptions:
     template_kwargs: dict[str, Any] = dataclasses.field(default_factory=dict)
     tools: list[dict[str, Any]] | None = None
     max_text_chars: int | None = None  # refuse a rendered text longer than this before tokenizing
+    reasoning_effort: str | None = None  # the request's (chat's field): a harmony system message's
 
 
 class Engine(PoolingEngine, Protocol):

@@ -22,9 +22,10 @@ def is_harmony(model_config: Any) -> bool:
 
 
 def render_harmony(messages: list[dict[str, Any]], options: RenderOptions) -> list[int]:
-    """The prompt ids vLLM's chat renderer gives these messages and tools
-    (reasoning_effort unset). The template flags do not apply: vLLM's
-    harmony path always ends with the assistant's turn to write."""
+    """The prompt ids vLLM's chat renderer gives these messages, tools and
+    reasoning effort (low, medium or high in the system message; "none" is
+    refused, as vLLM's). The template flags do not apply: vLLM's harmony
+    path always ends with the assistant's turn to write."""
     from vllm.entrypoints.openai.chat_completion.protocol import ChatCompletionRequest
     from vllm.entrypoints.openai.parser.harmony_utils import (
         build_harmony_preamble,
@@ -46,8 +47,13 @@ def render_harmony(messages: list[dict[str, Any]], options: RenderOptions) -> li
     mt.maybe_serialize_tool_calls(request)  # type: ignore[arg-type]
     instructions, chat_messages = extract_instructions_from_messages(list(request.messages))
     tools = request.tools if options.tools else None
+    if options.reasoning_effort == "none":
+        raise InvalidArgument("reasoning_effort 'none': harmony (gpt-oss) models reason always; "
+                              "use 'low', 'medium' or 'high'", param="reasoning_effort",
+                              reason="VALUE_NOT_ALLOWED")
     try:
         harmony = build_harmony_preamble(instructions=instructions, tools=tools,  # type: ignore[arg-type]
+                                         reasoning_effort=options.reasoning_effort,
                                          with_custom_tools=tools is not None)
         harmony.extend(parse_chat_inputs_to_harmony_messages(chat_messages))
     except VLLMValidationError as exc:

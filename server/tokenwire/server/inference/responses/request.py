@@ -21,6 +21,7 @@ from google.protobuf import json_format, struct_pb2
 
 from tokenwire.server.core import multimodal as mm
 from tokenwire.server.core.errors import InvalidArgument
+from tokenwire.server.inference.shared.messages import REASONING_EFFORTS
 from tokenwire.server.inference.shared.prompt_chars import block_text_chars
 from tokenwire.v1 import chat_pb2, responses_pb2
 
@@ -319,6 +320,20 @@ def text_chars(req: responses_pb2.CreateResponseRequest) -> int:
     return block_text_chars(values)
 
 
+def _effort(req: responses_pb2.CreateResponseRequest) -> str | None:
+    """reasoning.effort (null or absent: unset), as vLLM's Responses request
+    passes it on: chat's reasoning_effort."""
+    if not req.HasField("reasoning") or "effort" not in req.reasoning.fields:
+        return None
+    value = req.reasoning.fields["effort"]
+    if value.WhichOneof("kind") == "null_value":
+        return None
+    if value.WhichOneof("kind") != "string_value" or value.string_value not in REASONING_EFFORTS:
+        raise _bad(f"reasoning.effort must be one of {list(REASONING_EFFORTS)}",
+                   "reasoning.effort", "VALUE_NOT_ALLOWED")
+    return value.string_value
+
+
 def to_chat(req: responses_pb2.CreateResponseRequest, *, stream: bool,
             images: dict[str, str] | None = None) -> chat_pb2.CreateChatCompletionRequest:
     """The chat request `req` runs as (every Responses field checked here
@@ -351,6 +366,9 @@ def to_chat(req: responses_pb2.CreateResponseRequest, *, stream: bool,
         chat.logit_bias[key] = bias
     if req.HasField("chat_template_kwargs"):
         chat.chat_template_kwargs.CopyFrom(req.chat_template_kwargs)
+    effort = _effort(req)
+    if effort is not None:
+        chat.reasoning_effort = effort
     if req.HasField("nvext"):
         chat.nvext.CopyFrom(req.nvext)
     for name in ("kv_transfer_params", "ec_transfer_params"):  # chat's path reads them

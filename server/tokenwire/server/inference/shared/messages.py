@@ -262,13 +262,41 @@ def render_options(req: RenderRequest, *, trust_template: bool = False) -> Rende
             "with --trust-request-chat-template (templates run code on the server)",
             param="chat_template", reason="REQUEST_TEMPLATE_NOT_ALLOWED",
         )
+    template_kwargs = {k: v for k, v in kwargs.items() if k not in RESERVED_TEMPLATE_KWARGS}
+    effort = reasoning_effort(req)
+    if effort is not None:  # vLLM's build_chat_params: over the kwargs' own
+        template_kwargs["reasoning_effort"] = effort
+        if "enable_thinking" not in kwargs:
+            template_kwargs["enable_thinking"] = effort != "none"
     return RenderOptions(
         add_generation_prompt=add_gen and not cont,
         continue_final_message=cont,
         chat_template=template,
-        template_kwargs={k: v for k, v in kwargs.items() if k not in RESERVED_TEMPLATE_KWARGS},
+        template_kwargs=template_kwargs,
         tools=tools_to_dicts(getattr(req, "tools", ())),  # (pooling bodies have none)
+        reasoning_effort=effort,
     )
+
+
+# vLLM's ChatCompletionRequest.reasoning_effort values (OpenAI's, and "max").
+REASONING_EFFORTS = ("none", "minimal", "low", "medium", "high", "xhigh", "max")
+
+
+def reasoning_effort(req: RenderRequest) -> str | None:
+    """The request's reasoning_effort (chat's field; None where the request
+    kind has none or leaves it unset), checked against vLLM's values."""
+    try:
+        if not req.HasField("reasoning_effort"):
+            return None
+    except ValueError:  # a kind without the field (tokenize, pooling)
+        return None
+    effort: str = getattr(req, "reasoning_effort", "")
+    if effort not in REASONING_EFFORTS:
+        raise InvalidArgument(
+            f"reasoning_effort '{effort}' is not one of {list(REASONING_EFFORTS)}",
+            param="reasoning_effort", reason="VALUE_NOT_ALLOWED",
+        )
+    return effort
 
 
 def has_request_template(req: Any) -> bool:
