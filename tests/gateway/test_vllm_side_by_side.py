@@ -211,6 +211,43 @@ def test_keys_differ_from_vllms_only_as_documented(pair, name) -> None:
     assert added == set()
 
 
+ECHO_ASK = [{"role": "user", "content": "Name a color."},
+            {"role": "assistant", "content": "My favourite color is"}]
+
+
+def _deltas(events: list[dict[str, Any]]) -> list[str | None]:
+    return [(c.get("delta") or {}).get("content") for e in events for c in e.get("choices") or []]
+
+
+@pytest.mark.parametrize("stream", [False, True])
+def test_chat_echo_equals_vllms(pair, stream) -> None:
+    """vLLM's chat `echo`: the continued message's text before the reply
+    (unary: in the content, with the prompt's logprobs; streamed: the chunk
+    after the role chunk)."""
+    body = {"messages": ECHO_ASK, "add_generation_prompt": False,
+            "continue_final_message": True, "echo": True, "temperature": 0, "max_tokens": 8,
+            "stream": stream}
+    theirs, ours = _both(pair, "/v1/chat/completions", body)
+    if stream:
+        assert "".join(d or "" for d in _deltas(ours)) == "".join(d or "" for d in _deltas(theirs))
+        assert _deltas(ours)[:2] == _deltas(theirs)[:2] == ["", "My favourite color is"]
+        return
+    content = ours["choices"][0]["message"]["content"]
+    assert content == theirs["choices"][0]["message"]["content"]
+    assert content.startswith("My favourite color is")
+    assert len(ours["prompt_logprobs"]) == len(theirs["prompt_logprobs"]) > 1
+
+
+def test_text_parts_render_as_vllms(pair) -> None:
+    """A message's text parts are joined as vLLM's chat parser joins them
+    (by newlines, for a template taking string content): the same prompt ids."""
+    parts = [{"type": "text", "text": "Name a color."}, {"type": "text", "text": "One word."}]
+    body = {"messages": [{"role": "user", "content": parts}], "max_tokens": 1,
+            "temperature": 0, "return_token_ids": True}
+    theirs, ours = _both(pair, "/v1/chat/completions", body)
+    assert ours["prompt_token_ids"] == theirs["prompt_token_ids"]
+
+
 def test_token_in_chat_is_constrained_the_same(pair) -> None:
     """Token-in chat (nvext.token_data) with a strict tool: the same
     constraint, so the same greedy call as the messages it was rendered from."""

@@ -72,5 +72,32 @@ def test_detokenize_rejects_beyond_vocab(fake_stub) -> None:
     assert error_info(exc_info.value).metadata["param"] == "tokens"
 
 
+def _nan_chat(where: str):
+    req = chat_request(messages=USER)
+    if where == "tool_choice":
+        req.tool_choice.struct_value.update({"type": "function"})
+        req.tool_choice.struct_value.fields["x"].number_value = float("nan")
+    elif where == "chat_template_kwargs":
+        req.chat_template_kwargs.fields["x"].number_value = float("inf")
+    else:  # a tool's parameters
+        tool = req.tools.add(type="function")
+        tool.function.name = "f"
+        tool.function.parameters.fields["maximum"].number_value = float("-inf")
+    return req
+
+
+@pytest.mark.parametrize(("where", "param"), [
+    ("tool_choice", "tool_choice"), ("chat_template_kwargs", "chat_template_kwargs"),
+    ("tools", "tools[0].function.parameters")])
+def test_non_finite_numbers_in_json_fields_are_named(fake_stub, where, param) -> None:
+    """gRPC can carry NaN and infinities in a Struct, which JSON cannot."""
+    with pytest.raises(grpc.RpcError) as err:
+        fake_stub.CreateChatCompletion(_nan_chat(where), timeout=10)
+    assert err.value.code() == grpc.StatusCode.INVALID_ARGUMENT
+    info = error_info(err.value)
+    assert info is not None and (info.reason, info.metadata["param"]) == (
+        "VALUE_NOT_FINITE", param)
+
+
 def test_health_still_serving(fake_stub) -> None:
     assert fake_stub.GetHealth(models_pb2.GetHealthRequest(), timeout=5).status == "SERVING"

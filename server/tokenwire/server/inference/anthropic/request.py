@@ -17,11 +17,12 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from google.protobuf import json_format, struct_pb2
+from google.protobuf import struct_pb2
 
 from tokenwire.server.core import multimodal as mm
 from tokenwire.server.core.errors import InvalidArgument
 from tokenwire.server.inference.anthropic import options
+from tokenwire.server.inference.shared.messages import json_of
 from tokenwire.server.inference.shared.prompt_chars import block_text_chars
 from tokenwire.v1 import anthropic_pb2, chat_pb2
 
@@ -67,10 +68,6 @@ def _bad(message: str, param: str, reason: str) -> InvalidArgument:
     return InvalidArgument(message, param=param, reason=reason)
 
 
-def _to_py(value: struct_pb2.Value) -> Any:
-    return json_format.MessageToDict(value)
-
-
 def _text_of(param: str, value: Any) -> str:
     """A string, or a list of text blocks joined (system, tool_result content)."""
     if isinstance(value, str):
@@ -98,7 +95,7 @@ def _blocks(param: str, content: struct_pb2.Value) -> list[dict[str, Any]]:
     if kind != "list_value":
         raise _bad(f"{param} must be a string or a list of content blocks", param,
                    "FIELD_REQUIRED" if kind is None else "INVALID_TYPE")
-    blocks = _to_py(content)
+    blocks = json_of(content, param)
     for i, block in enumerate(blocks):
         if not isinstance(block, dict) or not isinstance(block.get("type"), str):
             raise _bad(f"{param}[{i}] must be a content block with a type",
@@ -252,7 +249,7 @@ def _assistant(param: str, blocks: list[dict[str, Any]]) -> chat_pb2.ChatMessage
 def _messages(req: Any, images: dict[str, str]) -> list[chat_pb2.ChatMessage]:
     out: list[chat_pb2.ChatMessage] = []
     if req.HasField("system"):
-        system = _to_py(req.system)
+        system = json_of(req.system, "system")
         if system is not None:
             out.append(chat_pb2.ChatMessage(role="system", content=struct_pb2.Value(
                 string_value=_text_of("system", system))))

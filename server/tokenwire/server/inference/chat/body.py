@@ -56,6 +56,7 @@ class ChatBody:
     return_token_ids: bool
     speculative_prefill: bool
     role: str  # the reply's role
+    echo: bool  # put the last message's text before the reply (vLLM's echo)
     # A disaggregating router's KV handshake for the engine (its forwarded
     # prompt ids taken out: they are the prompt), None: none.
     kv_transfer: dict[str, Any] | None = None
@@ -104,7 +105,7 @@ class ChatBody:
                                else True),
             return_token_ids=bool(opt(req, "return_token_ids")),
             speculative_prefill=bool(nv.agent_hints.speculative_prefill),
-            role=_reply_role(req, settings),
+            role=_reply_role(req, settings), echo=bool(opt(req, "echo")),
             kv_transfer=kv,
         )
 
@@ -157,7 +158,7 @@ def _choice(value: Any, kind: str | None) -> str | dict[str, Any] | None:
     if kind == "string_value":
         return str(value.string_value)
     if kind == "struct_value":
-        return struct_to_dict(value.struct_value)
+        return struct_to_dict(value.struct_value, "tool_choice")
     return None
 
 

@@ -72,6 +72,9 @@ class ChatPlan:
     # after the plan is built (chat/kind.py); the max_tokens field as asked.
     token_media: TokenMedia | None = None
     max_tokens_asked: tuple[str, int | None] = ("max_tokens", None)
+    # echo: the text put before each choice's content ("" when the last
+    # message's role is not the reply's); None: echo not asked.
+    echo: str | None = None
 
     @property
     def fingerprint(self) -> str:
@@ -122,6 +125,8 @@ def chat_sampling(body: ChatBody, engine: Engine, settings: ServerSettings
                                   param="top_logprobs", reason="MISSING_DEPENDENCY")
     if body.logprobs:
         p.logprobs = top
+    if body.echo and p.prompt_logprobs is None:
+        p.prompt_logprobs = top  # vLLM's: echo asks the prompt's logprobs too
     if "engine_data" in body.head.extra_fields and p.logprobs is None:
         p.logprobs = 0  # engine_data carries the sampled tokens' logprobs
     if body.response_format is not None:
@@ -222,7 +227,8 @@ def structured_output(rf: chat_pb2.ResponseFormat) -> StructuredOutput | None:
                 "response_format.json_schema.schema is required for type 'json_schema'",
                 param="response_format", reason="FIELD_REQUIRED",
             )
-        return StructuredOutput(json_schema=struct_to_dict(rf.json_schema.schema))
+        return StructuredOutput(json_schema=struct_to_dict(rf.json_schema.schema,
+                                                          "response_format.json_schema.schema"))
     raise InvalidArgument(
         f"response_format.type '{rf.type}' is not one of text, json_object, json_schema",
         param="response_format", reason="VALUE_NOT_ALLOWED",
@@ -239,6 +245,7 @@ class ChatPrompt:
     param: str
     media: ChatMedia | None = None
     token_media: TokenMedia | None = None
+    last: dict[str, Any] | None = None  # the last message (modes raw and template)
 
 
 def chat_prompt(body: ChatBody, engine: Engine, options: RenderOptions) -> ChatPrompt:
@@ -277,14 +284,29 @@ def _messages_prompt(body: ChatBody, engine: Engine, options: RenderOptions) -> 
         if body.mode == "raw":
             raise refuse_raw_prompt()
         return ChatPrompt([], "messages", media=ChatMedia(messages, options,
-                                                          *body.max_tokens_asked))
+                                                          *body.max_tokens_asked),
+                          last=messages[-1])
     if body.mode == "raw":
         text = "".join(m["content"] for m in messages)
-        return ChatPrompt(engine.encode(text, add_special_tokens=body.add_special), "messages")
+        return ChatPrompt(engine.encode(text, add_special_tokens=body.add_special), "messages",
+                          last=messages[-1])
     ids = engine.render_chat(messages, options)
     if body.add_special:
         ids = engine.encode("", add_special_tokens=True) + ids
-    return ChatPrompt(ids, "messages")
+    return ChatPrompt(ids, "messages", last=messages[-1])
+
+
+def echo_text(body: ChatBody, last: dict[str, Any] | None) -> str | None:
+    """vLLM's echo: the last message's text when its role is the reply's
+    (its text parts joined by newlines), else ""; None: not asked."""
+    if not body.echo:
+        return None
+    if last is None or last.get("role") != body.role:
+        return ""
+    content = last.get("content") or ""
+    if isinstance(content, list):
+        return "\n".join(p["text"] for p in content if p.get("type") == "text")
+    return str(content)
 
 
 def _template_messages(req: chat_pb2.CreateChatCompletionRequest, options: RenderOptions
@@ -339,5 +361,5 @@ def assemble(body: ChatBody, params: GenerationParams, top: int, options: Render
         logprobs=body.logprobs, top_logprobs=top, return_token_ids=body.return_token_ids,
         speculative_prefill=body.speculative_prefill, role=body.role,
         media=prompt.media, token_media=prompt.token_media,
-        max_tokens_asked=body.max_tokens_asked,
+        max_tokens_asked=body.max_tokens_asked, echo=echo_text(body, prompt.last),
     )

@@ -76,6 +76,8 @@ def build_chat_response(
                 message.reasoning_content = message.reasoning = parsed.reasoning
             _add_calls(message.tool_calls, parsed.tool_calls)
             tool_finish = parsed.tool_finish
+        if plan.echo is not None:  # vLLM's: "" + no content is ""
+            message.content = plan.echo + message.content
         choice = resp.choices.add(
             index=out.index,
             message=message,
@@ -165,6 +167,20 @@ class ChatStreamBuilder:
         add_prompt_nvext(chunk.nvext, self.plan.extra_fields, self.prompt_ids,
                          (self.engine, first.prompt_logprobs if first is not None else None))
         return chunk
+
+    def echo_chunks(self) -> list[chat_pb2.StreamChatCompletionResponse]:
+        """vLLM's echo, streamed: after the role chunk, a chunk per choice
+        with the last message's text (none without text)."""
+        if not self.plan.echo:
+            return []
+        out = []
+        for i in range(self.plan.request.params.n):
+            chunk = self._chunk()
+            chunk.choices.add(index=i, delta=chat_pb2.ChatCompletionDelta(content=self.plan.echo))
+            if self.plan.continuous_usage:
+                chunk.usage.CopyFrom(self._usage())  # (nothing generated yet)
+            out.append(chunk)
+        return out
 
     def on_output(self, out: EngineOutput) -> chat_pb2.StreamChatCompletionResponse | None:
         if self.first_seen is None and any(c.token_ids for c in out.choices):

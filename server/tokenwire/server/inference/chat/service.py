@@ -39,6 +39,8 @@ async def stream_chat(
         # after a 200. The same iterator then goes on, with no extra layer.
         out = await anext(outputs, None)
         yield builder.first_chunk(out)
+        for chunk in builder.echo_chunks():
+            yield chunk
         finished = False
         while out is not None:
             for piece in pieces(out):  # (one, unless its chunk could pass the limit)

@@ -139,8 +139,8 @@ def _named(param: str, make: Callable[..., T], *args: Any, **kwargs: Any) -> T:
 
 
 def _template_kwargs(req: Any) -> dict[str, Any] | None:
-    kwargs = (struct_to_dict(req.chat_template_kwargs) if req.HasField("chat_template_kwargs")
-              else {})
+    kwargs = (struct_to_dict(req.chat_template_kwargs, "chat_template_kwargs")
+              if req.HasField("chat_template_kwargs") else {})
     if req.HasField("instruction"):
         kwargs.setdefault("instruction", req.instruction)  # vLLM's: the kwargs' one wins
     return kwargs or None

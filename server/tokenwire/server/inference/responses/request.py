@@ -17,11 +17,11 @@ from __future__ import annotations
 
 from typing import Any
 
-from google.protobuf import json_format, struct_pb2
+from google.protobuf import struct_pb2
 
 from tokenwire.server.core import multimodal as mm
 from tokenwire.server.core.errors import InvalidArgument
-from tokenwire.server.inference.shared.messages import REASONING_EFFORTS
+from tokenwire.server.inference.shared.messages import REASONING_EFFORTS, json_of
 from tokenwire.server.inference.shared.prompt_chars import block_text_chars
 from tokenwire.v1 import chat_pb2, responses_pb2
 
@@ -210,7 +210,7 @@ def _messages(req: responses_pb2.CreateResponseRequest,
     if kind != "list_value":
         raise _bad("input must be a string or a list of input items", "input",
                    "FIELD_REQUIRED" if kind in (None, "null_value") else "INVALID_TYPE")
-    items = json_format.MessageToDict(req.input)
+    items = json_of(req.input, "input")
     if not items:
         raise _bad("input must hold at least one item", "input", "FIELD_REQUIRED")
     for i, item in enumerate(items):
@@ -242,7 +242,7 @@ def _tools(req: responses_pb2.CreateResponseRequest) -> list[chat_pb2.Tool]:
 def _tool_choice(req: responses_pb2.CreateResponseRequest) -> struct_pb2.Value | None:
     if not req.HasField("tool_choice"):
         return None
-    choice = json_format.MessageToDict(req.tool_choice)
+    choice = json_of(req.tool_choice, "tool_choice")
     if isinstance(choice, str):
         if choice not in TOOL_CHOICES:
             raise _bad("tool_choice must be auto, none, required or a function",
@@ -261,7 +261,7 @@ def _tool_choice(req: responses_pb2.CreateResponseRequest) -> struct_pb2.Value |
 
 
 def _text_format(req: responses_pb2.CreateResponseRequest) -> chat_pb2.ResponseFormat | None:
-    fmt = json_format.MessageToDict(req.text).get("format") if req.HasField("text") else None
+    fmt = json_of(req.text, "text").get("format") if req.HasField("text") else None
     if fmt is None:
         return None
     ftype = fmt.get("type") if isinstance(fmt, dict) else None

@@ -32,7 +32,7 @@ def read_kv_transfer(req: Any, *, pass_empty: bool = False) -> dict[str, Any] | 
             param="ec_transfer_params", reason="UNSUPPORTED_FIELD")
     if not req.HasField(KV):
         return None
-    params = struct_to_dict(getattr(req, KV))
+    params = struct_to_dict(getattr(req, KV), KV)
     return params if params or pass_empty else None
 
 

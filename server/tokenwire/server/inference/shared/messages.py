@@ -10,6 +10,7 @@ from collections.abc import Sequence
 from typing import Any, Protocol
 
 from google.protobuf import json_format, struct_pb2
+from google.protobuf.message import Message
 
 from tokenwire.server.core import multimodal as mm
 from tokenwire.server.core.domain import RenderOptions
@@ -31,8 +32,19 @@ def _ints_back(value: Any) -> Any:
     return value
 
 
-def struct_to_dict(message: struct_pb2.Struct) -> dict[str, Any]:
-    return dict(_ints_back(json_format.MessageToDict(message)))
+def json_of(message: Message, param: str) -> Any:
+    """A request's Struct / Value / ListValue as the JSON it holds. gRPC can
+    carry NaN and infinities there, which JSON cannot: INVALID_ARGUMENT
+    naming `param`, not a failure deeper in."""
+    try:
+        return json_format.MessageToDict(message)
+    except ValueError as exc:
+        raise InvalidArgument(f"{param} must hold JSON values (no NaN or Infinity): {exc}",
+                              param=param, reason="VALUE_NOT_FINITE") from exc
+
+
+def struct_to_dict(message: struct_pb2.Struct, param: str) -> dict[str, Any]:
+    return dict(_ints_back(json_of(message, param)))
 
 
 _NOT_PARTS = "must be a string or a list of content parts"
@@ -97,11 +109,12 @@ def _content(param: str, content: struct_pb2.Value, allow_null: bool,
 
 
 def _joined(parts: list[dict[str, Any]]) -> str | list[dict[str, Any]]:
-    """Text parts joined into one string (as before images); parts with an
-    image stay parts."""
+    """Text parts joined into one string by newlines, as vLLM's chat parser
+    joins them for a template taking string content; parts with an image
+    stay parts."""
     if any(p["type"] != "text" for p in parts):
         return parts
-    return "".join(p["text"] for p in parts)
+    return "\n".join(p["text"] for p in parts)
 
 
 def _typed_parts(param: str, parts: Sequence[Any], media: bool) -> str | list[dict[str, Any]]:
@@ -197,7 +210,7 @@ def tools_to_dicts(tools: Sequence[chat_pb2.Tool]) -> list[dict[str, Any]] | Non
         if t.function.description:
             fn["description"] = t.function.description
         if t.function.HasField("parameters"):
-            fn["parameters"] = struct_to_dict(t.function.parameters)
+            fn["parameters"] = struct_to_dict(t.function.parameters, f"{param}.function.parameters")
         if t.function.HasField("strict"):  # vLLM keeps it when set (template, structural tag)
             fn["strict"] = t.function.strict
         out.append({"type": "function", "function": fn})
@@ -250,8 +263,8 @@ def render_options(req: RenderRequest, *, trust_template: bool = False) -> Rende
     --trust-request-chat-template), as vLLM does."""
     cont = bool(req.continue_final_message)
     add_gen = req.add_generation_prompt if req.HasField("add_generation_prompt") else True
-    kwargs = (struct_to_dict(req.chat_template_kwargs) if req.HasField("chat_template_kwargs")
-              else {})
+    kwargs = (struct_to_dict(req.chat_template_kwargs, "chat_template_kwargs")
+              if req.HasField("chat_template_kwargs") else {})
     template = req.chat_template if req.HasField("chat_template") and req.chat_template else None
     if (template is None and isinstance(kwargs.get("chat_template"), str)
             and kwargs["chat_template"]):
