@@ -22,6 +22,8 @@ class ServingState:
     def __init__(self) -> None:
         self.serving = False
         self.active_calls = 0
+        self.idle = asyncio.Event()  # set while no call is in flight (a drain waits on it)
+        self.idle.set()
         self.started = int(time.time())
         self.sessions = 0
         self.background: set[asyncio.Task[None]] = set()  # speculative prefills
@@ -95,7 +97,10 @@ class ServingState:
         """Admit one generation call and count it while it runs."""
         self.admit()
         self.active_calls += 1
+        self.idle.clear()
         try:
             yield
         finally:
             self.active_calls -= 1
+            if self.active_calls == 0:
+                self.idle.set()

@@ -46,7 +46,7 @@ from tokenwire.server.inference.offload import Offload
 from tokenwire.server.inference.prefill import Prefiller
 from tokenwire.server.inference.turns import TurnTemplates
 from tokenwire.server.runtime.interceptors import server_interceptors
-from tokenwire.server.runtime.transport import listen, make_server, sockets_server
+from tokenwire.server.runtime.transport import listen, make_server, sockets_server, stop_server
 from tokenwire.server.security.auth import check_exposure
 from tokenwire.server.security.tenancy import Tenancy
 from tokenwire.v1 import (
@@ -194,7 +194,8 @@ class RunningServer:
             log.info("draining: health NOT_SERVING, new calls accepted for %.1fs", drain)
             await asyncio.sleep(drain)
         await self.set_serving(False)
-        await asyncio.gather(*(s.stop(grace) for s in (self.server, self.sockets) if s))
+        await asyncio.gather(*(stop_server(s, grace, self.state.idle)
+                               for s in (self.server, self.sockets) if s))
         if self.mirror is not None:
             self.mirror.cancel()
             with contextlib.suppress(asyncio.CancelledError):

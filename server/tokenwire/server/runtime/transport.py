@@ -6,6 +6,8 @@ the control relay's private socket."""
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
 import importlib.util
 import logging
 import os
@@ -25,6 +27,13 @@ NATIVE_INSTALL = "pip install 'tokenwire[native]'"
 # past which a client's calls wait for a slot, where on grpc.aio they reach
 # the server and admission answers them). A caller's own value wins.
 NATIVE_DEFAULTS = (("grpc.max_concurrent_streams", 2**31 - 1),)  # a C int (its fallback)
+# pygrpc-native 0.5.0's stop(grace) closes its transport as soon as the
+# handlers have returned, without waiting for what they queued to be
+# written: a stream's last messages and trailers could be cut by the GOAWAY
+# (seen once in CI, in test_sigterm_lets_inflight_stream_finish_then_exits_zero).
+# Its writes take milliseconds; this much after the last call ends covers a
+# busy machine.
+NATIVE_FLUSH_SECONDS = 0.5
 
 
 def native_refusal(settings: ServerSettings) -> str | None:
@@ -82,6 +91,21 @@ def sockets_server(server: grpc.aio.Server, settings: ServerSettings,
         return None
     return grpc.aio.server(options=[o for o in options if o[0] != "grpc.so_reuseport"],
                            interceptors=list(interceptors))
+
+
+async def stop_server(server: grpc.aio.Server, grace: float, idle: asyncio.Event) -> None:
+    """Stop `server`, its in-flight calls given `grace` seconds. On native
+    the calls are waited for here (`idle`: set once none runs), then their
+    queued writes get NATIVE_FLUSH_SECONDS (within the grace) before the
+    transport closes."""
+    if is_native(server) and grace > 0:
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + grace
+        with contextlib.suppress(TimeoutError):
+            await asyncio.wait_for(idle.wait(), grace)
+        await asyncio.sleep(max(0.0, min(NATIVE_FLUSH_SECONDS, deadline - loop.time())))
+        grace = max(deadline - loop.time(), 0.01)  # (0 would not wait at all)
+    await server.stop(grace)
 
 
 def is_native(server: grpc.aio.Server) -> bool:
