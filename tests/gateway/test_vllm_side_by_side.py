@@ -238,6 +238,20 @@ def test_chat_echo_equals_vllms(pair, stream) -> None:
     assert len(ours["prompt_logprobs"]) == len(theirs["prompt_logprobs"]) > 1
 
 
+def test_reasoning_effort_equals_vllms(pair) -> None:
+    """Chat's reasoning_effort: the same prompt and greedy ids as vLLM's
+    server; a value outside vLLM's set is a 400 naming it on both."""
+    body = {"messages": ASK, "reasoning_effort": "low", "max_tokens": 5, "temperature": 0,
+            "return_token_ids": True}
+    theirs, ours = _both(pair, "/v1/chat/completions", body)
+    assert ours["prompt_token_ids"] == theirs["prompt_token_ids"]
+    assert ours["choices"][0]["token_ids"] == theirs["choices"][0]["token_ids"]
+    bad = {"model": "m", **body, "reasoning_effort": "extreme"}
+    for url in (pair.vllm, pair.tokenwire):
+        answer = httpx.post(f"{url}/v1/chat/completions", json=bad, timeout=300)
+        assert answer.status_code == 400 and "reasoning_effort" in answer.text, answer.text
+
+
 def test_text_parts_render_as_vllms(pair) -> None:
     """A message's text parts are joined as vLLM's chat parser joins them
     (by newlines, for a template taking string content): the same prompt ids."""
